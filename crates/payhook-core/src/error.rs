@@ -1,0 +1,116 @@
+//! What can go wrong with a delivery, and with a configuration.
+//!
+//! [`Error`]'s `Display` is exactly the text a receiver puts after
+//! `Webhook Error: ` in its reply, so tests can match it; [`Error::status`] is the
+//! HTTP status that goes with it. Neither ever contains a secret or an expected
+//! signature.
+
+use http::{HeaderName, StatusCode};
+
+/// Why a delivery was not handed to the handler.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The signature header is absent.
+    #[error("missing {0} header")]
+    MissingHeader(HeaderName),
+    /// The signature header appears more than once.
+    #[error("{0} header appears more than once")]
+    RepeatedHeader(HeaderName),
+    /// The signature header cannot be parsed; the reason says which rule it broke.
+    #[error("malformed signature header: {0}")]
+    MalformedHeader(&'static str),
+    /// The header has a timestamp but no well-formed `v1` item.
+    #[error("signature header has no v1 signature (64 lowercase hex digits)")]
+    NoSignature,
+    /// No `v1` item matches any configured secret for this body and timestamp.
+    #[error("no signature matches the expected signature for this payload and timestamp")]
+    NoSignatureMatch,
+    /// The timestamp is older than the tolerance allows (a replay, or a very late retry).
+    #[error("timestamp is {age} s old, outside the {tolerance} s tolerance")]
+    TimestampTooOld {
+        /// Seconds between the timestamp and now.
+        age: u64,
+        /// The configured tolerance in seconds.
+        tolerance: u64,
+    },
+    /// The timestamp is further in the future than the tolerance allows.
+    #[error("timestamp is {ahead} s in the future, outside the {tolerance} s tolerance")]
+    TimestampInFuture {
+        /// Seconds between now and the timestamp.
+        ahead: u64,
+        /// The configured tolerance in seconds.
+        tolerance: u64,
+    },
+    /// The body is signed correctly but is not a valid event.
+    #[error("invalid payload: {0}")]
+    InvalidPayload(String),
+    /// The body is larger than the configured limit.
+    #[error("body is larger than the {limit}-byte limit")]
+    BodyTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The body could not be read completely (client went away, truncated upload).
+    #[error("could not read the request body: {0}")]
+    BodyRead(String),
+    /// Another request is handling this event right now.
+    #[error("event {0} is being handled by another delivery; retry later")]
+    InFlight(String),
+    /// The dedupe store could not be reached; nothing was acknowledged or marked.
+    #[error("dedupe store unavailable: {0}")]
+    StoreUnavailable(String),
+}
+
+impl Error {
+    /// The HTTP status a receiver replies with for this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::InFlight(_) => StatusCode::CONFLICT,
+            Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+/// A configuration mistake, reported when a verifier, receiver or store is built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No signing secret was given.
+    #[error("no signing secret configured")]
+    NoSecret,
+    /// A signing secret is the empty string.
+    #[error("a signing secret is empty")]
+    EmptySecret,
+    /// The signature header name is not a valid HTTP header name.
+    #[error("invalid signature header name {0:?}")]
+    InvalidHeaderName(String),
+    /// A setting is out of its range; the text says which.
+    #[error("invalid setting: {0}")]
+    InvalidSetting(&'static str),
+}
+
+/// A dedupe store failure: unreachable, timed out, or full of in-flight claims.
+///
+/// The message must not contain credentials (a store builds it from the failure
+/// kind, never from its connection URL).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StoreError {
+    message: String,
+}
+
+impl StoreError {
+    /// A store error with a message for the reply and the logs.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into() }
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(err: StoreError) -> Self {
+        Self::StoreUnavailable(err.message)
+    }
+}

@@ -1,0 +1,71 @@
+//! The framework-neutral core of payhook: everything a webhook delivery from the
+//! payment service goes through, with no web framework in sight.
+//!
+//! * [`signature`] — the `x-service-signature` scheme: parse, verify in constant
+//!   time against several secrets with a replay tolerance, and [`sign`].
+//! * [`event`] — typed events: [`Event`], [`EventKind`], [`PaymentIntent`] with
+//!   exact amounts.
+//! * [`store`] — dedupe by event id: the [`Store`] trait and [`MemoryStore`].
+//! * [`receiver`] — the pipeline the adapters call: [`Receiver::receive`] turns
+//!   headers and a raw body into a [`Reply`] or a claimed [`Delivery`].
+//! * [`reply`] and [`error`] — what is sent back, and why.
+//! * `testing` (feature `testing`) — signed deliveries and event builders for
+//!   users' tests, and the store conformance suite.
+//!
+//! Most apps use an adapter (the `payhook` crate's `axum`, `tower` or `actix`
+//! features) rather than this crate directly.
+//!
+//! ```
+//! use bytes::Bytes;
+//! use payhook_core::{sign, EventKind, Outcome, Receiver, Secret};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let receiver = Receiver::builder()
+//!     .secret("whsec_test_secret")
+//!     .build()
+//!     .expect("valid configuration");
+//!
+//! // What the payment service sends:
+//! let body = Bytes::from_static(br#"{"id":"evt_42","type":"payment_intent.failed",
+//!   "data":{"object":{"id":"pi_7","amount":2500,"currency":"btc","status":"failed"}}}"#);
+//! let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+//! let mut headers = http::HeaderMap::new();
+//! let signature = sign(&body, &Secret::new("whsec_test_secret").unwrap(), now);
+//! headers.insert("x-service-signature", signature.parse().unwrap());
+//!
+//! match receiver.receive(&headers, body).await {
+//!     Outcome::Deliver(delivery) => {
+//!         if let EventKind::PaymentIntentFailed(pi) = delivery.event().kind() {
+//!             assert_eq!((pi.amount, pi.currency.as_str()), (2500, "btc"));
+//!         }
+//!         let reply = delivery.into_claim().complete().await;
+//!         assert_eq!(reply.status().as_u16(), 200);
+//!     }
+//!     Outcome::Respond(reply) => panic!("rejected: {}", reply.body()),
+//! }
+//! # });
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod clock;
+pub mod error;
+pub mod event;
+mod headers;
+pub mod receiver;
+pub mod reply;
+mod secret;
+pub mod signature;
+pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use clock::{Clock, FixedClock, SystemClock};
+pub use error::{ConfigError, Error, StoreError};
+pub use event::{Event, EventKind, PaymentIntent, PaymentIntentStatus, PaymentMethod};
+pub use headers::{HeaderLookup, Headers};
+pub use receiver::{ClaimGuard, Delivery, Outcome, Receiver, ReceiverBuilder};
+pub use reply::Reply;
+pub use secret::Secret;
+pub use signature::{sign, SignatureScheme, Verifier};
+pub use store::{Claim, ClaimToken, MemoryStore, Store};

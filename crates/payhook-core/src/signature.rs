@@ -1,0 +1,537 @@
+//! The `x-service-signature` scheme: parsing, verifying and signing.
+//!
+//! The header value is a comma-separated list of `key=value` items:
+//! `t` is the unix time of signing in seconds, and each `v1` is the lowercase hex
+//! HMAC-SHA256 of `{t}.{raw body}` keyed with the whole secret string. This is the
+//! format Stripe uses for `Stripe-Signature`, and parsing follows Stripe's official
+//! libraries wherever they agree:
+//!
+//! * items are split on `,`; the key is the text before the first `=`, the value
+//!   the text up to the next `=` (anything after a second `=` is ignored);
+//! * nothing is trimmed: ` v1=…` (after a space) is an unknown key;
+//! * unknown keys (`v0`, …) are ignored, and so is a `v1` that is empty or not 64
+//!   hex digits — another `v1` may still match;
+//! * signatures are compared as lowercase hex, so an uppercase signature does not match;
+//! * `t` may carry a leading `+` or zeros; the signed content uses its plain decimal
+//!   value (`t=+0123` is checked over `123.{body}`).
+//!
+//! Where the libraries disagree payhook is strict: a `t` with trailing characters,
+//! a fraction or a sign other than `+` is malformed, and so is a header whose `t`
+//! items differ. The timestamp must lie within the tolerance (300 s by default) on
+//! *both* sides of the receiver's clock: unlike Stripe's libraries, a timestamp far
+//! in the future is rejected too.
+//!
+//! ```
+//! use payhook_core::signature::{sign, Verifier};
+//! use payhook_core::{FixedClock, Secret};
+//!
+//! let secret = Secret::new("whsec_test_secret").unwrap();
+//! let body = br#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{}}}"#;
+//! let header = sign(body, &secret, 1732264800);
+//! assert_eq!(
+//!     header,
+//!     "t=1732264800,v1=47e6632c169b959135c86d19df2cb565cdbea26c53beb45123d38a1437d37287"
+//! );
+//!
+//! let verifier = Verifier::builder()
+//!     .secret("whsec_test_secret")
+//!     .clock(FixedClock::new(1732264800 + 30))
+//!     .build()
+//!     .unwrap();
+//! assert!(verifier.verify_value(header.as_bytes(), body).is_ok());
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hmac::Mac;
+use subtle::ConstantTimeEq;
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{ConfigError, Error};
+use crate::headers::{HeaderLookup, Headers};
+use crate::secret::Secret;
+
+/// The header that carries the signature unless configured otherwise.
+pub const DEFAULT_HEADER: &str = "x-service-signature";
+
+/// The replay tolerance unless configured otherwise.
+pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+
+/// A signature format: something that decides from the request headers and the
+/// raw body whether a delivery is genuine.
+///
+/// The receiver pipeline holds its scheme as `Arc<dyn SignatureScheme>`, so a second
+/// format can be added without touching the framework adapters. [`Verifier`] is the
+/// built-in implementation.
+pub trait SignatureScheme: Send + Sync + 'static {
+    /// Checks the delivery. `body` is the raw request body, exactly as received.
+    ///
+    /// # Errors
+    /// The [`Error`] that says what failed (missing or malformed header, no matching
+    /// signature, timestamp outside the tolerance).
+    fn verify(&self, headers: &dyn Headers, body: &[u8]) -> Result<(), Error>;
+}
+
+/// A parsed signature header value, borrowing from the header bytes.
+///
+/// ```
+/// use payhook_core::signature::Signature;
+///
+/// let sig = Signature::parse(b"t=+0123,v1=abc,v0=x,v1=").unwrap();
+/// assert_eq!(sig.timestamp(), 123);
+/// // `abc` and the empty item are not 64 hex digits: kept out of the candidates.
+/// assert_eq!(sig.v1().count(), 0);
+/// ```
+#[derive(Clone)]
+pub struct Signature<'a> {
+    timestamp: u64,
+    v1: Vec<&'a [u8]>,
+}
+
+impl fmt::Debug for Signature<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The signatures themselves are never printed.
+        f.debug_struct("Signature")
+            .field("timestamp", &self.timestamp)
+            .field("v1_count", &self.v1.len())
+            .finish()
+    }
+}
+
+impl<'a> Signature<'a> {
+    /// Parses a header value as described in the [module docs](self).
+    ///
+    /// # Errors
+    /// [`Error::MalformedHeader`] with the reason: empty value, no `t`, a `t` that is
+    /// not a plain non-negative integer, or `t` items that differ.
+    pub fn parse(value: &'a [u8]) -> Result<Self, Error> {
+        if value.is_empty() {
+            return Err(Error::MalformedHeader("header value is empty"));
+        }
+        let mut timestamp = None;
+        let mut v1 = Vec::new();
+        for item in value.split(|&b| b == b',') {
+            let mut parts = item.split(|&b| b == b'=');
+            let key = parts.next().unwrap_or_default();
+            let Some(val) = parts.next() else {
+                continue; // an item without `=` carries nothing
+            };
+            match key {
+                b"t" => {
+                    let t = parse_timestamp(val)?;
+                    if timestamp.is_some_and(|prev| prev != t) {
+                        return Err(Error::MalformedHeader("header has several different t values"));
+                    }
+                    timestamp = Some(t);
+                }
+                b"v1" if val.len() == 64 && val.iter().all(u8::is_ascii_hexdigit) => v1.push(val),
+                _ => {}
+            }
+        }
+        let timestamp = timestamp.ok_or(Error::MalformedHeader("header has no t timestamp"))?;
+        Ok(Self { timestamp, v1 })
+    }
+
+    /// The signing time, in unix seconds.
+    pub fn timestamp(&self) -> u64 {
+        self.timestamp
+    }
+
+    /// The well-formed `v1` candidates (64 hex digits each), in header order.
+    pub fn v1(&self) -> impl Iterator<Item = &'a [u8]> + '_ {
+        self.v1.iter().copied()
+    }
+}
+
+fn parse_timestamp(val: &[u8]) -> Result<u64, Error> {
+    const BAD: Error = Error::MalformedHeader("t is not a non-negative whole number of seconds");
+    let digits = val.strip_prefix(b"+").unwrap_or(val);
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(BAD);
+    }
+    let mut t: u64 = 0;
+    for &d in digits {
+        t = t
+            .checked_mul(10)
+            .and_then(|t| t.checked_add(u64::from(d - b'0')))
+            .ok_or(Error::MalformedHeader("t is too large"))?;
+    }
+    Ok(t)
+}
+
+/// Computes the lowercase hex HMAC-SHA256 of `{timestamp}.{body}`.
+fn expected_hex(secret: &Secret, timestamp: u64, body: &[u8]) -> [u8; 64] {
+    let mut mac = secret.mac();
+    let mut digits = [0u8; 20];
+    mac.update(format_u64(timestamp, &mut digits));
+    mac.update(b".");
+    mac.update(body);
+    hex_lower(&mac.finalize().into_bytes().into())
+}
+
+fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+fn hex_lower(bytes: &[u8; 32]) -> [u8; 64] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 64];
+    for (i, b) in bytes.iter().enumerate() {
+        out[2 * i] = DIGITS[usize::from(b >> 4)];
+        out[2 * i + 1] = DIGITS[usize::from(b & 0x0f)];
+    }
+    out
+}
+
+/// Produces the signature header value for `body`, signed with `secret` at
+/// `timestamp` (unix seconds): `t={timestamp},v1={hex}`.
+///
+/// This is the exact header the sender produces, so it is what tests and the
+/// `payhook` command-line tool use to make genuine deliveries.
+pub fn sign(body: &[u8], secret: &Secret, timestamp: u64) -> String {
+    let hex = expected_hex(secret, timestamp, body);
+    let mut header = String::with_capacity(88);
+    header.push_str("t=");
+    header.push_str(std::str::from_utf8(format_u64(timestamp, &mut [0u8; 20])).unwrap_or("0"));
+    header.push_str(",v1=");
+    header.push_str(std::str::from_utf8(&hex).unwrap_or_default());
+    header
+}
+
+/// How far a delivery's timestamp may be from the receiver's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tolerance {
+    /// `|now − t|` must be at most this many whole seconds.
+    Within(Duration),
+    /// No timestamp check at all. Meant for tests that replay recorded deliveries;
+    /// it removes the replay guard.
+    Disabled,
+}
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        Self::Within(DEFAULT_TOLERANCE)
+    }
+}
+
+/// The built-in [`SignatureScheme`]: HMAC-SHA256 `v1` signatures over `{t}.{body}`,
+/// any of several secrets (for rotation), a replay tolerance and a clock.
+///
+/// Build one with [`Verifier::builder`]. `Debug` never shows the secrets.
+#[derive(Clone)]
+pub struct Verifier {
+    secrets: Arc<[Secret]>,
+    header: http::HeaderName,
+    tolerance: Tolerance,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Verifier")
+            .field("secrets", &format_args!("[<{} redacted>]", self.secrets.len()))
+            .field("header", &self.header)
+            .field("tolerance", &self.tolerance)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Verifier {
+    /// Starts a builder: at least one secret is required.
+    pub fn builder() -> VerifierBuilder {
+        VerifierBuilder::default()
+    }
+
+    /// The header this verifier reads.
+    pub fn header_name(&self) -> &http::HeaderName {
+        &self.header
+    }
+
+    /// Verifies one header value against the raw body.
+    ///
+    /// # Errors
+    /// [`Error::MalformedHeader`], [`Error::NoSignatureMatch`],
+    /// [`Error::TimestampTooOld`] or [`Error::TimestampInFuture`].
+    pub fn verify_value(&self, value: &[u8], body: &[u8]) -> Result<(), Error> {
+        let signature = Signature::parse(value)?;
+        if signature.v1.is_empty() {
+            return Err(Error::NoSignature);
+        }
+        let mut matched = subtle::Choice::from(0);
+        for secret in self.secrets.iter() {
+            let expected = expected_hex(secret, signature.timestamp, body);
+            for candidate in &signature.v1 {
+                // Every candidate is compared, so the time taken does not tell
+                // which one (or which byte of it) was close.
+                matched |= expected[..].ct_eq(candidate);
+            }
+        }
+        if !bool::from(matched) {
+            return Err(Error::NoSignatureMatch);
+        }
+        self.check_timestamp(signature.timestamp)
+    }
+
+    fn check_timestamp(&self, t: u64) -> Result<(), Error> {
+        let Tolerance::Within(tolerance) = self.tolerance else {
+            return Ok(());
+        };
+        let tolerance = tolerance.as_secs();
+        let now = i128::from(self.clock.unix_now());
+        let diff = now - i128::from(t);
+        let gap = u64::try_from(diff.unsigned_abs()).unwrap_or(u64::MAX);
+        if gap <= tolerance {
+            Ok(())
+        } else if diff > 0 {
+            Err(Error::TimestampTooOld { age: gap, tolerance })
+        } else {
+            Err(Error::TimestampInFuture { ahead: gap, tolerance })
+        }
+    }
+}
+
+impl SignatureScheme for Verifier {
+    fn verify(&self, headers: &dyn Headers, body: &[u8]) -> Result<(), Error> {
+        match headers.lookup(self.header.as_str()) {
+            HeaderLookup::Missing => Err(Error::MissingHeader(self.header.clone())),
+            HeaderLookup::Repeated => Err(Error::RepeatedHeader(self.header.clone())),
+            HeaderLookup::Once(value) => self.verify_value(value, body),
+        }
+    }
+}
+
+/// Builder for [`Verifier`].
+#[derive(Default)]
+pub struct VerifierBuilder {
+    secrets: Vec<Result<Secret, ConfigError>>,
+    header: Option<Result<http::HeaderName, ConfigError>>,
+    tolerance: Tolerance,
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl fmt::Debug for VerifierBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VerifierBuilder")
+            .field("secrets", &format_args!("[<{} redacted>]", self.secrets.len()))
+            .field("tolerance", &self.tolerance)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VerifierBuilder {
+    /// Adds a signing secret. Call it again (or use [`secrets`](Self::secrets)) to
+    /// accept several during a rotation: a delivery is genuine when any `v1` in its
+    /// header matches any secret.
+    pub fn secret(mut self, secret: impl AsRef<[u8]>) -> Self {
+        self.secrets.push(Secret::new(secret));
+        self
+    }
+
+    /// Adds several signing secrets.
+    pub fn secrets<I, S>(mut self, secrets: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<[u8]>,
+    {
+        self.secrets.extend(secrets.into_iter().map(Secret::new));
+        self
+    }
+
+    /// Adds an already checked [`Secret`].
+    pub fn secret_value(mut self, secret: Secret) -> Self {
+        self.secrets.push(Ok(secret));
+        self
+    }
+
+    /// The header to read instead of `x-service-signature` (case-insensitive).
+    pub fn header_name(mut self, name: &str) -> Self {
+        self.header = Some(
+            http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| ConfigError::InvalidHeaderName(name.to_owned())),
+        );
+        self
+    }
+
+    /// The replay tolerance (default 300 s), checked in whole seconds in both
+    /// directions. Use [`disable_timestamp_check`](Self::disable_timestamp_check)
+    /// to turn the check off; a zero duration means "same second only".
+    pub fn tolerance(mut self, tolerance: Duration) -> Self {
+        self.tolerance = Tolerance::Within(tolerance);
+        self
+    }
+
+    /// Turns the timestamp check off. Only for tests replaying old deliveries:
+    /// without it a captured delivery can be replayed forever.
+    pub fn disable_timestamp_check(mut self) -> Self {
+        self.tolerance = Tolerance::Disabled;
+        self
+    }
+
+    /// The clock that gives "now" (default: the system clock). Tests inject a
+    /// [`FixedClock`](crate::FixedClock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Checks the configuration.
+    ///
+    /// # Errors
+    /// [`ConfigError::NoSecret`], [`ConfigError::EmptySecret`] or
+    /// [`ConfigError::InvalidHeaderName`].
+    pub fn build(self) -> Result<Verifier, ConfigError> {
+        let secrets = self.secrets.into_iter().collect::<Result<Vec<_>, _>>()?;
+        if secrets.is_empty() {
+            return Err(ConfigError::NoSecret);
+        }
+        let header = match self.header {
+            Some(header) => header?,
+            None => http::HeaderName::from_static(DEFAULT_HEADER),
+        };
+        Ok(Verifier {
+            secrets: secrets.into(),
+            header,
+            tolerance: self.tolerance,
+            clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::FixedClock;
+
+    const BODY: &[u8] = br#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{}}}"#;
+    const T: u64 = 1732264800;
+    const SIG: &str = "47e6632c169b959135c86d19df2cb565cdbea26c53beb45123d38a1437d37287";
+
+    fn verifier(now: i64) -> Verifier {
+        Verifier::builder()
+            .secret("whsec_test_secret")
+            .clock(FixedClock::new(now))
+            .build()
+            .unwrap()
+    }
+
+    fn check(header: &str, body: &[u8]) -> Result<(), Error> {
+        verifier(T as i64).verify_value(header.as_bytes(), body)
+    }
+
+    #[test]
+    fn worked_example_byte_for_byte() {
+        let secret = Secret::new("whsec_test_secret").unwrap();
+        assert_eq!(sign(BODY, &secret, T), format!("t={T},v1={SIG}"));
+        assert_eq!(check(&format!("t={T},v1={SIG}"), BODY), Ok(()));
+    }
+
+    #[test]
+    fn timestamp_is_signed_in_plain_decimal() {
+        assert_eq!(check(&format!("t=+000{T},v1={SIG}"), BODY), Ok(()));
+        assert_eq!(check(&format!("t=0{T},t={T},v1={SIG}"), BODY), Ok(()));
+    }
+
+    #[test]
+    fn strict_timestamp_forms_are_malformed() {
+        for t in ["1732264800.5", "1732264800s", "", "-1732264800", "+", "abc", "1e9", " 1732264800"] {
+            let err = check(&format!("t={t},v1={SIG}"), BODY).unwrap_err();
+            assert!(matches!(err, Error::MalformedHeader(_)), "t={t:?} gave {err:?}");
+        }
+        let err = check(&format!("t=99999999999999999999999,v1={SIG}"), BODY).unwrap_err();
+        assert_eq!(err, Error::MalformedHeader("t is too large"));
+        let err = check(&format!("t={T},t=1,v1={SIG}"), BODY).unwrap_err();
+        assert_eq!(err, Error::MalformedHeader("header has several different t values"));
+        assert_eq!(check(&format!("v1={SIG}"), BODY), Err(Error::MalformedHeader("header has no t timestamp")));
+        assert_eq!(check("", BODY), Err(Error::MalformedHeader("header value is empty")));
+    }
+
+    #[test]
+    fn any_v1_may_match_and_bad_items_are_ignored() {
+        let other = "0".repeat(64);
+        assert_eq!(check(&format!("t={T},v1={other},v0=zz,v1=,v1=xyz,v1={SIG}"), BODY), Ok(()));
+        assert_eq!(check(&format!("t={T},v1={SIG},v1={other}"), BODY), Ok(()));
+        // Only text up to a second `=` is the value.
+        assert_eq!(check(&format!("t={T},v1={SIG}=trailing"), BODY), Ok(()));
+        // Items without `=` are skipped.
+        assert_eq!(check(&format!("t={T},junk,v1={SIG}"), BODY), Ok(()));
+    }
+
+    #[test]
+    fn no_trimming_and_lowercase_only() {
+        assert_eq!(check(&format!("t={T}, v1={SIG}"), BODY), Err(Error::NoSignature));
+        let upper = SIG.to_uppercase();
+        assert_eq!(check(&format!("t={T},v1={upper}"), BODY), Err(Error::NoSignatureMatch));
+        assert_eq!(check(&format!("t={T},v1=zz"), BODY), Err(Error::NoSignature));
+    }
+
+    #[test]
+    fn wrong_secret_or_body_does_not_match() {
+        let other = Verifier::builder()
+            .secret("whsec_other")
+            .clock(FixedClock::new(T as i64))
+            .build()
+            .unwrap();
+        assert_eq!(other.verify_value(format!("t={T},v1={SIG}").as_bytes(), BODY), Err(Error::NoSignatureMatch));
+        assert_eq!(check(&format!("t={T},v1={SIG}"), b"{}"), Err(Error::NoSignatureMatch));
+        assert_eq!(check(&format!("t={},v1={SIG}", T + 1), BODY), Err(Error::NoSignatureMatch));
+    }
+
+    #[test]
+    fn rotation_accepts_any_configured_secret() {
+        let v = Verifier::builder()
+            .secrets(["whsec_new", "whsec_test_secret"])
+            .clock(FixedClock::new(T as i64))
+            .build()
+            .unwrap();
+        assert_eq!(v.verify_value(format!("t={T},v1={SIG}").as_bytes(), BODY), Ok(()));
+    }
+
+    #[test]
+    fn tolerance_is_inclusive_in_both_directions() {
+        let header = format!("t={T},v1={SIG}");
+        let at = |now: i64| verifier(now).verify_value(header.as_bytes(), BODY);
+        assert_eq!(at(T as i64 + 300), Ok(()));
+        assert_eq!(at(T as i64 - 300), Ok(()));
+        assert_eq!(at(T as i64 + 301), Err(Error::TimestampTooOld { age: 301, tolerance: 300 }));
+        assert_eq!(at(T as i64 - 301), Err(Error::TimestampInFuture { ahead: 301, tolerance: 300 }));
+        let off = Verifier::builder()
+            .secret("whsec_test_secret")
+            .disable_timestamp_check()
+            .clock(FixedClock::new(0))
+            .build()
+            .unwrap();
+        assert_eq!(off.verify_value(header.as_bytes(), BODY), Ok(()));
+    }
+
+    #[test]
+    fn configuration_errors_come_at_build_time() {
+        assert_eq!(Verifier::builder().build().unwrap_err(), ConfigError::NoSecret);
+        assert_eq!(Verifier::builder().secret("").build().unwrap_err(), ConfigError::EmptySecret);
+        assert!(matches!(
+            Verifier::builder().secret("s").header_name("bad header").build(),
+            Err(ConfigError::InvalidHeaderName(_))
+        ));
+    }
+
+    #[test]
+    fn debug_never_shows_secrets_or_signatures() {
+        let v = verifier(0);
+        let shown = format!("{v:?}");
+        assert!(!shown.contains("whsec_test_secret"), "{shown}");
+        let header = format!("t={T},v1={SIG}");
+        let shown = format!("{:?}", Signature::parse(header.as_bytes()).unwrap());
+        assert!(!shown.contains(SIG), "{shown}");
+        let shown = format!("{:?}", Verifier::builder().secret("whsec_test_secret"));
+        assert!(!shown.contains("whsec_test_secret"), "{shown}");
+    }
+}

@@ -1,0 +1,405 @@
+//! The in-memory dedupe store, the embedded default.
+
+use std::collections::hash_map::RandomState;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::{Claim, ClaimToken, Store, StoreFuture};
+use crate::error::{ConfigError, StoreError};
+
+/// How many ids a [`MemoryStore`] holds unless told otherwise.
+pub const DEFAULT_CAPACITY: usize = 1_000_000;
+
+/// An in-process dedupe store with bounded memory.
+///
+/// * It holds at most `capacity` ids (done and in flight together). When full, the
+///   id that was marked done longest ago is forgotten first; an in-flight claim is
+///   never evicted. A store whose every slot is an in-flight claim answers
+///   [`StoreError`] to new claims, so those deliveries get 503 and are retried,
+///   instead of growing without bound.
+/// * It keeps a 96-bit keyed hash of `namespace` and `id`, not the strings, so
+///   a retained id costs about 50 bytes whatever the id's length. The hash keys are
+///   random per process, so nobody can craft two ids that collide; the chance of an
+///   accidental collision among a million ids is about 10^-17.
+/// * Done ids expire after the retention passed to [`Store::complete`], measured
+///   in tenths of a second.
+///
+/// It serves one process. Replicas of an app that share deliveries need a shared
+/// store (the Redis store).
+///
+/// ```
+/// use std::time::Duration;
+/// use payhook_core::store::{Claim, MemoryStore, Store};
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// let lease = Duration::from_secs(30);
+/// let Claim::Claimed(token) = store.claim("ns", "evt_1", lease).await.unwrap() else { panic!() };
+/// assert_eq!(store.claim("ns", "evt_1", lease).await.unwrap(), Claim::InFlight);
+/// assert!(store.complete("ns", "evt_1", token, Duration::from_secs(60)).await.unwrap());
+/// assert_eq!(store.claim("ns", "evt_1", lease).await.unwrap(), Claim::Done);
+/// # });
+/// ```
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+    hasher: [RandomState; 2],
+    tokens: AtomicU64,
+    started: Instant,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = self.lock();
+        f.debug_struct("MemoryStore")
+            .field("capacity", &inner.capacity)
+            .field("done", &inner.done.len())
+            .field("in_flight", &inner.in_flight.len())
+            .finish()
+    }
+}
+
+/// 96 bits of keyed hash; `[u32; 3]` keeps it at 4-byte alignment so an entry
+/// of the done table is 16 bytes.
+type Key = [u32; 3];
+
+/// Deciseconds since the store started.
+type Tick = u32;
+
+struct Inner {
+    capacity: usize,
+    done: HashMap<Key, Tick, BuildHasherDefault<KeyHasher>>,
+    /// Done ids in the order they were marked done, with the expiry they had
+    /// then; an entry whose expiry no longer matches the table is stale.
+    order: VecDeque<(Key, Tick)>,
+    in_flight: HashMap<Key, InFlight, BuildHasherDefault<KeyHasher>>,
+}
+
+struct InFlight {
+    token: ClaimToken,
+    until: Instant,
+}
+
+/// The keys are already uniform random bits; hashing them again would only cost time.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = self.0.rotate_left(32) ^ u64::from_le_bytes(word);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0 << 32) | u64::from(n);
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryStore {
+    /// A store holding at most [`DEFAULT_CAPACITY`] ids.
+    pub fn new() -> Self {
+        Self::with_capacity_unchecked(DEFAULT_CAPACITY)
+    }
+
+    /// Starts a builder.
+    pub fn builder() -> MemoryStoreBuilder {
+        MemoryStoreBuilder {
+            capacity: DEFAULT_CAPACITY,
+        }
+    }
+
+    fn with_capacity_unchecked(capacity: usize) -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                capacity,
+                done: HashMap::default(),
+                order: VecDeque::new(),
+                in_flight: HashMap::default(),
+            }),
+            hasher: [RandomState::new(), RandomState::new()],
+            tokens: AtomicU64::new(1),
+            started: Instant::now(),
+        }
+    }
+
+    /// How many ids are held (done and in flight).
+    pub fn len(&self) -> usize {
+        let inner = self.lock();
+        inner.done.len() + inner.in_flight.len()
+    }
+
+    /// Whether no id is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave the tables half-updated in a
+        // way that matters (each operation is a few inserts and removes), so a
+        // poisoned lock is used as it is rather than failing every later delivery.
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn key(&self, namespace: &str, id: &str) -> Key {
+        let hash = |state: &RandomState| {
+            let mut h = state.build_hasher();
+            h.write(namespace.as_bytes());
+            h.write_u8(0xff); // no namespace/id split can equal another
+            h.write(id.as_bytes());
+            h.finish()
+        };
+        let (a, b) = (hash(&self.hasher[0]), hash(&self.hasher[1]));
+        [a as u32, (a >> 32) as u32, b as u32]
+    }
+
+    fn tick(&self, at: Instant) -> Tick {
+        let ds = at.duration_since(self.started).as_millis() / 100;
+        Tick::try_from(ds).unwrap_or(Tick::MAX)
+    }
+
+    fn expiry(&self, now: Instant, retention: Duration) -> Tick {
+        // Round up, so an id is never forgotten before its retention is over.
+        let ds = (now.duration_since(self.started) + retention).as_millis().div_ceil(100);
+        Tick::try_from(ds).unwrap_or(Tick::MAX)
+    }
+
+    /// The claim step, synchronous: the memory store never waits.
+    pub fn claim_now(&self, namespace: &str, id: &str, lease: Duration) -> Result<Claim, StoreError> {
+        let key = self.key(namespace, id);
+        let now = Instant::now();
+        let tick = self.tick(now);
+        let mut inner = self.lock();
+        inner.purge_expired(tick);
+        if let Some(&expiry) = inner.done.get(&key) {
+            if expiry > tick {
+                return Ok(Claim::Done);
+            }
+            inner.done.remove(&key);
+        }
+        if let Some(claim) = inner.in_flight.get(&key) {
+            if claim.until > now {
+                return Ok(Claim::InFlight);
+            }
+            // The holder's lease ran out (its worker crashed or hung): hand the id on.
+            inner.in_flight.remove(&key);
+        }
+        inner.make_room()?;
+        let token = ClaimToken::from_u128(
+            u128::from(self.tokens.fetch_add(1, Ordering::Relaxed)) | (u128::from(key[0]) << 64),
+        );
+        inner.in_flight.insert(
+            key,
+            InFlight {
+                token,
+                until: now + lease,
+            },
+        );
+        Ok(Claim::Claimed(token))
+    }
+
+    /// The complete step, synchronous.
+    pub fn complete_now(
+        &self,
+        namespace: &str,
+        id: &str,
+        token: ClaimToken,
+        retention: Duration,
+    ) -> Result<bool, StoreError> {
+        let key = self.key(namespace, id);
+        let now = Instant::now();
+        let tick = self.tick(now);
+        let mut inner = self.lock();
+        match inner.in_flight.get(&key) {
+            Some(claim) if claim.token == token => {
+                inner.in_flight.remove(&key);
+            }
+            // Our lease ran out and another delivery claimed the id: leave it to them.
+            Some(claim) if claim.until > now => return Ok(false),
+            Some(_) => {
+                inner.in_flight.remove(&key);
+            }
+            None => {
+                if inner.done.get(&key).is_some_and(|&expiry| expiry > tick) {
+                    return Ok(false);
+                }
+                inner.make_room()?;
+            }
+        }
+        let expiry = self.expiry(now, retention);
+        inner.done.insert(key, expiry);
+        inner.order.push_back((key, expiry));
+        Ok(true)
+    }
+
+    /// The release step, synchronous.
+    pub fn release_now(&self, namespace: &str, id: &str, token: ClaimToken) -> bool {
+        let key = self.key(namespace, id);
+        let mut inner = self.lock();
+        match inner.in_flight.get(&key) {
+            Some(claim) if claim.token == token => {
+                inner.in_flight.remove(&key);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+impl Inner {
+    /// Forgets done ids whose retention is over, oldest first.
+    fn purge_expired(&mut self, tick: Tick) {
+        while let Some(&(key, expiry)) = self.order.front() {
+            if expiry > tick {
+                break;
+            }
+            self.order.pop_front();
+            if self.done.get(&key) == Some(&expiry) {
+                self.done.remove(&key);
+            }
+        }
+    }
+
+    /// Makes room for one more id by forgetting the oldest done id, or fails when
+    /// every slot is an in-flight claim.
+    fn make_room(&mut self) -> Result<(), StoreError> {
+        while self.done.len() + self.in_flight.len() >= self.capacity {
+            let Some((key, expiry)) = self.order.pop_front() else {
+                return Err(StoreError::new(format!(
+                    "memory store is full: all {} slots hold in-flight claims",
+                    self.capacity
+                )));
+            };
+            if self.done.get(&key) == Some(&expiry) {
+                self.done.remove(&key);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Store for MemoryStore {
+    fn claim<'a>(&'a self, namespace: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
+        Box::pin(std::future::ready(self.claim_now(namespace, id, lease)))
+    }
+
+    fn complete<'a>(
+        &'a self,
+        namespace: &'a str,
+        id: &'a str,
+        token: ClaimToken,
+        retention: Duration,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(self.complete_now(namespace, id, token, retention)))
+    }
+
+    fn release<'a>(&'a self, namespace: &'a str, id: &'a str, token: ClaimToken) -> StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(Ok(self.release_now(namespace, id, token))))
+    }
+}
+
+/// Builder for [`MemoryStore`].
+#[derive(Debug, Clone)]
+pub struct MemoryStoreBuilder {
+    capacity: usize,
+}
+
+impl MemoryStoreBuilder {
+    /// The most ids the store holds (default [`DEFAULT_CAPACITY`]).
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// Builds the store.
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidSetting`] for a capacity of 0.
+    pub fn build(self) -> Result<MemoryStore, ConfigError> {
+        if self.capacity == 0 {
+            return Err(ConfigError::InvalidSetting("memory store capacity must be at least 1"));
+        }
+        Ok(MemoryStore::with_capacity_unchecked(self.capacity))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASE: Duration = Duration::from_secs(60);
+    const KEEP: Duration = Duration::from_secs(3600);
+
+    fn claimed(store: &MemoryStore, id: &str) -> ClaimToken {
+        match store.claim_now("ns", id, LEASE).unwrap() {
+            Claim::Claimed(token) => token,
+            other => panic!("{id}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn full_store_evicts_oldest_done_first_and_keeps_in_flight_claims() {
+        let store = MemoryStore::builder().capacity(4).build().unwrap();
+        let in_flight = claimed(&store, "evt_busy");
+        for i in 0..10 {
+            let id = format!("evt_{i}");
+            let token = claimed(&store, &id);
+            assert!(store.complete_now("ns", &id, token, KEEP).unwrap());
+            assert!(store.len() <= 4, "len {} after {id}", store.len());
+        }
+        // The in-flight claim survived every eviction.
+        assert_eq!(store.claim_now("ns", "evt_busy", LEASE).unwrap(), Claim::InFlight);
+        // The three newest done ids are kept, older ones were forgotten.
+        for i in 7..10 {
+            assert_eq!(store.claim_now("ns", &format!("evt_{i}"), LEASE).unwrap(), Claim::Done);
+        }
+        assert!(matches!(store.claim_now("ns", "evt_0", LEASE).unwrap(), Claim::Claimed(_)));
+        assert!(store.release_now("ns", "evt_busy", in_flight));
+    }
+
+    #[test]
+    fn store_full_of_claims_refuses_instead_of_growing() {
+        let store = MemoryStore::builder().capacity(3).build().unwrap();
+        for i in 0..3 {
+            claimed(&store, &format!("evt_{i}"));
+        }
+        let err = store.claim_now("ns", "evt_3", LEASE).unwrap_err();
+        assert!(err.to_string().contains("full"), "{err}");
+        assert_eq!(store.len(), 3);
+        for i in 0..3 {
+            assert_eq!(store.claim_now("ns", &format!("evt_{i}"), LEASE).unwrap(), Claim::InFlight);
+        }
+    }
+
+    #[test]
+    fn zero_capacity_is_a_config_error() {
+        assert!(MemoryStore::builder().capacity(0).build().is_err());
+    }
+
+    #[test]
+    fn stale_owner_cannot_complete_a_reclaimed_id() {
+        let store = MemoryStore::new();
+        let old = match store.claim_now("ns", "evt_1", Duration::ZERO).unwrap() {
+            Claim::Claimed(t) => t,
+            other => panic!("{other:?}"),
+        };
+        let new = claimed(&store, "evt_1");
+        assert_ne!(old, new);
+        assert!(!store.complete_now("ns", "evt_1", old, KEEP).unwrap());
+        assert!(!store.release_now("ns", "evt_1", old));
+        assert_eq!(store.claim_now("ns", "evt_1", LEASE).unwrap(), Claim::InFlight);
+        assert!(store.complete_now("ns", "evt_1", new, KEEP).unwrap());
+    }
+}
