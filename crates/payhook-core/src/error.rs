@@ -105,7 +105,9 @@ pub struct StoreError {
 impl StoreError {
     /// A store error with a message for the reply and the logs.
     pub fn new(message: impl Into<String>) -> Self {
-        Self { message: message.into() }
+        Self {
+            message: message.into(),
+        }
     }
 }
 

@@ -151,12 +151,14 @@ impl Event {
 
     /// The top-level `created` field as unix seconds, when present and an integer.
     pub fn created(&self) -> Option<i64> {
-        self.field("created").and_then(|raw| serde_json::from_str(raw.get()).ok())
+        self.field("created")
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
     }
 
     /// The top-level `livemode` field, when present and a boolean.
     pub fn livemode(&self) -> Option<bool> {
-        self.field("livemode").and_then(|raw| serde_json::from_str(raw.get()).ok())
+        self.field("livemode")
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
     }
 }
 
@@ -192,8 +194,8 @@ fn payment_intent(data: Option<&RawValue>) -> Result<PaymentIntent, Error> {
         object: Option<PaymentIntent>,
     }
     let data = data.ok_or_else(|| invalid("payment event has no data"))?;
-    let data: Data = serde_json::from_str(data.get())
-        .map_err(|e| Error::InvalidPayload(format!("data.object: {e}")))?;
+    let data: Data =
+        serde_json::from_str(data.get()).map_err(|e| Error::InvalidPayload(format!("data.object: {e}")))?;
     let pi = data
         .object
         .ok_or_else(|| invalid("payment event has no data.object"))?;
@@ -350,7 +352,11 @@ where
 fn amount<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u128, D::Error> {
     let raw = Box::<RawValue>::deserialize(deserializer)?;
     let text = raw.get();
-    let fail = |what: &str| de::Error::custom(format!("amount must be a non-negative integer, got {what} {text}"));
+    let fail = |what: &str| {
+        de::Error::custom(format!(
+            "amount must be a non-negative integer, got {what} {text}"
+        ))
+    };
     match text.as_bytes().first() {
         Some(b'-') => Err(fail("the negative number")),
         Some(b'0'..=b'9') if text.bytes().all(|b| b.is_ascii_digit()) => text
@@ -419,7 +425,11 @@ impl PaymentIntentStatus {
 impl<'de> Deserialize<'de> for PaymentIntentStatus {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let s = String::deserialize(deserializer)?;
-        Ok(if s == "succeeded" { Self::Succeeded } else { Self::Other(s) })
+        Ok(if s == "succeeded" {
+            Self::Succeeded
+        } else {
+            Self::Other(s)
+        })
     }
 }
 
@@ -478,15 +488,20 @@ mod tests {
             ("340282366920938463463374607431768211456", "larger than 2^128 - 1"), // u128::MAX + 1
         ] {
             let err = Event::from_slice(pi_body(PAYMENT_INTENT_SUCCEEDED, amount).as_bytes()).unwrap_err();
-            let Error::InvalidPayload(msg) = &err else { panic!("{err:?}") };
+            let Error::InvalidPayload(msg) = &err else {
+                panic!("{err:?}")
+            };
             assert!(msg.contains(needle), "{amount}: {msg}");
         }
     }
 
     #[test]
     fn other_types_keep_raw_data() {
-        let event = Event::from_slice(br#"{"id":"evt_2","type":"transfer.created","data":{"amount":1e400}}"#).unwrap();
-        let EventKind::Other { data } = event.kind() else { panic!() };
+        let event = Event::from_slice(br#"{"id":"evt_2","type":"transfer.created","data":{"amount":1e400}}"#)
+            .unwrap();
+        let EventKind::Other { data } = event.kind() else {
+            panic!()
+        };
         assert_eq!(data.get(), r#"{"amount":1e400}"#);
         let event = Event::from_slice(br#"{"type":"x.y","id":"evt_3"}"#).unwrap();
         assert!(matches!(event.kind(), EventKind::Other { data } if data.get() == "null"));
@@ -504,7 +519,10 @@ mod tests {
         assert_eq!(msg(r#"{"id":"evt_1"}"#), "event has no type");
         assert_eq!(msg(r#"{"id":"","type":"a"}"#), "event id is empty");
         assert!(msg(r#"{"id":"evt_1","id":"evt_2","type":"a"}"#).contains("duplicate field `id`"));
-        assert_eq!(msg(r#"{"id":"evt_1","type":"payment_intent.failed"}"#), "payment event has no data");
+        assert_eq!(
+            msg(r#"{"id":"evt_1","type":"payment_intent.failed"}"#),
+            "payment event has no data"
+        );
         assert_eq!(
             msg(r#"{"id":"evt_1","type":"payment_intent.failed","data":{}}"#),
             "payment event has no data.object"
@@ -513,7 +531,10 @@ mod tests {
             .contains("not a payment_intent"));
         assert!(msg(r#"{"id":"evt_1","type":"payment_intent.failed","data":{"object":{"id":"pi_1","currency":"btc","status":"succeeded"}}}"#)
             .contains("missing field `amount`"));
-        assert!(msg(r#"{"id":"evt_1","type":"payment_intent.failed","data":{"object":{"id":"pi_1"#).contains("EOF"));
+        assert!(
+            msg(r#"{"id":"evt_1","type":"payment_intent.failed","data":{"object":{"id":"pi_1"#)
+                .contains("EOF")
+        );
     }
 
     #[test]

@@ -295,7 +295,10 @@ impl Verifier {
         } else if diff > 0 {
             Err(Error::TimestampTooOld { age: gap, tolerance })
         } else {
-            Err(Error::TimestampInFuture { ahead: gap, tolerance })
+            Err(Error::TimestampInFuture {
+                ahead: gap,
+                tolerance,
+            })
         }
     }
 }
@@ -443,22 +446,43 @@ mod tests {
 
     #[test]
     fn strict_timestamp_forms_are_malformed() {
-        for t in ["1732264800.5", "1732264800s", "", "-1732264800", "+", "abc", "1e9", " 1732264800"] {
+        for t in [
+            "1732264800.5",
+            "1732264800s",
+            "",
+            "-1732264800",
+            "+",
+            "abc",
+            "1e9",
+            " 1732264800",
+        ] {
             let err = check(&format!("t={t},v1={SIG}"), BODY).unwrap_err();
             assert!(matches!(err, Error::MalformedHeader(_)), "t={t:?} gave {err:?}");
         }
         let err = check(&format!("t=99999999999999999999999,v1={SIG}"), BODY).unwrap_err();
         assert_eq!(err, Error::MalformedHeader("t is too large"));
         let err = check(&format!("t={T},t=1,v1={SIG}"), BODY).unwrap_err();
-        assert_eq!(err, Error::MalformedHeader("header has several different t values"));
-        assert_eq!(check(&format!("v1={SIG}"), BODY), Err(Error::MalformedHeader("header has no t timestamp")));
-        assert_eq!(check("", BODY), Err(Error::MalformedHeader("header value is empty")));
+        assert_eq!(
+            err,
+            Error::MalformedHeader("header has several different t values")
+        );
+        assert_eq!(
+            check(&format!("v1={SIG}"), BODY),
+            Err(Error::MalformedHeader("header has no t timestamp"))
+        );
+        assert_eq!(
+            check("", BODY),
+            Err(Error::MalformedHeader("header value is empty"))
+        );
     }
 
     #[test]
     fn any_v1_may_match_and_bad_items_are_ignored() {
         let other = "0".repeat(64);
-        assert_eq!(check(&format!("t={T},v1={other},v0=zz,v1=,v1=xyz,v1={SIG}"), BODY), Ok(()));
+        assert_eq!(
+            check(&format!("t={T},v1={other},v0=zz,v1=,v1=xyz,v1={SIG}"), BODY),
+            Ok(())
+        );
         assert_eq!(check(&format!("t={T},v1={SIG},v1={other}"), BODY), Ok(()));
         // Only text up to a second `=` is the value.
         assert_eq!(check(&format!("t={T},v1={SIG}=trailing"), BODY), Ok(()));
@@ -470,7 +494,10 @@ mod tests {
     fn no_trimming_and_lowercase_only() {
         assert_eq!(check(&format!("t={T}, v1={SIG}"), BODY), Err(Error::NoSignature));
         let upper = SIG.to_uppercase();
-        assert_eq!(check(&format!("t={T},v1={upper}"), BODY), Err(Error::NoSignatureMatch));
+        assert_eq!(
+            check(&format!("t={T},v1={upper}"), BODY),
+            Err(Error::NoSignatureMatch)
+        );
         assert_eq!(check(&format!("t={T},v1=zz"), BODY), Err(Error::NoSignature));
     }
 
@@ -481,9 +508,18 @@ mod tests {
             .clock(FixedClock::new(T as i64))
             .build()
             .unwrap();
-        assert_eq!(other.verify_value(format!("t={T},v1={SIG}").as_bytes(), BODY), Err(Error::NoSignatureMatch));
-        assert_eq!(check(&format!("t={T},v1={SIG}"), b"{}"), Err(Error::NoSignatureMatch));
-        assert_eq!(check(&format!("t={},v1={SIG}", T + 1), BODY), Err(Error::NoSignatureMatch));
+        assert_eq!(
+            other.verify_value(format!("t={T},v1={SIG}").as_bytes(), BODY),
+            Err(Error::NoSignatureMatch)
+        );
+        assert_eq!(
+            check(&format!("t={T},v1={SIG}"), b"{}"),
+            Err(Error::NoSignatureMatch)
+        );
+        assert_eq!(
+            check(&format!("t={},v1={SIG}", T + 1), BODY),
+            Err(Error::NoSignatureMatch)
+        );
     }
 
     #[test]
@@ -502,8 +538,20 @@ mod tests {
         let at = |now: i64| verifier(now).verify_value(header.as_bytes(), BODY);
         assert_eq!(at(T as i64 + 300), Ok(()));
         assert_eq!(at(T as i64 - 300), Ok(()));
-        assert_eq!(at(T as i64 + 301), Err(Error::TimestampTooOld { age: 301, tolerance: 300 }));
-        assert_eq!(at(T as i64 - 301), Err(Error::TimestampInFuture { ahead: 301, tolerance: 300 }));
+        assert_eq!(
+            at(T as i64 + 301),
+            Err(Error::TimestampTooOld {
+                age: 301,
+                tolerance: 300
+            })
+        );
+        assert_eq!(
+            at(T as i64 - 301),
+            Err(Error::TimestampInFuture {
+                ahead: 301,
+                tolerance: 300
+            })
+        );
         let off = Verifier::builder()
             .secret("whsec_test_secret")
             .disable_timestamp_check()
@@ -516,7 +564,10 @@ mod tests {
     #[test]
     fn configuration_errors_come_at_build_time() {
         assert_eq!(Verifier::builder().build().unwrap_err(), ConfigError::NoSecret);
-        assert_eq!(Verifier::builder().secret("").build().unwrap_err(), ConfigError::EmptySecret);
+        assert_eq!(
+            Verifier::builder().secret("").build().unwrap_err(),
+            ConfigError::EmptySecret
+        );
         assert!(matches!(
             Verifier::builder().secret("s").header_name("bad header").build(),
             Err(ConfigError::InvalidHeaderName(_))

@@ -150,7 +150,9 @@ impl MemoryStore {
         // A panic while holding the lock cannot leave the tables half-updated in a
         // way that matters (each operation is a few inserts and removes), so a
         // poisoned lock is used as it is rather than failing every later delivery.
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn key(&self, namespace: &str, id: &str) -> Key {
@@ -172,7 +174,9 @@ impl MemoryStore {
 
     fn expiry(&self, now: Instant, retention: Duration) -> Tick {
         // Round up, so an id is never forgotten before its retention is over.
-        let ds = (now.duration_since(self.started) + retention).as_millis().div_ceil(100);
+        let ds = (now.duration_since(self.started) + retention)
+            .as_millis()
+            .div_ceil(100);
         Tick::try_from(ds).unwrap_or(Tick::MAX)
     }
 
@@ -302,7 +306,9 @@ impl Store for MemoryStore {
         token: ClaimToken,
         retention: Duration,
     ) -> StoreFuture<'a, bool> {
-        Box::pin(std::future::ready(self.complete_now(namespace, id, token, retention)))
+        Box::pin(std::future::ready(
+            self.complete_now(namespace, id, token, retention),
+        ))
     }
 
     fn release<'a>(&'a self, namespace: &'a str, id: &'a str, token: ClaimToken) -> StoreFuture<'a, bool> {
@@ -329,7 +335,9 @@ impl MemoryStoreBuilder {
     /// [`ConfigError::InvalidSetting`] for a capacity of 0.
     pub fn build(self) -> Result<MemoryStore, ConfigError> {
         if self.capacity == 0 {
-            return Err(ConfigError::InvalidSetting("memory store capacity must be at least 1"));
+            return Err(ConfigError::InvalidSetting(
+                "memory store capacity must be at least 1",
+            ));
         }
         Ok(MemoryStore::with_capacity_unchecked(self.capacity))
     }
@@ -363,9 +371,15 @@ mod tests {
         assert_eq!(store.claim_now("ns", "evt_busy", LEASE).unwrap(), Claim::InFlight);
         // The three newest done ids are kept, older ones were forgotten.
         for i in 7..10 {
-            assert_eq!(store.claim_now("ns", &format!("evt_{i}"), LEASE).unwrap(), Claim::Done);
+            assert_eq!(
+                store.claim_now("ns", &format!("evt_{i}"), LEASE).unwrap(),
+                Claim::Done
+            );
         }
-        assert!(matches!(store.claim_now("ns", "evt_0", LEASE).unwrap(), Claim::Claimed(_)));
+        assert!(matches!(
+            store.claim_now("ns", "evt_0", LEASE).unwrap(),
+            Claim::Claimed(_)
+        ));
         assert!(store.release_now("ns", "evt_busy", in_flight));
     }
 
@@ -379,7 +393,10 @@ mod tests {
         assert!(err.to_string().contains("full"), "{err}");
         assert_eq!(store.len(), 3);
         for i in 0..3 {
-            assert_eq!(store.claim_now("ns", &format!("evt_{i}"), LEASE).unwrap(), Claim::InFlight);
+            assert_eq!(
+                store.claim_now("ns", &format!("evt_{i}"), LEASE).unwrap(),
+                Claim::InFlight
+            );
         }
     }
 

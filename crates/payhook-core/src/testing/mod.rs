@@ -73,7 +73,10 @@ struct IntentFields {
 impl IntentFields {
     fn new(status: &str) -> Self {
         Self {
-            id: format!("pi_test_{:016x}", crate::store::ClaimToken::random().as_u128() as u64),
+            id: format!(
+                "pi_test_{:016x}",
+                crate::store::ClaimToken::random().as_u128() as u64
+            ),
             amount: 250_000,
             amount_received: None,
             currency: "btc".to_owned(),
@@ -224,7 +227,9 @@ impl EventBuilder {
         let data = match (&self.data, &self.intent) {
             (Some(raw), _) => raw.clone(),
             (None, Some(pi)) => {
-                let received = pi.amount_received.unwrap_or(if pi.status == "succeeded" { pi.amount } else { 0 });
+                let received =
+                    pi.amount_received
+                        .unwrap_or(if pi.status == "succeeded" { pi.amount } else { 0 });
                 let methods: Vec<String> = pi.methods.iter().map(|m| json_string(m)).collect();
                 let metadata: Vec<String> = pi
                     .metadata
@@ -240,7 +245,9 @@ impl EventBuilder {
                     methods.join(","),
                     json_string(&pi.status),
                     self.created,
-                    pi.description.as_deref().map_or_else(|| "null".to_owned(), json_string),
+                    pi.description
+                        .as_deref()
+                        .map_or_else(|| "null".to_owned(), json_string),
                     metadata.join(","),
                 )
             }
@@ -302,7 +309,10 @@ impl SignedDelivery {
             *request.uri_mut() = uri;
         }
         let headers = request.headers_mut();
-        headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
         if let (Ok(name), Ok(value)) = (
             http::HeaderName::from_bytes(header.as_bytes()),
             http::HeaderValue::from_str(&self.signature),
@@ -337,7 +347,9 @@ mod tests {
             .description(None)
             .to_json();
         let event = Event::from_slice(json.as_bytes()).unwrap();
-        let EventKind::PaymentIntentSucceeded(pi) = event.kind() else { panic!() };
+        let EventKind::PaymentIntentSucceeded(pi) = event.kind() else {
+            panic!()
+        };
         assert_eq!(pi.amount, u128::MAX);
         assert_eq!(pi.metadata["order"], "A \"quoted\" id");
         assert_eq!(pi.payment_method_types[0].as_str(), "ethereum");

@@ -41,13 +41,22 @@ pub async fn claim_complete_release<S: Store + ?Sized>(store: &S) {
     let ns = namespace("lifecycle");
     let first = claimed(store, &ns, "evt_1", LEASE).await;
     assert_eq!(state(store, &ns, "evt_1").await, Claim::InFlight);
-    assert!(store.release(&ns, "evt_1", first).await.unwrap(), "owner's release");
+    assert!(
+        store.release(&ns, "evt_1", first).await.unwrap(),
+        "owner's release"
+    );
     let second = claimed(store, &ns, "evt_1", LEASE).await;
     assert_ne!(first, second, "each claim has its own token");
-    assert!(store.complete(&ns, "evt_1", second, RETENTION).await.unwrap(), "owner's complete");
+    assert!(
+        store.complete(&ns, "evt_1", second, RETENTION).await.unwrap(),
+        "owner's complete"
+    );
     assert_eq!(state(store, &ns, "evt_1").await, Claim::Done);
     assert_eq!(state(store, &ns, "evt_1").await, Claim::Done, "done stays done");
-    assert!(!store.release(&ns, "evt_1", second).await.unwrap(), "a done id is not released");
+    assert!(
+        !store.release(&ns, "evt_1", second).await.unwrap(),
+        "a done id is not released"
+    );
     assert_eq!(state(store, &ns, "evt_1").await, Claim::Done);
 }
 
@@ -73,8 +82,14 @@ pub async fn lease_expiry<S: Store + ?Sized>(store: &S) {
     tokio::time::sleep(Duration::from_millis(700)).await;
     let next = claimed(store, &ns, "evt_1", LEASE).await;
     assert_ne!(crashed, next);
-    assert!(!store.release(&ns, "evt_1", crashed).await.unwrap(), "stale owner cannot release");
-    assert!(!store.complete(&ns, "evt_1", crashed, RETENTION).await.unwrap(), "stale owner cannot complete");
+    assert!(
+        !store.release(&ns, "evt_1", crashed).await.unwrap(),
+        "stale owner cannot release"
+    );
+    assert!(
+        !store.complete(&ns, "evt_1", crashed, RETENTION).await.unwrap(),
+        "stale owner cannot complete"
+    );
     assert_eq!(state(store, &ns, "evt_1").await, Claim::InFlight);
     assert!(store.complete(&ns, "evt_1", next, RETENTION).await.unwrap());
     assert_eq!(state(store, &ns, "evt_1").await, Claim::Done);
@@ -84,7 +99,10 @@ pub async fn lease_expiry<S: Store + ?Sized>(store: &S) {
 pub async fn retention_expiry<S: Store + ?Sized>(store: &S) {
     let ns = namespace("retention");
     let token = claimed(store, &ns, "evt_1", LEASE).await;
-    assert!(store.complete(&ns, "evt_1", token, Duration::from_millis(300)).await.unwrap());
+    assert!(store
+        .complete(&ns, "evt_1", token, Duration::from_millis(300))
+        .await
+        .unwrap());
     assert_eq!(state(store, &ns, "evt_1").await, Claim::Done);
     tokio::time::sleep(Duration::from_millis(800)).await;
     let _ = claimed(store, &ns, "evt_1", LEASE).await;
@@ -117,7 +135,10 @@ pub async fn concurrent_claims<S: Store>(store: Arc<S>) {
         .collect();
     assert_eq!(winners.len(), 1, "exactly one of 64 claims wins: {results:?}");
     assert_eq!(results.iter().filter(|c| **c == Claim::InFlight).count(), 63);
-    assert!(store.complete(&ns, "evt_hot", winners[0], RETENTION).await.unwrap());
+    assert!(store
+        .complete(&ns, "evt_hot", winners[0], RETENTION)
+        .await
+        .unwrap());
     let results = race(Arc::clone(&store), Arc::clone(&ns)).await;
     assert!(results.iter().all(|c| *c == Claim::Done), "{results:?}");
 }
@@ -142,7 +163,16 @@ pub async fn namespaces_isolated<S: Store + ?Sized>(store: &S) {
 /// Distinct ids are distinct keys, whatever they contain.
 pub async fn ids_are_exact<S: Store + ?Sized>(store: &S) {
     let ns = namespace("ids");
-    let ids = ["evt_1", "evt_10", "EVT_1", "evt_1 ", "evt_ü", "evt_*", "evt_{x}", "evt_\"q\""];
+    let ids = [
+        "evt_1",
+        "evt_10",
+        "EVT_1",
+        "evt_1 ",
+        "evt_ü",
+        "evt_*",
+        "evt_{x}",
+        "evt_\"q\"",
+    ];
     let mut seen = HashSet::new();
     for id in ids {
         let token = claimed(store, &ns, id, LEASE).await;
