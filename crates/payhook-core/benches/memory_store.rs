@@ -1,0 +1,242 @@
+//! The in-memory dedupe store: claim + complete throughput and memory per id.
+//!
+//! Run with `cargo bench -p payhook-core --bench memory_store`. Before the timed
+//! groups it prints the heap bytes each retained (done) id costs at 100 k and 1 M
+//! ids, counted by a global allocator wrapper: the live bytes after the ids are in,
+//! and the peak while they went in (a table doubles as it grows).
+//!
+//! Groups:
+//! * `memory_store/sync_1_thread`: `claim_now` + `complete_now` of a new id;
+//! * `memory_store/async_1_thread`: the same through the boxed-future `Store` trait;
+//! * `memory_store/sync_2_threads`: two threads doing the first on one store
+//!   (throughput counts both threads' pairs).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::fmt::Write as _;
+use std::future::Future;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Barrier;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
+use payhook_core::store::{Claim, MemoryStore, Store};
+
+/// Counts live and peak heap bytes; the cost is two relaxed atomics per call.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the
+// counters only observe sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller upholds `alloc`'s contract, passed on as is.
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(live, Ordering::Relaxed);
+        }
+        ptr
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as above.
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            if new_size >= layout.size() {
+                let live =
+                    LIVE.fetch_add(new_size - layout.size(), Ordering::Relaxed) + new_size - layout.size();
+                PEAK.fetch_max(live, Ordering::Relaxed);
+            } else {
+                LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+            }
+        }
+        new
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+const NS: &str = "payhook";
+const LEASE: Duration = Duration::from_secs(300);
+const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Writes `evt_` and 24 digits of `n` into `buf`: a realistic id length, made
+/// without allocating so the loop measures the store alone.
+fn event_id(buf: &mut String, n: u64) -> &str {
+    buf.clear();
+    let _ = write!(buf, "evt_1PqX7b{n:024}");
+    buf
+}
+
+fn claim_complete(store: &MemoryStore, id: &str) {
+    let Claim::Claimed(token) = store.claim_now(NS, id, LEASE).expect("store has room") else {
+        panic!("{id} is new");
+    };
+    assert!(store
+        .complete_now(NS, id, token, RETENTION)
+        .expect("store has room"));
+}
+
+fn now<F: Future>(future: F) -> F::Output {
+    match std::pin::pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the memory store never waits"),
+    }
+}
+
+/// Heap bytes per done id once `ids` ids are retained: (live, peak while filling).
+fn bytes_per_id(ids: u64) -> (f64, f64) {
+    let store = MemoryStore::builder()
+        .capacity(ids as usize)
+        .build()
+        .expect("valid capacity");
+    let mut buf = String::with_capacity(64);
+    // Settle the store's own first allocations outside the count.
+    claim_complete(&store, event_id(&mut buf, u64::MAX));
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    for n in 1..ids {
+        claim_complete(&store, event_id(&mut buf, n));
+    }
+    assert_eq!(store.len() as u64, ids);
+    let live = LIVE.load(Ordering::Relaxed) - before;
+    let peak = PEAK.load(Ordering::Relaxed) - before;
+    (live as f64 / ids as f64, peak as f64 / ids as f64)
+}
+
+fn report_memory() {
+    println!("memory_store/bytes_per_retained_id");
+    for ids in [100_000u64, 1_000_000] {
+        let (live, peak) = bytes_per_id(ids);
+        println!("  {ids:>9} ids: {live:6.1} bytes/id live, {peak:6.1} bytes/id peak while filling");
+    }
+}
+
+/// Ids for the timed loops come from a running counter; the store is replaced
+/// (untimed) every `REFILL` ids so each run sees the same table sizes.
+const REFILL: u64 = 1_000_000;
+
+fn bench_store(c: &mut Criterion) {
+    let mut group = c.benchmark_group("memory_store");
+    group.throughput(Throughput::Elements(1));
+
+    let mut store = MemoryStore::new();
+    let mut next = 0u64;
+    let mut buf = String::with_capacity(64);
+    group.bench_function(BenchmarkId::new("sync_1_thread", "claim_complete"), |b| {
+        b.iter_custom(|iters| {
+            let mut elapsed = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                if next == REFILL {
+                    store = MemoryStore::new();
+                    next = 0;
+                }
+                let run = left.min(REFILL - next);
+                let started = Instant::now();
+                for n in next..next + run {
+                    claim_complete(&store, event_id(&mut buf, black_box(n)));
+                }
+                elapsed += started.elapsed();
+                next += run;
+                left -= run;
+            }
+            elapsed
+        })
+    });
+
+    let mut store = MemoryStore::new();
+    let mut next = 0u64;
+    group.bench_function(BenchmarkId::new("async_1_thread", "claim_complete"), |b| {
+        b.iter_custom(|iters| {
+            let mut elapsed = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                if next == REFILL {
+                    store = MemoryStore::new();
+                    next = 0;
+                }
+                let run = left.min(REFILL - next);
+                let started = Instant::now();
+                for n in next..next + run {
+                    let id = event_id(&mut buf, black_box(n));
+                    let Claim::Claimed(token) = now(store.claim(NS, id, LEASE)).expect("room") else {
+                        panic!("{id} is new");
+                    };
+                    assert!(now(store.complete(NS, id, token, RETENTION)).expect("room"));
+                }
+                elapsed += started.elapsed();
+                next += run;
+                left -= run;
+            }
+            elapsed
+        })
+    });
+
+    let mut store = MemoryStore::new();
+    let mut next = 0u64;
+    group.bench_function(BenchmarkId::new("sync_2_threads", "claim_complete"), |b| {
+        b.iter_custom(|iters| {
+            let mut elapsed = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                if next + 1 >= REFILL {
+                    store = MemoryStore::new();
+                    next = 0;
+                }
+                // Each thread does half; ids are interleaved so both touch the
+                // whole table.
+                let run = left.min(REFILL - next) & !1;
+                let run = run.max(2);
+                let barrier = Barrier::new(2);
+                let (store, barrier) = (&store, &barrier);
+                let took = std::thread::scope(|scope| {
+                    let workers: Vec<_> = (0..2u64)
+                        .map(|lane| {
+                            scope.spawn(move || {
+                                let mut buf = String::with_capacity(64);
+                                barrier.wait();
+                                let started = Instant::now();
+                                let mut n = next + lane;
+                                while n < next + run {
+                                    claim_complete(store, event_id(&mut buf, n));
+                                    n += 2;
+                                }
+                                started.elapsed()
+                            })
+                        })
+                        .collect();
+                    workers
+                        .into_iter()
+                        .map(|w| w.join().expect("worker finished"))
+                        .max()
+                        .unwrap_or_default()
+                });
+                elapsed += took;
+                next += run;
+                left = left.saturating_sub(run);
+            }
+            elapsed
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_store);
+
+fn main() {
+    report_memory();
+    benches();
+    criterion::Criterion::default()
+        .configure_from_args()
+        .final_summary();
+}

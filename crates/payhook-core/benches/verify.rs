@@ -1,0 +1,250 @@
+//! Verification, parsing and the whole pipeline, each beside the code a
+//! hand-written receiver would run for the same bytes.
+//!
+//! Groups (run with `cargo bench -p payhook-core --bench verify`):
+//!
+//! * `verify/{1KiB,16KiB,1MiB}`: `Verifier::verify_value` (header parse, HMAC,
+//!   constant-time compare) against a bare HMAC-SHA256 of `{t}.{body}` keyed per
+//!   call with `hmac` + `sha2`.
+//! * `verify_parse/1KiB`: `Receiver::check` (verify + typed `Event`) on a realistic
+//!   payment event against HMAC + `serde_json::from_slice::<Value>`.
+//! * `pipeline/1KiB`: verify + parse against the full `receive` → `complete` round
+//!   with the in-memory store, every delivery a new event id.
+
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use hmac::{Hmac, Mac};
+use payhook_core::testing::EventBuilder;
+use payhook_core::{sign, FixedClock, MemoryStore, Outcome, Receiver, Secret, Store, Verifier};
+use sha2::Sha256;
+
+const SECRET: &str = "whsec_5f0c1d8e2b7a4c9d3e6f8a1b2c4d6e8f";
+const T: u64 = 1_732_264_800;
+
+/// What a receiver written by hand computes: the key schedule is derived on
+/// every call from the secret bytes, as `Hmac::new_from_slice` does.
+fn raw_hmac(secret: &[u8], t: &[u8], body: &[u8]) -> [u8; 32] {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
+    mac.update(t);
+    mac.update(b".");
+    mac.update(body);
+    mac.finalize().into_bytes().into()
+}
+
+fn verifier() -> Verifier {
+    Verifier::builder()
+        .secret(SECRET)
+        .clock(FixedClock::new(T as i64))
+        .build()
+        .expect("valid verifier")
+}
+
+/// JSON-shaped filler of exactly `len` bytes (the verifier does not parse it).
+fn opaque_body(len: usize) -> Vec<u8> {
+    let mut body = br#"{"id":"evt_bench","type":"bench.opaque","data":{"blob":""#.to_vec();
+    let tail = br#""}}"#;
+    let pattern = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    while body.len() + tail.len() < len {
+        body.push(pattern[body.len() % pattern.len()]);
+    }
+    body.extend_from_slice(tail);
+    body
+}
+
+/// A `payment_intent.succeeded` event carrying the metadata an integrator
+/// typically attaches, padded to about 1 KiB (the size of a real delivery).
+pub fn realistic_event(id: &str) -> String {
+    let mut builder = EventBuilder::payment_intent_succeeded()
+        .id(id)
+        .created(T)
+        .payment_intent_id("pi_3PqX7bLkdIwHu7ix0B9cQmZr")
+        .amount(1_500_000_000_000_000_000)
+        .currency("eth")
+        .description(Some("Order #100234 — 2 × Annual subscription (Pro plan)"))
+        .metadata("order_id", "ord_8f3a2c91d4e7")
+        .metadata("customer_id", "cus_Q2x9LmN4pR7s")
+        .metadata("customer_email", "alice.nakamoto@example.com")
+        .metadata("invoice", "INV-2024-000871")
+        .metadata("plan", "pro-annual")
+        .metadata("wallet_address", "0x52908400098527886E0F7030069857D2E4169EE7")
+        .metadata("network", "ethereum-mainnet")
+        .metadata("confirmations", "12")
+        .metadata(
+            "tx_hash",
+            "0x9fc76417374aa880d4449a1f7f31ec597f00b1f6f3dd2d66f4c9c6c445836d8b",
+        )
+        .metadata("ip_country", "DE")
+        .metadata("utm_source", "newsletter-2024-11");
+    let mut filler = 0;
+    while builder.to_json().len() < 1000 {
+        builder = builder.metadata(&format!("note_{filler}"), "gift wrap requested");
+        filler += 1;
+    }
+    builder.to_json()
+}
+
+fn signed_headers(body: &[u8]) -> http::HeaderMap {
+    let secret = Secret::new(SECRET).expect("non-empty secret");
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        "x-service-signature",
+        sign(body, &secret, T).parse().expect("ASCII header value"),
+    );
+    headers.insert("content-type", http::HeaderValue::from_static("application/json"));
+    headers
+}
+
+/// Polls a future that an in-memory store finishes at once.
+fn now<F: Future>(future: F) -> F::Output {
+    match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the in-memory pipeline never waits"),
+    }
+}
+
+fn bench_verify(c: &mut Criterion) {
+    let verifier = verifier();
+    let secret = Secret::new(SECRET).expect("non-empty secret");
+    let mut group = c.benchmark_group("verify");
+    for (label, len) in [("1KiB", 1024), ("16KiB", 16 * 1024), ("1MiB", 1024 * 1024)] {
+        let body = opaque_body(len);
+        let header = sign(&body, &secret, T);
+        group.throughput(Throughput::Bytes(len as u64));
+        group.bench_with_input(BenchmarkId::new("raw_hmac", label), &body, |b, body| {
+            b.iter(|| {
+                raw_hmac(
+                    black_box(SECRET.as_bytes()),
+                    black_box(b"1732264800"),
+                    black_box(body),
+                )
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("payhook", label), &body, |b, body| {
+            b.iter(|| {
+                verifier
+                    .verify_value(black_box(header.as_bytes()), black_box(body))
+                    .expect("genuine delivery")
+            })
+        });
+    }
+    group.finish();
+}
+
+fn bench_verify_parse(c: &mut Criterion) {
+    let body = realistic_event("evt_1PqX7bLkdIwHu7ixQ2cVbN0k");
+    let headers = signed_headers(body.as_bytes());
+    let receiver = Receiver::builder()
+        .secret(SECRET)
+        .clock(FixedClock::new(T as i64))
+        .build()
+        .expect("valid receiver");
+    let mut group = c.benchmark_group("verify_parse");
+    group.throughput(Throughput::Bytes(body.len() as u64));
+    group.bench_function(BenchmarkId::new("raw_hmac_serde_value", "1KiB"), |b| {
+        b.iter(|| {
+            let mac = raw_hmac(SECRET.as_bytes(), b"1732264800", black_box(body.as_bytes()));
+            let value: serde_json::Value =
+                serde_json::from_slice(black_box(body.as_bytes())).expect("valid JSON");
+            (mac, value)
+        })
+    });
+    group.bench_function(BenchmarkId::new("payhook_check", "1KiB"), |b| {
+        b.iter(|| {
+            receiver
+                .check(black_box(&headers), black_box(body.as_bytes()))
+                .expect("genuine delivery")
+        })
+    });
+    group.finish();
+}
+
+/// Pre-signed deliveries, each with its own event id.
+struct Pool {
+    deliveries: Vec<(http::HeaderMap, Bytes)>,
+}
+
+impl Pool {
+    fn new(size: usize) -> Self {
+        let deliveries = (0..size)
+            .map(|i| {
+                let body = realistic_event(&format!("evt_1PqX7bLkdIwHu7ix{i:010}"));
+                (signed_headers(body.as_bytes()), Bytes::from(body))
+            })
+            .collect();
+        Self { deliveries }
+    }
+}
+
+fn bench_pipeline(c: &mut Criterion) {
+    const POOL: usize = 20_000;
+    let pool = Pool::new(POOL);
+    // One store for the whole run, as in a long-lived process: each pass over the
+    // pool uses a new namespace, so every delivery is a new id for the store and
+    // the store fills up to its capacity like a real one.
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let receiver_for = |pass: usize| {
+        Receiver::builder()
+            .secret(SECRET)
+            .clock(FixedClock::new(T as i64))
+            .shared_store(Arc::clone(&store))
+            .namespace(format!("bench{pass}"))
+            .build()
+            .expect("valid receiver")
+    };
+    let check_receiver = receiver_for(0);
+    let mut group = c.benchmark_group("pipeline");
+    group.throughput(Throughput::Elements(1));
+
+    let mut cursor = 0;
+    group.bench_function(BenchmarkId::new("verify_parse", "1KiB"), |b| {
+        b.iter(|| {
+            let (headers, body) = &pool.deliveries[cursor % POOL];
+            cursor += 1;
+            check_receiver
+                .check(black_box(headers), black_box(body))
+                .expect("genuine delivery")
+        })
+    });
+
+    let mut pass = 0;
+    let mut cursor = 0;
+    let mut receiver = receiver_for(pass);
+    group.bench_function(BenchmarkId::new("receive_complete", "1KiB"), |b| {
+        b.iter_custom(|iters| {
+            let mut elapsed = Duration::ZERO;
+            let mut left = iters;
+            while left > 0 {
+                if cursor == POOL {
+                    pass += 1;
+                    cursor = 0;
+                    receiver = receiver_for(pass);
+                }
+                let run = left.min((POOL - cursor) as u64) as usize;
+                let started = Instant::now();
+                for (headers, body) in &pool.deliveries[cursor..cursor + run] {
+                    match now(receiver.receive(black_box(headers), body.clone())) {
+                        Outcome::Deliver(delivery) => {
+                            black_box(now(delivery.into_claim().complete()));
+                        }
+                        Outcome::Respond(reply) => panic!("not delivered: {}", reply.body()),
+                    }
+                }
+                elapsed += started.elapsed();
+                cursor += run;
+                left -= run as u64;
+            }
+            elapsed
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_verify, bench_verify_parse, bench_pipeline);
+criterion_main!(benches);
