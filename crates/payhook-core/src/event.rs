@@ -162,6 +162,20 @@ impl Event {
     }
 }
 
+/// Deserializes an event with exactly the rules of [`Event::from_slice`], so an
+/// `Event` can stand wherever a `DeserializeOwned` type is expected (a generic
+/// `parse_as::<T>`, a field of the caller's own struct). JSON only: the raw
+/// `data` is kept as JSON text, which needs `serde_json`'s deserializer.
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        Event::from_slice(raw.get().as_bytes()).map_err(|err| match err {
+            Error::InvalidPayload(message) => de::Error::custom(message),
+            other => de::Error::custom(other),
+        })
+    }
+}
+
 /// Parses a verified body into the caller's own type instead of [`Event`].
 ///
 /// # Errors
@@ -445,6 +459,18 @@ mod tests {
             "status":"requires_capture","created":1732264000,"description":null,
             "metadata":{{"order":"42"}},"new_field":{{"x":[1,2]}}}},"previous_attributes":{{}}}}}}"#
         )
+    }
+
+    #[test]
+    fn deserialize_matches_from_slice() {
+        let body = pi_body("payment_intent.failed", "10000000000000000000000");
+        let direct = Event::from_slice(body.as_bytes()).unwrap();
+        let generic: Event = parse_as(body.as_bytes()).unwrap();
+        assert_eq!((generic.id(), generic.event_type()), (direct.id(), direct.event_type()));
+        assert_eq!(generic.payment_intent(), direct.payment_intent());
+        assert_eq!(generic.field("api_version").map(RawValue::get), Some(r#""v1""#));
+        let err = parse_as::<Event>(br#"{"type":"x"}"#).unwrap_err();
+        assert_eq!(err.to_string(), "invalid payload: event has no id");
     }
 
     #[test]
