@@ -466,7 +466,10 @@ mod tests {
         let body = pi_body("payment_intent.failed", "10000000000000000000000");
         let direct = Event::from_slice(body.as_bytes()).unwrap();
         let generic: Event = parse_as(body.as_bytes()).unwrap();
-        assert_eq!((generic.id(), generic.event_type()), (direct.id(), direct.event_type()));
+        assert_eq!(
+            (generic.id(), generic.event_type()),
+            (direct.id(), direct.event_type())
+        );
         assert_eq!(generic.payment_intent(), direct.payment_intent());
         assert_eq!(generic.field("api_version").map(RawValue::get), Some(r#""v1""#));
         let err = parse_as::<Event>(br#"{"type":"x"}"#).unwrap_err();
