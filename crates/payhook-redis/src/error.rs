@@ -1,0 +1,123 @@
+//! Failure messages that are safe to show: built from the kind of failure,
+//! never from the connection URL, so a password in the URL cannot leak into a
+//! reply or a log line.
+
+use std::time::Duration;
+
+use payhook_core::StoreError;
+use redis::{ErrorKind, RedisError};
+
+/// Why a [`RedisStore`](crate::RedisStore) could not be built or connected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The URL is not a Redis URL the client accepts; the text says which part is wrong.
+    #[error("invalid Redis URL: {0}")]
+    InvalidUrl(String),
+    /// A builder setting is out of range; the text says which.
+    #[error("invalid setting: {0}")]
+    InvalidSetting(&'static str),
+    /// [`connect`](crate::RedisStoreBuilder::connect) could not reach the server.
+    #[error("Redis unavailable: {0}")]
+    Unavailable(StoreError),
+    /// The server is older than Redis 7.0 (it lacks `SET … NX GET`).
+    #[error("Redis {0} is too old: payhook-redis needs Redis 7.0 or later")]
+    UnsupportedVersion(String),
+}
+
+/// Describes a URL parse error without echoing the URL.
+pub(crate) fn invalid_url(err: &RedisError) -> BuildError {
+    // The client's parse errors read "<what is wrong> - <kind>[: <detail>]"; the
+    // part before " - " names the broken part ("Invalid database number",
+    // "Missing hostname", …). The detail can quote pieces of the URL, so it is cut.
+    let text = err.to_string();
+    let reason = match err.kind() {
+        ErrorKind::InvalidClientConfig => text.split(" - ").next().unwrap_or("").to_owned(),
+        _ => "not a Redis URL".to_owned(),
+    };
+    BuildError::InvalidUrl(reason)
+}
+
+pub(crate) fn timed_out(timeout: Duration) -> StoreError {
+    StoreError::new(format!("Redis did not answer within {} ms", timeout.as_millis()))
+}
+
+pub(crate) fn no_runtime() -> StoreError {
+    StoreError::new("the Redis store was called outside a tokio runtime")
+}
+
+/// Whether `err` means the connection failed (so nothing or only the request
+/// was lost) rather than Redis answering with an error.
+pub(crate) fn is_connection_failure(err: &RedisError) -> bool {
+    !err.is_timeout()
+        && (err.is_connection_refusal() || err.is_connection_dropped() || err.is_unrecoverable_error())
+}
+
+/// A [`StoreError`] for a failed Redis call.
+pub(crate) fn store_error(err: &RedisError, timeout: Duration) -> StoreError {
+    if err.is_timeout() {
+        return timed_out(timeout);
+    }
+    if err.is_connection_refusal() {
+        return StoreError::new("Redis refused the connection");
+    }
+    if err.is_connection_dropped() {
+        return StoreError::new("the connection to Redis was lost");
+    }
+    let message = match err.kind() {
+        ErrorKind::Io => "could not talk to Redis (I/O error)".to_owned(),
+        ErrorKind::AuthenticationFailed => "Redis rejected the credentials".to_owned(),
+        ErrorKind::UnexpectedReturnType | ErrorKind::Parse => "unexpected reply from Redis".to_owned(),
+        ErrorKind::InvalidClientConfig => "invalid Redis client configuration".to_owned(),
+        _ => match err.code() {
+            // Server replies ("READONLY …", "OOM …", "ERR syntax error") come from
+            // Redis itself and carry no credentials; they say what to fix.
+            Some(code) => {
+                let detail: String = err.detail().unwrap_or("").chars().take(120).collect();
+                format!("Redis replied {code} {detail}").trim_end().to_owned()
+            }
+            None => format!("Redis call failed ({})", err.category()),
+        },
+    };
+    StoreError::new(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::IntoConnectionInfo;
+
+    #[test]
+    fn url_errors_never_quote_the_url() {
+        for url in [
+            "redis://:hunter2-secret@127.0.0.1:6379/notanumber",
+            "http://user:hunter2-secret@example.com",
+            "redis://:hunter2-secret@0.0.0.0:6379",
+            "redis://:hunter2-secret@127.0.0.1:6379/?protocol=hunter2-secret-x",
+        ] {
+            let err = url.into_connection_info().expect_err(url);
+            let message = invalid_url(&err).to_string();
+            assert!(!message.contains("hunter2-secret"), "{message}");
+            assert!(message.starts_with("invalid Redis URL: "), "{message}");
+        }
+    }
+
+    #[test]
+    fn io_errors_are_described_by_kind() {
+        let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(
+            store_error(&refused, Duration::from_secs(1)).to_string(),
+            "Redis refused the connection"
+        );
+        assert!(is_connection_failure(&refused));
+        let timeout = RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        assert_eq!(
+            store_error(&timeout, Duration::from_millis(1500)).to_string(),
+            "Redis did not answer within 1500 ms"
+        );
+        assert!(
+            !is_connection_failure(&timeout),
+            "a timeout has used up the deadline"
+        );
+    }
+}

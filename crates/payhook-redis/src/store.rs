@@ -1,0 +1,431 @@
+//! [`RedisStore`]: the [`Store`] implementation, its builder, and the three
+//! Redis calls behind it.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use payhook_core::store::{Claim, ClaimToken, Store, StoreFuture};
+use payhook_core::StoreError;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, IntoConnectionInfo, RedisError, Script};
+
+use crate::error::{self, BuildError};
+use crate::key::event_key;
+
+/// The value of a key whose event was handled. Claim tokens are 32 hex digits,
+/// so no token can be mistaken for it.
+const DONE: &str = "done";
+
+/// Redis refuses `PX` values that overflow its clock; no sensible lease or
+/// retention comes near this (about 100 years).
+const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
+
+/// Marks the event done if the caller still owns it, or if the caller's lease
+/// ran out and nobody claimed the event since (the key is gone).
+const COMPLETE_SCRIPT: &str = r"
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] or current == false then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0
+";
+
+/// Deletes the claim only if the caller owns it.
+const RELEASE_SCRIPT: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+/// A dedupe store in Redis, shared by every replica of an app.
+///
+/// Cloning is cheap and clones share one connection. See the [crate docs](crate)
+/// for the data layout, the failure behaviour and the minimum Redis version.
+#[derive(Clone)]
+pub struct RedisStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    client: Client,
+    manager_config: ConnectionManagerConfig,
+    /// Created on first use, so building a store needs neither a runtime nor a
+    /// reachable server.
+    manager: OnceLock<ConnectionManager>,
+    prefix: String,
+    timeout: Duration,
+    complete: Script,
+    release: Script,
+}
+
+impl fmt::Debug for RedisStore {
+    // The client's connection info holds the password: keep it out.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.shared.prefix)
+            .field("timeout", &self.shared.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// A builder for a store at `url`, e.g. `redis://127.0.0.1:6379`,
+    /// `redis://:password@host:6379/2` or (feature `tls`) `rediss://host:6380`.
+    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            url: url.into(),
+            prefix: "payhook".to_owned(),
+            timeout: Duration::from_secs(2),
+        }
+    }
+
+    /// A store at `url` with the default settings, connecting on first use.
+    ///
+    /// # Errors
+    /// [`BuildError::InvalidUrl`] if `url` is not a Redis URL.
+    pub fn new(url: impl Into<String>) -> Result<Self, BuildError> {
+        Self::builder(url).build()
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.shared.prefix
+    }
+
+    /// The bound on each store call.
+    pub fn timeout(&self) -> Duration {
+        self.shared.timeout
+    }
+
+    /// Sends `PING`: for readiness probes, and to warm the connection up.
+    ///
+    /// # Errors
+    /// A [`StoreError`] if Redis cannot be reached within the timeout.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.call(|mut conn| async move { redis::cmd("PING").query_async::<()>(&mut conn).await })
+            .await
+    }
+
+    /// The server's `redis_version`, from `INFO server`.
+    async fn server_version(&self) -> Result<Option<String>, StoreError> {
+        let info: String = self
+            .call(|mut conn| async move { redis::cmd("INFO").arg("server").query_async(&mut conn).await })
+            .await?;
+        Ok(info
+            .lines()
+            .find_map(|line| line.strip_prefix("redis_version:"))
+            .map(|v| v.trim().to_owned()))
+    }
+
+    fn manager(&self) -> Result<ConnectionManager, StoreError> {
+        if let Some(manager) = self.shared.manager.get() {
+            return Ok(manager.clone());
+        }
+        // Two first calls racing may both create one; the loser's is dropped
+        // before it ever connects (the manager connects lazily).
+        let manager = ConnectionManager::new_lazy_with_config(
+            self.shared.client.clone(),
+            self.shared.manager_config.clone(),
+        )
+        .map_err(|err| error::store_error(&err, self.shared.timeout))?;
+        Ok(self.shared.manager.get_or_init(|| manager).clone())
+    }
+
+    /// Runs `op` within the timeout, once more if the connection failed (a
+    /// restarted server, a dropped socket): the manager has reconnected by then.
+    ///
+    /// Every operation is safe to repeat: a repeated claim recognises its own
+    /// token, and complete and release check the token before writing.
+    async fn call<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
+    where
+        F: Fn(ConnectionManager) -> Fut,
+        Fut: Future<Output = Result<T, RedisError>>,
+    {
+        // Without a runtime the timer and the connection cannot work; answer
+        // instead of panicking (a claim guard may be dropped outside one).
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(error::no_runtime());
+        }
+        let timeout = self.shared.timeout;
+        let attempt = async {
+            let first = op(self.manager()?).await;
+            match first {
+                Err(err) if error::is_connection_failure(&err) => op(self.manager()?)
+                    .await
+                    .map_err(|err| error::store_error(&err, timeout)),
+                other => other.map_err(|err| error::store_error(&err, timeout)),
+            }
+        };
+        match tokio::time::timeout(timeout, attempt).await {
+            Ok(result) => result,
+            Err(_) => Err(error::timed_out(timeout)),
+        }
+    }
+}
+
+/// Milliseconds for `PX`: rounded up (a 1.5 ms lease must not become 1 ms, nor
+/// a sub-millisecond one 0, which Redis rejects) and capped.
+fn ttl_millis(duration: Duration) -> u64 {
+    let millis = duration.as_nanos().div_ceil(1_000_000);
+    u64::try_from(millis).unwrap_or(u64::MAX).clamp(1, MAX_TTL_MS)
+}
+
+impl Store for RedisStore {
+    fn claim<'a>(&'a self, namespace: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
+        Box::pin(async move {
+            let key = event_key(&self.shared.prefix, namespace, id);
+            let token = ClaimToken::random();
+            let token_text = token.to_string();
+            // One round trip: take the key if it is free, else read who has it.
+            // `SET … NX GET` needs Redis 7.0.
+            let mut cmd = redis::cmd("SET");
+            cmd.arg(&key)
+                .arg(&token_text)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl_millis(lease))
+                .arg("GET");
+            let previous: Option<Vec<u8>> = self
+                .call(|mut conn| {
+                    let cmd = &cmd;
+                    async move { cmd.query_async(&mut conn).await }
+                })
+                .await?;
+            Ok(match previous {
+                None => Claim::Claimed(token),
+                // The first attempt took the key but its reply was lost.
+                Some(value) if value == token_text.as_bytes() => Claim::Claimed(token),
+                Some(value) if value == DONE.as_bytes() => Claim::Done,
+                Some(_) => Claim::InFlight,
+            })
+        })
+    }
+
+    fn complete<'a>(
+        &'a self,
+        namespace: &'a str,
+        id: &'a str,
+        token: ClaimToken,
+        retention: Duration,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let key = event_key(&self.shared.prefix, namespace, id);
+            let mut invocation = self.shared.complete.prepare_invoke();
+            invocation
+                .key(key)
+                .arg(token.to_string())
+                .arg(DONE)
+                .arg(ttl_millis(retention));
+            let marked: i64 = self
+                .call(|mut conn| {
+                    let invocation = &invocation;
+                    async move { invocation.invoke_async(&mut conn).await }
+                })
+                .await?;
+            Ok(marked == 1)
+        })
+    }
+
+    fn release<'a>(&'a self, namespace: &'a str, id: &'a str, token: ClaimToken) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let key = event_key(&self.shared.prefix, namespace, id);
+            let mut invocation = self.shared.release.prepare_invoke();
+            invocation.key(key).arg(token.to_string());
+            let deleted: i64 = self
+                .call(|mut conn| {
+                    let invocation = &invocation;
+                    async move { invocation.invoke_async(&mut conn).await }
+                })
+                .await?;
+            Ok(deleted == 1)
+        })
+    }
+}
+
+/// Builder for [`RedisStore`]; start with [`RedisStore::builder`].
+#[derive(Clone)]
+#[must_use]
+pub struct RedisStoreBuilder {
+    url: String,
+    prefix: String,
+    timeout: Duration,
+}
+
+impl fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStoreBuilder")
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStoreBuilder {
+    /// The first part of every key (default `payhook`). Keys are
+    /// `{prefix}:{namespace}:{event id}`; give each app sharing a Redis
+    /// database its own prefix.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The longest any store call may take, connecting included (default 2 s).
+    /// A call that runs over returns a [`StoreError`], which the receiver answers
+    /// with 503.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Builds the store without connecting: the first store call connects. An
+    /// app built this way starts while Redis is down and answers deliveries with
+    /// 503 until Redis is reachable. Needs no runtime.
+    ///
+    /// # Errors
+    /// [`BuildError::InvalidUrl`] for a URL the client does not accept (the
+    /// message never quotes the URL), [`BuildError::InvalidSetting`] for an empty
+    /// prefix or a zero timeout.
+    pub fn build(self) -> Result<RedisStore, BuildError> {
+        if self.prefix.is_empty() {
+            return Err(BuildError::InvalidSetting("prefix must not be empty"));
+        }
+        if self.timeout.is_zero() {
+            return Err(BuildError::InvalidSetting("timeout must be longer than zero"));
+        }
+        let info = self
+            .url
+            .as_str()
+            .into_connection_info()
+            .map_err(|err| error::invalid_url(&err))?;
+        #[cfg(feature = "tls")]
+        if matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+            // The redis crate leaves rustls' crypto provider to the app; pick
+            // one unless the app already has.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let client = Client::open(info).map_err(|err| error::invalid_url(&err))?;
+        Ok(RedisStore {
+            shared: Arc::new(Shared {
+                client,
+                manager_config: manager_config(self.timeout),
+                manager: OnceLock::new(),
+                prefix: self.prefix,
+                timeout: self.timeout,
+                complete: Script::new(COMPLETE_SCRIPT),
+                release: Script::new(RELEASE_SCRIPT),
+            }),
+        })
+    }
+
+    /// Builds the store and checks the server now: reachable within the timeout,
+    /// credentials accepted, Redis 7.0 or later. For apps that would rather not
+    /// start than start answering 503.
+    ///
+    /// # Errors
+    /// What [`build`](Self::build) returns, [`BuildError::Unavailable`] if Redis
+    /// cannot be reached or refuses the credentials, and
+    /// [`BuildError::UnsupportedVersion`] for a server older than 7.0.
+    pub async fn connect(self) -> Result<RedisStore, BuildError> {
+        let store = self.build()?;
+        let version = store.server_version().await.map_err(BuildError::Unavailable)?;
+        if let Some(version) = version {
+            if !supports_set_nx_get(&version) {
+                return Err(BuildError::UnsupportedVersion(version));
+            }
+        }
+        Ok(store)
+    }
+}
+
+/// Reconnection tuned for the per-call deadline: connection attempts and
+/// replies never outlast it, and the backoff stays short so a server that comes
+/// back is used again within a fraction of a second.
+fn manager_config(timeout: Duration) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout))
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(20))
+        .set_max_delay(Duration::from_millis(200))
+}
+
+/// `SET … NX GET` arrived in Redis 7.0.
+fn supports_set_nx_get(version: &str) -> bool {
+    let major = version
+        .split('.')
+        .next()
+        .and_then(|major| major.parse::<u32>().ok());
+    major.is_none_or(|major| major >= 7)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_rounds_up_and_is_never_zero() {
+        assert_eq!(ttl_millis(Duration::ZERO), 1);
+        assert_eq!(ttl_millis(Duration::from_micros(1)), 1);
+        assert_eq!(ttl_millis(Duration::from_micros(1500)), 2);
+        assert_eq!(ttl_millis(Duration::from_secs(300)), 300_000);
+        assert_eq!(ttl_millis(Duration::MAX), MAX_TTL_MS);
+    }
+
+    #[test]
+    fn version_gate() {
+        assert!(supports_set_nx_get("7.0.15"));
+        assert!(supports_set_nx_get("8.2.1"));
+        assert!(!supports_set_nx_get("6.2.14"));
+        assert!(!supports_set_nx_get("5.0.7"));
+    }
+
+    #[test]
+    fn building_checks_settings_and_url_without_connecting() {
+        assert!(RedisStore::new("redis://127.0.0.1:1/3").is_ok());
+        assert_eq!(
+            RedisStore::builder("redis://127.0.0.1")
+                .prefix("")
+                .build()
+                .unwrap_err(),
+            BuildError::InvalidSetting("prefix must not be empty")
+        );
+        assert_eq!(
+            RedisStore::builder("redis://127.0.0.1")
+                .timeout(Duration::ZERO)
+                .build()
+                .unwrap_err(),
+            BuildError::InvalidSetting("timeout must be longer than zero")
+        );
+        let err = RedisStore::new("redis://:pa55word@127.0.0.1/x").unwrap_err();
+        assert_eq!(err.to_string(), "invalid Redis URL: Invalid database number");
+    }
+
+    #[test]
+    fn debug_output_leaves_the_url_out() {
+        let store = RedisStore::new("redis://user:pa55word@127.0.0.1:6379/1").unwrap();
+        let builder = RedisStore::builder("redis://user:pa55word@127.0.0.1:6379/1");
+        for text in [format!("{store:?}"), format!("{builder:?}")] {
+            assert!(
+                !text.contains("pa55word") && !text.contains("127.0.0.1"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn calls_outside_a_runtime_fail_instead_of_panicking() {
+        let store = RedisStore::new("redis://127.0.0.1:1").unwrap();
+        let mut claim = store.claim("ns", "evt_1", Duration::from_secs(1));
+        let poll = claim
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        match poll {
+            std::task::Poll::Ready(Err(err)) => assert!(err.to_string().contains("tokio runtime")),
+            other => panic!("expected an immediate error, got {other:?}"),
+        }
+    }
+}
