@@ -1,0 +1,242 @@
+//! The command line: subcommands, their arguments and how each value is checked.
+//!
+//! Everything a user can type wrong is rejected here, by clap, with exit code 2
+//! and a message naming the argument: URLs, header names, amounts, counts.
+
+use std::path::PathBuf;
+
+use clap::builder::NonEmptyStringValueParser;
+use clap::{Args, Parser, Subcommand};
+use payhook_core::signature::DEFAULT_HEADER;
+use reqwest::Url;
+
+/// The exit codes, shown at the end of every `--help`.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success: signed, verified, or every reply was what a healthy receiver sends
+  1  verification failed, or a reply was not what a healthy receiver sends
+  2  usage error, unreadable input, or the endpoint could not be reached";
+
+/// Test a webhook receiver without the payment service: sign bodies, check
+/// signature headers, and send signed test events to a local endpoint.
+#[derive(Debug, Parser)]
+#[command(name = "payhook", version, after_help = EXIT_CODES, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Sign the body read on stdin and print the signature header value (t=…,v1=…).
+    #[command(after_help = EXIT_CODES)]
+    Sign(SignArgs),
+    /// Check a signature header against the body read on stdin, as a receiver would.
+    ///
+    /// The signature is checked first, then the body is parsed as an event. On
+    /// success the event id and type are printed; on failure, exactly the body a
+    /// payhook receiver would reply with (`Webhook Error: …`).
+    #[command(after_help = EXIT_CODES)]
+    Verify(VerifyArgs),
+    /// Build (or read) an event, sign it and POST it to a receiver; check each reply.
+    ///
+    /// Each reply's status and body is printed. A valid delivery must get
+    /// `200 {"received":true}`; a repeat of the same event id must get 200 too
+    /// (or 409 while a concurrent delivery of it is still being handled); a
+    /// `--tamper`ed or `--stale` delivery must get 400 `Webhook Error: …`.
+    #[command(after_help = EXIT_CODES)]
+    Send(SendArgs),
+}
+
+/// `payhook sign`.
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// The endpoint signing secret (whsec_…), whole string including its prefix.
+    #[arg(long, env = "PAYHOOK_SECRET", hide_env_values = true, value_parser = NonEmptyStringValueParser::new())]
+    pub secret: String,
+
+    /// Unix time of signing, in seconds [default: now].
+    #[arg(long, value_name = "UNIX_SECONDS")]
+    pub timestamp: Option<u64>,
+}
+
+/// `payhook verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// An endpoint signing secret. Repeat for a rotation: any one may match.
+    #[arg(
+        long,
+        required = true,
+        env = "PAYHOOK_SECRET",
+        hide_env_values = true,
+        value_parser = NonEmptyStringValueParser::new()
+    )]
+    pub secret: Vec<String>,
+
+    /// The signature header value to check, for example `t=1732264800,v1=47e6…`.
+    #[arg(long, value_name = "VALUE")]
+    pub header: String,
+
+    /// How far the header's timestamp may be from now, in seconds, either way.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 300,
+        conflicts_with = "no_timestamp_check"
+    )]
+    pub tolerance: u64,
+
+    /// Skip the timestamp check (for replaying recorded deliveries).
+    #[arg(long)]
+    pub no_timestamp_check: bool,
+
+    /// Stop after the signature check: do not require the body to be a valid event.
+    #[arg(long)]
+    pub signature_only: bool,
+}
+
+/// `payhook send`.
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The receiver's URL, for example http://127.0.0.1:3000/webhooks.
+    #[arg(long, value_name = "URL", value_parser = parse_url)]
+    pub to: Url,
+
+    /// The endpoint signing secret (whsec_…) the receiver is configured with.
+    #[arg(long, env = "PAYHOOK_SECRET", hide_env_values = true, value_parser = NonEmptyStringValueParser::new())]
+    pub secret: String,
+
+    /// The event type to build.
+    #[arg(
+        long = "type",
+        value_name = "TYPE",
+        default_value = "payment_intent.succeeded",
+        value_parser = NonEmptyStringValueParser::new()
+    )]
+    pub event_type: String,
+
+    /// Send this file's contents as the body instead of a built event (`-` reads stdin).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["event_type", "amount", "currency", "id"])]
+    pub data: Option<PathBuf>,
+
+    /// The payment amount in the currency's smallest unit (satoshi, wei, …); up to 2^128−1.
+    #[arg(long, value_name = "N", value_parser = parse_amount)]
+    pub amount: Option<u128>,
+
+    /// The currency code, for example btc or eth.
+    #[arg(long, value_name = "CODE", value_parser = NonEmptyStringValueParser::new())]
+    pub currency: Option<String>,
+
+    /// The event id [default: a fresh evt_test_…].
+    #[arg(long, value_name = "EVT", value_parser = NonEmptyStringValueParser::new())]
+    pub id: Option<String>,
+
+    /// Deliver the same event (same id, same body) this many times in all
+    /// [default: the --concurrency value].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: Option<u32>,
+
+    /// How many deliveries are in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub concurrency: u32,
+
+    /// Change the body after signing it (raises a payment's amount by one): expect 400.
+    #[arg(long)]
+    pub tamper: bool,
+
+    /// Sign with a timestamp one hour old: expect 400.
+    #[arg(long)]
+    pub stale: bool,
+
+    /// The header that carries the signature.
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_HEADER, value_parser = parse_header_name)]
+    pub header: http::HeaderName,
+
+    /// Give up on a reply after this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: u64,
+
+    /// Print only unexpected replies and the summary.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn parse_url(value: &str) -> Result<Url, String> {
+    let url = Url::parse(value).map_err(|err| {
+        if value.contains("://") {
+            format!("not a valid URL ({err})")
+        } else {
+            format!("not a valid URL ({err}); did you mean http://{value} ?")
+        }
+    })?;
+    match url.scheme() {
+        "http" if url.host().is_some() => Ok(url),
+        "http" => Err("the URL has no host".to_owned()),
+        "https" => Err(
+            "https is not supported: this tool sends plain HTTP to a local endpoint; \
+             use the http:// address your server listens on"
+                .to_owned(),
+        ),
+        scheme if !value.contains("://") => Err(format!(
+            "{scheme:?} is not a URL scheme; did you mean http://{value} ?"
+        )),
+        scheme => Err(format!("unsupported URL scheme {scheme:?}; use http://")),
+    }
+}
+
+fn parse_amount(value: &str) -> Result<u128, String> {
+    value.parse::<u128>().map_err(|_| {
+        format!(
+            "must be a whole number of the currency's smallest unit, from 0 to {}",
+            u128::MAX
+        )
+    })
+}
+
+fn parse_header_name(value: &str) -> Result<http::HeaderName, String> {
+    http::HeaderName::from_bytes(value.as_bytes()).map_err(|_| "not a valid HTTP header name".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn command_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn amounts_beyond_u64_are_exact() {
+        assert_eq!(
+            parse_amount("340282366920938463463374607431768211455"),
+            Ok(u128::MAX)
+        );
+        assert_eq!(parse_amount("18446744073709551616"), Ok(1 << 64));
+        for bad in [
+            "-1",
+            "1.5",
+            "1e18",
+            "",
+            "abc",
+            "340282366920938463463374607431768211456",
+        ] {
+            assert!(parse_amount(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn urls_must_be_plain_http_with_a_host() {
+        assert!(parse_url("http://127.0.0.1:3000/webhooks").is_ok());
+        assert!(parse_url("https://127.0.0.1/").unwrap_err().contains("https"));
+        assert!(parse_url("localhost:3000/webhooks")
+            .unwrap_err()
+            .contains("did you mean http://localhost:3000/webhooks"));
+        assert!(parse_url("ftp://x/").unwrap_err().contains("unsupported"));
+        assert!(parse_url("not a url").is_err());
+    }
+}

@@ -1,0 +1,33 @@
+//! How a command fails, and the exit code each kind of failure gets.
+
+use std::fmt;
+use std::process::ExitCode;
+
+/// Why a command did not succeed.
+#[derive(Debug)]
+pub enum Failure {
+    /// The check failed: a signature did not verify or a reply was not what a
+    /// healthy receiver sends. The details are already on stdout. Exit code 1.
+    Rejected,
+    /// The command could not do its work: bad arguments, unreadable input, an
+    /// unreachable endpoint. Exit code 2.
+    Usage(String),
+}
+
+impl Failure {
+    /// A usage or I/O failure with this message.
+    pub fn usage(message: impl fmt::Display) -> Self {
+        Self::Usage(message.to_string())
+    }
+
+    /// Prints what the user needs to know and gives the exit code.
+    pub fn report(self) -> ExitCode {
+        match self {
+            Self::Rejected => ExitCode::from(1),
+            Self::Usage(message) => {
+                eprintln!("error: {message}");
+                ExitCode::from(2)
+            }
+        }
+    }
+}

@@ -1,0 +1,558 @@
+//! `payhook send`: build or read an event, sign it, POST it, and judge every reply.
+//!
+//! A [`Plan`] is everything fixed before the first request: the bodies (the one
+//! that is signed and the one that is sent, which differ only for `--tamper`),
+//! the secret, the header and what a healthy receiver must answer. Workers then
+//! deliver the same event `--repeat` times, `--concurrency` at once, each
+//! delivery signed when it is sent (as the service signs each retry afresh).
+//!
+//! Replies are judged as they arrive ([`judge`]); the run fails with exit code 1
+//! if any reply is unexpected, and with exit code 2 at once if the endpoint
+//! cannot be reached at all.
+
+use std::collections::BTreeMap;
+use std::error::Error as _;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use payhook_core::reply::RECEIVED_BODY;
+use payhook_core::testing::{unix_now, EventBuilder};
+use payhook_core::{sign, Event, Secret};
+use reqwest::Url;
+use tokio::sync::mpsc;
+
+use crate::cli::SendArgs;
+use crate::failure::Failure;
+use crate::input;
+
+/// How old a `--stale` delivery's timestamp is: far outside any sane tolerance.
+const STALE_AGE_SECS: u64 = 3600;
+/// How often, at most, a progress line goes to stderr during a long run.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+/// The longest reply body shown on one line.
+const SHOWN_BODY_CHARS: usize = 300;
+/// The prefix of every error reply of the protocol.
+const ERROR_PREFIX: &str = "Webhook Error: ";
+
+/// What a healthy receiver answers to this run's deliveries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// A genuine event: 200 `{"received":true}` (409 allowed for concurrent duplicates).
+    Received,
+    /// A delivery that must be refused with 400 `Webhook Error: …`; the text says why.
+    Rejected(&'static str),
+}
+
+/// Everything about a run that is decided before the first request.
+struct Plan {
+    url: Url,
+    header: http::HeaderName,
+    secret: Secret,
+    signed_body: Bytes,
+    sent_body: Bytes,
+    stale: bool,
+    expect: Expect,
+    total: u32,
+    concurrency: u32,
+    timeout: Duration,
+    quiet: bool,
+    /// What is sent, for the first output line: `<type> <id>` or the file name.
+    label: String,
+}
+
+/// What came back for one delivery.
+enum Seen {
+    Reply {
+        status: u16,
+        body: String,
+    },
+    /// The connection was made but no complete reply came (timeout, reset).
+    NoReply(String),
+}
+
+/// Runs `payhook send`.
+pub fn run(args: &SendArgs) -> Result<(), Failure> {
+    let plan = Plan::from_args(args)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| Failure::usage(format_args!("cannot start the async runtime: {err}")))?;
+    runtime.block_on(Arc::new(plan).execute())
+}
+
+impl Plan {
+    fn from_args(args: &SendArgs) -> Result<Self, Failure> {
+        let secret = Secret::new(&args.secret).map_err(Failure::usage)?;
+        let mut expect = Expect::Received;
+        let (signed_body, label, tampered) = match &args.data {
+            Some(path) => {
+                let body = input::file(path)?;
+                let label = match Event::from_slice(&body) {
+                    Ok(event) => format!("{} {} (from {})", event.event_type(), event.id(), path.display()),
+                    Err(err) => {
+                        eprintln!(
+                            "note: {} is not a valid event ({err}); a healthy receiver rejects it",
+                            path.display()
+                        );
+                        expect = Expect::Rejected("a body that is not a valid event");
+                        format!("{} (not a valid event)", path.display())
+                    }
+                };
+                // Without a structure to edit, one extra byte is the change.
+                let tampered = args.tamper.then(|| {
+                    let mut changed = body.to_vec();
+                    changed.push(b' ');
+                    Bytes::from(changed)
+                });
+                (body, label, tampered)
+            }
+            None => {
+                let builder = build_event(args);
+                let body = Bytes::from(builder.to_json());
+                let label = format!("{} {}", builder.event_type(), builder.event_id());
+                let tampered = args.tamper.then(|| tamper_built(&builder, &body));
+                (body, label, tampered)
+            }
+        };
+        if args.tamper {
+            expect = Expect::Rejected("a body changed after signing");
+        } else if args.stale {
+            expect = Expect::Rejected("a delivery signed an hour ago");
+        }
+        let total = args.repeat.unwrap_or(args.concurrency);
+        Ok(Self {
+            url: args.to.clone(),
+            header: args.header.clone(),
+            secret,
+            sent_body: tampered.unwrap_or_else(|| signed_body.clone()),
+            signed_body,
+            stale: args.stale,
+            expect,
+            total,
+            concurrency: args.concurrency.min(total),
+            timeout: Duration::from_secs(args.timeout),
+            quiet: args.quiet,
+            label,
+        })
+    }
+
+    async fn execute(self: Arc<Self>) -> Result<(), Failure> {
+        let client = reqwest::Client::builder()
+            // A test tool talks to the endpoint it is given, not to a proxy from the
+            // environment; and a webhook sender does not follow redirects.
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(self.timeout)
+            .connect_timeout(self.timeout.min(Duration::from_secs(10)))
+            .user_agent(concat!("payhook-cli/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|err| Failure::usage(format_args!("cannot set up the HTTP client: {err}")))?;
+
+        let mut modifiers = Vec::new();
+        if self.sent_body != self.signed_body {
+            modifiers.push("tampered");
+        }
+        if self.stale {
+            modifiers.push("stale");
+        }
+        println!(
+            "POST {} {}{}: {} {}, {} at once",
+            shown_url(&self.url),
+            self.label,
+            if modifiers.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", modifiers.join(", "))
+            },
+            self.total,
+            if self.total == 1 { "delivery" } else { "deliveries" },
+            self.concurrency,
+        );
+
+        let started = Instant::now();
+        let next = Arc::new(AtomicU32::new(0));
+        let (results, mut replies) = mpsc::unbounded_channel();
+        for _ in 0..self.concurrency {
+            let (plan, client, next, results) = (
+                Arc::clone(&self),
+                client.clone(),
+                Arc::clone(&next),
+                results.clone(),
+            );
+            tokio::spawn(async move {
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= plan.total {
+                        break;
+                    }
+                    let seen = plan.deliver(&client).await;
+                    if results.send((n + 1, seen)).is_err() {
+                        break; // the run was abandoned
+                    }
+                }
+            });
+        }
+        drop(results);
+
+        let mut tally = Tally::default();
+        let mut last_progress = Instant::now();
+        while let Some((n, seen)) = replies.recv().await {
+            let seen = seen.map_err(Failure::Usage)?;
+            self.record(n, &seen, &mut tally);
+            if self.total > 1 && last_progress.elapsed() >= PROGRESS_EVERY {
+                last_progress = Instant::now();
+                eprintln!(
+                    "progress: {}/{} replies, {} unexpected, {:.1} s",
+                    tally.done,
+                    self.total,
+                    tally.unexpected,
+                    started.elapsed().as_secs_f64()
+                );
+            }
+        }
+        if self.expect == Expect::Received && tally.unexpected == 0 && !tally.by_status.contains_key(&200) {
+            tally.unexpected += 1;
+            println!("unexpected: no delivery was acknowledged with 200 {RECEIVED_BODY}");
+        }
+        self.summarize(&tally, started.elapsed());
+        if tally.unexpected == 0 {
+            Ok(())
+        } else {
+            Err(Failure::Rejected)
+        }
+    }
+
+    /// Sends one delivery. `Err` means the endpoint cannot be reached at all,
+    /// which ends the run.
+    async fn deliver(&self, client: &reqwest::Client) -> Result<Seen, String> {
+        let now = unix_now();
+        let timestamp = if self.stale {
+            now.saturating_sub(STALE_AGE_SECS)
+        } else {
+            now
+        };
+        let signature = sign(&self.signed_body, &self.secret, timestamp);
+        let request = client
+            .post(self.url.clone())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(self.header.clone(), signature)
+            .body(self.sent_body.clone());
+        match request.send().await {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                match response.bytes().await {
+                    Ok(body) => Ok(Seen::Reply {
+                        status,
+                        body: String::from_utf8_lossy(&body).into_owned(),
+                    }),
+                    Err(err) => Ok(Seen::NoReply(format!(
+                        "status {status}, but the body could not be read: {}",
+                        causes(&err)
+                    ))),
+                }
+            }
+            Err(err) if err.is_connect() => Err(unreachable(&self.url, &err)),
+            Err(err) if err.is_timeout() => Ok(Seen::NoReply(format!(
+                "no reply within {} s",
+                self.timeout.as_secs()
+            ))),
+            Err(err) => Ok(Seen::NoReply(causes(&err))),
+        }
+    }
+
+    fn record(&self, n: u32, seen: &Seen, tally: &mut Tally) {
+        tally.done += 1;
+        let concurrent = self.concurrency > 1;
+        let (line, verdict) = match seen {
+            Seen::Reply { status, body } => {
+                *tally.by_status.entry(*status).or_default() += 1;
+                (
+                    format!("#{n} {status} {}", shown_body(body)),
+                    judge(self.expect, concurrent, *status, body),
+                )
+            }
+            Seen::NoReply(why) => {
+                tally.no_reply += 1;
+                (
+                    format!("#{n} no reply: {why}"),
+                    Err(expected_text(self.expect, concurrent)),
+                )
+            }
+        };
+        match verdict {
+            Ok(()) => {
+                if !self.quiet {
+                    println!("{line}");
+                }
+            }
+            Err(why) => {
+                tally.unexpected += 1;
+                println!("{line}");
+                println!("   unexpected: {why}");
+            }
+        }
+    }
+
+    fn summarize(&self, tally: &Tally, elapsed: Duration) {
+        let secs = elapsed.as_secs_f64();
+        let mut statuses: Vec<String> = tally
+            .by_status
+            .iter()
+            .map(|(status, count)| format!("{status}: {count}"))
+            .collect();
+        if tally.no_reply > 0 {
+            statuses.push(format!("no reply: {}", tally.no_reply));
+        }
+        let verdict = if tally.unexpected == 0 {
+            "all as expected".to_owned()
+        } else {
+            format!("{} unexpected", tally.unexpected)
+        };
+        println!(
+            "summary: {} {} in {secs:.2} s ({:.0}/s); {verdict} ({})",
+            tally.done,
+            if tally.done == 1 { "reply" } else { "replies" },
+            f64::from(tally.done) / secs.max(1e-9),
+            statuses.join(", "),
+        );
+    }
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    done: u32,
+    unexpected: u32,
+    no_reply: u32,
+    by_status: BTreeMap<u16, u32>,
+}
+
+fn build_event(args: &SendArgs) -> EventBuilder {
+    let mut builder = EventBuilder::of_type(&args.event_type);
+    if let Some(id) = &args.id {
+        builder = builder.id(id);
+    }
+    if let Some(amount) = args.amount {
+        builder = builder.amount(amount);
+    }
+    if let Some(currency) = &args.currency {
+        builder = builder.currency(currency);
+    }
+    builder
+}
+
+/// The tampering an attacker would try on a payment: a different amount. Other
+/// events get one extra byte.
+fn tamper_built(builder: &EventBuilder, signed: &Bytes) -> Bytes {
+    match Event::from_slice(signed)
+        .ok()
+        .and_then(|e| e.payment_intent().map(|pi| pi.amount))
+    {
+        Some(amount) => {
+            let changed = amount.checked_add(1).unwrap_or(amount - 1);
+            Bytes::from(builder.clone().amount(changed).to_json())
+        }
+        None => {
+            let mut changed = signed.to_vec();
+            changed.push(b' ');
+            Bytes::from(changed)
+        }
+    }
+}
+
+/// Decides whether a reply is what a healthy receiver sends; `Err` says what
+/// was expected instead.
+fn judge(expect: Expect, concurrent: bool, status: u16, body: &str) -> Result<(), String> {
+    let fine = match expect {
+        Expect::Received => {
+            (status == 200 && body.trim_end() == RECEIVED_BODY)
+                || (concurrent && status == 409 && body.starts_with(ERROR_PREFIX))
+        }
+        Expect::Rejected(_) => status == 400 && body.starts_with(ERROR_PREFIX),
+    };
+    if fine {
+        return Ok(());
+    }
+    let mut why = expected_text(expect, concurrent);
+    if let Some(hint) = hint(expect, status, body) {
+        why.push_str("; ");
+        why.push_str(hint);
+    }
+    Err(why)
+}
+
+fn expected_text(expect: Expect, concurrent: bool) -> String {
+    match expect {
+        Expect::Received if concurrent => format!(
+            "a valid delivery should get 200 {RECEIVED_BODY} (or 409 while another delivery of the event is in flight)"
+        ),
+        Expect::Received => format!("a valid delivery should get 200 {RECEIVED_BODY}"),
+        Expect::Rejected(what) => format!("{what} should get 400 {ERROR_PREFIX}…"),
+    }
+}
+
+/// The likeliest cause of a common wrong reply.
+fn hint(expect: Expect, status: u16, body: &str) -> Option<&'static str> {
+    match (expect, status) {
+        (Expect::Received, 400) if body.contains("no signature matches") => {
+            Some("is --secret the secret the receiver is configured with?")
+        }
+        (Expect::Received, 400) if body.contains("missing") && body.contains("header") => {
+            Some("does the receiver read the signature from another header? see --header")
+        }
+        (Expect::Received, 409) => Some("409 is only expected for concurrent deliveries of one event"),
+        (Expect::Rejected(_), 200) => Some("the receiver accepted a delivery it must refuse"),
+        (_, 404 | 405) => Some("is the path in --to the receiver's webhook route?"),
+        (_, 300..=399) => Some("the receiver redirected; webhook senders do not follow redirects"),
+        (_, 500..=599) => Some("the receiver failed; see its logs"),
+        _ => None,
+    }
+}
+
+/// The message for an endpoint that cannot be reached at all.
+fn unreachable(url: &Url, err: &reqwest::Error) -> String {
+    let shown = shown_url(url);
+    let address = match (url.host_str(), url.port_or_known_default()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        (Some(host), None) => host.to_owned(),
+        _ => shown.clone(),
+    };
+    let refused = std::iter::successors(err.source(), |&e| e.source())
+        .filter_map(|e| e.downcast_ref::<std::io::Error>())
+        .any(|e| e.kind() == std::io::ErrorKind::ConnectionRefused);
+    if refused {
+        format!(
+            "cannot reach {shown}: connection refused, nothing is listening on {address}; \
+             start the receiver or fix --to"
+        )
+    } else if err.is_timeout() {
+        format!("cannot reach {shown}: no connection to {address} could be made in time")
+    } else {
+        format!("cannot reach {shown}: {}", causes(err))
+    }
+}
+
+/// The chain of causes under a reqwest error, which itself only says "error
+/// sending request" and repeats the URL.
+fn causes(err: &reqwest::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in std::iter::successors(err.source(), |&e| e.source()) {
+        let text = cause.to_string();
+        if parts.last() != Some(&text) {
+            parts.push(text);
+        }
+    }
+    if parts.is_empty() {
+        err.to_string()
+    } else {
+        parts.join(": ")
+    }
+}
+
+/// The URL without any user name or password it may carry.
+fn shown_url(url: &Url) -> String {
+    let mut url = url.clone();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.to_string()
+}
+
+/// A reply body on one line, cut to a readable length.
+fn shown_body(body: &str) -> String {
+    let mut shown: String = body
+        .trim_end()
+        .chars()
+        .take(SHOWN_BODY_CHARS)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if body.trim_end().chars().count() > SHOWN_BODY_CHARS {
+        shown.push('…');
+    }
+    shown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IN_FLIGHT: &str = "Webhook Error: event evt_1 is being handled by another delivery; retry later";
+
+    #[test]
+    fn a_valid_delivery_needs_the_exact_acknowledgement() {
+        assert_eq!(judge(Expect::Received, false, 200, RECEIVED_BODY), Ok(()));
+        assert_eq!(
+            judge(Expect::Received, false, 200, "{\"received\":true}\n"),
+            Ok(())
+        );
+        assert!(judge(Expect::Received, false, 200, "ok").is_err());
+        assert!(judge(Expect::Received, false, 204, "").is_err());
+        assert!(judge(Expect::Received, false, 500, "boom")
+            .unwrap_err()
+            .contains("logs"));
+    }
+
+    #[test]
+    fn conflict_is_fine_only_for_concurrent_duplicates() {
+        assert_eq!(judge(Expect::Received, true, 409, IN_FLIGHT), Ok(()));
+        assert!(judge(Expect::Received, false, 409, IN_FLIGHT).is_err());
+        assert!(judge(Expect::Received, true, 409, "busy").is_err());
+    }
+
+    #[test]
+    fn refused_deliveries_need_a_webhook_error() {
+        let expect = Expect::Rejected("a body changed after signing");
+        let body =
+            "Webhook Error: no signature matches the expected signature for this payload and timestamp";
+        assert_eq!(judge(expect, false, 400, body), Ok(()));
+        let why = judge(expect, false, 200, RECEIVED_BODY).unwrap_err();
+        assert!(
+            why.starts_with("a body changed after signing should get 400"),
+            "{why}"
+        );
+        assert!(why.contains("accepted a delivery it must refuse"), "{why}");
+        assert!(judge(expect, false, 400, "bad request").is_err());
+        assert!(judge(expect, true, 409, IN_FLIGHT).is_err());
+    }
+
+    #[test]
+    fn wrong_secret_gets_a_hint() {
+        let body =
+            "Webhook Error: no signature matches the expected signature for this payload and timestamp";
+        assert!(judge(Expect::Received, false, 400, body)
+            .unwrap_err()
+            .contains("--secret"));
+    }
+
+    #[test]
+    fn tampering_a_payment_changes_only_its_amount() {
+        let builder = EventBuilder::payment_intent_succeeded().amount(u128::MAX);
+        let signed = Bytes::from(builder.to_json());
+        let tampered = tamper_built(&builder, &signed);
+        assert_ne!(tampered, signed);
+        let event = Event::from_slice(&tampered).unwrap();
+        assert_eq!(event.id(), builder.event_id());
+        assert_eq!(event.payment_intent().unwrap().amount, u128::MAX - 1);
+
+        let other = EventBuilder::other("customer.created");
+        let signed = Bytes::from(other.to_json());
+        let tampered = tamper_built(&other, &signed);
+        assert_eq!(&tampered[..signed.len()], &signed[..]);
+        assert_eq!(tampered.len(), signed.len() + 1);
+    }
+
+    #[test]
+    fn urls_are_shown_without_credentials() {
+        let url = Url::parse("http://user:hunter2@127.0.0.1:3000/hooks").unwrap();
+        assert_eq!(shown_url(&url), "http://127.0.0.1:3000/hooks");
+    }
+
+    #[test]
+    fn long_or_multiline_bodies_fit_on_one_line() {
+        assert_eq!(shown_body("a\nb\n"), "a b");
+        let long = "x".repeat(1000);
+        let shown = shown_body(&long);
+        assert_eq!(shown.chars().count(), SHOWN_BODY_CHARS + 1);
+        assert!(shown.ends_with('…'));
+    }
+}

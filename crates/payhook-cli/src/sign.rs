@@ -1,0 +1,19 @@
+//! `payhook sign`: the signature header value for a body on stdin.
+
+use payhook_core::testing::{unix_now, SignedDelivery};
+
+use crate::cli::SignArgs;
+use crate::failure::Failure;
+use crate::input;
+
+/// Signs stdin and prints `t=…,v1=…`.
+pub fn run(args: &SignArgs) -> Result<(), Failure> {
+    let body = input::stdin()?;
+    let timestamp = args.timestamp.unwrap_or_else(unix_now);
+    let delivery = SignedDelivery::at(body, &args.secret, timestamp).map_err(Failure::usage)?;
+    if let Some(hint) = input::newline_hint(&delivery.body) {
+        eprintln!("{hint}");
+    }
+    println!("{}", delivery.signature);
+    Ok(())
+}
