@@ -1,1 +1,73 @@
-//! placeholder
+//! Tower middleware for payhook: a webhook route that only ever sees verified,
+//! new events from the payment service, plus (feature `axum`) an extractor and
+//! per-kind handler routing for axum 0.8.
+//!
+//! [`WebhookLayer`] wraps any `tower::Service<http::Request<B>>` whose body `B`
+//! implements [`http_body::Body`] and `From<Bytes>` (axum's `Body`, hyper's
+//! `Full<Bytes>`). For each request it reads the raw body under the limit,
+//! runs the core pipeline ([`Receiver::receive`](payhook_core::Receiver::receive):
+//! signature, timestamp, payload, dedupe claim) and answers rejections and
+//! duplicates itself. A new event reaches the inner service with the
+//! [`Event`](payhook_core::Event) and the [`RawBody`] in the request extensions;
+//! the inner response's status then settles the claim (2xx: done; otherwise, an
+//! error, a panic or a dropped request: released for the sender's retry).
+//! See [`WebhookService`] for the details.
+//!
+//! | situation | reply |
+//! |---|---|
+//! | new event | the inner service's response |
+//! | duplicate of an event handled before | `200 {"received":true}` |
+//! | bad signature, stale timestamp, invalid event, body cut short | `400 Webhook Error: …` |
+//! | body over the limit | `413 Webhook Error: …`, without reading the rest |
+//! | the same event in flight in another request | `409 Webhook Error: …` |
+//! | dedupe store unreachable | `503 Webhook Error: …` |
+//! | inner service panicked | `500` [`PANIC_REPLY`] |
+//!
+//! ```
+//! use std::convert::Infallible;
+//!
+//! use bytes::Bytes;
+//! use http::{Request, Response};
+//! use http_body_util::Full;
+//! use payhook_core::testing::{EventBuilder, SignedDelivery};
+//! use payhook_core::{Event, Receiver};
+//! use payhook_tower::WebhookLayer;
+//! use tower::{service_fn, ServiceBuilder, ServiceExt};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
+//! let service = ServiceBuilder::new()
+//!     .layer(WebhookLayer::new(receiver))
+//!     .service(service_fn(|request: Request<Full<Bytes>>| async move {
+//!         // Only new, verified events get here.
+//!         let event = request.extensions().get::<Event>().expect("set by WebhookLayer");
+//!         println!("{} {}", event.id(), event.event_type());
+//!         Ok::<_, Infallible>(Response::new(Full::<Bytes>::from(r#"{"received":true}"#)))
+//!     }));
+//!
+//! let event = EventBuilder::payment_intent_succeeded();
+//! let delivery = SignedDelivery::now(event.to_json(), "whsec_test_secret").unwrap();
+//! let request = delivery.to_request("/webhooks").map(Full::new);
+//! let response = service.clone().oneshot(request).await.unwrap();
+//! assert_eq!(response.status(), 200);
+//!
+//! // A tampered body never reaches the inner service.
+//! let request = delivery.to_request("/webhooks").map(|_| Full::from(event.to_json().replace("pi_", "px_")));
+//! let response = service.oneshot(request).await.unwrap();
+//! assert_eq!(response.status(), 400);
+//! # });
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg(feature = "axum")]
+pub mod axum;
+mod body;
+mod future;
+mod layer;
+mod service;
+
+pub use body::RawBody;
+pub use future::ResponseFuture;
+pub use layer::WebhookLayer;
+pub use service::{WebhookService, PANIC_REPLY};

@@ -1,0 +1,137 @@
+//! The [`Webhook`] extractor, its [`WebhookRejection`], and the [`Received`] responder.
+
+use std::any::{Any, TypeId};
+use std::fmt;
+
+use ::axum::body::Body;
+use ::axum::extract::FromRequestParts;
+use ::axum::response::{IntoResponse, Response};
+use http::request::Parts;
+use http::{header, HeaderValue, StatusCode};
+use payhook_core::event::parse_as;
+use payhook_core::{Error, Event, PaymentIntent, Reply};
+use serde::de::DeserializeOwned;
+
+use crate::RawBody;
+
+/// The reply body when [`Webhook`] or [`EventHandlers`](super::EventHandlers) is
+/// used on a route that [`WebhookLayer`](crate::WebhookLayer) does not cover.
+pub const MISSING_LAYER_REPLY: &str = "payhook: this webhook handler runs without payhook's WebhookLayer; \
+     add `.route_layer(WebhookLayer::new(receiver))` to its router so deliveries are verified first";
+
+/// Extracts the verified event of the delivery (set by
+/// [`WebhookLayer`](crate::WebhookLayer)), as `T`:
+///
+/// | `T` | what the handler gets |
+/// |---|---|
+/// | [`Event`] (the default) | the typed event the layer verified and parsed |
+/// | [`PaymentIntent`] | the event's payment intent; `400` if it is not a payment event |
+/// | any other `DeserializeOwned` type | the raw body parsed with [`parse_as`]; `400 Webhook Error: invalid payload: …` if it does not fit |
+///
+/// It reads the request extensions only, so it goes in any position, next to
+/// `State`, `HeaderMap` or even a body extractor. Without the layer it answers
+/// `500` with [`MISSING_LAYER_REPLY`].
+#[derive(Debug, Clone)]
+pub struct Webhook<T = Event>(pub T);
+
+impl<S, T> FromRequestParts<S> for Webhook<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + Send + 'static,
+{
+    type Rejection = WebhookRejection;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let (Some(event), Some(RawBody(body))) =
+            (parts.extensions.get::<Event>(), parts.extensions.get::<RawBody>())
+        else {
+            return Err(WebhookRejection::MissingLayer);
+        };
+        payload(event, body)
+            .map(Webhook)
+            .map_err(WebhookRejection::InvalidPayload)
+    }
+}
+
+fn payload<T: DeserializeOwned + 'static>(event: &Event, body: &[u8]) -> Result<T, Error> {
+    // The layer has already parsed the event: hand out that work instead of
+    // parsing the body a second time.
+    if TypeId::of::<T>() == TypeId::of::<Event>() {
+        if let Some(event) = downcast(event.clone()) {
+            return Ok(event);
+        }
+    }
+    if TypeId::of::<T>() == TypeId::of::<PaymentIntent>() {
+        let intent = event.payment_intent().ok_or_else(|| {
+            Error::InvalidPayload(format!("{} events carry no payment intent", event.event_type()))
+        })?;
+        if let Some(intent) = downcast(intent.clone()) {
+            return Ok(intent);
+        }
+    }
+    parse_as(body)
+}
+
+fn downcast<T: 'static>(value: impl Any) -> Option<T> {
+    (Box::new(value) as Box<dyn Any>)
+        .downcast()
+        .ok()
+        .map(|boxed| *boxed)
+}
+
+/// Why [`Webhook`] could not produce its value.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum WebhookRejection {
+    /// The route is not behind [`WebhookLayer`](crate::WebhookLayer): a setup
+    /// mistake, answered with `500` and [`MISSING_LAYER_REPLY`].
+    MissingLayer,
+    /// The verified body does not fit the requested type: `400 Webhook Error: invalid payload: …`.
+    InvalidPayload(Error),
+}
+
+impl fmt::Display for WebhookRejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::MissingLayer => f.write_str(MISSING_LAYER_REPLY),
+            Self::InvalidPayload(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for WebhookRejection {}
+
+impl IntoResponse for WebhookRejection {
+    fn into_response(self) -> Response {
+        match self {
+            Self::MissingLayer => missing_layer(),
+            Self::InvalidPayload(error) => {
+                tracing::warn!(target: "payhook", reason = %error, "event does not fit the handler's type");
+                Reply::error(&error).into_response::<Body>()
+            }
+        }
+    }
+}
+
+pub(super) fn missing_layer() -> Response {
+    tracing::error!(target: "payhook", "webhook handler reached without WebhookLayer on its route");
+    let mut response = Response::new(Body::from(MISSING_LAYER_REPLY));
+    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// `200 application/json {"received":true}`: what a handler returns when it is
+/// done with the event. Any 2xx marks the event done; this is the reply the
+/// payment service expects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Received;
+
+impl IntoResponse for Received {
+    fn into_response(self) -> Response {
+        Reply::received().into_response::<Body>()
+    }
+}

@@ -1,0 +1,154 @@
+//! [`EventHandlers`]: one axum handler per event kind, as a single handler.
+
+use std::fmt;
+use std::sync::Arc;
+
+use ::axum::extract::Request;
+use ::axum::handler::Handler;
+use ::axum::response::{IntoResponse, Response};
+use futures_util::future::BoxFuture;
+use payhook_core::{Event, EventKind};
+
+use super::extract::{missing_layer, Received};
+
+type BoxedHandler<S> = Arc<dyn Fn(Request, S) -> BoxFuture<'static, Response> + Send + Sync>;
+
+/// Sends each verified event to the handler registered for its kind, for apps
+/// that prefer that to a `match` on [`EventKind`].
+///
+/// Each handler is an ordinary axum handler: it takes any extractors
+/// (`State`, [`Webhook`](super::Webhook)`<PaymentIntent>`, …) and returns any
+/// response; a 2xx marks the event done, anything else releases it for a retry.
+/// An event whose kind has no handler is acknowledged with
+/// `200 {"received":true}`. `EventHandlers` is itself a handler: pass it to
+/// `post(…)` on the route that [`WebhookLayer`](crate::WebhookLayer) covers.
+///
+/// ```
+/// use axum::{routing::post, Router};
+/// use payhook_core::{Event, PaymentIntent, Receiver};
+/// use payhook_tower::axum::{EventHandlers, Received, Webhook};
+/// use payhook_tower::WebhookLayer;
+///
+/// async fn paid(Webhook(intent): Webhook<PaymentIntent>) -> Received {
+///     println!("{} {} received", intent.amount, intent.currency);
+///     Received
+/// }
+///
+/// async fn anything_else(Webhook(event): Webhook<Event>) -> Received {
+///     println!("ignoring {}", event.event_type());
+///     Received
+/// }
+///
+/// let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
+/// let handlers = EventHandlers::new().payment_succeeded(paid).other(anything_else);
+/// let app: Router = Router::new()
+///     .route("/webhooks", post(handlers))
+///     .route_layer(WebhookLayer::new(receiver));
+/// ```
+pub struct EventHandlers<S = ()> {
+    payment_succeeded: Option<BoxedHandler<S>>,
+    payment_failed: Option<BoxedHandler<S>>,
+    other: Option<BoxedHandler<S>>,
+}
+
+impl<S> EventHandlers<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    /// No handlers yet: every event is acknowledged.
+    pub fn new() -> Self {
+        Self {
+            payment_succeeded: None,
+            payment_failed: None,
+            other: None,
+        }
+    }
+
+    /// Handles `payment_intent.succeeded` and `payment.succeeded`.
+    pub fn payment_succeeded<H, T>(mut self, handler: H) -> Self
+    where
+        H: Handler<T, S>,
+        T: 'static,
+    {
+        self.payment_succeeded = Some(boxed(handler));
+        self
+    }
+
+    /// Handles `payment_intent.failed`.
+    pub fn payment_failed<H, T>(mut self, handler: H) -> Self
+    where
+        H: Handler<T, S>,
+        T: 'static,
+    {
+        self.payment_failed = Some(boxed(handler));
+        self
+    }
+
+    /// Handles every other event type (see [`Event::event_type`]).
+    pub fn other<H, T>(mut self, handler: H) -> Self
+    where
+        H: Handler<T, S>,
+        T: 'static,
+    {
+        self.other = Some(boxed(handler));
+        self
+    }
+}
+
+fn boxed<H, T, S>(handler: H) -> BoxedHandler<S>
+where
+    H: Handler<T, S>,
+    T: 'static,
+    S: Send + 'static,
+{
+    Arc::new(move |request, state| Box::pin(handler.clone().call(request, state)))
+}
+
+impl<S> Handler<(), S> for EventHandlers<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    type Future = BoxFuture<'static, Response>;
+
+    fn call(self, request: Request, state: S) -> Self::Future {
+        let handler = match request.extensions().get::<Event>().map(Event::kind) {
+            None => return Box::pin(async { missing_layer() }),
+            Some(EventKind::PaymentIntentSucceeded(_)) => self.payment_succeeded,
+            Some(EventKind::PaymentIntentFailed(_)) => self.payment_failed,
+            Some(_) => self.other,
+        };
+        match handler {
+            Some(handler) => handler(request, state),
+            None => Box::pin(async { Received.into_response() }),
+        }
+    }
+}
+
+impl<S> Clone for EventHandlers<S> {
+    fn clone(&self) -> Self {
+        Self {
+            payment_succeeded: self.payment_succeeded.clone(),
+            payment_failed: self.payment_failed.clone(),
+            other: self.other.clone(),
+        }
+    }
+}
+
+impl<S> Default for EventHandlers<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<S> fmt::Debug for EventHandlers<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventHandlers")
+            .field("payment_succeeded", &self.payment_succeeded.is_some())
+            .field("payment_failed", &self.payment_failed.is_some())
+            .field("other", &self.other.is_some())
+            .finish()
+    }
+}

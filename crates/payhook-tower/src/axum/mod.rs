@@ -1,0 +1,48 @@
+//! axum integration (feature `axum`): the [`Webhook`] extractor, the
+//! [`Received`] responder and [`EventHandlers`].
+//!
+//! Put [`WebhookLayer`](crate::WebhookLayer) on the webhook route with
+//! `route_layer` (other routes stay untouched), and take the verified event in
+//! the handler with [`Webhook`]. The handler's status decides the claim: a 2xx
+//! marks the event done, anything else (or a panic) releases it so the
+//! sender's retry runs the handler again.
+//!
+//! ```
+//! use axum::{body::Body, extract::State, http::StatusCode, routing::{get, post}, Router};
+//! use payhook_core::testing::{EventBuilder, SignedDelivery};
+//! use payhook_core::{Event, EventKind, Receiver};
+//! use payhook_tower::axum::{Received, Webhook};
+//! use payhook_tower::WebhookLayer;
+//! use tower::ServiceExt;
+//!
+//! #[derive(Clone)]
+//! struct Shop;
+//!
+//! async fn webhook(State(_shop): State<Shop>, Webhook(event): Webhook) -> Result<Received, StatusCode> {
+//!     match event.kind() {
+//!         EventKind::PaymentIntentSucceeded(intent) => println!("paid: {} {}", intent.amount, intent.currency),
+//!         EventKind::PaymentIntentFailed(intent) => println!("failed: {}", intent.id),
+//!         _ => {} // other types are acknowledged
+//!     }
+//!     Ok(Received)
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
+//! let app = Router::new()
+//!     .route("/webhooks", post(webhook))
+//!     .route_layer(WebhookLayer::new(receiver))
+//!     .route("/health", get(|| async { "ok" }))
+//!     .with_state(Shop);
+//!
+//! let delivery = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), "whsec_test_secret").unwrap();
+//! let response = app.oneshot(delivery.to_request("/webhooks").map(Body::from)).await.unwrap();
+//! assert_eq!(response.status(), StatusCode::OK);
+//! # });
+//! ```
+
+mod extract;
+mod handlers;
+
+pub use extract::{Received, Webhook, WebhookRejection, MISSING_LAYER_REPLY};
+pub use handlers::EventHandlers;

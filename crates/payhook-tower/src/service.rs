@@ -1,0 +1,161 @@
+//! [`WebhookService`]: the middleware that turns requests into verified events.
+
+use std::panic::AssertUnwindSafe;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures_util::FutureExt;
+use http::{header, HeaderValue, Request, Response, StatusCode};
+use http_body::Body;
+use payhook_core::{Outcome, Receiver};
+use tower_service::Service;
+use tracing::Instrument;
+
+use crate::body::{self, RawBody};
+use crate::future::ResponseFuture;
+
+/// The body of the reply sent when the inner service panics.
+pub const PANIC_REPLY: &str = "Webhook Error: the handler panicked; the event was not acknowledged";
+
+/// Middleware that verifies, parses and deduplicates webhook deliveries before
+/// the inner service sees them. Built by [`WebhookLayer`](crate::WebhookLayer).
+///
+/// For each request it:
+///
+/// 1. reads the raw body up to the receiver's limit (`413` at once when
+///    `Content-Length` is over it; a chunked body is read only until it passes
+///    it; a body that breaks off is a `400`);
+/// 2. runs [`Receiver::receive`]: rejections (`400`), duplicates of a handled
+///    event (`200 {"received":true}`), events in flight elsewhere (`409`) and an
+///    unreachable store (`503`) are answered here, without the inner service;
+/// 3. calls the inner service for a new event, with the [`Event`](payhook_core::Event)
+///    and the [`RawBody`] in the request extensions and the same bytes as the
+///    request body (rebuilt with `B: From<Bytes>`);
+/// 4. settles the claim on the event id by the inner response's status:
+///    marked done for a 2xx, released otherwise. When the inner service returns
+///    an error, panics (the reply is then a `500` with [`PANIC_REPLY`]) or its
+///    future is dropped, the claim is released, so the sender's retry is handled.
+#[derive(Debug, Clone)]
+pub struct WebhookService<S> {
+    inner: S,
+    receiver: Receiver,
+}
+
+impl<S> WebhookService<S> {
+    /// Wraps `inner`; see [`WebhookLayer`](crate::WebhookLayer) for the usual way in.
+    pub fn new(inner: S, receiver: Receiver) -> Self {
+        Self { inner, receiver }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, B, ResBody> Service<Request<B>> for WebhookService<S>
+where
+    S: Service<Request<B>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: Body + From<Bytes> + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    ResBody: From<String> + From<&'static str> + Send + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<ResBody, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        // The clone may not be ready; the instance that was polled ready goes
+        // into the future and the clone stays behind for the next call.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture::new(handle(self.receiver.clone(), inner, request))
+    }
+}
+
+async fn handle<S, B, ResBody>(
+    receiver: Receiver,
+    mut inner: S,
+    request: Request<B>,
+) -> Result<Response<ResBody>, S::Error>
+where
+    S: Service<Request<B>, Response = Response<ResBody>>,
+    B: Body + From<Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    ResBody: From<String> + From<&'static str>,
+{
+    let (mut parts, body) = request.into_parts();
+    let bytes = match body::read(&parts.headers, body, receiver.body_limit()).await {
+        Ok(bytes) => bytes,
+        Err(error) => return Ok(receiver.body_error(&error).into_response()),
+    };
+    let delivery = match receiver.receive(&parts.headers, bytes).await {
+        Outcome::Respond(reply) => return Ok(reply.into_response()),
+        Outcome::Deliver(delivery) => delivery,
+    };
+    // From here on the claim guard lives in this future: if the future is
+    // dropped (the client went away), the guard releases the claim.
+    let (event, bytes, claim) = delivery.into_parts();
+    let span = tracing::info_span!(
+        target: "payhook",
+        "delivery",
+        event_id = event.id(),
+        event_type = event.event_type()
+    );
+    parts.extensions.insert(event);
+    parts.extensions.insert(RawBody(bytes.clone()));
+    let request = Request::from_parts(parts, B::from(bytes));
+
+    let started = Instant::now();
+    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| inner.call(request))) {
+        Ok(future) => {
+            AssertUnwindSafe(future)
+                .catch_unwind()
+                .instrument(span.clone())
+                .await
+        }
+        Err(panic) => Err(panic),
+    };
+    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    match outcome {
+        Ok(Ok(response)) => {
+            let status = response.status();
+            tracing::debug!(target: "payhook", parent: &span, status = status.as_u16(), elapsed_ms, "handler responded");
+            claim.finish(status).await;
+            Ok(response)
+        }
+        Ok(Err(error)) => {
+            tracing::warn!(target: "payhook", parent: &span, elapsed_ms, "inner service returned an error");
+            claim.release().await;
+            Err(error)
+        }
+        Err(_panic) => {
+            tracing::error!(target: "payhook", parent: &span, elapsed_ms, "handler panicked");
+            claim.release().await;
+            Ok(panic_response())
+        }
+    }
+}
+
+fn panic_response<ResBody: From<&'static str>>() -> Response<ResBody> {
+    let mut response = Response::new(ResBody::from(PANIC_REPLY));
+    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
