@@ -1,0 +1,414 @@
+//! The receiver pipeline end to end, without any web framework: what each kind of
+//! delivery turns into, and how claims are settled.
+#![cfg(feature = "testing")]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::HeaderMap;
+use payhook_core::store::{Claim, ClaimToken, Store, StoreFuture};
+use payhook_core::testing::{unix_now, EventBuilder, SignedDelivery};
+use payhook_core::{
+    EventKind, FixedClock, MemoryStore, Outcome, Receiver, ReceiverBuilder, Reply, StoreError,
+};
+
+const SECRET: &str = "whsec_pipeline";
+
+fn headers(signature: &str) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert("x-service-signature", signature.parse().unwrap());
+    headers
+}
+
+fn builder() -> ReceiverBuilder {
+    Receiver::builder().secret(SECRET)
+}
+
+async fn reply_to(receiver: &Receiver, headers: &HeaderMap, body: impl Into<Bytes>) -> Reply {
+    match receiver.receive(headers, body.into()).await {
+        Outcome::Respond(reply) => reply,
+        Outcome::Deliver(delivery) => panic!("unexpectedly delivered {:?}", delivery.event().id()),
+    }
+}
+
+fn assert_error(reply: &Reply, status: u16, message: &str) {
+    assert_eq!(reply.status().as_u16(), status, "{reply:?}");
+    assert_eq!(reply.body(), format!("Webhook Error: {message}"));
+    assert_eq!(reply.content_type(), "text/plain; charset=utf-8");
+}
+
+#[tokio::test]
+async fn worked_example_is_delivered_with_a_pinned_clock() {
+    let receiver = builder()
+        .secret("whsec_test_secret")
+        .clock(FixedClock::new(1732264800 + 299))
+        .build()
+        .unwrap();
+    let body = r#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{}}}"#;
+    let header = "t=1732264800,v1=47e6632c169b959135c86d19df2cb565cdbea26c53beb45123d38a1437d37287";
+    // The signature matches, so the verdict comes from the payload: `{}` is not
+    // a payment intent. Verification passed first.
+    let reply = reply_to(&receiver, &headers(header), body).await;
+    assert_eq!(reply.status().as_u16(), 400);
+    assert!(
+        reply.body().starts_with("Webhook Error: invalid payload: data.object: missing field `id`"),
+        "{reply:?}"
+    );
+}
+
+#[tokio::test]
+async fn each_bad_delivery_gets_its_own_message() {
+    let receiver = builder().build().unwrap();
+    let body = EventBuilder::payment_intent_succeeded().to_json();
+    let now = unix_now();
+    let good = SignedDelivery::at(body.clone(), SECRET, now).unwrap().signature;
+    let v1 = good.split_once(",v1=").unwrap().1;
+    let big = format!("t={now},{}v1={v1}", "v0=00,".repeat(100 * 1024 / 6));
+    let cases: Vec<(String, &str)> = vec![
+        ("".into(), "malformed signature header: header value is empty"),
+        (
+            "garbage".into(),
+            "malformed signature header: header has no t timestamp",
+        ),
+        (
+            "t=abc,v1=00".into(),
+            "malformed signature header: t is not a non-negative whole number of seconds",
+        ),
+        (
+            format!("t={now},t={},v1={v1}", now - 1),
+            "malformed signature header: header has several different t values",
+        ),
+        (
+            format!("t={now},v1=not-hex"),
+            "signature header has no v1 signature (64 lowercase hex digits)",
+        ),
+        (
+            format!("t={now},v1={}", v1.to_uppercase()),
+            "no signature matches the expected signature for this payload and timestamp",
+        ),
+        (
+            format!("t={},v1={v1}", now + 1),
+            "no signature matches the expected signature for this payload and timestamp",
+        ),
+    ];
+    for (header, message) in cases {
+        assert_error(
+            &reply_to(&receiver, &headers(&header), body.clone()).await,
+            400,
+            message,
+        );
+    }
+    // A 100 KB header with the genuine signature at its end still verifies.
+    assert!(big.len() > 100 * 1024);
+    assert!(matches!(
+        receiver.receive(&headers(&big), body.clone().into()).await,
+        Outcome::Deliver(_)
+    ));
+
+    assert_error(
+        &reply_to(&receiver, &HeaderMap::new(), body.clone()).await,
+        400,
+        "missing x-service-signature header",
+    );
+    let mut twice = headers(&good);
+    twice.append("x-service-signature", good.parse().unwrap());
+    assert_error(
+        &reply_to(&receiver, &twice, body).await,
+        400,
+        "x-service-signature header appears more than once",
+    );
+}
+
+#[tokio::test]
+async fn stale_and_future_timestamps_say_how_far_out_they_are() {
+    let clock = FixedClock::new(2_000_000_000);
+    let receiver = builder().clock(clock.clone()).build().unwrap();
+    let body = EventBuilder::payment_intent_succeeded().to_json();
+    let old = SignedDelivery::at(body.clone(), SECRET, 2_000_000_000 - 301).unwrap();
+    assert_error(
+        &reply_to(&receiver, &headers(&old.signature), old.body).await,
+        400,
+        "timestamp is 301 s old, outside the 300 s tolerance",
+    );
+    let ahead = SignedDelivery::at(body, SECRET, 2_000_000_000 + 900).unwrap();
+    assert_error(
+        &reply_to(&receiver, &headers(&ahead.signature), ahead.body).await,
+        400,
+        "timestamp is 900 s in the future, outside the 300 s tolerance",
+    );
+}
+
+#[tokio::test]
+async fn signed_bodies_that_are_not_events_are_payload_errors() {
+    let receiver = builder().build().unwrap();
+    for (body, message) in [
+        ("not json", "invalid payload: expected ident at line 1 column 2"),
+        (
+            "[]",
+            "invalid payload: invalid type: sequence, expected an event object at line 1 column 1",
+        ),
+        (r#"{"type":"x"}"#, "invalid payload: event has no id"),
+    ] {
+        let signed = SignedDelivery::now(body, SECRET).unwrap();
+        assert_error(
+            &reply_to(&receiver, &headers(&signed.signature), signed.body).await,
+            400,
+            message,
+        );
+    }
+    for (amount, message) in [
+        (
+            "-1",
+            "amount must be a non-negative integer, got the negative number -1",
+        ),
+        (
+            "12.5",
+            "amount must be a non-negative integer, got the non-integer number 12.5",
+        ),
+    ] {
+        let body = EventBuilder::payment_intent_succeeded()
+            .amount(777)
+            .to_json()
+            .replace(r#""amount":777"#, &format!(r#""amount":{amount}"#));
+        let signed = SignedDelivery::now(body, SECRET).unwrap();
+        let reply = reply_to(&receiver, &headers(&signed.signature), signed.body).await;
+        assert_eq!(reply.status().as_u16(), 400);
+        assert!(reply.body().contains(message), "{reply:?}");
+    }
+}
+
+#[tokio::test]
+async fn wei_amounts_arrive_exact() {
+    let receiver = builder().build().unwrap();
+    let wei: u128 = 123_456_789_012_345_678_901_234_567_890; // far beyond 2^64
+    let event = EventBuilder::payment_intent_succeeded()
+        .currency("eth")
+        .amount(wei);
+    let signed = SignedDelivery::now(event.to_json(), SECRET).unwrap();
+    let Outcome::Deliver(delivery) = receiver.receive(&headers(&signed.signature), signed.body).await else {
+        panic!("not delivered")
+    };
+    let EventKind::PaymentIntentSucceeded(pi) = delivery.event().kind() else {
+        panic!()
+    };
+    assert_eq!(pi.amount, wei);
+    assert_eq!(pi.currency, "eth");
+}
+
+#[tokio::test]
+async fn body_over_the_limit_is_413_before_anything_else() {
+    let receiver = builder().body_limit(100).build().unwrap();
+    let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
+    assert!(signed.body.len() > 100);
+    assert_error(
+        &reply_to(&receiver, &headers(&signed.signature), signed.body).await,
+        413,
+        "body is larger than the 100-byte limit",
+    );
+}
+
+/// A store that counts calls, to prove what reaches it.
+#[derive(Default)]
+struct CountingStore {
+    inner: MemoryStore,
+    claims: AtomicUsize,
+}
+
+impl Store for CountingStore {
+    fn claim<'a>(&'a self, ns: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
+        self.claims.fetch_add(1, Ordering::SeqCst);
+        self.inner.claim(ns, id, lease)
+    }
+    fn complete<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken, r: Duration) -> StoreFuture<'a, bool> {
+        self.inner.complete(ns, id, t, r)
+    }
+    fn release<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken) -> StoreFuture<'a, bool> {
+        self.inner.release(ns, id, t)
+    }
+}
+
+#[tokio::test]
+async fn unsigned_requests_never_reach_the_store() {
+    let store = Arc::new(CountingStore::default());
+    let receiver = builder().shared_store(store.clone()).build().unwrap();
+    let event = EventBuilder::payment_intent_succeeded();
+    let forged = SignedDelivery::now(event.to_json(), "whsec_attacker").unwrap();
+    let stale = SignedDelivery::at(event.to_json(), SECRET, unix_now() - 3600).unwrap();
+    for signed in [&forged, &stale] {
+        let _ = reply_to(&receiver, &headers(&signed.signature), signed.body.clone()).await;
+    }
+    let _ = reply_to(&receiver, &HeaderMap::new(), event.to_json()).await;
+    assert_eq!(
+        store.claims.load(Ordering::SeqCst),
+        0,
+        "rejected deliveries touched the store"
+    );
+    // The genuine delivery of that id is still handled: nothing marked it seen.
+    let genuine = SignedDelivery::now(event.to_json(), SECRET).unwrap();
+    assert!(matches!(
+        receiver.receive(&headers(&genuine.signature), genuine.body).await,
+        Outcome::Deliver(_)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_concurrent_deliveries_claim_once_then_release_then_complete() {
+    let receiver = builder().build().unwrap();
+    let event = EventBuilder::payment_intent_succeeded();
+    let signed = SignedDelivery::now(event.to_json(), SECRET).unwrap();
+    let race = || {
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                let (receiver, signed) = (receiver.clone(), signed.clone());
+                tokio::spawn(async move {
+                    let headers = headers(&signed.signature);
+                    receiver.receive(&headers, signed.body).await
+                })
+            })
+            .collect();
+        async move {
+            let mut outcomes = Vec::new();
+            for task in tasks {
+                outcomes.push(task.await.unwrap());
+            }
+            outcomes
+        }
+    };
+
+    let mut outcomes = race().await;
+    let winner = outcomes
+        .iter()
+        .position(|o| matches!(o, Outcome::Deliver(_)))
+        .expect("one winner");
+    let Outcome::Deliver(delivery) = outcomes.swap_remove(winner) else {
+        unreachable!()
+    };
+    for outcome in &outcomes {
+        let Outcome::Respond(reply) = outcome else {
+            panic!("second winner")
+        };
+        assert_error(
+            reply,
+            409,
+            &format!(
+                "event {} is being handled by another delivery; retry later",
+                event.event_id()
+            ),
+        );
+    }
+    // The handler failed: release, and a later delivery claims the id again.
+    delivery.into_claim().release().await;
+    let Outcome::Deliver(retry) = receiver
+        .receive(&headers(&signed.signature), signed.body.clone())
+        .await
+    else {
+        panic!("released id was not handed out again")
+    };
+    assert_eq!(retry.into_claim().complete().await, Reply::received());
+    // After completion every delivery is a duplicate, acknowledged with 200.
+    for outcome in race().await {
+        let Outcome::Respond(reply) = outcome else {
+            panic!("duplicate was delivered")
+        };
+        assert_eq!(reply, Reply::received());
+    }
+}
+
+#[tokio::test]
+async fn dropping_an_unsettled_claim_releases_it() {
+    let receiver = builder().build().unwrap();
+    let signed = SignedDelivery::now(EventBuilder::payment_intent_failed().to_json(), SECRET).unwrap();
+    let deliver = || receiver.receive(&headers(&signed.signature), signed.body.clone());
+    let Outcome::Deliver(first) = deliver().await else {
+        panic!()
+    };
+    drop(first); // handler panicked or the request was cancelled
+    let Outcome::Deliver(second) = deliver().await else {
+        panic!("claim was not released on drop")
+    };
+    second
+        .into_claim()
+        .finish(http::StatusCode::INTERNAL_SERVER_ERROR)
+        .await;
+    let Outcome::Deliver(third) = deliver().await else {
+        panic!("claim was not released after a 500")
+    };
+    third.into_claim().finish(http::StatusCode::NO_CONTENT).await;
+    assert!(matches!(deliver().await, Outcome::Respond(r) if r == Reply::received()));
+}
+
+/// A store that is down.
+struct DownStore;
+
+impl Store for DownStore {
+    fn claim<'a>(&'a self, _: &'a str, _: &'a str, _: Duration) -> StoreFuture<'a, Claim> {
+        Box::pin(async { Err(StoreError::new("connection refused")) })
+    }
+    fn complete<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken, _: Duration) -> StoreFuture<'a, bool> {
+        Box::pin(async { Err(StoreError::new("connection refused")) })
+    }
+    fn release<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken) -> StoreFuture<'a, bool> {
+        Box::pin(async { Err(StoreError::new("connection refused")) })
+    }
+}
+
+#[tokio::test]
+async fn store_down_is_503_and_nothing_is_handed_out() {
+    let receiver = builder().store(DownStore).build().unwrap();
+    let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
+    assert_error(
+        &reply_to(&receiver, &headers(&signed.signature), signed.body).await,
+        503,
+        "dedupe store unavailable: connection refused",
+    );
+}
+
+#[tokio::test]
+async fn namespaces_keep_endpoints_apart_on_one_store() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let a = builder()
+        .shared_store(store.clone())
+        .namespace("endpoint-a")
+        .build()
+        .unwrap();
+    let b = builder()
+        .shared_store(store)
+        .namespace("endpoint-b")
+        .build()
+        .unwrap();
+    let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
+    for receiver in [&a, &b] {
+        let Outcome::Deliver(d) = receiver
+            .receive(&headers(&signed.signature), signed.body.clone())
+            .await
+        else {
+            panic!("namespaces leaked into each other")
+        };
+        let _ = d.into_claim().complete().await;
+    }
+}
+
+#[test]
+fn configuration_mistakes_fail_at_build_time() {
+    let message = |b: ReceiverBuilder| b.build().unwrap_err().to_string();
+    assert_eq!(message(Receiver::builder()), "no signing secret configured");
+    assert_eq!(message(builder().secret("")), "a signing secret is empty");
+    assert_eq!(
+        message(builder().namespace("")),
+        "invalid setting: namespace must not be empty"
+    );
+    assert_eq!(
+        message(builder().lease(Duration::ZERO)),
+        "invalid setting: lease must be longer than zero"
+    );
+    assert_eq!(
+        message(builder().retention(Duration::ZERO)),
+        "invalid setting: retention must be longer than zero"
+    );
+    let shown = format!("{:?}", builder().build().unwrap());
+    assert!(!shown.contains(SECRET), "{shown}");
+    let shown = format!("{:?}", builder());
+    assert!(!shown.contains(SECRET), "{shown}");
+}
