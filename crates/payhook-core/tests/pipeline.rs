@@ -147,7 +147,7 @@ async fn signed_bodies_that_are_not_events_are_payload_errors() {
         ("not json", "invalid payload: expected ident at line 1 column 2"),
         (
             "[]",
-            "invalid payload: invalid type: sequence, expected an event object at line 1 column 1",
+            "invalid payload: invalid type: sequence, expected an event object at line 1 column 0",
         ),
         (r#"{"type":"x"}"#, "invalid payload: event has no id"),
     ] {
