@@ -1,0 +1,425 @@
+//! The one-command demo: an axum receiver guarded by payhook, fed real signed
+//! deliveries over HTTP.
+//!
+//! ```text
+//! cargo run --example demo
+//! ```
+//!
+//! It starts the receiver on a free loopback port with the in-memory store,
+//! sends it genuine, duplicate, tampered, stale, oversized and concurrent
+//! deliveries, and prints what was sent, the reply, and whether the handler
+//! ran. It exits 0 only if every reply is the one the protocol prescribes.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use payhook::testing::{unix_now, EventBuilder, SignedDelivery};
+use payhook::tower::axum::{Received, Webhook};
+use payhook::tower::WebhookLayer;
+use payhook::{Event, EventKind, Receiver};
+
+const SECRET: &str = "whsec_demo_secret";
+
+/// How many times the handler ran, per event id.
+#[derive(Clone, Default)]
+struct Runs(Arc<Mutex<HashMap<String, usize>>>);
+
+impl Runs {
+    fn record(&self, id: &str) -> usize {
+        let mut runs = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = runs.entry(id.to_owned()).or_default();
+        *n += 1;
+        *n
+    }
+
+    fn count(&self, id: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// The app's webhook handler: only new, verified events reach it.
+async fn handle(State(runs): State<Runs>, Webhook(event): Webhook<Event>) -> Response {
+    let attempt = runs.record(event.id());
+    match event.kind() {
+        EventKind::PaymentIntentSucceeded(pi) | EventKind::PaymentIntentFailed(pi) => {
+            let _ = (pi.amount, &pi.currency); // a real app would update the order here
+        }
+        _ => {}
+    }
+    if event.id().starts_with("evt_demo_flaky") && attempt == 1 {
+        // A transient failure: the claim is released and the sender's retry is handled.
+        return (StatusCode::INTERNAL_SERVER_ERROR, "database unavailable").into_response();
+    }
+    if event.id().starts_with("evt_demo_burst") {
+        // Slow enough that concurrent duplicates overlap with it.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Received.into_response()
+}
+
+/// Starts the receiver app on a free loopback port.
+async fn start_receiver(runs: Runs) -> std::io::Result<SocketAddr> {
+    let receiver = Receiver::builder()
+        .secret(SECRET)
+        .build()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let app = Router::new()
+        .route("/webhooks", post(handle))
+        .route_layer(WebhookLayer::new(receiver))
+        .route("/health", get(|| async { "ok" }))
+        .with_state(runs);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        if let Err(err) = axum::serve(listener, app).await {
+            eprintln!("receiver stopped: {err}");
+        }
+    });
+    Ok(addr)
+}
+
+/// One line of the table.
+pub struct Row {
+    /// What was sent.
+    pub sent: String,
+    /// The replies, e.g. `200 {"received":true}`.
+    pub reply: String,
+    /// How many times the handler ran for it.
+    pub handler_runs: usize,
+    /// Whether the replies and handler runs are what the protocol prescribes.
+    pub ok: bool,
+}
+
+struct Demo {
+    url: String,
+    client: reqwest::Client,
+    runs: Runs,
+    rows: Vec<Row>,
+}
+
+/// A reply as the client saw it.
+struct Reply {
+    status: u16,
+    body: String,
+}
+
+impl Reply {
+    fn is_received(&self) -> bool {
+        self.status == 200 && self.body == r#"{"received":true}"#
+    }
+
+    fn is_error(&self, status: u16, message: &str) -> bool {
+        self.status == status && self.body.starts_with("Webhook Error: ") && self.body.contains(message)
+    }
+
+    fn show(&self) -> String {
+        let mut body = self.body.clone();
+        if body.len() > 70 {
+            body.truncate(67);
+            body.push_str("...");
+        }
+        format!("{} {}", self.status, body)
+    }
+}
+
+impl Demo {
+    async fn post(&self, body: impl Into<reqwest::Body>, signature: Option<&str>) -> Reply {
+        let mut request = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(signature) = signature {
+            request = request.header("x-service-signature", signature);
+        }
+        match request.send().await {
+            Ok(response) => Reply {
+                status: response.status().as_u16(),
+                body: response.text().await.unwrap_or_default(),
+            },
+            Err(err) => Reply {
+                status: 0,
+                body: format!("request failed: {err}"),
+            },
+        }
+    }
+
+    /// Adds a row. `before` is the handler's run count for `id` before the
+    /// delivery was sent; `runs` is how many more runs the protocol prescribes.
+    fn row(&mut self, sent: &str, reply: String, (id, before): (&str, usize), runs: usize, reply_ok: bool) {
+        let handler_runs = self.runs.count(id) - before;
+        self.rows.push(Row {
+            sent: sent.to_owned(),
+            reply,
+            handler_runs,
+            ok: reply_ok && handler_runs == runs,
+        });
+    }
+
+    /// Sends one delivery of event `id` and records whether the reply is `expected`.
+    async fn send(
+        &mut self,
+        sent: &str,
+        body: impl Into<reqwest::Body>,
+        signature: Option<&str>,
+        id: &str,
+        expected: Expect,
+    ) {
+        let before = self.runs.count(id);
+        let reply = self.post(body, signature).await;
+        let (ok, runs) = match expected {
+            Expect::Handled => (reply.is_received(), 1),
+            Expect::Acknowledged => (reply.is_received(), 0),
+            Expect::Rejected(status, message) => (reply.is_error(status, message), 0),
+        };
+        self.row(sent, reply.show(), (id, before), runs, ok);
+    }
+
+    async fn deliveries(&mut self) {
+        let sign = |event: &EventBuilder, secret: &str, at: u64| {
+            SignedDelivery::at(event.to_json(), secret, at).expect("non-empty secret")
+        };
+        let now = unix_now();
+
+        // A genuine payment, then the very same delivery again.
+        let paid = EventBuilder::payment_intent_succeeded()
+            .amount(250_000)
+            .currency("btc");
+        let signed = sign(&paid, SECRET, now);
+        let (body, sig, id) = (signed.body, Some(signed.signature.as_str()), paid.event_id());
+        self.send(
+            "payment_intent.succeeded, genuine",
+            body.clone(),
+            sig,
+            id,
+            Expect::Handled,
+        )
+        .await;
+        self.send(
+            "the same delivery again (duplicate)",
+            body,
+            sig,
+            id,
+            Expect::Acknowledged,
+        )
+        .await;
+
+        // The other spelling of success, a failure with a wei amount beyond 2^64,
+        // and a type this app has never heard of.
+        for (label, event) in [
+            ("payment.succeeded, genuine", EventBuilder::payment_succeeded()),
+            (
+                "payment_intent.failed, 1.5 ETH in wei",
+                EventBuilder::payment_intent_failed()
+                    .currency("eth")
+                    .amount(1_500_000_000_000_000_000),
+            ),
+            (
+                "customer.updated (unknown type)",
+                EventBuilder::other("customer.updated"),
+            ),
+        ] {
+            let signed = sign(&event, SECRET, now);
+            self.send(
+                label,
+                signed.body,
+                Some(&signed.signature),
+                event.event_id(),
+                Expect::Handled,
+            )
+            .await;
+        }
+
+        // Forgeries and replays: rejected before the handler or the store sees them.
+        let event = EventBuilder::payment_intent_succeeded().amount(100);
+        let id = event.event_id();
+        let genuine = sign(&event, SECRET, now);
+        let tampered = event
+            .to_json()
+            .replace(r#""amount":100,"#, r#""amount":100000000,"#);
+        let mismatch = Expect::Rejected(400, "no signature matches");
+        self.send(
+            "tampered body (amount raised)",
+            tampered,
+            Some(&genuine.signature),
+            id,
+            mismatch,
+        )
+        .await;
+        let forged = sign(&event, "whsec_not_the_secret", now);
+        self.send(
+            "signed with the wrong secret",
+            forged.body,
+            Some(&forged.signature),
+            id,
+            mismatch,
+        )
+        .await;
+        let stale = sign(&event, SECRET, now - 600);
+        let too_old = Expect::Rejected(400, "s old, outside the 300 s tolerance");
+        self.send(
+            "stale: signed 10 minutes ago",
+            stale.body,
+            Some(&stale.signature),
+            id,
+            too_old,
+        )
+        .await;
+        let ahead = sign(&event, SECRET, now + 600);
+        let too_new = Expect::Rejected(400, "s in the future, outside the 300 s tolerance");
+        self.send(
+            "signed 10 minutes in the future",
+            ahead.body,
+            Some(&ahead.signature),
+            id,
+            too_new,
+        )
+        .await;
+        let missing = Expect::Rejected(400, "missing x-service-signature header");
+        self.send("no signature header", event.to_json(), None, id, missing)
+            .await;
+        let big = SignedDelivery::at(vec![b' '; 2 * 1024 * 1024], SECRET, now).expect("non-empty secret");
+        let too_big = Expect::Rejected(413, "1048576-byte limit");
+        self.send(
+            "2 MiB body (limit 1 MiB)",
+            big.body,
+            Some(&big.signature),
+            id,
+            too_big,
+        )
+        .await;
+        // The genuine delivery of that event is still handled: nothing above marked it.
+        let label = "the genuine delivery after the forgeries";
+        self.send(label, genuine.body, Some(&genuine.signature), id, Expect::Handled)
+            .await;
+
+        // The handler fails once: the claim is released and the sender's retry is handled.
+        let flaky = EventBuilder::payment_intent_succeeded().id(format!("evt_demo_flaky_{now}"));
+        let signed = sign(&flaky, SECRET, now);
+        let before = self.runs.count(flaky.event_id());
+        let first = self.post(signed.body.clone(), Some(&signed.signature)).await;
+        let retry = self.post(signed.body, Some(&signed.signature)).await;
+        let ok = first.status == 500 && retry.is_received();
+        let reply = format!("{}, retry: {}", first.status, retry.show());
+        self.row(
+            "handler fails once, sender retries",
+            reply,
+            (flaky.event_id(), before),
+            2,
+            ok,
+        );
+
+        // 20 concurrent deliveries of one new event: the handler runs once.
+        let burst = EventBuilder::payment_intent_succeeded().id(format!("evt_demo_burst_{now}"));
+        let signed = sign(&burst, SECRET, now);
+        let replies = futures_util::future::join_all(
+            (0..20).map(|_| self.post(signed.body.clone(), Some(&signed.signature))),
+        )
+        .await;
+        let received = replies.iter().filter(|r| r.is_received()).count();
+        let in_flight = replies
+            .iter()
+            .filter(|r| r.is_error(409, "being handled by another delivery"))
+            .count();
+        let ok = received >= 1 && received + in_flight == replies.len();
+        let reply = format!("{received} x 200, {in_flight} x 409 (in flight, retried later)");
+        self.row(
+            "20 concurrent copies of a new event",
+            reply,
+            (burst.event_id(), 0),
+            1,
+            ok,
+        );
+    }
+}
+
+/// What the protocol prescribes for a delivery.
+#[derive(Clone, Copy)]
+enum Expect {
+    /// `200 {"received":true}` and one handler run.
+    Handled,
+    /// `200 {"received":true}` without running the handler (a duplicate).
+    Acknowledged,
+    /// This status with a `Webhook Error: …` body containing the text; no handler run.
+    Rejected(u16, &'static str),
+}
+
+/// Starts the receiver, sends every delivery, and returns the table.
+pub async fn run() -> std::io::Result<Vec<Row>> {
+    let runs = Runs::default();
+    let addr = start_receiver(runs.clone()).await?;
+    let mut demo = Demo {
+        url: format!("http://{addr}/webhooks"),
+        client: reqwest::Client::new(),
+        runs,
+        rows: Vec::new(),
+    };
+    demo.deliveries().await;
+    Ok(demo.rows)
+}
+
+fn print_table(addr_note: &str, rows: &[Row]) {
+    println!("{addr_note}\n");
+    println!(
+        "{:<3} {:<42} {:<74} {:>7}  {}",
+        "#", "sent", "reply", "handler", "ok"
+    );
+    println!("{}", "-".repeat(136));
+    for (i, row) in rows.iter().enumerate() {
+        let runs = match row.handler_runs {
+            0 => "-".to_owned(),
+            1 => "ran".to_owned(),
+            n => format!("ran {n}x"),
+        };
+        let ok = if row.ok { "yes" } else { "NO" };
+        println!(
+            "{:<3} {:<42} {:<74} {:>7}  {ok}",
+            i + 1,
+            row.sent,
+            row.reply,
+            runs
+        );
+    }
+}
+
+#[allow(dead_code)] // the tests include this file as a module and call `run`
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let rows = match run().await {
+        Ok(rows) => rows,
+        Err(err) => {
+            eprintln!("could not start the demo receiver: {err}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    print_table(
+        "payhook demo: an axum receiver on loopback, fed signed deliveries over HTTP",
+        &rows,
+    );
+    let failed = rows.iter().filter(|r| !r.ok).count();
+    if failed == 0 {
+        println!(
+            "\nall {} deliveries got the reply the protocol prescribes",
+            rows.len()
+        );
+        std::process::ExitCode::SUCCESS
+    } else {
+        println!(
+            "\n{failed} of {} deliveries did NOT get the prescribed reply",
+            rows.len()
+        );
+        std::process::ExitCode::FAILURE
+    }
+}
