@@ -2,9 +2,14 @@
 //! handler must not run.
 
 use std::any::Any;
+use std::cell::RefCell;
+use std::convert::Infallible;
 use std::fmt;
 use std::ops::Deref;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
+use actix_web::body::{BodySize, MessageBody};
 use actix_web::dev::Payload;
 use actix_web::http::header::{self, HeaderMap};
 use actix_web::http::StatusCode;
@@ -141,14 +146,19 @@ async fn extract<T: DeserializeOwned + 'static>(
             path = req.path(),
             "no WebhookConfig in the app data; register one with App::app_data(WebhookConfig::new(receiver))"
         );
-        return Err(Rejection(Answer::MissingConfig));
+        return Err(Rejection::new(Answer::MissingConfig));
     };
     let receiver = config.receiver().clone();
-    let body = read_body(req.headers(), payload, receiver.body_limit())
-        .await
-        .map_err(|error| Rejection(Answer::Reply(receiver.body_error(&error))))?;
+    let mut payload = payload;
+    let body = match read_body(req.headers(), &mut payload, receiver.body_limit()).await {
+        Ok(body) => body,
+        Err(error @ Error::BodyTooLarge { .. }) => {
+            return Err(Rejection::with_unread(receiver.body_error(&error), payload))
+        }
+        Err(error) => return Err(Rejection::from(receiver.body_error(&error))),
+    };
     let delivery = match receiver.receive(&ActixHeaders(req.headers()), body).await {
-        Outcome::Respond(reply) => return Err(Rejection(Answer::Reply(reply))),
+        Outcome::Respond(reply) => return Err(Rejection::from(reply)),
         Outcome::Deliver(delivery) => delivery,
     };
     let (event, body, claim) = delivery.into_parts();
@@ -164,7 +174,7 @@ async fn extract<T: DeserializeOwned + 'static>(
                 "delivery rejected: the body does not fit the handler's payload type"
             );
             claim.release().await;
-            Err(Rejection(Answer::Reply(Reply::error(&error))))
+            Err(Rejection::from(Reply::error(&error)))
         }
     }
 }
@@ -188,7 +198,7 @@ const MAX_INITIAL_CAPACITY: usize = 64 * 1024;
 /// Reads the whole body, answering [`Error::BodyTooLarge`] from `Content-Length`
 /// before reading anything, and otherwise as soon as the chunks read pass the
 /// limit: the rest of an oversized body is never buffered.
-async fn read_body(headers: &HeaderMap, mut payload: Payload, limit: usize) -> Result<Bytes, Error> {
+async fn read_body(headers: &HeaderMap, payload: &mut Payload, limit: usize) -> Result<Bytes, Error> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
@@ -239,13 +249,44 @@ fn actix_status(reply: &Reply) -> StatusCode {
 /// naming what is missing.
 ///
 /// Extract `Result<Webhook, Rejection>` to see it in the handler.
-#[derive(Debug)]
-pub struct Rejection(Answer);
+pub struct Rejection {
+    answer: Answer,
+    /// The rest of an oversized body, held until the reply is written.
+    unread: RefCell<Option<Payload>>,
+}
 
 #[derive(Debug)]
 enum Answer {
     Reply(Reply),
     MissingConfig,
+}
+
+impl Rejection {
+    fn new(answer: Answer) -> Self {
+        Self {
+            answer,
+            unread: RefCell::new(None),
+        }
+    }
+
+    fn with_unread(reply: Reply, unread: Payload) -> Self {
+        Self {
+            answer: Answer::Reply(reply),
+            unread: RefCell::new(Some(unread)),
+        }
+    }
+}
+
+impl From<Reply> for Rejection {
+    fn from(reply: Reply) -> Self {
+        Self::new(Answer::Reply(reply))
+    }
+}
+
+impl fmt::Debug for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Rejection").field(&self.answer).finish()
+    }
 }
 
 const MISSING_CONFIG: &str =
@@ -255,7 +296,7 @@ const MISSING_CONFIG: &str =
 impl Rejection {
     /// The core's reply, unless the route has no [`WebhookConfig`].
     pub fn reply(&self) -> Option<&Reply> {
-        match &self.0 {
+        match &self.answer {
             Answer::Reply(reply) => Some(reply),
             Answer::MissingConfig => None,
         }
@@ -269,7 +310,7 @@ impl Rejection {
 
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
+        match &self.answer {
             Answer::Reply(reply) => f.write_str(reply.body()),
             Answer::MissingConfig => f.write_str(MISSING_CONFIG),
         }
@@ -278,18 +319,51 @@ impl fmt::Display for Rejection {
 
 impl ResponseError for Rejection {
     fn status_code(&self) -> StatusCode {
-        match &self.0 {
+        match &self.answer {
             Answer::Reply(reply) => actix_status(reply),
             Answer::MissingConfig => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     fn error_response(&self) -> HttpResponse {
-        match &self.0 {
-            Answer::Reply(reply) => reply_to_response(reply.clone()),
-            Answer::MissingConfig => HttpResponse::InternalServerError()
+        match (&self.answer, self.unread.borrow_mut().take()) {
+            (Answer::Reply(reply), None) => reply_to_response(reply.clone()),
+            (Answer::Reply(reply), Some(unread)) => HttpResponse::build(actix_status(reply))
+                .insert_header((header::CONTENT_TYPE, reply.content_type()))
+                .body(ClosingBody {
+                    len: reply.body().len() as u64,
+                    reply: Some(Bytes::copy_from_slice(reply.body().as_bytes())),
+                    _unread: unread,
+                }),
+            (Answer::MissingConfig, _) => HttpResponse::InternalServerError()
                 .content_type("text/plain; charset=utf-8")
                 .body(MISSING_CONFIG),
         }
+    }
+}
+
+/// A reply body that keeps the unread rest of an oversized request alive until
+/// the reply is written.
+///
+/// actix-web drains a request payload that was dropped unread, to keep the
+/// connection alive — for a chunked upload that means reading all of it, however
+/// long it goes on. A payload still held when the reply goes out makes actix-web
+/// close the connection instead, after its lingering close
+/// (`HttpServer::client_disconnect_timeout`, 1 s by default).
+struct ClosingBody {
+    len: u64,
+    reply: Option<Bytes>,
+    _unread: Payload,
+}
+
+impl MessageBody for ClosingBody {
+    type Error = Infallible;
+
+    fn size(&self) -> BodySize {
+        BodySize::Sized(self.len)
+    }
+
+    fn poll_next(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Bytes, Infallible>>> {
+        Poll::Ready(self.get_mut().reply.take().map(Ok))
     }
 }
