@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use payhook::testing::{unix_now, unique_event_id, EventBuilder, SignedDelivery};
+use payhook::testing::{unique_event_id, unix_now, EventBuilder, SignedDelivery};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -144,7 +144,9 @@ impl Harness {
 
     /// POSTs `body` with the given signature header value (or none).
     pub async fn post(&self, body: impl Into<reqwest::Body>, signature: Option<&str>) -> Answer {
-        self.try_post(body, signature).await.expect("request reaches the test server")
+        self.try_post(body, signature)
+            .await
+            .expect("request reaches the test server")
     }
 
     /// Like [`post`](Self::post), but a dropped connection is an `Err`.
@@ -188,7 +190,9 @@ impl Harness {
     /// the client finishes (or fails) sending. Returns the status code and
     /// whether the whole body had been sent when the reply arrived.
     pub async fn raw_post(&self, head: &str, chunks: Vec<Vec<u8>>) -> (u16, bool) {
-        let stream = TcpStream::connect(self.addr).await.expect("connect to the test server");
+        let stream = TcpStream::connect(self.addr)
+            .await
+            .expect("connect to the test server");
         let (mut read, mut write) = stream.into_split();
         write.write_all(head.as_bytes()).await.expect("send request head");
         let (sent_tx, sent_rx) = tokio::sync::oneshot::channel();
@@ -221,7 +225,10 @@ impl Harness {
         let all_sent = matches!(sent_rx.await, Ok(()));
         writer.abort();
         let status = status.unwrap_or_else(|| {
-            panic!("no HTTP status line in the reply: {:?}", String::from_utf8_lossy(&reply))
+            panic!(
+                "no HTTP status line in the reply: {:?}",
+                String::from_utf8_lossy(&reply)
+            )
         });
         (status, all_sent)
     }
@@ -260,7 +267,9 @@ pub async fn every_known_type_is_handled(h: Harness) {
     for event in [
         EventBuilder::payment_succeeded(),
         EventBuilder::payment_intent_failed(),
-        EventBuilder::payment_intent_succeeded().currency("eth").amount(10u128.pow(24)),
+        EventBuilder::payment_intent_succeeded()
+            .currency("eth")
+            .amount(10u128.pow(24)),
     ] {
         let event = event.id(Behaviour::Succeed.new_id());
         assert_received(&h.deliver(&event).await);
@@ -303,7 +312,9 @@ pub async fn future_timestamp_is_rejected(h: Harness) {
 }
 
 pub async fn missing_header_is_rejected(h: Harness) {
-    let answer = h.post(EventBuilder::payment_intent_succeeded().to_json(), None).await;
+    let answer = h
+        .post(EventBuilder::payment_intent_succeeded().to_json(), None)
+        .await;
     assert_webhook_error(&answer, 400, "missing x-service-signature header");
     assert_eq!(h.calls.total(), 0);
 }
@@ -372,7 +383,11 @@ pub async fn body_at_the_limit_is_accepted(h: Harness) {
     let event = EventBuilder::other("bulk.report").id(Behaviour::Succeed.new_id());
     let json = event.to_json();
     let padding = BODY_LIMIT - json.len() - r#","padding":"""#.len();
-    let body = format!(r#"{},"padding":"{}"}}"#, &json[..json.len() - 1], "x".repeat(padding));
+    let body = format!(
+        r#"{},"padding":"{}"}}"#,
+        &json[..json.len() - 1],
+        "x".repeat(padding)
+    );
     assert_eq!(body.len(), BODY_LIMIT);
     let signed = SignedDelivery::now(body, SECRET).unwrap();
     assert_received(&h.post(signed.body, Some(&signed.signature)).await);
@@ -447,7 +462,9 @@ pub async fn handler_panic_releases_the_claim(h: Harness) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
-    let answer = tokio::time::timeout(Duration::from_secs(5), retry).await.expect("claim released");
+    let answer = tokio::time::timeout(Duration::from_secs(5), retry)
+        .await
+        .expect("claim released");
     assert_received(&answer);
     assert_eq!(h.calls.count(event.event_id()), 2);
 }
