@@ -29,7 +29,9 @@ async fn start(calls: Calls) -> SocketAddr {
         .route(PATH, post(webhook))
         .route_layer(WebhookLayer::new(receiver))
         .with_state(calls);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
     let addr = listener.local_addr().expect("bound address");
     tokio::spawn(async move { axum::serve(listener, app).await.expect("test server runs") });
     addr
