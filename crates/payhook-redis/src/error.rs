@@ -49,8 +49,16 @@ pub(crate) fn no_runtime() -> StoreError {
 /// Whether `err` means the connection failed (so nothing or only the request
 /// was lost) rather than Redis answering with an error.
 pub(crate) fn is_connection_failure(err: &RedisError) -> bool {
-    !err.is_timeout()
-        && (err.is_connection_refusal() || err.is_connection_dropped() || err.is_unrecoverable_error())
+    !err.is_timeout() && (err.is_connection_refusal() || err.is_connection_dropped())
+}
+
+/// `NOAUTH` (no password given) and `WRONGPASS` (wrong one) replies, which the
+/// client reports as generic server errors.
+fn is_auth_failure(err: &RedisError) -> bool {
+    matches!(err.code(), Some("NOAUTH" | "WRONGPASS"))
+        || err.detail().is_some_and(|detail| {
+            detail.starts_with("Authentication required") || detail.contains("username-password pair")
+        })
 }
 
 /// A [`StoreError`] for a failed Redis call.
@@ -69,6 +77,12 @@ pub(crate) fn store_error(err: &RedisError, timeout: Duration) -> StoreError {
         ErrorKind::AuthenticationFailed => "Redis rejected the credentials".to_owned(),
         ErrorKind::UnexpectedReturnType | ErrorKind::Parse => "unexpected reply from Redis".to_owned(),
         ErrorKind::InvalidClientConfig => "invalid Redis client configuration".to_owned(),
+        _ if is_auth_failure(err) => format!(
+            "Redis rejected the credentials ({})",
+            err.detail()
+                .unwrap_or("authentication failed")
+                .trim_end_matches('.')
+        ),
         _ => match err.code() {
             // Server replies ("READONLY …", "OOM …", "ERR syntax error") come from
             // Redis itself and carry no credentials; they say what to fix.

@@ -40,9 +40,9 @@
 //!   if the key is gone (the caller's lease ran out and nobody claimed it since);
 //! * release — a Lua script: deletes the key if the value is the caller's token.
 //!
-//! A delivery that succeeds costs two round trips (claim, complete). The scripts
-//! run with `EVALSHA`; after a server restart the first call of each also loads
-//! it.
+//! A delivery that succeeds costs two round trips (claim, complete), a
+//! duplicate one. The scripts go with `EVAL` rather than `EVALSHA`, so a
+//! restarted server, with an empty script cache, costs no extra round trip.
 //!
 //! **Redis 7.0 or later** is required (for `SET … NX GET`); Debian 12 ships
 //! 7.0, and Valkey 7.2+ works too. A single server (or a primary with

@@ -9,7 +9,7 @@ use std::time::Duration;
 use payhook_core::store::{Claim, ClaimToken, Store, StoreFuture};
 use payhook_core::StoreError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, IntoConnectionInfo, RedisError, Script};
+use redis::{Client, Cmd, IntoConnectionInfo, RedisError};
 
 use crate::error::{self, BuildError};
 use crate::key::event_key;
@@ -58,8 +58,6 @@ struct Shared {
     manager: OnceLock<ConnectionManager>,
     prefix: String,
     timeout: Duration,
-    complete: Script,
-    release: Script,
 }
 
 impl fmt::Debug for RedisStore {
@@ -108,6 +106,7 @@ impl RedisStore {
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.call(|mut conn| async move { redis::cmd("PING").query_async::<()>(&mut conn).await })
             .await
+            .map_err(StoreError::from)
     }
 
     /// The server's `redis_version`, from `INFO server`.
@@ -140,7 +139,7 @@ impl RedisStore {
     ///
     /// Every operation is safe to repeat: a repeated claim recognises its own
     /// token, and complete and release check the token before writing.
-    async fn call<T, F, Fut>(&self, op: F) -> Result<T, StoreError>
+    async fn call<T, F, Fut>(&self, op: F) -> Result<T, Failure>
     where
         F: Fn(ConnectionManager) -> Fut,
         Fut: Future<Output = Result<T, RedisError>>,
@@ -148,23 +147,75 @@ impl RedisStore {
         // Without a runtime the timer and the connection cannot work; answer
         // instead of panicking (a claim guard may be dropped outside one).
         if tokio::runtime::Handle::try_current().is_err() {
-            return Err(error::no_runtime());
+            return Err(Failure::not_sent(error::no_runtime()));
         }
         let timeout = self.shared.timeout;
+        let failed = |err: RedisError, sent_before: bool| Failure {
+            may_have_run: sent_before || err.is_timeout() || err.is_connection_dropped(),
+            error: error::store_error(&err, timeout),
+        };
         let attempt = async {
-            let first = op(self.manager()?).await;
-            match first {
-                Err(err) if error::is_connection_failure(&err) => op(self.manager()?)
-                    .await
-                    .map_err(|err| error::store_error(&err, timeout)),
-                other => other.map_err(|err| error::store_error(&err, timeout)),
+            match op(self.manager().map_err(Failure::not_sent)?).await {
+                Err(err) if error::is_connection_failure(&err) => {
+                    let sent = err.is_connection_dropped();
+                    let manager = self.manager().map_err(Failure::not_sent)?;
+                    op(manager).await.map_err(|err| failed(err, sent))
+                }
+                other => other.map_err(|err| failed(err, false)),
             }
         };
         match tokio::time::timeout(timeout, attempt).await {
             Ok(result) => result,
-            Err(_) => Err(error::timed_out(timeout)),
+            Err(_) => Err(Failure {
+                error: error::timed_out(timeout),
+                may_have_run: true,
+            }),
         }
     }
+
+    /// Gives up a claim whose `SET` may still reach Redis after the caller
+    /// stopped waiting for it, so the sender's retry is not refused as in flight
+    /// until the lease runs out. Best effort: on the same connection the release
+    /// runs after the `SET`; if that fails too, the lease still ends the claim.
+    fn release_in_background(&self, namespace: &str, id: &str, token: ClaimToken) {
+        let (store, namespace, id) = (self.clone(), namespace.to_owned(), id.to_owned());
+        tokio::spawn(async move {
+            let _ = store.release(&namespace, &id, token).await;
+        });
+    }
+}
+
+/// A failed store call.
+struct Failure {
+    error: StoreError,
+    /// Whether Redis may have run the command although no reply came back.
+    may_have_run: bool,
+}
+
+impl Failure {
+    fn not_sent(error: StoreError) -> Self {
+        Self {
+            error,
+            may_have_run: false,
+        }
+    }
+}
+
+impl From<Failure> for StoreError {
+    fn from(failure: Failure) -> Self {
+        failure.error
+    }
+}
+
+/// `EVAL source 1 key`, arguments to follow. The source goes with every call
+/// (`EVAL`, not `EVALSHA`): a server that restarted or failed over has no
+/// script cache, and `EVALSHA` would then cost a `NOSCRIPT` reply and a load, an
+/// extra round trip that a timed-out caller never makes. Redis caches the
+/// compiled script, so the only cost is sending ~200 bytes.
+fn script(source: &str, key: &[u8]) -> Cmd {
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(source).arg(1).arg(key);
+    cmd
 }
 
 /// Milliseconds for `PX`: rounded up (a 1.5 ms lease must not become 1 ms, nor
@@ -189,12 +240,21 @@ impl Store for RedisStore {
                 .arg("PX")
                 .arg(ttl_millis(lease))
                 .arg("GET");
-            let previous: Option<Vec<u8>> = self
+            let reply = self
                 .call(|mut conn| {
                     let cmd = &cmd;
-                    async move { cmd.query_async(&mut conn).await }
+                    async move { cmd.query_async::<Option<Vec<u8>>>(&mut conn).await }
                 })
-                .await?;
+                .await;
+            let previous = match reply {
+                Ok(previous) => previous,
+                Err(failure) => {
+                    if failure.may_have_run {
+                        self.release_in_background(namespace, id, token);
+                    }
+                    return Err(failure.error);
+                }
+            };
             Ok(match previous {
                 None => Claim::Claimed(token),
                 // The first attempt took the key but its reply was lost.
@@ -214,16 +274,12 @@ impl Store for RedisStore {
     ) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             let key = event_key(&self.shared.prefix, namespace, id);
-            let mut invocation = self.shared.complete.prepare_invoke();
-            invocation
-                .key(key)
-                .arg(token.to_string())
-                .arg(DONE)
-                .arg(ttl_millis(retention));
+            let mut cmd = script(COMPLETE_SCRIPT, &key);
+            cmd.arg(token.to_string()).arg(DONE).arg(ttl_millis(retention));
             let marked: i64 = self
                 .call(|mut conn| {
-                    let invocation = &invocation;
-                    async move { invocation.invoke_async(&mut conn).await }
+                    let cmd = &cmd;
+                    async move { cmd.query_async(&mut conn).await }
                 })
                 .await?;
             Ok(marked == 1)
@@ -233,12 +289,12 @@ impl Store for RedisStore {
     fn release<'a>(&'a self, namespace: &'a str, id: &'a str, token: ClaimToken) -> StoreFuture<'a, bool> {
         Box::pin(async move {
             let key = event_key(&self.shared.prefix, namespace, id);
-            let mut invocation = self.shared.release.prepare_invoke();
-            invocation.key(key).arg(token.to_string());
+            let mut cmd = script(RELEASE_SCRIPT, &key);
+            cmd.arg(token.to_string());
             let deleted: i64 = self
                 .call(|mut conn| {
-                    let invocation = &invocation;
-                    async move { invocation.invoke_async(&mut conn).await }
+                    let cmd = &cmd;
+                    async move { cmd.query_async(&mut conn).await }
                 })
                 .await?;
             Ok(deleted == 1)
@@ -315,8 +371,6 @@ impl RedisStoreBuilder {
                 manager: OnceLock::new(),
                 prefix: self.prefix,
                 timeout: self.timeout,
-                complete: Script::new(COMPLETE_SCRIPT),
-                release: Script::new(RELEASE_SCRIPT),
             }),
         })
     }
