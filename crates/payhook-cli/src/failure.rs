@@ -3,6 +3,8 @@
 use std::fmt;
 use std::process::ExitCode;
 
+use crate::output::note;
+
 /// Why a command did not succeed.
 #[derive(Debug)]
 pub enum Failure {
@@ -25,7 +27,7 @@ impl Failure {
         match self {
             Self::Rejected => ExitCode::from(1),
             Self::Usage(message) => {
-                eprintln!("error: {message}");
+                note!("error: {message}");
                 ExitCode::from(2)
             }
         }

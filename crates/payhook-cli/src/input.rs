@@ -10,12 +10,13 @@ use std::path::Path;
 use bytes::Bytes;
 
 use crate::failure::Failure;
+use crate::output::note;
 
 /// Reads all of stdin.
 pub fn stdin() -> Result<Bytes, Failure> {
     let mut stdin = std::io::stdin().lock();
     if stdin.is_terminal() {
-        eprintln!("reading the body from stdin; end it with Ctrl-D");
+        note!("reading the body from stdin; end it with Ctrl-D");
     }
     let mut body = Vec::new();
     stdin

@@ -10,6 +10,7 @@
 mod cli;
 mod failure;
 mod input;
+mod output;
 mod send;
 mod sign;
 mod verify;

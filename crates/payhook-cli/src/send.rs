@@ -26,6 +26,7 @@ use tokio::sync::mpsc;
 use crate::cli::SendArgs;
 use crate::failure::Failure;
 use crate::input;
+use crate::output::{note, say};
 
 /// How old a `--stale` delivery's timestamp is: far outside any sane tolerance.
 const STALE_AGE_SECS: u64 = 3600;
@@ -92,7 +93,7 @@ impl Plan {
                 let label = match Event::from_slice(&body) {
                     Ok(event) => format!("{} {} (from {})", event.event_type(), event.id(), path.display()),
                     Err(err) => {
-                        eprintln!(
+                        note!(
                             "note: {} is not a valid event ({err}); a healthy receiver rejects it",
                             path.display()
                         );
@@ -157,7 +158,7 @@ impl Plan {
         if self.stale {
             modifiers.push("stale");
         }
-        println!(
+        say!(
             "POST {} {}{}: {} {}, {} at once",
             shown_url(&self.url),
             self.label,
@@ -203,7 +204,7 @@ impl Plan {
             self.record(n, &seen, &mut tally);
             if self.total > 1 && last_progress.elapsed() >= PROGRESS_EVERY {
                 last_progress = Instant::now();
-                eprintln!(
+                note!(
                     "progress: {}/{} replies, {} unexpected, {:.1} s",
                     tally.done,
                     self.total,
@@ -214,7 +215,7 @@ impl Plan {
         }
         if self.expect == Expect::Received && tally.unexpected == 0 && !tally.by_status.contains_key(&200) {
             tally.unexpected += 1;
-            println!("unexpected: no delivery was acknowledged with 200 {RECEIVED_BODY}");
+            say!("unexpected: no delivery was acknowledged with 200 {RECEIVED_BODY}");
         }
         self.summarize(&tally, started.elapsed());
         if tally.unexpected == 0 {
@@ -284,13 +285,13 @@ impl Plan {
         match verdict {
             Ok(()) => {
                 if !self.quiet {
-                    println!("{line}");
+                    say!("{line}");
                 }
             }
             Err(why) => {
                 tally.unexpected += 1;
-                println!("{line}");
-                println!("   unexpected: {why}");
+                say!("{line}");
+                say!("   unexpected: {why}");
             }
         }
     }
@@ -310,7 +311,7 @@ impl Plan {
         } else {
             format!("{} unexpected", tally.unexpected)
         };
-        println!(
+        say!(
             "summary: {} {} in {secs:.2} s ({:.0}/s); {verdict} ({})",
             tally.done,
             if tally.done == 1 { "reply" } else { "replies" },

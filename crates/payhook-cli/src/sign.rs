@@ -5,6 +5,7 @@ use payhook_core::testing::{unix_now, SignedDelivery};
 use crate::cli::SignArgs;
 use crate::failure::Failure;
 use crate::input;
+use crate::output::{note, say};
 
 /// Signs stdin and prints `t=…,v1=…`.
 pub fn run(args: &SignArgs) -> Result<(), Failure> {
@@ -12,8 +13,8 @@ pub fn run(args: &SignArgs) -> Result<(), Failure> {
     let timestamp = args.timestamp.unwrap_or_else(unix_now);
     let delivery = SignedDelivery::at(body, &args.secret, timestamp).map_err(Failure::usage)?;
     if let Some(hint) = input::newline_hint(&delivery.body) {
-        eprintln!("{hint}");
+        note!("{hint}");
     }
-    println!("{}", delivery.signature);
+    say!("{}", delivery.signature);
     Ok(())
 }

@@ -11,6 +11,7 @@ use payhook_core::{Error, Event, EventKind, Reply, Verifier};
 use crate::cli::VerifyArgs;
 use crate::failure::Failure;
 use crate::input;
+use crate::output::{note, say};
 
 /// Verifies stdin against `--header`; prints the event or the error reply.
 pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
@@ -26,22 +27,22 @@ pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
     if let Err(error) = verifier.verify_value(args.header.as_bytes(), &body) {
         if error == Error::NoSignatureMatch {
             if let Some(hint) = input::newline_hint(&body) {
-                eprintln!("{hint}");
+                note!("{hint}");
             }
         }
         return Err(rejected(&error));
     }
     if args.signature_only {
-        println!("signature valid");
+        say!("signature valid");
         return Ok(());
     }
     let event = Event::from_slice(&body).map_err(|error| {
-        eprintln!("the signature is valid; the body is not a valid event");
+        note!("the signature is valid; the body is not a valid event");
         rejected(&error)
     })?;
-    println!("verified {} {}", event.id(), event.event_type());
+    say!("verified {} {}", event.id(), event.event_type());
     if let EventKind::PaymentIntentSucceeded(pi) | EventKind::PaymentIntentFailed(pi) = event.kind() {
-        println!(
+        say!(
             "payment_intent {} amount {} {} status {}",
             pi.id,
             pi.amount,
@@ -53,6 +54,6 @@ pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
 }
 
 fn rejected(error: &Error) -> Failure {
-    println!("{}", Reply::error(error).body());
+    say!("{}", Reply::error(error).body());
     Failure::Rejected
 }

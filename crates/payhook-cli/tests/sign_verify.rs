@@ -309,3 +309,25 @@ fn help_documents_the_exit_codes() {
         assert!(run.stdout.contains("2  usage error"), "{args:?}");
     }
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn an_unwritable_stdout_is_an_error_not_a_panic() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_payhook"))
+        .args(["sign", "--secret", "whsec_abc"])
+        .env_remove("PAYHOOK_SECRET")
+        .stdin(Stdio::piped())
+        .stdout(std::fs::File::create("/dev/full").expect("/dev/full exists on Linux"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"{}").unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot write to stdout"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -80,6 +80,8 @@ pub struct Config {
     pub handler_delay: Duration,
     /// The handler fails with 500 and releases the claim.
     pub handler_fails: bool,
+    /// The receiver skips the timestamp check (no replay guard).
+    pub no_timestamp_check: bool,
 }
 
 impl Default for Config {
@@ -90,6 +92,7 @@ impl Default for Config {
             request_delay: Duration::ZERO,
             handler_delay: Duration::ZERO,
             handler_fails: false,
+            no_timestamp_check: false,
         }
     }
 }
@@ -128,6 +131,9 @@ impl TestReceiver {
         let mut builder = Receiver::builder().secret(config.secret);
         if let Some(header) = config.header {
             builder = builder.header_name(header);
+        }
+        if config.no_timestamp_check {
+            builder = builder.disable_timestamp_check();
         }
         let state = Arc::new(AppState {
             receiver: builder.build().expect("valid receiver configuration"),
