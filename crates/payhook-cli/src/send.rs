@@ -90,15 +90,17 @@ impl Plan {
         let (signed_body, label, tampered) = match &args.data {
             Some(path) => {
                 let body = input::file(path)?;
+                let source = if path.as_os_str() == "-" {
+                    "stdin".to_owned()
+                } else {
+                    path.display().to_string()
+                };
                 let label = match Event::from_slice(&body) {
-                    Ok(event) => format!("{} {} (from {})", event.event_type(), event.id(), path.display()),
+                    Ok(event) => format!("{} {} (from {source})", event.event_type(), event.id()),
                     Err(err) => {
-                        note!(
-                            "note: {} is not a valid event ({err}); a healthy receiver rejects it",
-                            path.display()
-                        );
+                        note!("note: {source} is not a valid event ({err}); a healthy receiver rejects it");
                         expect = Expect::Rejected("a body that is not a valid event");
-                        format!("{} (not a valid event)", path.display())
+                        format!("{source} (not a valid event)")
                     }
                 };
                 // Without a structure to edit, one extra byte is the change.
