@@ -112,8 +112,8 @@ where
     let span = tracing::info_span!(
         target: "payhook",
         "delivery",
-        event_id = event.id(),
-        event_type = event.event_type()
+        event_id = %event.id(),
+        event_type = %event.event_type()
     );
     parts.extensions.insert(event);
     parts.extensions.insert(RawBody(bytes.clone()));
