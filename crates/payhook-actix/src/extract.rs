@@ -138,7 +138,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for Webhook<T> {
 
 async fn extract<T: DeserializeOwned + 'static>(
     req: HttpRequest,
-    payload: Payload,
+    mut payload: Payload,
 ) -> Result<Webhook<T>, Rejection> {
     let Some(config) = WebhookConfig::of(&req) else {
         tracing::error!(
@@ -149,7 +149,6 @@ async fn extract<T: DeserializeOwned + 'static>(
         return Err(Rejection::new(Answer::MissingConfig));
     };
     let receiver = config.receiver().clone();
-    let mut payload = payload;
     let body = match read_body(req.headers(), &mut payload, receiver.body_limit()).await {
         Ok(body) => body,
         Err(error @ Error::BodyTooLarge { .. }) => {

@@ -56,7 +56,19 @@
 //! # });
 //! ```
 //!
-//! Tracing: the core logs every delivery's outcome under target `payhook`; this
+//! # Bodies over the limit
+//!
+//! A `Content-Length` over the receiver's body limit is answered with `413` before
+//! anything is read; a chunked body is read only until it passes the limit. The
+//! rest is never buffered: the connection is closed after the `413`, once
+//! actix-web's lingering close (`HttpServer::client_disconnect_timeout`, 1 s by
+//! default) has given the client time to read the reply — during which actix-web
+//! reads and discards whatever the client still sends. Lower that timeout to
+//! cut oversized uploads off sooner.
+//!
+//! # Tracing
+//!
+//! The core logs every delivery's outcome under target `payhook`; this
 //! crate adds an error for a route without a [`WebhookConfig`] and a warning for
 //! a verified body that does not fit the handler's payload type.
 #![forbid(unsafe_code)]
