@@ -133,7 +133,11 @@ where
     match outcome {
         Ok(Ok(response)) => {
             let status = response.status();
-            tracing::debug!(target: "payhook", parent: &span, status = status.as_u16(), elapsed_ms, "handler responded");
+            if status.is_success() {
+                tracing::debug!(target: "payhook", parent: &span, status = status.as_u16(), elapsed_ms, "handler succeeded");
+            } else {
+                tracing::warn!(target: "payhook", parent: &span, status = status.as_u16(), elapsed_ms, "handler answered with an error status");
+            }
             claim.finish(status).await;
             Ok(response)
         }

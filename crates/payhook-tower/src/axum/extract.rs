@@ -31,6 +31,36 @@ pub const MISSING_LAYER_REPLY: &str = "payhook: this webhook handler runs withou
 /// It reads the request extensions only, so it goes in any position, next to
 /// `State`, `HeaderMap` or even a body extractor. Without the layer it answers
 /// `500` with [`MISSING_LAYER_REPLY`].
+///
+/// ```
+/// use payhook_tower::axum::{Received, Webhook};
+/// use serde::Deserialize;
+///
+/// /// Just the fields this app needs; everything else in the event is ignored.
+/// #[derive(Deserialize)]
+/// struct Paid {
+///     id: String,
+///     data: PaidData,
+/// }
+///
+/// #[derive(Deserialize)]
+/// struct PaidData {
+///     object: PaidIntent,
+/// }
+///
+/// #[derive(Deserialize)]
+/// struct PaidIntent {
+///     id: String,
+///     metadata: std::collections::HashMap<String, String>,
+/// }
+///
+/// async fn webhook(Webhook(paid): Webhook<Paid>) -> Received {
+///     let order = paid.data.object.metadata.get("order_id");
+///     println!("{} paid {} for order {order:?}", paid.id, paid.data.object.id);
+///     Received
+/// }
+/// # let _: axum::routing::MethodRouter = axum::routing::post(webhook);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Webhook<T = Event>(pub T);
 
