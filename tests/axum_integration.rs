@@ -400,3 +400,22 @@ async fn a_client_that_disconnects_mid_handler_releases_the_claim() {
     assert_eq!((answer.status, answer.body.as_str()), (200, RECEIVED));
     assert_eq!(slow.runs.all().len(), 2);
 }
+
+#[tokio::test]
+async fn on_the_method_router_other_methods_keep_their_405() {
+    let seen = Seen::default();
+    let app = Router::new()
+        .route("/webhooks", post(record_event).route_layer(layer()))
+        .with_state(seen.clone());
+    let addr = serve(app).await;
+
+    let event = EventBuilder::payment_intent_succeeded();
+    assert_eq!(deliver(addr, "/webhooks", &event).await.body, RECEIVED);
+    assert_eq!(
+        post_to(addr, "/webhooks", event.to_json(), None).await.status,
+        400
+    );
+    let get = reqwest::get(format!("http://{addr}/webhooks")).await.unwrap();
+    assert_eq!(get.status().as_u16(), 405);
+    assert_eq!(seen.all(), [event.event_id()]);
+}

@@ -7,6 +7,20 @@
 //! marks the event done, anything else (or a panic) releases it so the
 //! sender's retry runs the handler again.
 //!
+//! Where the layer goes:
+//!
+//! * `Router::route_layer(WebhookLayer::new(receiver))` guards every route
+//!   added before it (including their "method not allowed" answer, so a `GET`
+//!   on the webhook path gets `400 Webhook Error: missing … header`); routes
+//!   added after it, nested routers' siblings and the 404 fallback are untouched;
+//! * `post(handler).route_layer(WebhookLayer::new(receiver))` guards just that
+//!   method, and other methods keep their plain `405`;
+//! * `Router::layer` would also run the layer for unknown paths: avoid it.
+//!
+//! The layer has already read the body (up to the receiver's limit, which is
+//! what counts; axum's `DefaultBodyLimit` does not apply to [`Webhook`]); the
+//! handler can still take it again as `Bytes` or `String`.
+//!
 //! ```
 //! use axum::{body::Body, extract::State, http::StatusCode, routing::{get, post}, Router};
 //! use payhook_core::testing::{EventBuilder, SignedDelivery};
