@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use payhook_redis::RedisStore;
 
 const HOW_TO_START: &str = "start one with `eval \"$(.ci/start-redis)\"` (it installs redis-server with \
-     apt-get if needed and prints the export line), or run `redis-server --port 6390 --save '' \
+     apt-get if needed and prints the export line), or run `redis-server --bind 127.0.0.1 --port 6390 --save '' \
      --appendonly no --daemonize yes` and `export PAYHOOK_TEST_REDIS_URL=redis://127.0.0.1:6390/`";
 
 /// The URL of the shared test server; fails the test when it is unset or down.
