@@ -73,7 +73,9 @@ pub(crate) fn store_error(err: &RedisError, timeout: Duration) -> StoreError {
         return StoreError::new("the connection to Redis was lost");
     }
     let message = match err.kind() {
-        ErrorKind::Io => "could not talk to Redis (I/O error)".to_owned(),
+        // I/O errors ("invalid peer certificate: UnknownIssuer", "failed to
+        // lookup address information: …") name no address or credentials.
+        ErrorKind::Io => format!("could not talk to Redis: {err}"),
         ErrorKind::AuthenticationFailed => "Redis rejected the credentials".to_owned(),
         ErrorKind::UnexpectedReturnType | ErrorKind::Parse => "unexpected reply from Redis".to_owned(),
         ErrorKind::InvalidClientConfig => "invalid Redis client configuration".to_owned(),

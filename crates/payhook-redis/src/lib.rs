@@ -74,10 +74,12 @@
 //!
 //! # URLs and credentials
 //!
-//! `redis://[user][:password@]host[:port][/db]` with a database number,
-//! `redis+unix:///path?db=N&pass=…`, and with feature `tls`,
-//! `rediss://…` (rustls with the platform's root certificates). Errors, replies
-//! and `Debug` output never contain the URL or the password.
+//! `redis://[user][:password@]host[:port][/db]`, with a database number; Unix
+//! sockets as `redis+unix:///path?db=N&pass=…`. With feature `tls`,
+//! `rediss://…`: rustls with the platform's root certificates (for a private
+//! CA, name its certificate file in `SSL_CERT_FILE`); without it, a `rediss://`
+//! URL is a build error that names the feature. Errors, replies and `Debug`
+//! output never contain the URL or the password.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -352,6 +352,15 @@ impl RedisStoreBuilder {
         if self.timeout.is_zero() {
             return Err(BuildError::InvalidSetting("timeout must be longer than zero"));
         }
+        #[cfg(not(feature = "tls"))]
+        {
+            let scheme = self.url.split(':').next().unwrap_or("").to_ascii_lowercase();
+            if scheme == "rediss" || scheme == "valkeys" {
+                return Err(BuildError::InvalidUrl(
+                    "TLS (rediss://) needs the `tls` feature of payhook-redis".to_owned(),
+                ));
+            }
+        }
         let info = self
             .url
             .as_str()
@@ -456,6 +465,22 @@ mod tests {
         );
         let err = RedisStore::new("redis://:pa55word@127.0.0.1/x").unwrap_err();
         assert_eq!(err.to_string(), "invalid Redis URL: Invalid database number");
+    }
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn rediss_says_which_feature_it_needs() {
+        let err = RedisStore::new("rediss://:pa55word@127.0.0.1:6380").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid Redis URL: TLS (rediss://) needs the `tls` feature of payhook-redis"
+        );
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn rediss_is_accepted_with_the_tls_feature() {
+        assert!(RedisStore::new("rediss://:pa55word@127.0.0.1:6380/1").is_ok());
     }
 
     #[test]
