@@ -190,7 +190,7 @@ impl Receiver {
 }
 
 async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Instant) -> Outcome {
-    let span = tracing::info_span!(target: "payhook", "delivery", event_id = event.id(), event_type = event.event_type());
+    let span = tracing::info_span!(target: "payhook", "delivery", event_id = %event.id(), event_type = %event.event_type());
     async move {
         match inner.store.claim(&inner.namespace, event.id(), inner.lease).await {
             Ok(Claim::Claimed(token)) => {
@@ -325,7 +325,7 @@ impl ClaimState {
         let inner = &self.inner;
         match inner.store.release(&inner.namespace, &self.id, self.token).await {
             Ok(_) => {
-                tracing::warn!(target: "payhook", reason = why, "claim released; a retry will be handled")
+                tracing::warn!(target: "payhook", reason = why, "claim released; the next delivery of the event runs the handler again")
             }
             Err(err) => tracing::error!(
                 target: "payhook",
