@@ -53,7 +53,9 @@ async fn worked_example_is_delivered_with_a_pinned_clock() {
     let reply = reply_to(&receiver, &headers(header), body).await;
     assert_eq!(reply.status().as_u16(), 400);
     assert!(
-        reply.body().starts_with("Webhook Error: invalid payload: data.object: missing field `id`"),
+        reply
+            .body()
+            .starts_with("Webhook Error: invalid payload: data.object: missing field `id`"),
         "{reply:?}"
     );
 }
