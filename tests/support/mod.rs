@@ -516,7 +516,7 @@ pub async fn repeated_signature_header_is_rejected(h: Harness) {
 /// `$start` is an `async fn(Calls) -> SocketAddr` that returns once it listens.
 macro_rules! behaviour_table {
     ($start:ident) => {
-        behaviour_table!(@rows $start;
+        $crate::support::behaviour_table!(@rows $start;
             valid_delivery_is_handled_once,
             every_known_type_is_handled,
             tampered_body_is_rejected,
