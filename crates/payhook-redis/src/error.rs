@@ -20,9 +20,14 @@ pub enum BuildError {
     /// [`connect`](crate::RedisStoreBuilder::connect) could not reach the server.
     #[error("Redis unavailable: {0}")]
     Unavailable(StoreError),
-    /// The server is older than Redis 7.0 (it lacks `SET … NX GET`).
-    #[error("Redis {0} is too old: payhook-redis needs Redis 7.0 or later")]
-    UnsupportedVersion(String),
+    /// [`connect`](crate::RedisStoreBuilder::connect) found that Redis refuses
+    /// the store's commands: a server older than 7.0 (no `SET … NX GET`), or a
+    /// user not allowed to run `SET`, `GET`, `DEL` and `EVAL`.
+    #[error(
+        "Redis refused the store's commands ({0}); payhook-redis needs Redis 7.0 or later and a user \
+         allowed to run SET, GET, DEL and EVAL"
+    )]
+    Unsupported(String),
 }
 
 /// Describes a URL parse error without echoing the URL.

@@ -47,7 +47,8 @@
 //! **Redis 7.0 or later** is required (for `SET … NX GET`); Debian 12 ships
 //! 7.0, and Valkey 7.2+ works too. A single server (or a primary with
 //! replicas, pointing the URL at the primary) is supported; Redis Cluster is
-//! not. [`RedisStoreBuilder::connect`] checks the version.
+//! not. [`RedisStoreBuilder::connect`] checks that the server runs the store's
+//! commands (version and ACL permissions).
 //!
 //! # When Redis is down, slow or restarted
 //!

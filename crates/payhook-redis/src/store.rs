@@ -109,17 +109,6 @@ impl RedisStore {
             .map_err(StoreError::from)
     }
 
-    /// The server's `redis_version`, from `INFO server`.
-    async fn server_version(&self) -> Result<Option<String>, StoreError> {
-        let info: String = self
-            .call(|mut conn| async move { redis::cmd("INFO").arg("server").query_async(&mut conn).await })
-            .await?;
-        Ok(info
-            .lines()
-            .find_map(|line| line.strip_prefix("redis_version:"))
-            .map(|v| v.trim().to_owned()))
-    }
-
     fn manager(&self) -> Result<ConnectionManager, StoreError> {
         if let Some(manager) = self.shared.manager.get() {
             return Ok(manager.clone());
@@ -152,6 +141,7 @@ impl RedisStore {
         let timeout = self.shared.timeout;
         let failed = |err: RedisError, sent_before: bool| Failure {
             may_have_run: sent_before || err.is_timeout() || err.is_connection_dropped(),
+            refused: err.code().is_some(),
             error: error::store_error(&err, timeout),
         };
         let attempt = async {
@@ -169,6 +159,7 @@ impl RedisStore {
             Err(_) => Err(Failure {
                 error: error::timed_out(timeout),
                 may_have_run: true,
+                refused: false,
             }),
         }
     }
@@ -190,6 +181,8 @@ struct Failure {
     error: StoreError,
     /// Whether Redis may have run the command although no reply came back.
     may_have_run: bool,
+    /// Whether Redis answered, refusing the command (an error reply).
+    refused: bool,
 }
 
 impl Failure {
@@ -197,6 +190,7 @@ impl Failure {
         Self {
             error,
             may_have_run: false,
+            refused: false,
         }
     }
 }
@@ -225,44 +219,77 @@ fn ttl_millis(duration: Duration) -> u64 {
     u64::try_from(millis).unwrap_or(u64::MAX).clamp(1, MAX_TTL_MS)
 }
 
+/// The three store operations, with the failure details `connect` needs.
+impl RedisStore {
+    async fn try_claim(&self, namespace: &str, id: &str, lease: Duration) -> Result<Claim, Failure> {
+        let key = event_key(&self.shared.prefix, namespace, id);
+        let token = ClaimToken::random();
+        let token_text = token.to_string();
+        // One round trip: take the key if it is free, else read who has it.
+        // `SET … NX GET` needs Redis 7.0.
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(&key)
+            .arg(&token_text)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_millis(lease))
+            .arg("GET");
+        let reply = self
+            .call(|mut conn| {
+                let cmd = &cmd;
+                async move { cmd.query_async::<Option<Vec<u8>>>(&mut conn).await }
+            })
+            .await;
+        let previous = reply.inspect_err(|failure| {
+            if failure.may_have_run {
+                self.release_in_background(namespace, id, token);
+            }
+        })?;
+        Ok(match previous {
+            None => Claim::Claimed(token),
+            // The first attempt took the key but its reply was lost.
+            Some(value) if value == token_text.as_bytes() => Claim::Claimed(token),
+            Some(value) if value == DONE.as_bytes() => Claim::Done,
+            Some(_) => Claim::InFlight,
+        })
+    }
+
+    async fn try_complete(
+        &self,
+        namespace: &str,
+        id: &str,
+        token: ClaimToken,
+        retention: Duration,
+    ) -> Result<bool, Failure> {
+        let key = event_key(&self.shared.prefix, namespace, id);
+        let mut cmd = script(COMPLETE_SCRIPT, &key);
+        cmd.arg(token.to_string()).arg(DONE).arg(ttl_millis(retention));
+        let marked: i64 = self
+            .call(|mut conn| {
+                let cmd = &cmd;
+                async move { cmd.query_async(&mut conn).await }
+            })
+            .await?;
+        Ok(marked == 1)
+    }
+
+    async fn try_release(&self, namespace: &str, id: &str, token: ClaimToken) -> Result<bool, Failure> {
+        let key = event_key(&self.shared.prefix, namespace, id);
+        let mut cmd = script(RELEASE_SCRIPT, &key);
+        cmd.arg(token.to_string());
+        let deleted: i64 = self
+            .call(|mut conn| {
+                let cmd = &cmd;
+                async move { cmd.query_async(&mut conn).await }
+            })
+            .await?;
+        Ok(deleted == 1)
+    }
+}
+
 impl Store for RedisStore {
     fn claim<'a>(&'a self, namespace: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
-        Box::pin(async move {
-            let key = event_key(&self.shared.prefix, namespace, id);
-            let token = ClaimToken::random();
-            let token_text = token.to_string();
-            // One round trip: take the key if it is free, else read who has it.
-            // `SET … NX GET` needs Redis 7.0.
-            let mut cmd = redis::cmd("SET");
-            cmd.arg(&key)
-                .arg(&token_text)
-                .arg("NX")
-                .arg("PX")
-                .arg(ttl_millis(lease))
-                .arg("GET");
-            let reply = self
-                .call(|mut conn| {
-                    let cmd = &cmd;
-                    async move { cmd.query_async::<Option<Vec<u8>>>(&mut conn).await }
-                })
-                .await;
-            let previous = match reply {
-                Ok(previous) => previous,
-                Err(failure) => {
-                    if failure.may_have_run {
-                        self.release_in_background(namespace, id, token);
-                    }
-                    return Err(failure.error);
-                }
-            };
-            Ok(match previous {
-                None => Claim::Claimed(token),
-                // The first attempt took the key but its reply was lost.
-                Some(value) if value == token_text.as_bytes() => Claim::Claimed(token),
-                Some(value) if value == DONE.as_bytes() => Claim::Done,
-                Some(_) => Claim::InFlight,
-            })
-        })
+        Box::pin(async move { Ok(self.try_claim(namespace, id, lease).await?) })
     }
 
     fn complete<'a>(
@@ -272,33 +299,11 @@ impl Store for RedisStore {
         token: ClaimToken,
         retention: Duration,
     ) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let key = event_key(&self.shared.prefix, namespace, id);
-            let mut cmd = script(COMPLETE_SCRIPT, &key);
-            cmd.arg(token.to_string()).arg(DONE).arg(ttl_millis(retention));
-            let marked: i64 = self
-                .call(|mut conn| {
-                    let cmd = &cmd;
-                    async move { cmd.query_async(&mut conn).await }
-                })
-                .await?;
-            Ok(marked == 1)
-        })
+        Box::pin(async move { Ok(self.try_complete(namespace, id, token, retention).await?) })
     }
 
     fn release<'a>(&'a self, namespace: &'a str, id: &'a str, token: ClaimToken) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let key = event_key(&self.shared.prefix, namespace, id);
-            let mut cmd = script(RELEASE_SCRIPT, &key);
-            cmd.arg(token.to_string());
-            let deleted: i64 = self
-                .call(|mut conn| {
-                    let cmd = &cmd;
-                    async move { cmd.query_async(&mut conn).await }
-                })
-                .await?;
-            Ok(deleted == 1)
-        })
+        Box::pin(async move { Ok(self.try_release(namespace, id, token).await?) })
     }
 }
 
@@ -385,21 +390,41 @@ impl RedisStoreBuilder {
     }
 
     /// Builds the store and checks the server now: reachable within the timeout,
-    /// credentials accepted, Redis 7.0 or later. For apps that would rather not
-    /// start than start answering 503.
+    /// credentials accepted, and the store's own commands answered (Redis 7.0
+    /// or later, a user allowed to run them). It claims and releases one
+    /// throwaway id to find out. For apps that would rather not start than
+    /// start answering 503.
     ///
     /// # Errors
     /// What [`build`](Self::build) returns, [`BuildError::Unavailable`] if Redis
     /// cannot be reached or refuses the credentials, and
-    /// [`BuildError::UnsupportedVersion`] for a server older than 7.0.
+    /// [`BuildError::Unsupported`] if it refuses the store's commands.
     pub async fn connect(self) -> Result<RedisStore, BuildError> {
         let store = self.build()?;
-        let version = store.server_version().await.map_err(BuildError::Unavailable)?;
-        if let Some(version) = version {
-            if !supports_set_nx_get(&version) {
-                return Err(BuildError::UnsupportedVersion(version));
+        store.ping().await.map_err(BuildError::Unavailable)?;
+        let check = |failure: Failure| {
+            if failure.refused {
+                BuildError::Unsupported(failure.error.to_string())
+            } else {
+                BuildError::Unavailable(failure.error)
             }
-        }
+        };
+        // A short lease: if the release is refused, the key is gone a second later.
+        let (namespace, id) = ("payhook-connect-check", ClaimToken::random().to_string());
+        let token = match store
+            .try_claim(namespace, &id, Duration::from_secs(1))
+            .await
+            .map_err(check)?
+        {
+            Claim::Claimed(token) => token,
+            // A random id cannot be taken already; only a misbehaving server says so.
+            other => {
+                return Err(BuildError::Unsupported(format!(
+                    "a new id was answered as {other:?}"
+                )))
+            }
+        };
+        store.try_release(namespace, &id, token).await.map_err(check)?;
         Ok(store)
     }
 }
@@ -416,15 +441,6 @@ fn manager_config(timeout: Duration) -> ConnectionManagerConfig {
         .set_max_delay(Duration::from_millis(200))
 }
 
-/// `SET … NX GET` arrived in Redis 7.0.
-fn supports_set_nx_get(version: &str) -> bool {
-    let major = version
-        .split('.')
-        .next()
-        .and_then(|major| major.parse::<u32>().ok());
-    major.is_none_or(|major| major >= 7)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,14 +452,6 @@ mod tests {
         assert_eq!(ttl_millis(Duration::from_micros(1500)), 2);
         assert_eq!(ttl_millis(Duration::from_secs(300)), 300_000);
         assert_eq!(ttl_millis(Duration::MAX), MAX_TTL_MS);
-    }
-
-    #[test]
-    fn version_gate() {
-        assert!(supports_set_nx_get("7.0.15"));
-        assert!(supports_set_nx_get("8.2.1"));
-        assert!(!supports_set_nx_get("6.2.14"));
-        assert!(!supports_set_nx_get("5.0.7"));
     }
 
     #[test]

@@ -230,3 +230,40 @@ async fn password_and_database_from_the_url() {
         assert!(!err.contains(PASSWORD) && !err.contains("127.0.0.1"), "{err}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_checks_the_store_can_run_its_commands() {
+    let server = TestServer::start(&[]);
+    let mut admin = common::connection(&server.url());
+    redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "noscripts",
+            "on",
+            ">noscripts-pw",
+            "~*",
+            "+@all",
+            "-eval",
+        ])
+        .query::<()>(&mut admin)
+        .unwrap();
+    let url = format!("redis://noscripts:noscripts-pw@127.0.0.1:{}/", server.port());
+    let err = RedisStore::builder(&url)
+        .timeout(TIMEOUT)
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BuildError::Unsupported(_)), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("NOPERM") && text.contains("EVAL"), "{text}");
+    assert!(!text.contains("noscripts-pw"), "{text}");
+
+    // The check's claim, which it could not release, expires within a second.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+    // A user with the commands passes the check, which leaves no key behind.
+    RedisStore::builder(server.url()).connect().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
