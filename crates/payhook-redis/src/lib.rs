@@ -62,7 +62,10 @@
 //! is back, without restarting the app. A call whose connection failed (refused,
 //! or dropped by a restarted server) is tried once more within its deadline on
 //! the new connection; this is safe because a repeated claim recognises its own
-//! token and complete and release check the token before they write.
+//! token and complete and release check the token before they write. A claim
+//! that timed out may still reach Redis later (a frozen server that thaws): the
+//! store sends a release for it right behind, so the sender's retry is handled
+//! rather than refused as in flight until the lease runs out.
 //!
 //! At app start, [`RedisStoreBuilder::build`] does not connect: the app starts
 //! while Redis is down and answers 503 until it is reachable.
