@@ -39,7 +39,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, Visitor};
+use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -84,7 +84,12 @@ impl Event {
     /// `id` or `type`, or a payment event whose `data.object` is not a valid
     /// payment intent (for example a negative or fractional amount).
     pub fn from_slice(body: &[u8]) -> Result<Self, Error> {
-        let envelope: Envelope<'_> = serde_json::from_slice(body).map_err(payload_error)?;
+        // JSON text is UTF-8 (RFC 8259). Checking the whole body once, up front,
+        // rejects invalid bytes even inside fields that are skipped unread, and
+        // lets serde_json read the body as text without checking each string.
+        let text = std::str::from_utf8(body)
+            .map_err(|err| Error::InvalidPayload(format!("body is not UTF-8 text: {err}")))?;
+        let envelope = read_envelope(text)?;
         let id = envelope.id.ok_or_else(|| invalid("event has no id"))?;
         if id.is_empty() {
             return Err(invalid("event id is empty"));
@@ -97,8 +102,9 @@ impl Event {
             PAYMENT_INTENT_FAILED => EventKind::PaymentIntentFailed(payment_intent(envelope.data)?),
             _ => EventKind::Other {
                 data: match envelope.data {
-                    Some(data) => data.to_owned(),
-                    None => null_raw(),
+                    DataField::Raw(data) => data.to_owned(),
+                    // Read as a payment intent only once `type` said so.
+                    DataField::Absent | DataField::Intent(_) => null_raw(),
                 },
             },
         };
@@ -202,17 +208,40 @@ fn unreachable_null() -> Box<RawValue> {
     serde_json::value::to_raw_value(&()).unwrap_or_default()
 }
 
-fn payment_intent(data: Option<&RawValue>) -> Result<PaymentIntent, Error> {
-    #[derive(Deserialize)]
-    struct Data {
-        object: Option<PaymentIntent>,
+/// The `data` of a payment event.
+#[derive(Deserialize)]
+struct Data {
+    object: Option<PaymentIntent>,
+}
+
+/// Reads the envelope and checks that nothing follows it. An error met while
+/// reading a payment intent in the same pass is reported as a `data.object`
+/// error, as it is when the intent is read from the kept raw `data`.
+fn read_envelope(text: &str) -> Result<Envelope<'_>, Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let mut in_intent = false;
+    let envelope = EnvelopeSeed {
+        in_intent: &mut in_intent,
     }
-    let data = data.ok_or_else(|| invalid("payment event has no data"))?;
-    let data: Data =
-        serde_json::from_str(data.get()).map_err(|e| Error::InvalidPayload(format!("data.object: {e}")))?;
-    let pi = data
-        .object
-        .ok_or_else(|| invalid("payment event has no data.object"))?;
+    .deserialize(&mut de)
+    .and_then(|envelope| de.end().map(|()| envelope));
+    envelope.map_err(|err| match (in_intent, err.classify()) {
+        (true, serde_json::error::Category::Data) => Error::InvalidPayload(format!("data.object: {err}")),
+        _ => payload_error(err),
+    })
+}
+
+fn payment_intent(data: DataField<'_>) -> Result<PaymentIntent, Error> {
+    let object = match data {
+        DataField::Absent => return Err(invalid("payment event has no data")),
+        DataField::Intent(object) => object,
+        DataField::Raw(data) => {
+            serde_json::from_str::<Data>(data.get())
+                .map_err(|e| Error::InvalidPayload(format!("data.object: {e}")))?
+                .object
+        }
+    };
+    let pi = object.ok_or_else(|| invalid("payment event has no data.object"))?;
     if pi.object != PaymentIntent::OBJECT {
         return Err(Error::InvalidPayload(format!(
             "data.object is a {:?}, not a payment_intent",
@@ -222,13 +251,39 @@ fn payment_intent(data: Option<&RawValue>) -> Result<PaymentIntent, Error> {
     Ok(pi)
 }
 
-/// The first parsing step: the fields every event has, with `data` and every
-/// other field kept as raw JSON.
+/// The first parsing step: the fields every event has, with every other field
+/// kept as raw JSON.
 struct Envelope<'a> {
     id: Option<String>,
     event_type: Option<String>,
-    data: Option<&'a RawValue>,
+    data: DataField<'a>,
     extra: BTreeMap<String, Box<RawValue>>,
+}
+
+/// How `data` was read. When `type` comes first (the order the service
+/// documents) and names a payment event, `data` is read straight into the
+/// payment intent: one pass over the body instead of a scan to keep it raw and
+/// a second to parse it.
+// Lives on the stack for one parse and is moved once: boxing the intent would
+// add an allocation to every payment event.
+#[allow(clippy::large_enum_variant)]
+enum DataField<'a> {
+    Absent,
+    Raw(&'a RawValue),
+    Intent(Option<PaymentIntent>),
+}
+
+fn is_payment_type(event_type: &str) -> bool {
+    matches!(
+        event_type,
+        PAYMENT_INTENT_SUCCEEDED | PAYMENT_SUCCEEDED | PAYMENT_INTENT_FAILED
+    )
+}
+
+/// Deserializes an [`Envelope`], noting whether an error came from inside a
+/// payment intent.
+struct EnvelopeSeed<'f> {
+    in_intent: &'f mut bool,
 }
 
 enum EnvelopeKey {
@@ -259,19 +314,23 @@ impl<'de> Deserialize<'de> for EnvelopeKey {
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Envelope<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct EnvelopeVisitor<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for EnvelopeVisitor<'a> {
-            type Value = Envelope<'a>;
+impl<'de> de::DeserializeSeed<'de> for EnvelopeSeed<'_> {
+    type Value = Envelope<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Envelope<'de>, D::Error> {
+        struct EnvelopeVisitor<'f> {
+            in_intent: &'f mut bool,
+        }
+        impl<'de> Visitor<'de> for EnvelopeVisitor<'_> {
+            type Value = Envelope<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("an event object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'a>, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'de>, A::Error> {
                 let mut envelope = Envelope {
                     id: None,
                     event_type: None,
-                    data: None,
+                    data: DataField::Absent,
                     extra: BTreeMap::new(),
                 };
                 while let Some(key) = map.next_key::<EnvelopeKey>()? {
@@ -289,10 +348,17 @@ impl<'de: 'a, 'a> Deserialize<'de> for Envelope<'a> {
                             envelope.event_type = Some(map.next_value::<String>()?);
                         }
                         EnvelopeKey::Data => {
-                            if envelope.data.is_some() {
+                            if !matches!(envelope.data, DataField::Absent) {
                                 return Err(de::Error::duplicate_field("data"));
                             }
-                            envelope.data = Some(map.next_value::<&'a RawValue>()?);
+                            envelope.data = if envelope.event_type.as_deref().is_some_and(is_payment_type) {
+                                *self.in_intent = true;
+                                let data = map.next_value::<Data>()?;
+                                *self.in_intent = false;
+                                DataField::Intent(data.object)
+                            } else {
+                                DataField::Raw(map.next_value::<&'de RawValue>()?)
+                            };
                         }
                         EnvelopeKey::Other(name) => {
                             let value = map.next_value::<Box<RawValue>>()?;
@@ -303,7 +369,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for Envelope<'a> {
                 Ok(envelope)
             }
         }
-        deserializer.deserialize_map(EnvelopeVisitor(std::marker::PhantomData))
+        deserializer.deserialize_map(EnvelopeVisitor {
+            in_intent: self.in_intent,
+        })
     }
 }
 
@@ -406,11 +474,39 @@ impl PaymentMethod {
 
 impl<'de> Deserialize<'de> for PaymentMethod {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(deserializer)?;
-        Ok(match s.as_str() {
-            "bitcoin" => Self::Bitcoin,
-            "ethereum" => Self::Ethereum,
-            _ => Self::Other(s),
+        deserializer.deserialize_str(KnownOrOther {
+            known: |s| match s {
+                "bitcoin" => Some(Self::Bitcoin),
+                "ethereum" => Some(Self::Ethereum),
+                _ => None,
+            },
+            other: Self::Other,
+        })
+    }
+}
+
+/// Reads a string into an enum whose known values carry no text: only an
+/// unknown value is copied into a `String`.
+struct KnownOrOther<T> {
+    known: fn(&str) -> Option<T>,
+    other: fn(String) -> T,
+}
+
+impl<T> Visitor<'_> for KnownOrOther<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<T, E> {
+        Ok((self.known)(s).unwrap_or_else(|| (self.other)(s.to_owned())))
+    }
+
+    fn visit_string<E: de::Error>(self, s: String) -> Result<T, E> {
+        Ok(match (self.known)(&s) {
+            Some(known) => known,
+            None => (self.other)(s),
         })
     }
 }
@@ -438,11 +534,9 @@ impl PaymentIntentStatus {
 
 impl<'de> Deserialize<'de> for PaymentIntentStatus {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(deserializer)?;
-        Ok(if s == "succeeded" {
-            Self::Succeeded
-        } else {
-            Self::Other(s)
+        deserializer.deserialize_str(KnownOrOther {
+            known: |s| (s == "succeeded").then_some(Self::Succeeded),
+            other: Self::Other,
         })
     }
 }
