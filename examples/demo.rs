@@ -372,10 +372,7 @@ pub async fn run() -> std::io::Result<Vec<Row>> {
 
 fn print_table(addr_note: &str, rows: &[Row]) {
     println!("{addr_note}\n");
-    println!(
-        "{:<3} {:<42} {:<74} {:>7}  {}",
-        "#", "sent", "reply", "handler", "ok"
-    );
+    println!("{:<3} {:<42} {:<74} {:>7}  ok", "#", "sent", "reply", "handler");
     println!("{}", "-".repeat(136));
     for (i, row) in rows.iter().enumerate() {
         let runs = match row.handler_runs {
