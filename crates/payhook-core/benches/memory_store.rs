@@ -12,7 +12,6 @@
 //!   (throughput counts both threads' pairs).
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::fmt::Write as _;
 use std::future::Future;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -69,12 +68,36 @@ const NS: &str = "payhook";
 const LEASE: Duration = Duration::from_secs(300);
 const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// Writes `evt_` and 24 digits of `n` into `buf`: a realistic id length, made
-/// without allocating so the loop measures the store alone.
-fn event_id(buf: &mut String, n: u64) -> &str {
-    buf.clear();
-    let _ = write!(buf, "evt_1PqX7b{n:024}");
-    buf
+/// Realistic event ids (`evt_` and 24 more characters, as the service sends)
+/// made by counting in decimal in place, so the timed loops measure the store
+/// and not the formatting of ids.
+struct EventIds {
+    buf: [u8; 28],
+}
+
+impl EventIds {
+    fn starting_at(n: u64) -> Self {
+        let mut buf = *b"evt_1PqX7b000000000000000000";
+        let mut n = n;
+        for digit in buf[10..].iter_mut().rev() {
+            *digit = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+        Self { buf }
+    }
+
+    /// The current id, then moves to the next.
+    fn next_id(&mut self) -> &str {
+        for digit in self.buf[10..].iter_mut().rev() {
+            if *digit == b'9' {
+                *digit = b'0';
+            } else {
+                *digit += 1;
+                break;
+            }
+        }
+        std::str::from_utf8(&self.buf).expect("ASCII")
+    }
 }
 
 fn claim_complete(store: &MemoryStore, id: &str) {
@@ -99,13 +122,13 @@ fn bytes_per_id(ids: u64) -> (f64, f64) {
         .capacity(ids as usize)
         .build()
         .expect("valid capacity");
-    let mut buf = String::with_capacity(64);
+    let mut ids_made = EventIds::starting_at(0);
     // Settle the store's own first allocations outside the count.
-    claim_complete(&store, event_id(&mut buf, u64::MAX));
+    claim_complete(&store, ids_made.next_id());
     let before = LIVE.load(Ordering::Relaxed);
     PEAK.store(before, Ordering::Relaxed);
-    for n in 1..ids {
-        claim_complete(&store, event_id(&mut buf, n));
+    for _ in 1..ids {
+        claim_complete(&store, ids_made.next_id());
     }
     assert_eq!(store.len() as u64, ids);
     let live = LIVE.load(Ordering::Relaxed) - before;
@@ -131,7 +154,6 @@ fn bench_store(c: &mut Criterion) {
 
     let mut store = MemoryStore::new();
     let mut next = 0u64;
-    let mut buf = String::with_capacity(64);
     group.bench_function(BenchmarkId::new("sync_1_thread", "claim_complete"), |b| {
         b.iter_custom(|iters| {
             let mut elapsed = Duration::ZERO;
@@ -142,9 +164,10 @@ fn bench_store(c: &mut Criterion) {
                     next = 0;
                 }
                 let run = left.min(REFILL - next);
+                let mut ids = EventIds::starting_at(next);
                 let started = Instant::now();
-                for n in next..next + run {
-                    claim_complete(&store, event_id(&mut buf, black_box(n)));
+                for _ in 0..run {
+                    claim_complete(&store, black_box(ids.next_id()));
                 }
                 elapsed += started.elapsed();
                 next += run;
@@ -166,9 +189,10 @@ fn bench_store(c: &mut Criterion) {
                     next = 0;
                 }
                 let run = left.min(REFILL - next);
+                let mut ids = EventIds::starting_at(next);
                 let started = Instant::now();
-                for n in next..next + run {
-                    let id = event_id(&mut buf, black_box(n));
+                for _ in 0..run {
+                    let id = black_box(ids.next_id());
                     let Claim::Claimed(token) = now(store.claim(NS, id, LEASE)).expect("room") else {
                         panic!("{id} is new");
                     };
@@ -193,8 +217,6 @@ fn bench_store(c: &mut Criterion) {
                     store = MemoryStore::new();
                     next = 0;
                 }
-                // Each thread does half; ids are interleaved so both touch the
-                // whole table.
                 let run = left.min(REFILL - next) & !1;
                 let run = run.max(2);
                 let barrier = Barrier::new(2);
@@ -203,13 +225,12 @@ fn bench_store(c: &mut Criterion) {
                     let workers: Vec<_> = (0..2u64)
                         .map(|lane| {
                             scope.spawn(move || {
-                                let mut buf = String::with_capacity(64);
+                                // Each thread takes its own half of the fresh ids.
+                                let mut ids = EventIds::starting_at(next + lane * run / 2);
                                 barrier.wait();
                                 let started = Instant::now();
-                                let mut n = next + lane;
-                                while n < next + run {
-                                    claim_complete(store, event_id(&mut buf, n));
-                                    n += 2;
+                                for _ in 0..run / 2 {
+                                    claim_complete(store, black_box(ids.next_id()));
                                 }
                                 started.elapsed()
                             })

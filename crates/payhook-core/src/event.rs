@@ -406,7 +406,7 @@ pub struct PaymentIntent {
     #[serde(default)]
     pub description: Option<String>,
     /// The integrator's key–value pairs (empty when absent or null).
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "metadata")]
     pub metadata: BTreeMap<String, String>,
 }
 
@@ -417,6 +417,42 @@ impl PaymentIntent {
     fn object_default() -> String {
         Self::OBJECT.to_owned()
     }
+}
+
+/// Reads `metadata` (an object of strings, or null) by collecting the entries
+/// and building the map in one go: the service sends the keys sorted, and a
+/// sorted run is built without the search per key that inserting one by one
+/// costs. A repeated key keeps its last value, as inserting would.
+fn metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, String>, D::Error> {
+    struct MetadataVisitor;
+    impl<'de> Visitor<'de> for MetadataVisitor {
+        type Value = BTreeMap<String, String>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a map of strings or null")
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+
+        fn visit_some<D2: Deserializer<'de>>(self, deserializer: D2) -> Result<Self::Value, D2::Error> {
+            deserializer.deserialize_map(self)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
+            while let Some(entry) = map.next_entry::<String, String>()? {
+                entries.push(entry);
+            }
+            Ok(entries.into_iter().collect())
+        }
+    }
+    deserializer.deserialize_option(MetadataVisitor)
 }
 
 fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
