@@ -13,74 +13,38 @@
 //! * `PAYHOOK_REDIS_URL`: keep the dedupe state in Redis, shared by every
 //!   replica, instead of in this process's memory.
 //!
+//! Those settings are read by `common/mod.rs`, which the axum example shares;
+//! this file is the actix-web part: the app, its `WebhookConfig` and the
+//! handler with its `Webhook` extractor.
+//!
 //! It prints `listening on http://ADDR` once it accepts connections, then one
 //! log line per event it handled (`handled <event id> <event type>`); duplicates
 //! and rejections are answered by the extractor before the handler runs, and
 //! logged by payhook under the `payhook` target. Set `RUST_LOG` to change what
 //! is logged (default `info`).
 
+mod common;
+
 use std::error::Error;
-use std::io::IsTerminal;
-use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use actix_web::{web, App, HttpResponse, HttpServer};
+use common::Settings;
 use payhook::actix::{Webhook, WebhookConfig};
-use payhook::redis::RedisStore;
-use payhook::{EventKind, Receiver};
-use tracing_subscriber::EnvFilter;
-
-/// The secret used when `PAYHOOK_SECRET` is unset. For local testing only.
-const TEST_SECRET: &str = "whsec_payhook_example_test_secret";
-const DEFAULT_ADDR: &str = "127.0.0.1:3000";
+use payhook::EventKind;
 
 #[actix_web::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stdout)
-        .with_ansi(std::io::stdout().is_terminal())
-        .init();
-    match run().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("actix_receiver: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    common::init_logging();
+    common::exit_status("actix_receiver", serve().await)
 }
 
-async fn run() -> Result<(), Box<dyn Error>> {
-    let addr = std::env::var("PAYHOOK_ADDR").unwrap_or_else(|_| DEFAULT_ADDR.to_owned());
-    let addr: SocketAddr = addr
-        .parse()
-        .map_err(|err| format!("PAYHOOK_ADDR={addr:?} is not an address like {DEFAULT_ADDR}: {err}"))?;
-
-    let secret = match std::env::var("PAYHOOK_SECRET") {
-        Ok(secret) => secret,
-        Err(_) => {
-            println!("PAYHOOK_SECRET is not set; using the test secret {TEST_SECRET}");
-            TEST_SECRET.to_owned()
-        }
-    };
-    let mut receiver = Receiver::builder().secret(secret);
-    receiver = match std::env::var("PAYHOOK_REDIS_URL") {
-        // The URL may hold a password: it is never printed, and the store's
-        // errors never quote it.
-        Ok(url) => {
-            let store = RedisStore::builder(url)
-                .connect()
-                .await
-                .map_err(|err| format!("PAYHOOK_REDIS_URL: {err}"))?;
-            println!("dedupe store: Redis");
-            receiver.store(store)
-        }
-        Err(_) => {
-            println!("dedupe store: in memory");
-            receiver
-        }
-    };
-    let config = WebhookConfig::new(receiver.build()?);
+async fn serve() -> Result<(), Box<dyn Error>> {
+    let Settings { addr, receiver } = Settings::from_env().await?;
+    // The `Webhook` extractor finds its receiver in the app data. Each worker
+    // builds its own app, so each gets a clone of this one config: all workers
+    // share one receiver and one dedupe store.
+    let config = WebhookConfig::new(receiver);
 
     let server = HttpServer::new(move || {
         App::new()

@@ -1,0 +1,93 @@
+//! What the receiver examples share, whatever their framework: the settings
+//! read from the environment, logging, and how a failure ends the process.
+//!
+//! * `PAYHOOK_ADDR`: where to listen (default `127.0.0.1:3000`);
+//! * `PAYHOOK_SECRET`: the endpoint's signing secret; when unset, a fixed test
+//!   secret is used and printed, so test deliveries can be signed with it;
+//! * `PAYHOOK_REDIS_URL`: keep the dedupe state in Redis, shared by every
+//!   replica, instead of in this process's memory;
+//! * `RUST_LOG`: what is logged (default `info`), on stdout.
+//!
+//! Each example includes this file with `mod common;`; cargo builds only the
+//! files directly in `examples/` as examples, so this one is not run on its own.
+
+use std::error::Error;
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use payhook::redis::RedisStore;
+use payhook::Receiver;
+use tracing_subscriber::EnvFilter;
+
+/// The secret used when `PAYHOOK_SECRET` is unset. For local testing only.
+const TEST_SECRET: &str = "whsec_payhook_example_test_secret";
+const DEFAULT_ADDR: &str = "127.0.0.1:3000";
+
+/// Where to listen and the receiver to verify and deduplicate deliveries with.
+pub struct Settings {
+    pub addr: SocketAddr,
+    pub receiver: Receiver,
+}
+
+impl Settings {
+    /// Reads the `PAYHOOK_*` variables, connecting to Redis when
+    /// `PAYHOOK_REDIS_URL` is set; prints which secret and store are in use.
+    pub async fn from_env() -> Result<Self, Box<dyn Error>> {
+        let addr = std::env::var("PAYHOOK_ADDR").unwrap_or_else(|_| DEFAULT_ADDR.to_owned());
+        let addr: SocketAddr = addr
+            .parse()
+            .map_err(|err| format!("PAYHOOK_ADDR={addr:?} is not an address like {DEFAULT_ADDR}: {err}"))?;
+
+        let secret = match std::env::var("PAYHOOK_SECRET") {
+            Ok(secret) => secret,
+            Err(_) => {
+                println!("PAYHOOK_SECRET is not set; using the test secret {TEST_SECRET}");
+                TEST_SECRET.to_owned()
+            }
+        };
+        let mut receiver = Receiver::builder().secret(secret);
+        receiver = match std::env::var("PAYHOOK_REDIS_URL") {
+            // The URL may hold a password: it is never printed, and the store's
+            // errors never quote it.
+            Ok(url) => {
+                let store = RedisStore::builder(url)
+                    .connect()
+                    .await
+                    .map_err(|err| format!("PAYHOOK_REDIS_URL: {err}"))?;
+                println!("dedupe store: Redis");
+                receiver.store(store)
+            }
+            Err(_) => {
+                println!("dedupe store: in memory");
+                receiver
+            }
+        };
+        Ok(Self {
+            addr,
+            receiver: receiver.build()?,
+        })
+    }
+}
+
+/// Logs to stdout at the level `RUST_LOG` asks for (default `info`), in colour
+/// only on a terminal.
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stdout)
+        .with_ansi(std::io::stdout().is_terminal())
+        .init();
+}
+
+/// The process's exit status: success, or failure with the error on stderr
+/// after the example's name.
+pub fn exit_status(example: &str, result: Result<(), Box<dyn Error>>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{example}: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
