@@ -1,0 +1,168 @@
+//! Runs a receiver example (`examples/<name>.rs`) as its own process, the way
+//! `cargo run --example <name>` does, and reads what it prints.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long an example may take to start listening.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Builds the example once per test binary (a no-op when `cargo test` already
+/// built it) and returns its executable, as cargo reports it.
+pub fn executable(example: &str) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<String, PathBuf>> = Mutex::new(BTreeMap::new());
+    // Held while building: cargo would serialize concurrent builds on its own
+    // lock anyway, and the second caller for a name then finds it built.
+    let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(path) = built.get(example) {
+        return path.clone();
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args([
+            "build",
+            "--example",
+            example,
+            "--message-format=json-render-diagnostics",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|err| panic!("run cargo build --example {example}: {err}"));
+    assert!(output.status.success(), "cargo build --example {example} failed");
+    let path = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|message| message["target"]["name"] == example)
+        .find_map(|message| message["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo reports the executable of example {example}"));
+    built.insert(example.to_owned(), path.clone());
+    path
+}
+
+/// The example's command, to listen on a free loopback port with plain `info`
+/// logs, with `env` set and every other `PAYHOOK_*` setting removed.
+pub fn command(example: &str, env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(executable(example));
+    command
+        .env("PAYHOOK_ADDR", "127.0.0.1:0")
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .env_remove("PAYHOOK_SECRET")
+        .env_remove("PAYHOOK_REDIS_URL")
+        .stdin(Stdio::null());
+    command.envs(env.iter().copied());
+    command
+}
+
+/// A running example; killed when dropped.
+pub struct Example {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    pub addr: SocketAddr,
+}
+
+impl Example {
+    /// Starts `example` (see [`command`]) and waits until it prints
+    /// `listening on http://ADDR` with a loopback address.
+    pub fn start(example: &str, env: &[(&str, &str)]) -> Self {
+        let mut child = command(example, env)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|err| panic!("start example {example}: {err}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let mut started = Self {
+            child,
+            lines,
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        };
+        let listening = started.wait_for_line(START_TIMEOUT, |line| line.starts_with("listening on http://"));
+        started.addr = listening["listening on http://".len()..]
+            .parse()
+            .unwrap_or_else(|err| panic!("not an address in {listening:?}: {err}"));
+        assert_eq!(started.addr.ip(), Ipv4Addr::LOCALHOST, "{listening}");
+        started
+    }
+
+    /// Everything printed so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// Waits for a line matching `matches`; panics with the output so far if
+    /// none comes in time or the process exits.
+    pub fn wait_for_line(&mut self, timeout: Duration, matches: impl Fn(&str) -> bool) -> String {
+        self.wait_for_lines(timeout, 1, matches).remove(0)
+    }
+
+    /// Waits until `count` lines match `matches`, and returns them; panics with
+    /// the output so far if they do not come in time or the process exits.
+    pub fn wait_for_lines(
+        &mut self,
+        timeout: Duration,
+        count: usize,
+        matches: impl Fn(&str) -> bool,
+    ) -> Vec<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let found: Vec<String> = self.lines().into_iter().filter(|line| matches(line)).collect();
+            if found.len() >= count {
+                return found;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                // Let the reader thread drain what is left before reporting.
+                std::thread::sleep(Duration::from_millis(100));
+                panic!(
+                    "the example exited ({status}) before printing the expected line; output:\n{}",
+                    self.lines().join("\n")
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "expected {count} line(s), {} printed in {timeout:?}; output:\n{}",
+                found.len(),
+                self.lines().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The webhook URL.
+    pub fn url(&self) -> String {
+        format!("http://{}/webhooks", self.addr)
+    }
+
+    /// POSTs a body with a signature header; returns the status and body.
+    pub async fn post(&self, body: impl Into<reqwest::Body>, signature: &str) -> (u16, String) {
+        let response = reqwest::Client::new()
+            .post(self.url())
+            .header("content-type", "application/json")
+            .header("x-service-signature", signature)
+            .body(body)
+            .send()
+            .await
+            .expect("the example answers");
+        let status = response.status().as_u16();
+        (status, response.text().await.expect("reply body"))
+    }
+}
+
+impl Drop for Example {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

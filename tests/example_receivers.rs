@@ -1,0 +1,217 @@
+//! The receiver examples as users run them (`cargo run --example axum_receiver`
+//! or `actix_receiver`): each in its own process on a free loopback port, fed
+//! genuine, duplicate, forged and tampered deliveries over HTTP, judged by its
+//! replies and by what it prints.
+//!
+//! Both examples keep one contract, so every case runs against both: they listen
+//! on `PAYHOOK_ADDR` and take deliveries on `POST /webhooks`, verify them with
+//! `PAYHOOK_SECRET` (or a fixed test secret they print), keep the dedupe state in
+//! Redis when `PAYHOOK_REDIS_URL` is set, print `listening on http://ADDR` once
+//! ready, and log one INFO line `handled <event id> <event type>` per new event,
+//! never the word `handled` for a duplicate or a rejection.
+//!
+//! The Redis case needs the Redis 7 server named by `PAYHOOK_TEST_REDIS_URL`
+//! (`eval "$(.ci/start-redis)"` starts one) and fails without it.
+
+mod example_process;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use example_process::Example;
+use payhook::testing::{EventBuilder, SignedDelivery};
+
+const RECEIVED: &str = r#"{"received":true}"#;
+/// How long a line may take to be printed once the reply it goes with is in.
+const LOG_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs the contract case `$case(example: &str)` against each example, as the
+/// tests `$case::axum_receiver` and `$case::actix_receiver`.
+macro_rules! for_each_example {
+    ($case:ident) => {
+        mod $case {
+            #[tokio::test]
+            async fn axum_receiver() {
+                super::$case("axum_receiver").await
+            }
+
+            #[tokio::test]
+            async fn actix_receiver() {
+                super::$case("actix_receiver").await
+            }
+        }
+    };
+}
+
+for_each_example!(handles_a_new_event_once_and_logs_duplicates_and_rejections_without_handled);
+async fn handles_a_new_event_once_and_logs_duplicates_and_rejections_without_handled(example: &str) {
+    let secret = "whsec_example_test_from_env";
+    let mut receiver = Example::start(example, &[("PAYHOOK_SECRET", secret)]);
+
+    let event = EventBuilder::payment_intent_succeeded();
+    let id = event.event_id().to_owned();
+    let genuine = SignedDelivery::now(event.to_json(), secret).unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            receiver.post(genuine.body.clone(), &genuine.signature).await,
+            (200, RECEIVED.to_owned())
+        );
+    }
+    let forged = SignedDelivery::now(event.to_json(), "whsec_forger").unwrap();
+    let tampered = Bytes::from(event.to_json().replace(&id, "evt_forged"));
+    // One signed with another secret, one altered after signing.
+    for (body, signature) in [(forged.body, &forged.signature), (tampered, &genuine.signature)] {
+        let (status, reply) = receiver.post(body, signature).await;
+        assert_eq!(status, 400);
+        assert!(
+            reply.starts_with("Webhook Error: no signature matches"),
+            "{reply}"
+        );
+    }
+
+    let handled = format!("handled {id} payment_intent.succeeded");
+    receiver.wait_for_line(LOG_TIMEOUT, |line| {
+        line.contains(&handled) && line.contains("INFO")
+    });
+    receiver.wait_for_line(LOG_TIMEOUT, |line| {
+        line.contains("duplicate delivery acknowledged") && line.contains(&id)
+    });
+    receiver.wait_for_lines(LOG_TIMEOUT, 2, |line| {
+        line.contains("delivery rejected") && line.contains("no signature matches")
+    });
+
+    let lines = receiver.lines();
+    let handled_lines: Vec<_> = lines.iter().filter(|line| line.contains("handled")).collect();
+    assert_eq!(
+        handled_lines.len(),
+        1,
+        "one `handled` line, for the one new event: {lines:#?}"
+    );
+    assert!(handled_lines[0].contains(&handled), "{lines:#?}");
+    assert!(
+        !lines.iter().any(|line| line.contains(secret)),
+        "the secret is never printed: {lines:#?}"
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|line| line.contains("PAYHOOK_SECRET is not set")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|line| line == "dedupe store: in memory"),
+        "{lines:#?}"
+    );
+}
+
+for_each_example!(without_payhook_secret_it_prints_and_uses_a_test_secret);
+async fn without_payhook_secret_it_prints_and_uses_a_test_secret(example: &str) {
+    let mut receiver = Example::start(example, &[]);
+    // Printed before it listens, so already read.
+    let notice = receiver.wait_for_line(Duration::from_secs(1), |line| {
+        line.contains("PAYHOOK_SECRET is not set")
+    });
+    let secret = notice
+        .split_whitespace()
+        .find(|word| word.starts_with("whsec_"))
+        .unwrap_or_else(|| panic!("no whsec_ secret in {notice:?}"))
+        .to_owned();
+
+    let event = EventBuilder::other("customer.created");
+    let signed = SignedDelivery::now(event.to_json(), &secret).unwrap();
+    assert_eq!(
+        receiver.post(signed.body, &signed.signature).await,
+        (200, RECEIVED.to_owned())
+    );
+    let handled = format!("handled {} customer.created", event.event_id());
+    receiver.wait_for_line(LOG_TIMEOUT, |line| line.contains(&handled));
+
+    let wrong = SignedDelivery::now(event.to_json(), "whsec_not_the_test_secret").unwrap();
+    assert_eq!(receiver.post(wrong.body, &wrong.signature).await.0, 400);
+}
+
+for_each_example!(an_unreachable_redis_url_stops_it_with_a_clear_error_that_hides_the_password);
+async fn an_unreachable_redis_url_stops_it_with_a_clear_error_that_hides_the_password(example: &str) {
+    // Port 1 on loopback refuses connections at once.
+    let command = example_process::command(
+        example,
+        &[
+            ("PAYHOOK_SECRET", "whsec_example_test_from_env"),
+            ("PAYHOOK_REDIS_URL", "redis://:hunter2-password@127.0.0.1:1/0"),
+        ],
+    );
+    let output = tokio::process::Command::from(command)
+        .output()
+        .await
+        .expect("run the example");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    assert!(
+        stderr.contains("PAYHOOK_REDIS_URL: Redis unavailable"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("listening on"), "{stdout}");
+    for text in [&stdout, &stderr] {
+        assert!(!text.contains("hunter2"), "the password is never printed: {text}");
+    }
+}
+
+fn redis_url() -> String {
+    std::env::var("PAYHOOK_TEST_REDIS_URL").unwrap_or_else(|_| {
+        panic!(
+            "PAYHOOK_TEST_REDIS_URL is not set: this test needs a Redis 7 server. Start one with \
+             `eval \"$(.ci/start-redis)\"`, or `redis-server --port 6390 --save '' --daemonize yes` and \
+             `export PAYHOOK_TEST_REDIS_URL=redis://127.0.0.1:6390/`"
+        )
+    })
+}
+
+for_each_example!(replicas_sharing_redis_handle_each_event_once);
+async fn replicas_sharing_redis_handle_each_event_once(example: &str) {
+    const SECRET: &str = "whsec_example_replicas";
+    let url = redis_url();
+    let env = [("PAYHOOK_SECRET", SECRET), ("PAYHOOK_REDIS_URL", url.as_str())];
+    let mut first = Example::start(example, &env);
+    let mut second = Example::start(example, &env);
+    for replica in [&first, &second] {
+        assert!(
+            replica.lines().iter().any(|line| line == "dedupe store: Redis"),
+            "{:#?}",
+            replica.lines()
+        );
+    }
+
+    let event = EventBuilder::payment_intent_succeeded();
+    let signed = SignedDelivery::now(event.to_json(), SECRET).unwrap();
+    assert_eq!(
+        first.post(signed.body.clone(), &signed.signature).await,
+        (200, RECEIVED.to_owned())
+    );
+    // The sender retries on the other replica: acknowledged, not handled again.
+    assert_eq!(
+        second.post(signed.body.clone(), &signed.signature).await,
+        (200, RECEIVED.to_owned())
+    );
+
+    let handled = format!("handled {} payment_intent.succeeded", event.event_id());
+    first.wait_for_line(LOG_TIMEOUT, |line| line.contains(&handled));
+    second.wait_for_line(LOG_TIMEOUT, |line| {
+        line.contains("duplicate delivery acknowledged") && line.contains(event.event_id())
+    });
+    assert!(
+        !second.lines().iter().any(|line| line.contains("handled")),
+        "{:#?}",
+        second.lines()
+    );
+    for replica in [&first, &second] {
+        assert!(
+            !replica.lines().iter().any(|line| line.contains(&url)),
+            "the Redis URL is never printed"
+        );
+    }
+}
