@@ -1,6 +1,7 @@
 //! The shared behaviour table against an axum app with `WebhookLayer` on
 //! `POST /webhooks`, over real HTTP on loopback.
 
+mod axum_loopback;
 mod support;
 
 use std::net::SocketAddr;
@@ -10,6 +11,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
+use axum_loopback::serve;
 use payhook::tower::axum::{Received, Webhook};
 use payhook::tower::WebhookLayer;
 use support::{behaviour_table, receiver_builder, run_handler, Calls, PATH};
@@ -29,12 +31,7 @@ async fn start(calls: Calls) -> SocketAddr {
         .route(PATH, post(webhook))
         .route_layer(WebhookLayer::new(receiver))
         .with_state(calls);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind a loopback port");
-    let addr = listener.local_addr().expect("bound address");
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("test server runs") });
-    addr
+    serve(app).await
 }
 
 behaviour_table!(start);

@@ -1,6 +1,8 @@
 //! axum-specific behaviour of `WebhookLayer`, `Webhook<T>`, `Received` and
 //! `EventHandlers`, each over real HTTP on loopback.
 
+mod axum_loopback;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -11,6 +13,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use axum_loopback::serve;
 use payhook::testing::{EventBuilder, SignedDelivery};
 use payhook::tower::axum::{EventHandlers, Received, Webhook};
 use payhook::tower::WebhookLayer;
@@ -26,15 +29,6 @@ fn layer() -> WebhookLayer {
             .build()
             .expect("valid receiver"),
     )
-}
-
-async fn serve(app: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind a loopback port");
-    let addr = listener.local_addr().expect("bound address");
-    tokio::spawn(async move { axum::serve(listener, app).await.expect("test server runs") });
-    addr
 }
 
 #[derive(Debug)]
