@@ -9,7 +9,7 @@ mod support;
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
-use actix_web::{http::StatusCode, web, App, HttpResponse, HttpServer};
+use actix_web::{http::StatusCode, web, App, FromRequest, Handler, HttpResponse, HttpServer, Responder};
 use payhook::actix::{Webhook, WebhookConfig};
 use payhook::testing::{EventBuilder, SignedDelivery};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -62,14 +62,25 @@ async fn table_handler(webhook: Webhook, calls: web::Data<Calls>) -> HttpRespons
     }
 }
 
-async fn start(calls: Calls) -> SocketAddr {
+/// Serves `handler` on the webhook path of an app configured as users do: the
+/// `WebhookConfig` as plain app data, next to the table's call counter.
+fn serve_handler<H, Args>(calls: Calls, handler: H) -> SocketAddr
+where
+    H: Handler<Args> + Send,
+    Args: FromRequest + 'static,
+    H::Output: Responder + 'static,
+{
     let config = config();
     serve(move || {
         App::new()
             .app_data(config.clone())
             .app_data(web::Data::new(calls.clone()))
-            .route(support::PATH, web::post().to(table_handler))
+            .route(support::PATH, web::post().to(handler.clone()))
     })
+}
+
+async fn start(calls: Calls) -> SocketAddr {
+    serve_handler(calls, table_handler)
 }
 
 behaviour_table!(start);
@@ -123,16 +134,7 @@ async fn failing_handler(webhook: Webhook, calls: web::Data<Calls>) -> actix_web
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handler_returning_an_error_releases_the_claim() {
-    let h = Harness::start(|calls| async move {
-        let config = config();
-        serve(move || {
-            App::new()
-                .app_data(config.clone())
-                .app_data(web::Data::new(calls.clone()))
-                .route(support::PATH, web::post().to(failing_handler))
-        })
-    })
-    .await;
+    let h = Harness::start(|calls| async move { serve_handler(calls, failing_handler) }).await;
     let event = EventBuilder::payment_intent_succeeded().id(Behaviour::FailOnce.new_id());
     let signed = SignedDelivery::now(event.to_json(), SECRET).unwrap();
     let first = h.post(signed.body.clone(), Some(&signed.signature)).await;
@@ -151,16 +153,7 @@ async fn forgetful_handler(webhook: Webhook, calls: web::Data<Calls>) -> HttpRes
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn success_without_ack_is_not_marked_handled() {
-    let h = Harness::start(|calls| async move {
-        let config = config();
-        serve(move || {
-            App::new()
-                .app_data(config.clone())
-                .app_data(web::Data::new(calls.clone()))
-                .route(support::PATH, web::post().to(forgetful_handler))
-        })
-    })
-    .await;
+    let h = Harness::start(|calls| async move { serve_handler(calls, forgetful_handler) }).await;
     let event = EventBuilder::payment_intent_succeeded().id(Behaviour::Succeed.new_id());
     for _ in 0..2 {
         let answer = h.deliver(&event).await;
