@@ -10,6 +10,7 @@
 //! | `axum` | the tower layer plus an axum extractor and typed handler routing |
 //! | `actix` | [`actix`]: an actix-web extractor |
 //! | `redis` | [`redis`]: a Redis dedupe store for apps with several replicas |
+//! | `redis-tls` | the Redis store with `rediss://` URLs |
 //! | `testing` | [`testing`]: signed deliveries and event builders for your tests |
 //!
 //! See the README for the protocol decisions and a quick start.
