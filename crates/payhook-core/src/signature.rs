@@ -87,6 +87,9 @@ pub trait SignatureScheme: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct Signature<'a> {
     timestamp: u64,
+    /// The timestamp's digits as sent, when they are already its plain decimal
+    /// form (no `+`, no leading zero): signed as they are, without formatting.
+    plain_t: Option<&'a [u8]>,
     v1: Candidates<'a>,
 }
 
@@ -141,30 +144,59 @@ impl<'a> Signature<'a> {
             return Err(Error::MalformedHeader("header value is empty"));
         }
         let mut timestamp = None;
+        let mut plain_t = None;
         let mut v1 = Candidates::default();
-        for item in value.split(|&b| b == b',') {
-            let Some(eq) = item.iter().position(|&b| b == b'=') else {
-                continue; // an item without `=` carries nothing
-            };
-            let (key, rest) = (&item[..eq], &item[eq + 1..]);
-            let val = rest
-                .iter()
-                .position(|&b| b == b'=')
-                .map_or(rest, |end| &rest[..end]);
-            match key {
-                b"t" => {
-                    let t = parse_timestamp(val)?;
-                    if timestamp.is_some_and(|prev| prev != t) {
-                        return Err(Error::MalformedHeader("header has several different t values"));
+        let mut rest = value;
+        loop {
+            // The usual item, `v1=` and 64 hex digits ending the item, is taken in
+            // one pass over its bytes; anything else goes the general way below.
+            if let Some((candidate, after)) = whole_v1_item(rest) {
+                v1.push(candidate);
+                match after {
+                    Some(after) => {
+                        rest = after;
+                        continue;
                     }
-                    timestamp = Some(t);
+                    None => break,
                 }
-                b"v1" if val.len() == 64 && val.iter().all(u8::is_ascii_hexdigit) => v1.push(val),
-                _ => {}
+            }
+            let (item, after) = match rest.iter().position(|&b| b == b',') {
+                Some(comma) => (&rest[..comma], Some(&rest[comma + 1..])),
+                None => (rest, None),
+            };
+            if let Some(eq) = item.iter().position(|&b| b == b'=') {
+                let (key, tail) = (&item[..eq], &item[eq + 1..]);
+                let val = tail
+                    .iter()
+                    .position(|&b| b == b'=')
+                    .map_or(tail, |end| &tail[..end]);
+                match key {
+                    b"t" => {
+                        let t = parse_timestamp(val)?;
+                        if timestamp.is_some_and(|prev| prev != t) {
+                            return Err(Error::MalformedHeader("header has several different t values"));
+                        }
+                        timestamp = Some(t);
+                        let digits = val.strip_prefix(b"+").unwrap_or(val);
+                        if digits.len() == 1 || digits.first() != Some(&b'0') {
+                            plain_t = Some(digits);
+                        }
+                    }
+                    b"v1" if is_hex64(val) => v1.push(val),
+                    _ => {}
+                }
+            } // else: an item without `=` carries nothing
+            match after {
+                Some(after) => rest = after,
+                None => break,
             }
         }
         let timestamp = timestamp.ok_or(Error::MalformedHeader("header has no t timestamp"))?;
-        Ok(Self { timestamp, v1 })
+        Ok(Self {
+            timestamp,
+            plain_t,
+            v1,
+        })
     }
 
     /// The signing time, in unix seconds.
@@ -176,6 +208,26 @@ impl<'a> Signature<'a> {
     pub fn v1(&self) -> impl Iterator<Item = &'a [u8]> + '_ {
         self.v1.iter()
     }
+}
+
+/// Whether `val` is a well-formed `v1` value: exactly 64 hex digits.
+fn is_hex64(val: &[u8]) -> bool {
+    // No early exit: a fixed-length check without branches per byte is one the
+    // compiler turns into a few vector instructions.
+    val.len() == 64 && val.iter().fold(true, |ok, b| ok & b.is_ascii_hexdigit())
+}
+
+/// `rest` starting with a complete `v1=<64 hex>` item (followed by `,` or the
+/// end): the candidate, and what follows the comma (`None` at the end).
+fn whole_v1_item(rest: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
+    const LEN: usize = 3 + 64;
+    let item = rest.get(..LEN)?;
+    let after = match rest.get(LEN) {
+        None => None,
+        Some(b',') => Some(&rest[LEN + 1..]),
+        Some(_) => return None,
+    };
+    (item.starts_with(b"v1=") && is_hex64(&item[3..])).then_some((&item[3..], after))
 }
 
 fn parse_timestamp(val: &[u8]) -> Result<u64, Error> {
@@ -194,11 +246,11 @@ fn parse_timestamp(val: &[u8]) -> Result<u64, Error> {
     Ok(t)
 }
 
-/// Computes the lowercase hex HMAC-SHA256 of `{timestamp}.{body}`.
-fn expected_hex(secret: &Secret, timestamp: u64, body: &[u8]) -> [u8; 64] {
+/// Computes the lowercase hex HMAC-SHA256 of `{t}.{body}`, where `t_digits` is
+/// the timestamp in plain decimal.
+fn expected_hex(secret: &Secret, t_digits: &[u8], body: &[u8]) -> [u8; 64] {
     let mut mac = secret.mac();
-    let mut digits = [0u8; 20];
-    mac.update(format_u64(timestamp, &mut digits));
+    mac.update(t_digits);
     mac.update(b".");
     mac.update(body);
     hex_lower(&mac.finalize().into_bytes().into())
@@ -253,7 +305,7 @@ fn hex_lower(bytes: &[u8; 32]) -> [u8; 64] {
 /// This is the exact header the sender produces, so it is what tests and the
 /// `payhook` command-line tool use to make genuine deliveries.
 pub fn sign(body: &[u8], secret: &Secret, timestamp: u64) -> String {
-    let hex = expected_hex(secret, timestamp, body);
+    let hex = expected_hex(secret, format_u64(timestamp, &mut [0u8; 20]), body);
     let mut header = String::with_capacity(88);
     header.push_str("t=");
     header.push_str(std::str::from_utf8(format_u64(timestamp, &mut [0u8; 20])).unwrap_or("0"));
@@ -321,9 +373,14 @@ impl Verifier {
         if signature.v1.is_empty() {
             return Err(Error::NoSignature);
         }
+        let mut formatted = [0u8; 20];
+        let t_digits = match signature.plain_t {
+            Some(digits) => digits,
+            None => format_u64(signature.timestamp, &mut formatted),
+        };
         let mut matched = subtle::Choice::from(0);
         for secret in self.secrets.iter() {
-            let expected = expected_hex(secret, signature.timestamp, body);
+            let expected = expected_hex(secret, t_digits, body);
             for candidate in signature.v1.iter() {
                 // Every candidate is compared, so the time taken does not tell
                 // which one (or which byte of it) was close.

@@ -39,6 +39,10 @@ fn header_like() -> impl Strategy<Value = Vec<u8>> {
         Just(b" ".to_vec()),
         "[0-9]{1,22}".prop_map(String::into_bytes),
         lower_hex(64).prop_map(String::into_bytes),
+        (63usize..=65)
+            .prop_flat_map(lower_hex)
+            .prop_map(|hex| format!("v1={hex}").into_bytes()),
+        lower_hex(64).prop_map(|hex| format!("v1={}", hex.to_uppercase()).into_bytes()),
         vec(any::<u8>(), 0..8),
     ];
     vec(fragment, 0..12).prop_map(|parts| parts.concat())
@@ -69,6 +73,52 @@ proptest! {
                 prop_assert!(v1.iter().all(u8::is_ascii_hexdigit));
             }
         }
+    }
+}
+
+/// The header rules read as literally as possible (split on `,`, key before
+/// the first `=`, value up to the next `=`), to check the parser against.
+fn reference_parse(header: &[u8]) -> Option<(u64, Vec<&[u8]>)> {
+    if header.is_empty() {
+        return None;
+    }
+    let mut t = None;
+    let mut v1 = Vec::new();
+    for item in header.split(|&b| b == b',') {
+        let mut parts = item.split(|&b| b == b'=');
+        let key = parts.next()?;
+        let Some(value) = parts.next() else { continue };
+        match key {
+            b"t" => {
+                let digits = value.strip_prefix(b"+").unwrap_or(value);
+                if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+                    return None;
+                }
+                let parsed: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+                if t.is_some_and(|prev| prev != parsed) {
+                    return None;
+                }
+                t = Some(parsed);
+            }
+            b"v1" if value.len() == 64 && value.iter().all(u8::is_ascii_hexdigit) => v1.push(value),
+            _ => {}
+        }
+    }
+    Some((t?, v1))
+}
+
+proptest! {
+    #![proptest_config(config(1024))]
+
+    #[test]
+    fn header_parser_agrees_with_the_rules_read_literally(
+        // Half the headers start with a valid `t`, so the items after it decide.
+        t in proptest::option::of("t=\\+?[0-9]{1,12},"),
+        tail in header_like(),
+    ) {
+        let bytes = [t.unwrap_or_default().into_bytes(), tail].concat();
+        let parsed = Signature::parse(&bytes).ok().map(|s| (s.timestamp(), s.v1().collect::<Vec<_>>()));
+        prop_assert_eq!(parsed, reference_parse(&bytes));
     }
 }
 
