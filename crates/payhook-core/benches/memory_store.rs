@@ -6,7 +6,10 @@
 //! and the peak while they went in (a table doubles as it grows).
 //!
 //! Groups:
-//! * `memory_store/sync_1_thread`: `claim_now` + `complete_now` of a new id;
+//! * `memory_store/sync_1_thread`: `claim_now` + `complete_now` of a new id, the
+//!   store filling up from empty;
+//! * `memory_store/sync_1_thread_full_store`: the same on a store already holding
+//!   its default capacity of 1 M ids, so every new id evicts the oldest;
 //! * `memory_store/async_1_thread`: the same through the boxed-future `Store` trait;
 //! * `memory_store/sync_2_threads`: two threads doing the first on one store
 //!   (throughput counts both threads' pairs).
@@ -148,6 +151,9 @@ fn report_memory() {
 /// (untimed) every `REFILL` ids so each run sees the same table sizes.
 const REFILL: u64 = 1_000_000;
 
+/// What `MemoryStore::new()` holds at most.
+const DEFAULT_CAPACITY: usize = 1_000_000;
+
 fn bench_store(c: &mut Criterion) {
     let mut group = c.benchmark_group("memory_store");
     group.throughput(Throughput::Elements(1));
@@ -176,6 +182,19 @@ fn bench_store(c: &mut Criterion) {
             elapsed
         })
     });
+
+    // The steady state of a busy receiver: the store is full, so each new id
+    // also forgets the oldest one.
+    let full = MemoryStore::new();
+    let mut ids = EventIds::starting_at(REFILL * 10);
+    for _ in 0..DEFAULT_CAPACITY {
+        claim_complete(&full, ids.next_id());
+    }
+    group.bench_function(
+        BenchmarkId::new("sync_1_thread_full_store", "claim_complete"),
+        |b| b.iter(|| claim_complete(&full, black_box(ids.next_id()))),
+    );
+    drop(full);
 
     let mut store = MemoryStore::new();
     let mut next = 0u64;

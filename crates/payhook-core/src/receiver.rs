@@ -153,7 +153,8 @@ impl Receiver {
         headers: &dyn Headers,
         body: Bytes,
     ) -> impl Future<Output = Outcome> + Send + 'static {
-        let started = Instant::now();
+        // Read the clock only when the completion log that reports it is wanted.
+        let started = tracing::enabled!(target: "payhook", tracing::Level::INFO).then(Instant::now);
         let checked = self.check(headers, &body);
         let inner = Arc::clone(&self.inner);
         async move {
@@ -189,7 +190,7 @@ impl Receiver {
     }
 }
 
-async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Instant) -> Outcome {
+async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Option<Instant>) -> Outcome {
     let span = tracing::info_span!(target: "payhook", "delivery", event_id = %event.id(), event_type = %event.event_type());
     async move {
         match inner.store.claim(&inner.namespace, event.id(), inner.lease).await {
@@ -243,7 +244,7 @@ struct ClaimState {
     id: String,
     event_type: String,
     token: ClaimToken,
-    started: Instant,
+    started: Option<Instant>,
 }
 
 impl fmt::Debug for ClaimGuard {
@@ -278,7 +279,7 @@ impl ClaimGuard {
                 {
                     Ok(true) => tracing::info!(
                         target: "payhook",
-                        elapsed_ms = state.started.elapsed().as_millis() as u64,
+                        elapsed_ms = state.started.map(|started| started.elapsed().as_millis() as u64),
                         "delivery completed"
                     ),
                     Ok(false) => tracing::warn!(

@@ -80,6 +80,40 @@ struct Inner {
 struct InFlight {
     token: ClaimToken,
     until: Instant,
+    /// [`fingerprint`] of the claimed namespace and id.
+    check: u64,
+}
+
+/// The key a token of this store was issued for: the token carries the key in
+/// its upper 96 bits, above a 32-bit claim counter.
+fn token_key(token: ClaimToken) -> Key {
+    let value = token.as_u128();
+    [(value >> 32) as u32, (value >> 64) as u32, (value >> 96) as u32]
+}
+
+fn token_for(key: Key, counter: u64) -> ClaimToken {
+    ClaimToken::from_u128(
+        u128::from(counter as u32)
+            | u128::from(key[0]) << 32
+            | u128::from(key[1]) << 64
+            | u128::from(key[2]) << 96,
+    )
+}
+
+/// A cheap, unkeyed digest of a namespace and an id. Completing or releasing a
+/// claim finds it by the key inside the token, and this only confirms that the
+/// token comes with the id it was issued for; that spares the second keyed
+/// hash of every delivery. Every lookup by id still uses the keyed hash.
+fn fingerprint(namespace: &str, id: &str) -> u64 {
+    let mut h = 0x9e37_79b9_7f4a_7c15 ^ ((namespace.len() as u64) << 32 | id.len() as u64);
+    for chunk in namespace.as_bytes().chunks(8).chain(id.as_bytes().chunks(8)) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        h = (h ^ u64::from_le_bytes(word))
+            .wrapping_mul(0xff51_afd7_ed55_8ccd)
+            .rotate_left(31);
+    }
+    h
 }
 
 /// The keys are already uniform random bits; hashing them again would only cost time.
@@ -219,14 +253,13 @@ impl MemoryStore {
             inner.in_flight.remove(&key);
         }
         inner.make_room()?;
-        let token = ClaimToken::from_u128(
-            u128::from(self.tokens.fetch_add(1, Ordering::Relaxed)) | (u128::from(key[0]) << 64),
-        );
+        let token = token_for(key, self.tokens.fetch_add(1, Ordering::Relaxed));
         inner.in_flight.insert(
             key,
             InFlight {
                 token,
                 until: now + lease,
+                check: fingerprint(namespace, id),
             },
         );
         Ok(Claim::Claimed(token))
@@ -240,10 +273,24 @@ impl MemoryStore {
         token: ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
-        let key = self.key(namespace, id);
         let now = Instant::now();
-        let tick = self.tick(now);
+        let check = fingerprint(namespace, id);
         let mut inner = self.lock();
+        // The usual case: the token still owns the claim it was issued for.
+        let issued_for = token_key(token);
+        if inner
+            .in_flight
+            .get(&issued_for)
+            .is_some_and(|claim| claim.token == token && claim.check == check)
+        {
+            inner.in_flight.remove(&issued_for);
+            let expiry = self.expiry(now, retention);
+            inner.done.insert(issued_for, expiry);
+            inner.order.push_back((issued_for, expiry));
+            return Ok(true);
+        }
+        let key = self.key(namespace, id);
+        let tick = self.tick(now);
         match inner.in_flight.get(&key) {
             Some(claim) if claim.token == token => {
                 inner.in_flight.remove(&key);
@@ -268,8 +315,18 @@ impl MemoryStore {
 
     /// The release step, synchronous.
     pub fn release_now(&self, namespace: &str, id: &str, token: ClaimToken) -> bool {
-        let key = self.key(namespace, id);
+        let check = fingerprint(namespace, id);
         let mut inner = self.lock();
+        let issued_for = token_key(token);
+        if inner
+            .in_flight
+            .get(&issued_for)
+            .is_some_and(|claim| claim.token == token && claim.check == check)
+        {
+            inner.in_flight.remove(&issued_for);
+            return true;
+        }
+        let key = self.key(namespace, id);
         match inner.in_flight.get(&key) {
             Some(claim) if claim.token == token => {
                 inner.in_flight.remove(&key);
@@ -421,6 +478,20 @@ mod tests {
     #[test]
     fn zero_capacity_is_a_config_error() {
         assert!(MemoryStore::builder().capacity(0).build().is_err());
+    }
+
+    #[test]
+    fn a_token_settles_only_the_id_it_was_issued_for() {
+        let store = MemoryStore::new();
+        let token = claimed(&store, "evt_a");
+        // Presented with another id or namespace, the token leaves evt_a's claim alone.
+        assert!(!store.release_now("ns", "evt_b", token));
+        assert!(!store.release_now("other", "evt_a", token));
+        assert_eq!(store.claim_now("ns", "evt_a", LEASE).unwrap(), Claim::InFlight);
+        assert!(store.complete_now("ns", "evt_b", token, KEEP).unwrap());
+        assert_eq!(store.claim_now("ns", "evt_a", LEASE).unwrap(), Claim::InFlight);
+        assert!(store.complete_now("ns", "evt_a", token, KEEP).unwrap());
+        assert_eq!(store.claim_now("ns", "evt_a", LEASE).unwrap(), Claim::Done);
     }
 
     #[test]
