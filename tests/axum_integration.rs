@@ -413,3 +413,27 @@ async fn on_the_method_router_other_methods_keep_their_405() {
     assert_eq!(get.status().as_u16(), 405);
     assert_eq!(seen.all(), [event.event_id()]);
 }
+
+async fn three_views(
+    Webhook(first): Webhook<Event>,
+    Webhook(second): Webhook<Event>,
+    Webhook(intent): Webhook<PaymentIntent>,
+) -> String {
+    // The first extractor takes the layer's event; the others parse the raw body.
+    let amount = second.payment_intent().map(|pi| pi.amount);
+    format!("{} {} {:?} {}", first.id(), second.id(), amount, intent.amount)
+}
+
+#[tokio::test]
+async fn several_webhook_extractors_in_one_handler_all_see_the_event() {
+    let app = Router::new()
+        .route("/webhooks", post(three_views))
+        .route_layer(layer());
+    let addr = serve(app).await;
+    let event = EventBuilder::payment_intent_succeeded().amount(u128::from(u64::MAX) + 7);
+    let answer = deliver(addr, "/webhooks", &event).await;
+    let id = event.event_id();
+    let amount = u128::from(u64::MAX) + 7;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body, format!("{id} {id} Some({amount}) {amount}"));
+}

@@ -72,26 +72,39 @@ where
     type Rejection = WebhookRejection;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let (Some(event), Some(RawBody(body))) =
-            (parts.extensions.get::<Event>(), parts.extensions.get::<RawBody>())
-        else {
+        let Some(RawBody(body)) = parts.extensions.get::<RawBody>() else {
             return Err(WebhookRejection::MissingLayer);
         };
-        payload(event, body)
+        let body = body.clone(); // `Bytes`: a reference count, not a copy
+        if TypeId::of::<T>() == TypeId::of::<Event>() {
+            // Hand over the event the layer parsed instead of cloning its
+            // strings. A second `Webhook<Event>` in the same handler finds it
+            // gone and parses the raw body again.
+            let event = match parts.extensions.remove::<Event>() {
+                Some(event) => event,
+                None => Event::from_slice(&body).map_err(WebhookRejection::InvalidPayload)?,
+            };
+            if let Some(event) = downcast(event) {
+                return Ok(Webhook(event));
+            }
+        }
+        payload(parts.extensions.get::<Event>(), &body)
             .map(Webhook)
             .map_err(WebhookRejection::InvalidPayload)
     }
 }
 
-fn payload<T: DeserializeOwned + 'static>(event: &Event, body: &[u8]) -> Result<T, Error> {
-    // The layer has already parsed the event: hand out that work instead of
-    // parsing the body a second time.
-    if TypeId::of::<T>() == TypeId::of::<Event>() {
-        if let Some(event) = downcast(event.clone()) {
-            return Ok(event);
-        }
-    }
+fn payload<T: DeserializeOwned + 'static>(event: Option<&Event>, body: &[u8]) -> Result<T, Error> {
     if TypeId::of::<T>() == TypeId::of::<PaymentIntent>() {
+        // Reuse the layer's parse when the event is still there.
+        let parsed;
+        let event = match event {
+            Some(event) => event,
+            None => {
+                parsed = Event::from_slice(body)?;
+                &parsed
+            }
+        };
         let intent = event.payment_intent().ok_or_else(|| {
             Error::InvalidPayload(format!("{} events carry no payment intent", event.event_type()))
         })?;
