@@ -143,7 +143,7 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
-    /// A store holding at most [`DEFAULT_CAPACITY`] ids.
+    /// A store holding at most 1 000 000 ids.
     pub fn new() -> Self {
         Self::with_capacity_unchecked(DEFAULT_CAPACITY)
     }
@@ -398,7 +398,7 @@ pub struct MemoryStoreBuilder {
 }
 
 impl MemoryStoreBuilder {
-    /// The most ids the store holds (default [`DEFAULT_CAPACITY`]).
+    /// The most ids the store holds (default 1 000 000).
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity;
         self
