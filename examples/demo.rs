@@ -24,6 +24,7 @@ use payhook::testing::{unix_now, EventBuilder, SignedDelivery};
 use payhook::tower::axum::{Received, Webhook};
 use payhook::tower::WebhookLayer;
 use payhook::{Event, EventKind, Receiver};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const SECRET: &str = "whsec_demo_secret";
 
@@ -104,6 +105,7 @@ pub struct Row {
 
 struct Demo {
     url: String,
+    addr: SocketAddr,
     client: reqwest::Client,
     runs: Runs,
     rows: Vec<Row>,
@@ -153,6 +155,65 @@ impl Demo {
                 status: 0,
                 body: format!("request failed: {err}"),
             },
+        }
+    }
+
+    /// Announces a body of `length` bytes and waits for the answer before
+    /// sending any of it: the receiver must refuse from `Content-Length` alone,
+    /// without reading (or making the client send) the body.
+    async fn announce_oversized_body(&self, length: usize) -> Reply {
+        let failed = |err: std::io::Error| Reply {
+            status: 0,
+            body: format!("request failed: {err}"),
+        };
+        let signature = SignedDelivery::at("{}", SECRET, unix_now())
+            .expect("non-empty secret")
+            .signature;
+        let head = format!(
+            "POST /webhooks HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+             x-service-signature: {signature}\r\ncontent-length: {length}\r\n\r\n",
+            self.addr
+        );
+        let exchange = async {
+            let mut stream = tokio::net::TcpStream::connect(self.addr).await?;
+            stream.write_all(head.as_bytes()).await?;
+            let mut reply = Vec::new();
+            let mut buf = [0u8; 4096];
+            // Read until the whole reply body (its Content-Length) is in.
+            loop {
+                let n = stream.read(&mut buf).await?;
+                reply.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&reply);
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let want = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length: ")
+                                .map(str::to_owned)
+                        })
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if body.len() >= want || n == 0 {
+                        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+                        return Ok(Reply {
+                            status,
+                            body: body.to_owned(),
+                        });
+                    }
+                }
+                if n == 0 {
+                    return Ok(Reply {
+                        status: 0,
+                        body: text.into_owned(),
+                    });
+                }
+            }
+        };
+        match tokio::time::timeout(Duration::from_secs(10), exchange).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(err)) => failed(err),
+            Err(_) => failed(std::io::Error::other("no answer within 10 s")),
         }
     }
 
@@ -290,16 +351,16 @@ impl Demo {
         let missing = Expect::Rejected(400, "missing x-service-signature header");
         self.send("no signature header", event.to_json(), None, id, missing)
             .await;
-        let big = SignedDelivery::at(vec![b' '; 2 * 1024 * 1024], SECRET, now).expect("non-empty secret");
-        let too_big = Expect::Rejected(413, "1048576-byte limit");
-        self.send(
-            "2 MiB body (limit 1 MiB)",
-            big.body,
-            Some(&big.signature),
-            id,
-            too_big,
-        )
-        .await;
+        let before = self.runs.count(id);
+        let reply = self.announce_oversized_body(2 * 1024 * 1024).await;
+        let ok = reply.is_error(413, "1048576-byte limit");
+        self.row(
+            "2 MiB body announced (limit 1 MiB)",
+            reply.show(),
+            (id, before),
+            0,
+            ok,
+        );
         // The genuine delivery of that event is still handled: nothing above marked it.
         let label = "the genuine delivery after the forgeries";
         self.send(label, genuine.body, Some(&genuine.signature), id, Expect::Handled)
@@ -362,6 +423,7 @@ pub async fn run() -> std::io::Result<Vec<Row>> {
     let addr = start_receiver(runs.clone()).await?;
     let mut demo = Demo {
         url: format!("http://{addr}/webhooks"),
+        addr,
         client: reqwest::Client::new(),
         runs,
         rows: Vec::new(),
