@@ -3,7 +3,6 @@
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -13,6 +12,24 @@ use crate::error::{ConfigError, StoreError};
 /// How many ids a [`MemoryStore`] holds unless told otherwise.
 pub const DEFAULT_CAPACITY: usize = 1_000_000;
 
+/// How many shards a store of at least [`SHARDED_FROM`] ids is split into.
+const SHARDS: usize = 16;
+
+/// Smaller stores keep one shard, so their capacity and eviction order are exact.
+const SHARDED_FROM: usize = 1024;
+
+/// One shard, alone on its cache lines: threads working on different shards
+/// then never invalidate each other's cached lock or table headers.
+#[repr(align(128))]
+struct Shard(Mutex<Inner>);
+
+fn lock(shard: &Shard) -> MutexGuard<'_, Inner> {
+    // A panic while holding the lock cannot leave the tables half-updated in a
+    // way that matters (each operation is a few inserts and removes), so a
+    // poisoned lock is used as it is rather than failing every later delivery.
+    shard.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// An in-process dedupe store with bounded memory.
 ///
 /// * It holds at most `capacity` ids (done and in flight together). When full, the
@@ -20,6 +37,10 @@ pub const DEFAULT_CAPACITY: usize = 1_000_000;
 ///   never evicted. A store whose every slot is an in-flight claim answers
 ///   [`StoreError`] to new claims, so those deliveries get 503 and are retried,
 ///   instead of growing without bound.
+/// * From 1 024 ids of capacity up, the store is split by key into 16 shards, each
+///   with its own lock and a sixteenth of the capacity, so deliveries on several
+///   threads rarely wait for each other. "Full" and "oldest" then apply per
+///   shard: the id forgotten first is the oldest done id of the new id's shard.
 /// * It keeps a 96-bit keyed hash of `namespace` and `id`, not the strings, so
 ///   a retained id costs about 50 bytes whatever the id's length. The hash keys are
 ///   random per process, so nobody can craft two ids that collide; the chance of an
@@ -44,19 +65,25 @@ pub const DEFAULT_CAPACITY: usize = 1_000_000;
 /// # });
 /// ```
 pub struct MemoryStore {
-    inner: Mutex<Inner>,
+    shards: Box<[Shard]>,
     hasher: [RandomState; 2],
-    tokens: AtomicU64,
     started: Instant,
 }
 
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let inner = self.lock();
+        let (mut capacity, mut done, mut in_flight) = (0, 0, 0);
+        for shard in self.shards.iter() {
+            let inner = lock(shard);
+            capacity += inner.capacity;
+            done += inner.done.len();
+            in_flight += inner.in_flight.len();
+        }
         f.debug_struct("MemoryStore")
-            .field("capacity", &inner.capacity)
-            .field("done", &inner.done.len())
-            .field("in_flight", &inner.in_flight.len())
+            .field("capacity", &capacity)
+            .field("done", &done)
+            .field("in_flight", &in_flight)
+            .field("shards", &self.shards.len())
             .finish()
     }
 }
@@ -75,6 +102,10 @@ struct Inner {
     /// then; an entry whose expiry no longer matches the table is stale.
     order: VecDeque<(Key, Tick)>,
     in_flight: HashMap<Key, InFlight, BuildHasherDefault<KeyHasher>>,
+    /// Claims made in this shard: the low bits of each token. An id always lands
+    /// in the same shard, so two claims of one id never share a count; a counter
+    /// per shard keeps the threads from writing to one shared line.
+    claims: u32,
 }
 
 struct InFlight {
@@ -91,12 +122,9 @@ fn token_key(token: ClaimToken) -> Key {
     [(value >> 32) as u32, (value >> 64) as u32, (value >> 96) as u32]
 }
 
-fn token_for(key: Key, counter: u64) -> ClaimToken {
+fn token_for(key: Key, counter: u32) -> ClaimToken {
     ClaimToken::from_u128(
-        u128::from(counter as u32)
-            | u128::from(key[0]) << 32
-            | u128::from(key[1]) << 64
-            | u128::from(key[2]) << 96,
+        u128::from(counter) | u128::from(key[0]) << 32 | u128::from(key[1]) << 64 | u128::from(key[2]) << 96,
     )
 }
 
@@ -156,23 +184,34 @@ impl MemoryStore {
     }
 
     fn with_capacity_unchecked(capacity: usize) -> Self {
+        let count = if capacity >= SHARDED_FROM { SHARDS } else { 1 };
+        let shards = (0..count)
+            .map(|i| {
+                Shard(Mutex::new(Inner {
+                    capacity: capacity / count + usize::from(i < capacity % count),
+                    done: HashMap::default(),
+                    order: VecDeque::new(),
+                    in_flight: HashMap::default(),
+                    claims: 0,
+                }))
+            })
+            .collect();
         Self {
-            inner: Mutex::new(Inner {
-                capacity,
-                done: HashMap::default(),
-                order: VecDeque::new(),
-                in_flight: HashMap::default(),
-            }),
+            shards,
             hasher: [RandomState::new(), RandomState::new()],
-            tokens: AtomicU64::new(1),
             started: Instant::now(),
         }
     }
 
     /// How many ids are held (done and in flight).
     pub fn len(&self) -> usize {
-        let inner = self.lock();
-        inner.done.len() + inner.in_flight.len()
+        self.shards
+            .iter()
+            .map(|shard| {
+                let inner = lock(shard);
+                inner.done.len() + inner.in_flight.len()
+            })
+            .sum()
     }
 
     /// Whether no id is held.
@@ -180,13 +219,11 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic while holding the lock cannot leave the tables half-updated in a
-        // way that matters (each operation is a few inserts and removes), so a
-        // poisoned lock is used as it is rather than failing every later delivery.
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// The shard that holds `key`, locked. The low bits of the key's first word
+    /// pick it: the hash tables index by other bits, so every shard's table still
+    /// sees uniformly spread keys.
+    fn shard(&self, key: &Key) -> MutexGuard<'_, Inner> {
+        lock(&self.shards[key[0] as usize % self.shards.len()])
     }
 
     fn key(&self, namespace: &str, id: &str) -> Key {
@@ -237,7 +274,7 @@ impl MemoryStore {
         let key = self.key(namespace, id);
         let now = Instant::now();
         let tick = self.tick(now);
-        let mut inner = self.lock();
+        let mut inner = self.shard(&key);
         inner.purge_expired(tick);
         if let Some(&expiry) = inner.done.get(&key) {
             if expiry > tick {
@@ -253,7 +290,8 @@ impl MemoryStore {
             inner.in_flight.remove(&key);
         }
         inner.make_room()?;
-        let token = token_for(key, self.tokens.fetch_add(1, Ordering::Relaxed));
+        inner.claims = inner.claims.wrapping_add(1);
+        let token = token_for(key, inner.claims);
         inner.in_flight.insert(
             key,
             InFlight {
@@ -275,22 +313,25 @@ impl MemoryStore {
     ) -> Result<bool, StoreError> {
         let now = Instant::now();
         let check = fingerprint(namespace, id);
-        let mut inner = self.lock();
         // The usual case: the token still owns the claim it was issued for.
         let issued_for = token_key(token);
-        if inner
-            .in_flight
-            .get(&issued_for)
-            .is_some_and(|claim| claim.token == token && claim.check == check)
         {
-            inner.in_flight.remove(&issued_for);
-            let expiry = self.expiry(now, retention);
-            inner.done.insert(issued_for, expiry);
-            inner.order.push_back((issued_for, expiry));
-            return Ok(true);
+            let mut inner = self.shard(&issued_for);
+            if inner
+                .in_flight
+                .get(&issued_for)
+                .is_some_and(|claim| claim.token == token && claim.check == check)
+            {
+                inner.in_flight.remove(&issued_for);
+                let expiry = self.expiry(now, retention);
+                inner.done.insert(issued_for, expiry);
+                inner.order.push_back((issued_for, expiry));
+                return Ok(true);
+            }
         }
         let key = self.key(namespace, id);
         let tick = self.tick(now);
+        let mut inner = self.shard(&key);
         match inner.in_flight.get(&key) {
             Some(claim) if claim.token == token => {
                 inner.in_flight.remove(&key);
@@ -316,17 +357,20 @@ impl MemoryStore {
     /// The release step, synchronous.
     pub fn release_now(&self, namespace: &str, id: &str, token: ClaimToken) -> bool {
         let check = fingerprint(namespace, id);
-        let mut inner = self.lock();
         let issued_for = token_key(token);
-        if inner
-            .in_flight
-            .get(&issued_for)
-            .is_some_and(|claim| claim.token == token && claim.check == check)
         {
-            inner.in_flight.remove(&issued_for);
-            return true;
+            let mut inner = self.shard(&issued_for);
+            if inner
+                .in_flight
+                .get(&issued_for)
+                .is_some_and(|claim| claim.token == token && claim.check == check)
+            {
+                inner.in_flight.remove(&issued_for);
+                return true;
+            }
         }
         let key = self.key(namespace, id);
+        let mut inner = self.shard(&key);
         match inner.in_flight.get(&key) {
             Some(claim) if claim.token == token => {
                 inner.in_flight.remove(&key);
@@ -357,7 +401,7 @@ impl Inner {
         while self.done.len() + self.in_flight.len() >= self.capacity {
             let Some((key, expiry)) = self.order.pop_front() else {
                 return Err(StoreError::new(format!(
-                    "memory store is full: all {} slots hold in-flight claims",
+                    "memory store is full: all {} slots for this id hold in-flight claims",
                     self.capacity
                 )));
             };
@@ -478,6 +522,29 @@ mod tests {
     #[test]
     fn zero_capacity_is_a_config_error() {
         assert!(MemoryStore::builder().capacity(0).build().is_err());
+    }
+
+    #[test]
+    fn a_sharded_store_stays_within_capacity_and_keeps_claims() {
+        let store = MemoryStore::builder().capacity(2048).build().unwrap();
+        assert_eq!(store.shards.len(), SHARDS);
+        let busy = claimed(&store, "evt_busy");
+        for i in 0..10_000 {
+            let id = format!("evt_{i}");
+            let token = claimed(&store, &id);
+            assert!(store.complete_now("ns", &id, token, KEEP).unwrap());
+        }
+        assert!(store.len() <= 2048, "len {}", store.len());
+        assert!(store.len() > 2048 - SHARDS * 16, "len {}", store.len());
+        assert_eq!(store.claim_now("ns", "evt_busy", LEASE).unwrap(), Claim::InFlight);
+        // The newest ids are still known; each shard forgot its oldest first.
+        for i in 9_900..10_000 {
+            assert_eq!(
+                store.claim_now("ns", &format!("evt_{i}"), LEASE).unwrap(),
+                Claim::Done
+            );
+        }
+        assert!(store.complete_now("ns", "evt_busy", busy, KEEP).unwrap());
     }
 
     #[test]
