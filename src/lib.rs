@@ -33,6 +33,12 @@ pub use payhook_redis as redis;
 
 /// The README's code blocks, compiled (and the runnable ones run) as doctests so
 /// the quick starts cannot drift from the API.
-#[cfg(all(doctest, feature = "axum", feature = "actix", feature = "redis", feature = "testing"))]
+#[cfg(all(
+    doctest,
+    feature = "axum",
+    feature = "actix",
+    feature = "redis",
+    feature = "testing"
+))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
