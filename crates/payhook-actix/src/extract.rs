@@ -1,7 +1,6 @@
 //! The [`Webhook`] extractor and the [`Rejection`] it answers with when the
 //! handler must not run.
 
-use std::any::Any;
 use std::cell::RefCell;
 use std::convert::Infallible;
 use std::fmt;
@@ -17,7 +16,7 @@ use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError};
 use bytes::{Bytes, BytesMut};
 use futures_util::future::LocalBoxFuture;
 use futures_util::StreamExt;
-use payhook_core::{event, ClaimGuard, Error, Event, HeaderLookup, Headers, Outcome, Reply};
+use payhook_core::{event, ClaimGuard, Error, Event, HeaderLookup, Headers, Outcome, Receiver, Reply};
 use serde::de::DeserializeOwned;
 
 use crate::config::WebhookConfig;
@@ -149,7 +148,8 @@ async fn extract<T: DeserializeOwned + 'static>(
         return Err(Rejection::new(Answer::MissingConfig));
     };
     let receiver = config.receiver().clone();
-    let body = match read_body(req.headers(), &mut payload, receiver.body_limit()).await {
+    let content_length = req.headers().get(header::CONTENT_LENGTH).map(|v| v.as_bytes());
+    let body = match read_body(&receiver, content_length, &mut payload).await {
         Ok(body) => body,
         Err(error @ Error::BodyTooLarge { .. }) => {
             return Err(Rejection::with_unread(receiver.body_error(&error), payload))
@@ -161,7 +161,7 @@ async fn extract<T: DeserializeOwned + 'static>(
         Outcome::Deliver(delivery) => delivery,
     };
     let (event, body, claim) = delivery.into_parts();
-    match into_payload::<T>(event, &body) {
+    match event::into_payload::<T>(Some(event), &body) {
         Ok(event) => Ok(Webhook { event, body, claim }),
         Err(error) => {
             tracing::warn!(
@@ -178,18 +178,6 @@ async fn extract<T: DeserializeOwned + 'static>(
     }
 }
 
-/// The pipeline has already parsed an [`Event`]; any other `T` comes from the raw body.
-fn into_payload<T: DeserializeOwned + 'static>(event: Event, body: &[u8]) -> Result<T, Error> {
-    let mut slot = Some(event);
-    match (&mut slot as &mut dyn Any)
-        .downcast_mut::<Option<T>>()
-        .and_then(Option::take)
-    {
-        Some(event) => Ok(event),
-        None => event::parse_as(body),
-    }
-}
-
 /// Smaller than most limits, so a `Content-Length` alone cannot make every open
 /// connection allocate a full limit's worth up front.
 const MAX_INITIAL_CAPACITY: usize = 64 * 1024;
@@ -197,17 +185,17 @@ const MAX_INITIAL_CAPACITY: usize = 64 * 1024;
 /// Reads the whole body, answering [`Error::BodyTooLarge`] from `Content-Length`
 /// before reading anything, and otherwise as soon as the chunks read pass the
 /// limit: the rest of an oversized body is never buffered.
-async fn read_body(headers: &HeaderMap, payload: &mut Payload, limit: usize) -> Result<Bytes, Error> {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit as u64) {
-        return Err(Error::BodyTooLarge { limit });
-    }
-    let capacity = declared
-        .map_or(0, |length| length as usize)
-        .min(MAX_INITIAL_CAPACITY);
+async fn read_body(
+    receiver: &Receiver,
+    content_length: Option<&[u8]>,
+    payload: &mut Payload,
+) -> Result<Bytes, Error> {
+    receiver.check_content_length(content_length)?;
+    let limit = receiver.body_limit();
+    let declared = content_length
+        .and_then(|value| std::str::from_utf8(value).ok())
+        .and_then(|value| value.trim().parse::<usize>().ok());
+    let capacity = declared.unwrap_or(0).min(MAX_INITIAL_CAPACITY);
     let mut body = BytesMut::with_capacity(capacity);
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|err| Error::BodyRead(err.to_string()))?;

@@ -183,6 +183,25 @@ impl Receiver {
         Event::from_slice(body)
     }
 
+    /// Refuses a body from its declared `Content-Length` alone, before any of it
+    /// is read. A value that is not a number is left to the framework (which
+    /// rejects it) and the limit is then enforced while reading.
+    ///
+    /// # Errors
+    /// [`Error::BodyTooLarge`] when the declared length is over the limit.
+    pub fn check_content_length(&self, content_length: Option<&[u8]>) -> Result<(), Error> {
+        let declared = content_length
+            .and_then(|value| std::str::from_utf8(value).ok())
+            .and_then(|value| value.trim().parse::<u64>().ok());
+        let limit = self.inner.body_limit;
+        match declared {
+            Some(length) if length > u64::try_from(limit).unwrap_or(u64::MAX) => {
+                Err(Error::BodyTooLarge { limit })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The reply for a body that could not be read: over the limit, or cut short.
     pub fn body_error(&self, error: &Error) -> Reply {
         tracing::warn!(target: "payhook", status = error.status().as_u16(), reason = %error, "delivery rejected");

@@ -414,3 +414,57 @@ fn configuration_mistakes_fail_at_build_time() {
     let shown = format!("{:?}", builder());
     assert!(!shown.contains(SECRET), "{shown}");
 }
+
+#[test]
+fn declared_lengths_over_the_limit_are_refused_before_reading() {
+    let receiver = builder().body_limit(100).build().unwrap();
+    assert_eq!(receiver.check_content_length(Some(b"100")), Ok(()));
+    assert_eq!(receiver.check_content_length(None), Ok(()));
+    // Not a number: the framework rejects it, and the limit still applies while reading.
+    assert_eq!(receiver.check_content_length(Some(b"lots")), Ok(()));
+    for too_long in [&b"101"[..], b"18446744073709551615", b" 4096 "] {
+        assert_eq!(
+            receiver
+                .check_content_length(Some(too_long))
+                .unwrap_err()
+                .to_string(),
+            "body is larger than the 100-byte limit"
+        );
+    }
+}
+
+#[test]
+fn payloads_come_in_the_type_the_handler_asks_for() {
+    use payhook_core::event::into_payload;
+    use payhook_core::{Event, PaymentIntent};
+
+    let paid = EventBuilder::payment_intent_succeeded().amount(u128::MAX);
+    let body = paid.to_json();
+    let event = Event::from_slice(body.as_bytes()).unwrap();
+    let same: Event = into_payload(Some(event.clone()), body.as_bytes()).unwrap();
+    assert_eq!(same.id(), paid.event_id());
+    // Without the pipeline's event, the body is parsed again.
+    let reparsed: Event = into_payload(None, body.as_bytes()).unwrap();
+    assert_eq!(reparsed.id(), paid.event_id());
+    let intent: PaymentIntent = into_payload(Some(event), body.as_bytes()).unwrap();
+    assert_eq!(intent.amount, u128::MAX);
+    let intent: PaymentIntent = into_payload(None, body.as_bytes()).unwrap();
+    assert_eq!(intent.amount, u128::MAX);
+
+    let other = EventBuilder::other("customer.created").to_json();
+    let err = into_payload::<PaymentIntent>(None, other.as_bytes()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid payload: customer.created events carry no payment intent"
+    );
+
+    #[derive(serde::Deserialize)]
+    struct Mine {
+        id: String,
+        r#type: String,
+    }
+    let mine: Mine = into_payload(None, other.as_bytes()).unwrap();
+    assert_eq!(mine.r#type, "customer.created");
+    assert!(mine.id.starts_with("evt_"));
+    assert!(into_payload::<Vec<u8>>(None, other.as_bytes()).is_err());
+}

@@ -5,7 +5,7 @@ use http::header::CONTENT_LENGTH;
 use http::HeaderMap;
 use http_body::Body;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use payhook_core::Error;
+use payhook_core::{Error, Receiver};
 
 /// The raw request body of a verified delivery, exactly as signed.
 ///
@@ -19,18 +19,16 @@ pub struct RawBody(pub Bytes);
 ///
 /// A declared length over the limit is refused before anything is read; a body
 /// without one (chunked) is read only until it passes the limit.
-pub(crate) async fn read<B>(headers: &HeaderMap, body: B, limit: usize) -> Result<Bytes, Error>
+pub(crate) async fn read<B>(headers: &HeaderMap, body: B, receiver: &Receiver) -> Result<Bytes, Error>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let limit = receiver.body_limit();
     let too_large = || Error::BodyTooLarge { limit };
-    let limit_u64 = u64::try_from(limit).unwrap_or(u64::MAX);
-    let declared = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit_u64) || body.size_hint().lower() > limit_u64 {
+    receiver.check_content_length(headers.get(CONTENT_LENGTH).map(|value| value.as_bytes()))?;
+    // A body type may know its length without a header (a full in-memory body).
+    if body.size_hint().lower() > u64::try_from(limit).unwrap_or(u64::MAX) {
         return Err(too_large());
     }
     match Limited::new(body, limit).collect().await {

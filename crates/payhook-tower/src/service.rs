@@ -98,7 +98,7 @@ where
     ResBody: From<String> + From<&'static str>,
 {
     let (mut parts, body) = request.into_parts();
-    let bytes = match body::read(&parts.headers, body, receiver.body_limit()).await {
+    let bytes = match body::read(&parts.headers, body, &receiver).await {
         Ok(bytes) => bytes,
         Err(error) => return Ok(receiver.body_error(&error).into_response()),
     };

@@ -1,6 +1,5 @@
 //! The [`Webhook`] extractor, its [`WebhookRejection`], and the [`Received`] responder.
 
-use std::any::{Any, TypeId};
 use std::fmt;
 
 use ::axum::body::Body;
@@ -8,8 +7,8 @@ use ::axum::extract::FromRequestParts;
 use ::axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use http::{header, HeaderValue, StatusCode};
-use payhook_core::event::parse_as;
-use payhook_core::{Error, Event, PaymentIntent, Reply};
+use payhook_core::event::into_payload;
+use payhook_core::{Error, Event, Reply};
 use serde::de::DeserializeOwned;
 
 use crate::RawBody;
@@ -25,8 +24,8 @@ pub const MISSING_LAYER_REPLY: &str = "payhook: this webhook handler runs withou
 /// | `T` | what the handler gets |
 /// |---|---|
 /// | [`Event`] (the default) | the typed event the layer verified and parsed |
-/// | [`PaymentIntent`] | the event's payment intent; `400` if it is not a payment event |
-/// | any other `DeserializeOwned` type | the raw body parsed with [`parse_as`]; `400 Webhook Error: invalid payload: …` if it does not fit |
+/// | [`PaymentIntent`](payhook_core::PaymentIntent) | the event's payment intent; `400` if it is not a payment event |
+/// | any other `DeserializeOwned` type | the raw body parsed with [`parse_as`](payhook_core::event::parse_as); `400 Webhook Error: invalid payload: …` if it does not fit |
 ///
 /// It reads the request extensions only, so it goes in any position, next to
 /// `State`, `HeaderMap` or even a body extractor. Without the layer it answers
@@ -76,50 +75,13 @@ where
             return Err(WebhookRejection::MissingLayer);
         };
         let body = body.clone(); // `Bytes`: a reference count, not a copy
-        if TypeId::of::<T>() == TypeId::of::<Event>() {
-            // Hand over the event the layer parsed instead of cloning its
-            // strings. A second `Webhook<Event>` in the same handler finds it
-            // gone and parses the raw body again.
-            let event = match parts.extensions.remove::<Event>() {
-                Some(event) => event,
-                None => Event::from_slice(&body).map_err(WebhookRejection::InvalidPayload)?,
-            };
-            if let Some(event) = downcast(event) {
-                return Ok(Webhook(event));
-            }
-        }
-        payload(parts.extensions.get::<Event>(), &body)
+                                 // Take the layer's event rather than cloning its strings; a second
+                                 // `Webhook` extractor in the same handler parses the raw body again.
+        let event = parts.extensions.remove::<Event>();
+        into_payload(event, &body)
             .map(Webhook)
             .map_err(WebhookRejection::InvalidPayload)
     }
-}
-
-fn payload<T: DeserializeOwned + 'static>(event: Option<&Event>, body: &[u8]) -> Result<T, Error> {
-    if TypeId::of::<T>() == TypeId::of::<PaymentIntent>() {
-        // Reuse the layer's parse when the event is still there.
-        let parsed;
-        let event = match event {
-            Some(event) => event,
-            None => {
-                parsed = Event::from_slice(body)?;
-                &parsed
-            }
-        };
-        let intent = event.payment_intent().ok_or_else(|| {
-            Error::InvalidPayload(format!("{} events carry no payment intent", event.event_type()))
-        })?;
-        if let Some(intent) = downcast(intent.clone()) {
-            return Ok(intent);
-        }
-    }
-    parse_as(body)
-}
-
-fn downcast<T: 'static>(value: impl Any) -> Option<T> {
-    (Box::new(value) as Box<dyn Any>)
-        .downcast()
-        .ok()
-        .map(|boxed| *boxed)
 }
 
 /// Why [`Webhook`] could not produce its value.
