@@ -473,10 +473,12 @@ pub async fn unknown_event_type_is_acknowledged(h: Harness) {
     let event = EventBuilder::other("payout.reconciled")
         .id(Behaviour::Succeed.new_id())
         .data(r#"{"object":{"id":"po_1","amount":1e400}}"#);
+    // A type payhook has never heard of still reaches the handler (as "other")
+    // and is acknowledged; its duplicate is acknowledged without a second run.
     assert_received(&h.deliver(&event).await);
-    let duplicate = h.deliver(&event).await;
-    assert_received(&duplicate);
-    assert!(h.calls.count(event.event_id()) <= 1);
+    assert_eq!(h.calls.count(event.event_id()), 1);
+    assert_received(&h.deliver(&event).await);
+    assert_eq!(h.calls.count(event.event_id()), 1);
 }
 
 pub async fn rotated_secrets_are_both_accepted(h: Harness) {
