@@ -13,7 +13,8 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use payhook_core::{sign, Outcome, Receiver, Secret};
+//! use payhook_core::adapter::Outcome;
+//! use payhook_core::{sign, Receiver, Secret};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
@@ -60,6 +61,12 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How long an in-flight claim lasts before another delivery may take the id
 /// over, unless configured otherwise: 5 minutes.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(300);
+/// How long a request body may take to arrive in full unless configured
+/// otherwise: 5 seconds. The payment service gives up on a reply after 10 s, so a
+/// body still arriving after 5 s leaves too little time to handle it; a client
+/// that stalls (or trickles) past it gets `408` and a closed connection instead
+/// of holding a connection and up to a body limit of memory for as long as it likes.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The store namespace unless configured otherwise.
 pub const DEFAULT_NAMESPACE: &str = "payhook";
 
@@ -76,6 +83,7 @@ struct Inner {
     lease: Duration,
     retention: Duration,
     body_limit: usize,
+    body_timeout: Duration,
 }
 
 impl fmt::Debug for Receiver {
@@ -85,6 +93,7 @@ impl fmt::Debug for Receiver {
             .field("lease", &self.inner.lease)
             .field("retention", &self.inner.retention)
             .field("body_limit", &self.inner.body_limit)
+            .field("body_timeout", &self.inner.body_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -144,6 +153,12 @@ impl Receiver {
         self.inner.body_limit
     }
 
+    /// How long a request body may take to arrive in full; past it the adapters
+    /// answer `408` ([`Error::BodyTimeout`]) and close the connection.
+    pub fn body_timeout(&self) -> Duration {
+        self.inner.body_timeout
+    }
+
     /// Runs the pipeline on one request.
     ///
     /// Verification and parsing happen before this returns (the future does not
@@ -181,31 +196,6 @@ impl Receiver {
         }
         self.inner.scheme.verify(headers, body)?;
         Event::from_slice(body)
-    }
-
-    /// Refuses a body from its declared `Content-Length` alone, before any of it
-    /// is read. A value that is not a number is left to the framework (which
-    /// rejects it) and the limit is then enforced while reading.
-    ///
-    /// # Errors
-    /// [`Error::BodyTooLarge`] when the declared length is over the limit.
-    pub fn check_content_length(&self, content_length: Option<&[u8]>) -> Result<(), Error> {
-        let declared = content_length
-            .and_then(|value| std::str::from_utf8(value).ok())
-            .and_then(|value| value.trim().parse::<u64>().ok());
-        let limit = self.inner.body_limit;
-        match declared {
-            Some(length) if length > u64::try_from(limit).unwrap_or(u64::MAX) => {
-                Err(Error::BodyTooLarge { limit })
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// The reply for a body that could not be read: over the limit, or cut short.
-    pub fn body_error(&self, error: &Error) -> Reply {
-        tracing::warn!(target: "payhook", status = error.status().as_u16(), reason = %error, "delivery rejected");
-        Reply::error(error)
     }
 }
 
@@ -278,6 +268,19 @@ impl ClaimGuard {
     /// The claimed event id.
     pub fn event_id(&self) -> &str {
         self.state.as_ref().map_or("", |s| s.id.as_str())
+    }
+
+    /// The delivery's span (`payhook` target, with the event id and type), for
+    /// the handler's log lines and the settling ones.
+    pub(crate) fn span(&self) -> tracing::Span {
+        self.state
+            .as_ref()
+            .map_or_else(tracing::Span::none, ClaimState::span)
+    }
+
+    /// When the claim was taken, if the completion log that reports it is enabled.
+    pub(crate) fn started(&self) -> Option<Instant> {
+        self.state.as_ref().and_then(|s| s.started)
     }
 
     /// Marks the event done and returns the `200 {"received":true}` reply.
@@ -392,6 +395,7 @@ pub struct ReceiverBuilder {
     lease: Duration,
     retention: Duration,
     body_limit: usize,
+    body_timeout: Duration,
 }
 
 impl Default for ReceiverBuilder {
@@ -404,6 +408,7 @@ impl Default for ReceiverBuilder {
             lease: DEFAULT_LEASE,
             retention: DEFAULT_RETENTION,
             body_limit: DEFAULT_BODY_LIMIT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
         }
     }
 }
@@ -416,6 +421,7 @@ impl fmt::Debug for ReceiverBuilder {
             .field("lease", &self.lease)
             .field("retention", &self.retention)
             .field("body_limit", &self.body_limit)
+            .field("body_timeout", &self.body_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -506,11 +512,21 @@ impl ReceiverBuilder {
         self
     }
 
+    /// How long a request body may take to arrive in full (default 5 s, see
+    /// [`DEFAULT_BODY_TIMEOUT`]). Counted from the moment the adapter starts
+    /// reading the body; a body that is not complete by then gets
+    /// `408 Webhook Error: the request body did not arrive within …` and the
+    /// connection is closed. Both the tower/axum and the actix adapter honour it.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
     /// Checks the configuration and builds the receiver.
     ///
     /// # Errors
     /// A [`ConfigError`]: no secret, an empty secret, a bad header name, an empty
-    /// namespace, or a zero lease or retention.
+    /// namespace, or a zero lease, retention or body timeout.
     pub fn build(self) -> Result<Receiver, ConfigError> {
         let scheme = match self.scheme {
             Some(scheme) => scheme,
@@ -525,6 +541,11 @@ impl ReceiverBuilder {
         if self.retention.is_zero() {
             return Err(ConfigError::InvalidSetting("retention must be longer than zero"));
         }
+        if self.body_timeout.is_zero() {
+            return Err(ConfigError::InvalidSetting(
+                "body timeout must be longer than zero",
+            ));
+        }
         Ok(Receiver {
             inner: Arc::new(Inner {
                 scheme,
@@ -533,6 +554,7 @@ impl ReceiverBuilder {
                 lease: self.lease,
                 retention: self.retention,
                 body_limit: self.body_limit,
+                body_timeout: self.body_timeout,
             }),
         })
     }
