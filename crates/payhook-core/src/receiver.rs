@@ -37,6 +37,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -211,6 +212,7 @@ impl Receiver {
 
 async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Option<Instant>) -> Outcome {
     let span = tracing::info_span!(target: "payhook", "delivery", event_id = %event.id(), event_type = %event.event_type());
+    let claim_span = span.clone();
     async move {
         match inner.store.claim(&inner.namespace, event.id(), inner.lease).await {
             Ok(Claim::Claimed(token)) => {
@@ -218,10 +220,10 @@ async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Option<Ins
                 let claim = ClaimGuard {
                     state: Some(ClaimState {
                         id: event.id().to_owned(),
-                        event_type: event.event_type().to_owned(),
                         inner,
                         token,
                         started,
+                        span: claim_span,
                     }),
                 };
                 Outcome::Deliver(Delivery { event, body, claim })
@@ -253,6 +255,12 @@ async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Option<Ins
 /// the handler's status. If it is dropped unsettled — the handler returned early,
 /// panicked, or the request was cancelled — the claim is released in the
 /// background, so the sender's retry is handled rather than refused.
+///
+/// Settling is cancel-safe: once `complete`, `release` or `finish` has been
+/// called, the store call runs to its end even if the future awaiting it is
+/// dropped (the client disconnected, an outer timeout fired). The rest of the
+/// call then finishes on the tokio runtime in the background, so the id always
+/// ends up done or released — never stuck in flight until its lease runs out.
 #[must_use = "an unsettled claim is released when dropped"]
 pub struct ClaimGuard {
     state: Option<ClaimState>,
@@ -261,9 +269,9 @@ pub struct ClaimGuard {
 struct ClaimState {
     inner: Arc<Inner>,
     id: String,
-    event_type: String,
     token: ClaimToken,
     started: Option<Instant>,
+    span: tracing::Span,
 }
 
 impl fmt::Debug for ClaimGuard {
@@ -288,32 +296,7 @@ impl ClaimGuard {
     /// expires with its lease.
     pub async fn complete(mut self) -> Reply {
         if let Some(state) = self.state.take() {
-            let span = state.span();
-            async move {
-                let inner = &state.inner;
-                match inner
-                    .store
-                    .complete(&inner.namespace, &state.id, state.token, inner.retention)
-                    .await
-                {
-                    Ok(true) => tracing::info!(
-                        target: "payhook",
-                        elapsed_ms = state.started.map(|started| started.elapsed().as_millis() as u64),
-                        "delivery completed"
-                    ),
-                    Ok(false) => tracing::warn!(
-                        target: "payhook",
-                        "handler finished after its lease ran out and another delivery took the event over"
-                    ),
-                    Err(err) => tracing::error!(
-                        target: "payhook",
-                        reason = %err,
-                        "handler succeeded but the event could not be marked done; acknowledging anyway"
-                    ),
-                }
-            }
-            .instrument(span)
-            .await;
+            Settling::new(state.complete()).await;
         }
         Reply::received()
     }
@@ -321,8 +304,7 @@ impl ClaimGuard {
     /// Gives the id back so the next delivery of the event is handled.
     pub async fn release(mut self) {
         if let Some(state) = self.state.take() {
-            let span = state.span();
-            state.release("handler failed").instrument(span).await;
+            Settling::new(state.release("handler failed")).await;
         }
     }
 
@@ -337,22 +319,50 @@ impl ClaimGuard {
 }
 
 impl ClaimState {
-    fn span(&self) -> tracing::Span {
-        tracing::info_span!(target: "payhook", "delivery", event_id = %self.id, event_type = %self.event_type)
+    fn complete(self) -> impl Future<Output = ()> + Send + 'static {
+        let span = self.span.clone();
+        async move {
+            let inner = &self.inner;
+            match inner
+                .store
+                .complete(&inner.namespace, &self.id, self.token, inner.retention)
+                .await
+            {
+                Ok(true) => tracing::info!(
+                    target: "payhook",
+                    elapsed_ms = self.started.map(|started| u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)),
+                    "delivery completed"
+                ),
+                Ok(false) => tracing::warn!(
+                    target: "payhook",
+                    "handler finished after its lease ran out and another delivery took the event over"
+                ),
+                Err(err) => tracing::error!(
+                    target: "payhook",
+                    reason = %err,
+                    "handler succeeded but the event could not be marked done; acknowledging anyway"
+                ),
+            }
+        }
+        .instrument(span)
     }
 
-    async fn release(self, why: &'static str) {
-        let inner = &self.inner;
-        match inner.store.release(&inner.namespace, &self.id, self.token).await {
-            Ok(_) => {
-                tracing::warn!(target: "payhook", reason = why, "claim released; the next delivery of the event runs the handler again")
+    fn release(self, why: &'static str) -> impl Future<Output = ()> + Send + 'static {
+        let span = self.span.clone();
+        async move {
+            let inner = &self.inner;
+            match inner.store.release(&inner.namespace, &self.id, self.token).await {
+                Ok(_) => {
+                    tracing::warn!(target: "payhook", reason = why, "claim released; the next delivery of the event runs the handler again")
+                }
+                Err(err) => tracing::error!(
+                    target: "payhook",
+                    reason = %err,
+                    "claim could not be released; a retry is refused until the lease runs out"
+                ),
             }
-            Err(err) => tracing::error!(
-                target: "payhook",
-                reason = %err,
-                "claim could not be released; a retry is refused until the lease runs out"
-            ),
         }
+        .instrument(span)
     }
 }
 
@@ -361,23 +371,58 @@ impl Drop for ClaimGuard {
         let Some(state) = self.state.take() else {
             return;
         };
-        let span = state.span();
-        let mut release = Box::pin(state.release("handler did not finish").instrument(span));
+        let mut release = Settling::new(state.release("handler did not finish"));
         // In-process stores answer at once: finish here without needing a runtime.
-        if release
-            .as_mut()
-            .poll(&mut Context::from_waker(std::task::Waker::noop()))
-            == Poll::Ready(())
-        {
-            return;
+        // Otherwise dropping `release` hands the rest to the runtime.
+        let _ = Pin::new(&mut release).poll(&mut Context::from_waker(std::task::Waker::noop()));
+    }
+}
+
+/// A store call that settles a claim, finished even if whoever awaits it goes away.
+///
+/// Awaiting it drives the call; dropping it before the end (a cancelled request,
+/// an outer timeout) spawns the rest onto the current tokio runtime instead of
+/// abandoning it half-way, which would leave the id in flight with nobody to
+/// complete or release it.
+struct Settling {
+    future: Option<Pin<Box<dyn Future<Output = ()> + Send + 'static>>>,
+}
+
+impl Settling {
+    fn new(future: impl Future<Output = ()> + Send + 'static) -> Self {
+        Self {
+            future: Some(Box::pin(future)),
         }
+    }
+}
+
+impl Future for Settling {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(future) = self.future.as_mut() {
+            if future.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.future = None;
+        }
+        Poll::Ready(())
+    }
+}
+
+impl Drop for Settling {
+    fn drop(&mut self) {
+        let Some(future) = self.future.take() else {
+            return;
+        };
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
-                handle.spawn(release);
+                handle.spawn(future);
             }
             Err(_) => tracing::error!(
                 target: "payhook",
-                "claim dropped outside a tokio runtime; it is released when its lease runs out"
+                "claim settled outside a tokio runtime and the store did not answer at once; \
+                 it is released when its lease runs out"
             ),
         }
     }

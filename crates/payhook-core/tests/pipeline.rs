@@ -468,3 +468,106 @@ fn payloads_come_in_the_type_the_handler_asks_for() {
     assert!(mine.id.starts_with("evt_"));
     assert!(into_payload::<Vec<u8>>(None, other.as_bytes()).is_err());
 }
+
+/// A store whose complete and release wait at a gate the test opens, like a
+/// remote store whose reply is slow; it counts the settles that reached the
+/// in-memory store behind it.
+struct GatedStore {
+    inner: MemoryStore,
+    gate: tokio::sync::Semaphore,
+    settled: tokio::sync::Notify,
+}
+
+impl Default for GatedStore {
+    fn default() -> Self {
+        Self {
+            inner: MemoryStore::new(),
+            gate: tokio::sync::Semaphore::new(0),
+            settled: tokio::sync::Notify::new(),
+        }
+    }
+}
+
+impl Store for GatedStore {
+    fn claim<'a>(&'a self, ns: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
+        self.inner.claim(ns, id, lease)
+    }
+    fn complete<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken, r: Duration) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let _permit = self
+                .gate
+                .acquire()
+                .await
+                .map_err(|_| StoreError::new("gate closed"))?;
+            let done = self.inner.complete(ns, id, t, r).await;
+            self.settled.notify_one();
+            done
+        })
+    }
+    fn release<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let _permit = self
+                .gate
+                .acquire()
+                .await
+                .map_err(|_| StoreError::new("gate closed"))?;
+            let released = self.inner.release(ns, id, t).await;
+            self.settled.notify_one();
+            released
+        })
+    }
+}
+
+/// Cancels a settle while its store call is in flight (a client disconnect or an
+/// outer timeout), then lets the store answer: the id must end where the settle
+/// was taking it, not stuck in flight.
+async fn cancel_settle_mid_call(settle: impl FnOnce(payhook_core::ClaimGuard) -> Settle) -> Claim {
+    let store = Arc::new(GatedStore::default());
+    let receiver = builder()
+        .shared_store(store.clone())
+        .namespace("cancel")
+        .build()
+        .unwrap();
+    let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
+    let Outcome::Deliver(delivery) = receiver.receive(&headers(&signed.signature), signed.body).await else {
+        panic!("not delivered")
+    };
+    let id = delivery.event().id().to_owned();
+    let cancelled = tokio::time::timeout(Duration::from_millis(50), settle(delivery.into_claim())).await;
+    assert!(
+        cancelled.is_err(),
+        "the gated store answered before the gate opened"
+    );
+    // The settle was cancelled half-way; now the store answers.
+    store.gate.add_permits(1);
+    tokio::time::timeout(Duration::from_secs(5), store.settled.notified())
+        .await
+        .expect("the cancelled settle never reached the store");
+    store
+        .inner
+        .claim("cancel", &id, Duration::from_secs(60))
+        .await
+        .unwrap()
+}
+
+type Settle = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+#[tokio::test]
+async fn a_complete_cancelled_mid_call_still_marks_the_event_done() {
+    let state = cancel_settle_mid_call(|claim| {
+        Box::pin(async move {
+            assert_eq!(claim.complete().await, Reply::received());
+        })
+    })
+    .await;
+    assert_eq!(state, Claim::Done, "the id was left neither done nor released");
+}
+
+#[tokio::test]
+async fn a_release_cancelled_mid_call_still_releases_the_claim() {
+    let state = cancel_settle_mid_call(|claim| Box::pin(claim.finish(http::StatusCode::BAD_GATEWAY))).await;
+    assert!(
+        matches!(state, Claim::Claimed(_)),
+        "the id was left in flight: {state:?}"
+    );
+}
