@@ -59,6 +59,7 @@ pub mod signature;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod untrusted;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use error::{ConfigError, Error, StoreError};

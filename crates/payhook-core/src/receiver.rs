@@ -53,6 +53,7 @@ use crate::headers::Headers;
 use crate::reply::Reply;
 use crate::signature::{SignatureScheme, VerifierBuilder};
 use crate::store::{Claim, ClaimToken, MemoryStore, Store};
+use crate::untrusted::Untrusted;
 
 /// The body size limit unless configured otherwise: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
@@ -211,7 +212,7 @@ impl Receiver {
 }
 
 async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Option<Instant>) -> Outcome {
-    let span = tracing::info_span!(target: "payhook", "delivery", event_id = %event.id(), event_type = %event.event_type());
+    let span = tracing::info_span!(target: "payhook", "delivery", event_id = %Untrusted::value(event.id()), event_type = %Untrusted::value(event.event_type()));
     let claim_span = span.clone();
     async move {
         match inner.store.claim(&inner.namespace, event.id(), inner.lease).await {
@@ -277,7 +278,13 @@ struct ClaimState {
 impl fmt::Debug for ClaimGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClaimGuard")
-            .field("event_id", &self.state.as_ref().map(|s| s.id.as_str()))
+            .field(
+                "event_id",
+                &self
+                    .state
+                    .as_ref()
+                    .map(|s| format!("{}", Untrusted::value(&s.id))),
+            )
             .finish()
     }
 }

@@ -571,3 +571,149 @@ async fn a_release_cancelled_mid_call_still_releases_the_claim() {
         "the id was left in flight: {state:?}"
     );
 }
+
+/// Everything logged while the guard lives, as the plain text a log file gets.
+#[derive(Clone, Default)]
+struct CapturedLog(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl CapturedLog {
+    fn start(&self) -> tracing::subscriber::DefaultGuard {
+        let sink = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for CapturedLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_signed_event_id_cannot_forge_a_log_line() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let receiver = builder().build().unwrap();
+    let forged = "evt_1\n2026-01-01T00:00:00Z ERROR payhook: forged\u{1b}[2J";
+    let body = EventBuilder::other("customer.created\r\nforged")
+        .id(forged)
+        .to_json();
+    let signed = SignedDelivery::now(body, SECRET).unwrap();
+    let deliver = || receiver.receive(&headers(&signed.signature), signed.body.clone());
+    let Outcome::Deliver(delivery) = deliver().await else {
+        panic!("not delivered")
+    };
+    assert_eq!(delivery.event().id(), forged, "the handler gets the id as sent");
+    // The same id while the first is in flight: a 409 whose body quotes the id.
+    let busy = match deliver().await {
+        Outcome::Respond(reply) => reply,
+        Outcome::Deliver(_) => panic!("second delivery of an in-flight id"),
+    };
+    assert_error(
+        &busy,
+        409,
+        r"event evt_1\n2026-01-01T00:00:00Z ERROR payhook: forged\u{1b}[2J is being handled by another delivery; retry later",
+    );
+    let _ = delivery.into_claim().complete().await;
+    assert_eq!(
+        reply_to(&receiver, &headers(&signed.signature), signed.body.clone()).await,
+        Reply::received()
+    );
+
+    let text = log.text();
+    assert!(!text.contains('\u{1b}'), "raw ESC reached the log:\n{text}");
+    assert!(!text.contains('\r'), "raw CR reached the log:\n{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines.len() >= 4,
+        "expected claim, 409, completion and duplicate lines:\n{text}"
+    );
+    for line in &lines {
+        // Every line is one the subscriber began: a timestamp of today, not 2026-01-01.
+        assert!(
+            line.len() > 30 && !line.starts_with("2026-01-01T00:00:00Z"),
+            "forged line: {line:?}"
+        );
+        assert!(line.contains("payhook"), "line not written by payhook: {line:?}");
+    }
+    assert!(
+        text.contains(r"event_id=evt_1\n2026-01-01T00:00:00Z ERROR payhook: forged\u{1b}[2J"),
+        "the id is not shown escaped:\n{text}"
+    );
+    assert!(text.contains(r"event_type=customer.created\r\nforged"), "{text}");
+}
+
+#[tokio::test]
+async fn a_huge_signed_amount_gets_a_short_precise_400() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let receiver = builder().build().unwrap();
+    let amount = format!("1{}", "0".repeat(200 * 1024));
+    let body = EventBuilder::payment_intent_succeeded()
+        .amount(777)
+        .to_json()
+        .replace(r#""amount":777"#, &format!(r#""amount":{amount}"#));
+    let signed = SignedDelivery::now(body, SECRET).unwrap();
+    let reply = reply_to(&receiver, &headers(&signed.signature), signed.body).await;
+    assert_eq!(reply.status().as_u16(), 400);
+    assert!(
+        reply.body().starts_with(&format!(
+            "Webhook Error: invalid payload: data.object: amount 1{}… is larger than 2^128 - 1",
+            "0".repeat(63)
+        )),
+        "{reply:?}"
+    );
+    assert!(
+        reply.body().len() < 400,
+        "{} bytes: {}",
+        reply.body().len(),
+        reply.body()
+    );
+    let text = log.text();
+    assert!(text.contains("delivery rejected"), "{text}");
+    assert!(text.len() < 1000, "{} bytes of log for one rejection", text.len());
+}
+
+#[tokio::test]
+async fn a_megabyte_event_id_gets_a_short_409_and_short_logs() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let receiver = builder().body_limit(4 * 1024 * 1024).build().unwrap();
+    let id = format!("evt_{}", "x".repeat(1024 * 1024));
+    let signed =
+        SignedDelivery::now(EventBuilder::payment_intent_succeeded().id(&id).to_json(), SECRET).unwrap();
+    let Outcome::Deliver(first) = receiver
+        .receive(&headers(&signed.signature), signed.body.clone())
+        .await
+    else {
+        panic!("not delivered")
+    };
+    let busy = reply_to(&receiver, &headers(&signed.signature), signed.body.clone()).await;
+    assert_error(
+        &busy,
+        409,
+        &format!(
+            "event evt_{}… is being handled by another delivery; retry later",
+            "x".repeat(60)
+        ),
+    );
+    first.into_claim().release().await;
+    let text = log.text();
+    assert!(text.lines().count() >= 3, "{text}");
+    for line in text.lines() {
+        assert!(line.len() < 400, "a {}-byte log line", line.len());
+    }
+}
