@@ -51,7 +51,7 @@ use crate::event::Event;
 use crate::headers::Headers;
 use crate::reply::Reply;
 use crate::signature::{SignatureScheme, VerifierBuilder};
-use crate::store::{Claim, ClaimToken, MemoryStore, Store};
+use crate::store::{Claim, ClaimToken, Completion, MemoryStore, Store};
 
 /// The body size limit unless configured otherwise: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
@@ -296,12 +296,16 @@ impl ClaimGuard {
                     .complete(&inner.namespace, &state.id, state.token, inner.retention)
                     .await
                 {
-                    Ok(true) => tracing::info!(
+                    Ok(Completion::Completed) => tracing::info!(
                         target: "payhook",
                         elapsed_ms = state.started.map(|started| started.elapsed().as_millis() as u64),
                         "delivery completed"
                     ),
-                    Ok(false) => tracing::warn!(
+                    Ok(Completion::AlreadyDone) => tracing::warn!(
+                        target: "payhook",
+                        "handler finished but the event was already marked done"
+                    ),
+                    Ok(Completion::NotOwner) => tracing::warn!(
                         target: "payhook",
                         "handler finished after its lease ran out and another delivery took the event over"
                     ),
