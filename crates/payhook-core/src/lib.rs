@@ -69,4 +69,4 @@ pub use receiver::{ClaimGuard, Delivery, Outcome, Receiver, ReceiverBuilder};
 pub use reply::Reply;
 pub use secret::Secret;
 pub use signature::{sign, SignatureScheme, Verifier};
-pub use store::{Claim, ClaimToken, MemoryStore, Store};
+pub use store::{Claim, ClaimToken, Completion, MemoryStore, Store};

@@ -52,7 +52,7 @@ use crate::event::Event;
 use crate::headers::Headers;
 use crate::reply::Reply;
 use crate::signature::{SignatureScheme, VerifierBuilder};
-use crate::store::{Claim, ClaimToken, MemoryStore, Store};
+use crate::store::{Claim, ClaimToken, Completion, MemoryStore, Store};
 use crate::untrusted::Untrusted;
 
 /// The body size limit unless configured otherwise: 1 MiB.
@@ -335,14 +335,22 @@ impl ClaimState {
                 .complete(&inner.namespace, &self.id, self.token, inner.retention)
                 .await
             {
-                Ok(true) => tracing::info!(
+                Ok(Completion::Completed) => tracing::info!(
                     target: "payhook",
                     elapsed_ms = self.started.map(|started| u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)),
                     "delivery completed"
                 ),
-                Ok(false) => tracing::warn!(
+                // The store cannot tell which happened, so the log says both.
+                Ok(Completion::AlreadyDone) => tracing::warn!(
                     target: "payhook",
-                    "handler finished after its lease ran out and another delivery took the event over"
+                    "handler finished and the event was already marked done: an earlier attempt \
+                     of this completion was applied and its reply lost, or this delivery's lease \
+                     ran out and another delivery handled the event meanwhile"
+                ),
+                Ok(Completion::NotOwner) => tracing::error!(
+                    target: "payhook",
+                    "handler finished but its lease was lost: another delivery holds the event now, \
+                     so this completion was refused and the event may be handled again"
                 ),
                 Err(err) => tracing::error!(
                     target: "payhook",

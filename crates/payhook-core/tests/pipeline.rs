@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderMap;
-use payhook_core::store::{Claim, ClaimToken, Store, StoreFuture};
+use payhook_core::store::{Claim, ClaimToken, Completion, Store, StoreFuture};
 use payhook_core::testing::{unix_now, EventBuilder, SignedDelivery};
 use payhook_core::{
     EventKind, FixedClock, MemoryStore, Outcome, Receiver, ReceiverBuilder, Reply, StoreError,
@@ -223,7 +223,16 @@ impl Store for CountingStore {
         self.claims.fetch_add(1, Ordering::SeqCst);
         self.inner.claim(ns, id, lease)
     }
-    fn complete<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken, r: Duration) -> StoreFuture<'a, bool> {
+    fn renew<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken, l: Duration) -> StoreFuture<'a, bool> {
+        self.inner.renew(ns, id, t, l)
+    }
+    fn complete<'a>(
+        &'a self,
+        ns: &'a str,
+        id: &'a str,
+        t: ClaimToken,
+        r: Duration,
+    ) -> StoreFuture<'a, Completion> {
         self.inner.complete(ns, id, t, r)
     }
     fn release<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken) -> StoreFuture<'a, bool> {
@@ -348,7 +357,16 @@ impl Store for DownStore {
     fn claim<'a>(&'a self, _: &'a str, _: &'a str, _: Duration) -> StoreFuture<'a, Claim> {
         Box::pin(async { Err(StoreError::new("connection refused")) })
     }
-    fn complete<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken, _: Duration) -> StoreFuture<'a, bool> {
+    fn renew<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken, _: Duration) -> StoreFuture<'a, bool> {
+        Box::pin(async { Err(StoreError::new("connection refused")) })
+    }
+    fn complete<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: ClaimToken,
+        _: Duration,
+    ) -> StoreFuture<'a, Completion> {
         Box::pin(async { Err(StoreError::new("connection refused")) })
     }
     fn release<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken) -> StoreFuture<'a, bool> {
@@ -492,7 +510,22 @@ impl Store for GatedStore {
     fn claim<'a>(&'a self, ns: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
         self.inner.claim(ns, id, lease)
     }
-    fn complete<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken, r: Duration) -> StoreFuture<'a, bool> {
+    fn renew<'a>(
+        &'a self,
+        ns: &'a str,
+        id: &'a str,
+        t: ClaimToken,
+        lease: Duration,
+    ) -> StoreFuture<'a, bool> {
+        self.inner.renew(ns, id, t, lease)
+    }
+    fn complete<'a>(
+        &'a self,
+        ns: &'a str,
+        id: &'a str,
+        t: ClaimToken,
+        r: Duration,
+    ) -> StoreFuture<'a, Completion> {
         Box::pin(async move {
             let _permit = self
                 .gate
