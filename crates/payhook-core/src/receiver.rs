@@ -64,6 +64,14 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(300);
 /// The store namespace unless configured otherwise.
 pub const DEFAULT_NAMESPACE: &str = "payhook";
+/// The longest lease or retention [`ReceiverBuilder::build`] accepts: 100 years
+/// (365-day years). Longer values, such as `Duration::MAX` meant as "forever",
+/// are refused with a [`ConfigError`] rather than overflowing a clock later.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// The shortest lease [`ReceiverBuilder::build`] accepts: 1 second. The lease is
+/// renewed while the handler runs, so it only needs to outlast a crashed
+/// worker's silence, not the slowest handler.
+pub const MIN_LEASE: Duration = Duration::from_secs(1);
 
 /// One webhook endpoint's configuration and pipeline. Cheap to clone (an `Arc`).
 #[derive(Clone)]
@@ -548,19 +556,23 @@ impl ReceiverBuilder {
     }
 
     /// How long a claim lasts before another delivery may take the event over
-    /// (default 5 minutes). Make it longer than your slowest handler.
+    /// (default 5 minutes; from [`MIN_LEASE`] to [`MAX_DURATION`]). While the
+    /// handler runs the lease is renewed every third of it, so a slow handler
+    /// keeps its claim; the lease only decides how soon the event is handed on
+    /// when a worker crashed mid-handler.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
     }
 
-    /// How long a handled event id is remembered (default 7 days).
+    /// How long a handled event id is remembered (default 7 days; from 1 second
+    /// to [`MAX_DURATION`]). Keep it longer than the sender retries an event.
     pub fn retention(mut self, retention: Duration) -> Self {
         self.retention = retention;
         self
     }
 
-    /// The largest body accepted, in bytes (default 1 MiB).
+    /// The largest body accepted, in bytes (default 1 MiB; at least 1).
     pub fn body_limit(mut self, limit: usize) -> Self {
         self.body_limit = limit;
         self
@@ -568,9 +580,24 @@ impl ReceiverBuilder {
 
     /// Checks the configuration and builds the receiver.
     ///
+    /// Every setting is checked here, so a receiver that builds never fails or
+    /// panics later because of its configuration.
+    ///
     /// # Errors
-    /// A [`ConfigError`]: no secret, an empty secret, a bad header name, an empty
-    /// namespace, or a zero lease or retention.
+    /// A [`ConfigError`]:
+    ///
+    /// | setting | refused with `invalid setting: …` |
+    /// |---|---|
+    /// | no secret / an empty secret | `no signing secret configured` / `a signing secret is empty` |
+    /// | `namespace("")` | `namespace must not be empty` |
+    /// | `lease` under [`MIN_LEASE`] | `lease must be at least 1 second` |
+    /// | `lease` over [`MAX_DURATION`] | `lease must be at most 100 years` |
+    /// | `retention` under 1 second | `retention must be at least 1 second` |
+    /// | `retention` over [`MAX_DURATION`] | `retention must be at most 100 years` |
+    /// | `body_limit(0)` | `body limit must be at least 1 byte` |
+    ///
+    /// A `body_limit` up to `usize::MAX` and a `tolerance` up to `Duration::MAX`
+    /// are accepted as they are (no limit, and any timestamp passes).
     pub fn build(self) -> Result<Receiver, ConfigError> {
         let scheme = match self.scheme {
             Some(scheme) => scheme,
@@ -579,11 +606,20 @@ impl ReceiverBuilder {
         if self.namespace.is_empty() {
             return Err(ConfigError::InvalidSetting("namespace must not be empty"));
         }
-        if self.lease.is_zero() {
-            return Err(ConfigError::InvalidSetting("lease must be longer than zero"));
+        if self.lease < MIN_LEASE {
+            return Err(ConfigError::InvalidSetting("lease must be at least 1 second"));
         }
-        if self.retention.is_zero() {
-            return Err(ConfigError::InvalidSetting("retention must be longer than zero"));
+        if self.lease > MAX_DURATION {
+            return Err(ConfigError::InvalidSetting("lease must be at most 100 years"));
+        }
+        if self.retention < Duration::from_secs(1) {
+            return Err(ConfigError::InvalidSetting("retention must be at least 1 second"));
+        }
+        if self.retention > MAX_DURATION {
+            return Err(ConfigError::InvalidSetting("retention must be at most 100 years"));
+        }
+        if self.body_limit == 0 {
+            return Err(ConfigError::InvalidSetting("body limit must be at least 1 byte"));
         }
         Ok(Receiver {
             inner: Arc::new(Inner {

@@ -419,14 +419,34 @@ fn configuration_mistakes_fail_at_build_time() {
         message(builder().namespace("")),
         "invalid setting: namespace must not be empty"
     );
-    assert_eq!(
-        message(builder().lease(Duration::ZERO)),
-        "invalid setting: lease must be longer than zero"
-    );
-    assert_eq!(
-        message(builder().retention(Duration::ZERO)),
-        "invalid setting: retention must be longer than zero"
-    );
+    let cases = [
+        (builder().lease(Duration::ZERO), "lease must be at least 1 second"),
+        (
+            builder().lease(Duration::from_millis(999)),
+            "lease must be at least 1 second",
+        ),
+        (builder().lease(Duration::MAX), "lease must be at most 100 years"),
+        (
+            builder().lease(Duration::from_secs(u64::MAX)),
+            "lease must be at most 100 years",
+        ),
+        (
+            builder().retention(Duration::ZERO),
+            "retention must be at least 1 second",
+        ),
+        (
+            builder().retention(Duration::MAX),
+            "retention must be at most 100 years",
+        ),
+        (
+            builder().retention(payhook_core::receiver::MAX_DURATION + Duration::from_nanos(1)),
+            "retention must be at most 100 years",
+        ),
+        (builder().body_limit(0), "body limit must be at least 1 byte"),
+    ];
+    for (builder, expected) in cases {
+        assert_eq!(message(builder), format!("invalid setting: {expected}"));
+    }
     let shown = format!("{:?}", builder().build().unwrap());
     assert!(!shown.contains(SECRET), "{shown}");
     let shown = format!("{:?}", builder());
@@ -749,4 +769,71 @@ async fn a_megabyte_event_id_gets_a_short_409_and_short_logs() {
     for line in text.lines() {
         assert!(line.len() < 400, "a {}-byte log line", line.len());
     }
+}
+
+#[tokio::test]
+async fn the_largest_accepted_settings_deliver_settle_and_dedupe_without_panicking() {
+    use payhook_core::receiver::MAX_DURATION;
+    let receiver = builder()
+        .lease(MAX_DURATION)
+        .retention(MAX_DURATION)
+        .body_limit(usize::MAX)
+        .tolerance(Duration::MAX)
+        .build()
+        .unwrap();
+    assert_eq!(
+        receiver.check_content_length(Some(b"18446744073709551615")),
+        Ok(())
+    );
+    // A timestamp from 1970 passes an unbounded tolerance.
+    let event = EventBuilder::payment_intent_succeeded();
+    let signed = SignedDelivery::at(event.to_json(), SECRET, 0).unwrap();
+    let deliver = || receiver.receive(&headers(&signed.signature), signed.body.clone());
+    let Outcome::Deliver(first) = deliver().await else {
+        panic!("not delivered")
+    };
+    first.into_claim().release().await;
+    let Outcome::Deliver(second) = deliver().await else {
+        panic!("release did not give the id back")
+    };
+    assert_eq!(second.into_claim().complete().await, Reply::received());
+    assert!(matches!(deliver().await, Outcome::Respond(r) if r == Reply::received()));
+}
+
+#[tokio::test]
+async fn the_builders_tolerance_is_the_one_checked_and_zero_means_exactly_now() {
+    let now = 2_000_000_000;
+    let body = EventBuilder::payment_intent_succeeded().to_json();
+    let at = |t: u64| SignedDelivery::at(body.clone(), SECRET, t).unwrap();
+    let ten = builder()
+        .clock(FixedClock::new(now as i64))
+        .tolerance(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    for inside in [at(now - 10), at(now + 10)] {
+        let outcome = ten.receive(&headers(&inside.signature), inside.body).await;
+        assert!(matches!(outcome, Outcome::Deliver(_)), "{outcome:?}");
+    }
+    let old = at(now - 11);
+    assert_error(
+        &reply_to(&ten, &headers(&old.signature), old.body).await,
+        400,
+        "timestamp is 11 s old, outside the 10 s tolerance",
+    );
+    let zero = builder()
+        .clock(FixedClock::new(now as i64))
+        .tolerance(Duration::ZERO)
+        .build()
+        .unwrap();
+    let exact = at(now);
+    assert!(matches!(
+        zero.receive(&headers(&exact.signature), exact.body).await,
+        Outcome::Deliver(_)
+    ));
+    let ahead = at(now + 1);
+    assert_error(
+        &reply_to(&zero, &headers(&ahead.signature), ahead.body).await,
+        400,
+        "timestamp is 1 s in the future, outside the 0 s tolerance",
+    );
 }
