@@ -56,7 +56,10 @@ impl Settings {
                     .await
                     .map_err(|err| format!("PAYHOOK_REDIS_URL: {err}"))?;
                 println!("dedupe store: Redis");
-                receiver.store(store)
+                // One namespace per endpoint: another app or endpoint using the
+                // same Redis cannot mark this endpoint's events done. Every
+                // replica of this endpoint uses the same one.
+                receiver.store(store).namespace("payments")
             }
             Err(_) => {
                 println!("dedupe store: in memory");

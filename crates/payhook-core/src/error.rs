@@ -94,6 +94,14 @@ pub enum ConfigError {
     /// A setting is out of its range; the text says which.
     #[error("invalid setting: {0}")]
     InvalidSetting(&'static str),
+    /// A store was given without a namespace. A store passed in may be shared
+    /// with other endpoints (Redis always is), and under one default namespace
+    /// whoever holds any endpoint's secret could mark another's events done.
+    #[error(
+        "a store set with store() or shared_store() needs namespace(...) too, \
+         one per endpoint, so endpoints sharing it cannot mark each other's events done"
+    )]
+    NamespaceRequired,
 }
 
 /// A dedupe store failure: unreachable, timed out, or full of in-flight claims.

@@ -62,7 +62,9 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How long an in-flight claim lasts before another delivery may take the id
 /// over, unless configured otherwise: 5 minutes.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(300);
-/// The store namespace unless configured otherwise.
+/// The store namespace of a receiver that keeps its own in-memory store. A
+/// receiver given a store with [`ReceiverBuilder::store`] or
+/// [`ReceiverBuilder::shared_store`] must name its namespace.
 pub const DEFAULT_NAMESPACE: &str = "payhook";
 /// The longest lease or retention [`ReceiverBuilder::build`] accepts: 100 years
 /// (365-day years). Longer values, such as `Duration::MAX` meant as "forever",
@@ -456,7 +458,7 @@ pub struct ReceiverBuilder {
     verifier: VerifierBuilder,
     scheme: Option<Arc<dyn SignatureScheme>>,
     store: Option<Arc<dyn Store>>,
-    namespace: String,
+    namespace: Option<String>,
     lease: Duration,
     retention: Duration,
     body_limit: usize,
@@ -468,7 +470,7 @@ impl Default for ReceiverBuilder {
             verifier: VerifierBuilder::default(),
             scheme: None,
             store: None,
-            namespace: DEFAULT_NAMESPACE.to_owned(),
+            namespace: None,
             lease: DEFAULT_LEASE,
             retention: DEFAULT_RETENTION,
             body_limit: DEFAULT_BODY_LIMIT,
@@ -536,22 +538,52 @@ impl ReceiverBuilder {
         self
     }
 
-    /// The dedupe store (default: a [`MemoryStore`] of its own).
+    /// The dedupe store (default: a [`MemoryStore`] of its own). Requires a
+    /// [`namespace`](Self::namespace): see there.
     pub fn store(mut self, store: impl Store) -> Self {
         self.store = Some(Arc::new(store));
         self
     }
 
-    /// A store shared with other receivers.
+    /// A store shared with other receivers. Requires a
+    /// [`namespace`](Self::namespace): see there.
     pub fn shared_store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
         self
     }
 
-    /// The namespace event ids are kept under in the store (default `payhook`).
-    /// Give each endpoint its own when several share one store.
+    /// The namespace event ids are kept under in the store.
+    ///
+    /// Required with [`store`](Self::store) or [`shared_store`](Self::shared_store):
+    /// a store passed in may serve other endpoints too (a Redis store usually
+    /// does), and two endpoints under one namespace share their "done" ids — a
+    /// holder of one endpoint's secret (say, a test-mode one) could then mark the
+    /// other endpoint's events handled. Give each endpoint its own namespace, and
+    /// the replicas of one endpoint the same one. [`build`](Self::build) answers
+    /// [`ConfigError::NamespaceRequired`] when it is missing. A receiver with its
+    /// own in-memory store uses [`DEFAULT_NAMESPACE`] unless told otherwise.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use payhook_core::{ConfigError, MemoryStore, Receiver, Store};
+    ///
+    /// let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    /// let live = Receiver::builder()
+    ///     .secret("whsec_live")
+    ///     .shared_store(store.clone())
+    ///     .namespace("payments-live")
+    ///     .build()?;
+    /// let test = Receiver::builder()
+    ///     .secret("whsec_test")
+    ///     .shared_store(store.clone())
+    ///     .namespace("payments-test")
+    ///     .build()?;
+    /// let unnamed = Receiver::builder().secret("whsec_test").shared_store(store).build();
+    /// assert_eq!(unnamed.unwrap_err(), ConfigError::NamespaceRequired);
+    /// # Ok::<(), ConfigError>(())
+    /// ```
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = namespace.into();
+        self.namespace = Some(namespace.into());
         self
     }
 
@@ -586,15 +618,16 @@ impl ReceiverBuilder {
     /// # Errors
     /// A [`ConfigError`]:
     ///
-    /// | setting | refused with `invalid setting: …` |
+    /// | setting | error message |
     /// |---|---|
     /// | no secret / an empty secret | `no signing secret configured` / `a signing secret is empty` |
-    /// | `namespace("")` | `namespace must not be empty` |
-    /// | `lease` under [`MIN_LEASE`] | `lease must be at least 1 second` |
-    /// | `lease` over [`MAX_DURATION`] | `lease must be at most 100 years` |
-    /// | `retention` under 1 second | `retention must be at least 1 second` |
-    /// | `retention` over [`MAX_DURATION`] | `retention must be at most 100 years` |
-    /// | `body_limit(0)` | `body limit must be at least 1 byte` |
+    /// | `store(…)`/`shared_store(…)` without `namespace(…)` | [`ConfigError::NamespaceRequired`]: `a store set with store() or shared_store() needs namespace(...) too, …` |
+    /// | `namespace("")` | `invalid setting: namespace must not be empty` |
+    /// | `lease` under [`MIN_LEASE`] | `invalid setting: lease must be at least 1 second` |
+    /// | `lease` over [`MAX_DURATION`] | `invalid setting: lease must be at most 100 years` |
+    /// | `retention` under 1 second | `invalid setting: retention must be at least 1 second` |
+    /// | `retention` over [`MAX_DURATION`] | `invalid setting: retention must be at most 100 years` |
+    /// | `body_limit(0)` | `invalid setting: body limit must be at least 1 byte` |
     ///
     /// A `body_limit` up to `usize::MAX` and a `tolerance` up to `Duration::MAX`
     /// are accepted as they are (no limit, and any timestamp passes).
@@ -603,7 +636,12 @@ impl ReceiverBuilder {
             Some(scheme) => scheme,
             None => Arc::new(self.verifier.build()?),
         };
-        if self.namespace.is_empty() {
+        let namespace = match (self.namespace, &self.store) {
+            (Some(namespace), _) => namespace,
+            (None, Some(_)) => return Err(ConfigError::NamespaceRequired),
+            (None, None) => DEFAULT_NAMESPACE.to_owned(),
+        };
+        if namespace.is_empty() {
             return Err(ConfigError::InvalidSetting("namespace must not be empty"));
         }
         if self.lease < MIN_LEASE {
@@ -625,7 +663,7 @@ impl ReceiverBuilder {
             inner: Arc::new(Inner {
                 scheme,
                 store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
-                namespace: self.namespace.into(),
+                namespace: namespace.into(),
                 lease: self.lease,
                 retention: self.retention,
                 body_limit: self.body_limit,

@@ -243,7 +243,11 @@ impl Store for CountingStore {
 #[tokio::test]
 async fn unsigned_requests_never_reach_the_store() {
     let store = Arc::new(CountingStore::default());
-    let receiver = builder().shared_store(store.clone()).build().unwrap();
+    let receiver = builder()
+        .shared_store(store.clone())
+        .namespace("counting")
+        .build()
+        .unwrap();
     let event = EventBuilder::payment_intent_succeeded();
     let forged = SignedDelivery::now(event.to_json(), "whsec_attacker").unwrap();
     let stale = SignedDelivery::at(event.to_json(), SECRET, unix_now() - 3600).unwrap();
@@ -376,7 +380,7 @@ impl Store for DownStore {
 
 #[tokio::test]
 async fn store_down_is_503_and_nothing_is_handed_out() {
-    let receiver = builder().store(DownStore).build().unwrap();
+    let receiver = builder().store(DownStore).namespace("down").build().unwrap();
     let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
     assert_error(
         &reply_to(&receiver, &headers(&signed.signature), signed.body).await,
@@ -406,8 +410,65 @@ async fn namespaces_keep_endpoints_apart_on_one_store() {
         else {
             panic!("namespaces leaked into each other")
         };
-        let _ = d.into_claim().complete().await;
+        assert_eq!(d.into_claim().complete().await, Reply::received());
     }
+}
+
+#[tokio::test]
+async fn a_store_passed_in_needs_a_namespace_so_endpoints_cannot_mark_each_others_events() {
+    use payhook_core::ConfigError;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    // A live endpoint and a test endpoint share one store; neither names a namespace.
+    let live = Receiver::builder()
+        .secret("whsec_live_endpoint")
+        .shared_store(store.clone())
+        .build();
+    let test = Receiver::builder()
+        .secret("whsec_test_endpoint")
+        .store(Arc::clone(&store))
+        .build();
+    for refused in [live, test] {
+        let err = refused.unwrap_err();
+        assert_eq!(err, ConfigError::NamespaceRequired);
+        assert!(
+            err.to_string()
+                .starts_with("a store set with store() or shared_store() needs namespace(...) too"),
+            "{err}"
+        );
+    }
+    // Named, the test secret's holder marks an id done in its own namespace only:
+    // the same id sent to the live endpoint is still handled there.
+    let live = Receiver::builder()
+        .secret("whsec_live_endpoint")
+        .shared_store(store.clone())
+        .namespace("live")
+        .build()
+        .unwrap();
+    let test = Receiver::builder()
+        .secret("whsec_test_endpoint")
+        .shared_store(store)
+        .namespace("test")
+        .build()
+        .unwrap();
+    let event = EventBuilder::payment_intent_succeeded();
+    let by_attacker = SignedDelivery::now(event.to_json(), "whsec_test_endpoint").unwrap();
+    let Outcome::Deliver(d) = test
+        .receive(&headers(&by_attacker.signature), by_attacker.body)
+        .await
+    else {
+        panic!("not delivered")
+    };
+    assert_eq!(d.into_claim().complete().await, Reply::received());
+    let genuine = SignedDelivery::now(event.to_json(), "whsec_live_endpoint").unwrap();
+    assert!(
+        matches!(
+            live.receive(&headers(&genuine.signature), genuine.body).await,
+            Outcome::Deliver(_)
+        ),
+        "the test endpoint marked the live endpoint's event done"
+    );
+    // A receiver with its own in-memory store keeps the default namespace.
+    assert!(builder().build().is_ok());
 }
 
 #[test]
