@@ -228,13 +228,16 @@ async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Option<Ins
         match inner.store.claim(&inner.namespace, event.id(), inner.lease).await {
             Ok(Claim::Claimed(token)) => {
                 tracing::debug!(target: "payhook", "event claimed");
+                let id = event.id().to_owned();
+                let renewal = LeaseRenewal::start(&inner, &id, token, &claim_span);
                 let claim = ClaimGuard {
                     state: Some(ClaimState {
-                        id: event.id().to_owned(),
+                        id,
                         inner,
                         token,
                         started,
                         span: claim_span,
+                        renewal,
                     }),
                 };
                 Outcome::Deliver(Delivery { event, body, claim })
@@ -267,6 +270,12 @@ async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Option<Ins
 /// panicked, or the request was cancelled — the claim is released in the
 /// background, so the sender's retry is handled rather than refused.
 ///
+/// While the guard lives, its lease is renewed every third of the lease (a task
+/// on the tokio runtime), so a handler slower than the lease keeps the event and
+/// concurrent retries keep getting 409. If the lease is lost anyway (the store
+/// was unreachable for the rest of the lease), an ERROR is logged, and the late
+/// completion is refused with another ERROR: the event may then be handled twice.
+///
 /// Settling is cancel-safe: once `complete`, `release` or `finish` has been
 /// called, the store call runs to its end even if the future awaiting it is
 /// dropped (the client disconnected, an outer timeout fired). The rest of the
@@ -283,6 +292,66 @@ struct ClaimState {
     token: ClaimToken,
     started: Option<Instant>,
     span: tracing::Span,
+    renewal: LeaseRenewal,
+}
+
+/// The task that renews a claim's lease every third of it while the handler
+/// runs, so a handler slower than its lease keeps its claim and a concurrent
+/// retry is refused rather than run a second time. It stops when the claim is
+/// settled (or dropped); a crashed worker stops renewing, so its claim still
+/// expires with the lease.
+struct LeaseRenewal(Option<tokio::task::AbortHandle>);
+
+impl LeaseRenewal {
+    fn start(inner: &Arc<Inner>, id: &str, token: ClaimToken, span: &tracing::Span) -> Self {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                target: "payhook",
+                parent: span,
+                "no tokio runtime: the lease is not renewed while the handler runs"
+            );
+            return Self(None);
+        };
+        let renew = renew_while_handled(Arc::clone(inner), id.to_owned(), token).instrument(span.clone());
+        Self(Some(runtime.spawn(renew).abort_handle()))
+    }
+
+    fn stop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for LeaseRenewal {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn renew_while_handled(inner: Arc<Inner>, id: String, token: ClaimToken) {
+    // The builder keeps the lease at 1 s or more, so this is never zero.
+    let every = inner.lease / 3;
+    loop {
+        tokio::time::sleep(every).await;
+        match inner.store.renew(&inner.namespace, &id, token, inner.lease).await {
+            Ok(true) => tracing::trace!(target: "payhook", "lease renewed"),
+            Ok(false) => {
+                tracing::error!(
+                    target: "payhook",
+                    "lease lost while the handler runs: it ran out before it could be renewed, \
+                     so another delivery may be handling the event at the same time"
+                );
+                return;
+            }
+            // The lease is still good for two more thirds: try again then.
+            Err(err) => tracing::warn!(
+                target: "payhook",
+                reason = %err,
+                "lease could not be renewed; trying again"
+            ),
+        }
+    }
 }
 
 impl fmt::Debug for ClaimGuard {
@@ -336,7 +405,8 @@ impl ClaimGuard {
 }
 
 impl ClaimState {
-    fn complete(self) -> impl Future<Output = ()> + Send + 'static {
+    fn complete(mut self) -> impl Future<Output = ()> + Send + 'static {
+        self.renewal.stop();
         let span = self.span.clone();
         async move {
             let inner = &self.inner;
@@ -372,7 +442,8 @@ impl ClaimState {
         .instrument(span)
     }
 
-    fn release(self, why: &'static str) -> impl Future<Output = ()> + Send + 'static {
+    fn release(mut self, why: &'static str) -> impl Future<Output = ()> + Send + 'static {
+        self.renewal.stop();
         let span = self.span.clone();
         async move {
             let inner = &self.inner;

@@ -898,3 +898,179 @@ async fn the_builders_tolerance_is_the_one_checked_and_zero_means_exactly_now() 
         "timestamp is 1 s in the future, outside the 0 s tolerance",
     );
 }
+
+/// A memory store with knobs: renewals that fail, a complete whose reply is
+/// "lost" and retried, and a count of renewals.
+#[derive(Default)]
+struct FlakyStore {
+    inner: MemoryStore,
+    renewals: AtomicUsize,
+    renew_fails: bool,
+    complete_retried: bool,
+}
+
+impl Store for FlakyStore {
+    fn claim<'a>(&'a self, ns: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
+        self.inner.claim(ns, id, lease)
+    }
+    fn renew<'a>(
+        &'a self,
+        ns: &'a str,
+        id: &'a str,
+        t: ClaimToken,
+        lease: Duration,
+    ) -> StoreFuture<'a, bool> {
+        self.renewals.fetch_add(1, Ordering::SeqCst);
+        if self.renew_fails {
+            return Box::pin(async { Err(StoreError::new("timed out")) });
+        }
+        self.inner.renew(ns, id, t, lease)
+    }
+    fn complete<'a>(
+        &'a self,
+        ns: &'a str,
+        id: &'a str,
+        t: ClaimToken,
+        r: Duration,
+    ) -> StoreFuture<'a, Completion> {
+        Box::pin(async move {
+            if self.complete_retried {
+                // Applied, but the reply never came back; the call is retried.
+                let _lost = self.inner.complete(ns, id, t, r).await?;
+            }
+            self.inner.complete(ns, id, t, r).await
+        })
+    }
+    fn release<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken) -> StoreFuture<'a, bool> {
+        self.inner.release(ns, id, t)
+    }
+}
+
+#[tokio::test]
+async fn a_handler_running_three_leases_long_runs_once_under_concurrent_retries() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let store = Arc::new(FlakyStore::default());
+    let lease = Duration::from_secs(1);
+    let receiver = builder()
+        .shared_store(store.clone())
+        .namespace("slow")
+        .lease(lease)
+        .build()
+        .unwrap();
+    let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
+    let deliver = || receiver.receive(&headers(&signed.signature), signed.body.clone());
+    let Outcome::Deliver(slow) = deliver().await else {
+        panic!("not delivered")
+    };
+    // The handler runs for three leases; the sender retries all along.
+    let handler_ends = tokio::time::Instant::now() + 3 * lease + Duration::from_millis(200);
+    let mut retries = 0;
+    while tokio::time::Instant::now() < handler_ends {
+        match deliver().await {
+            Outcome::Deliver(_) => panic!("a retry ran the handler a second time after {retries} retries"),
+            Outcome::Respond(reply) => assert_eq!(reply.status().as_u16(), 409, "{reply:?}"),
+        }
+        retries += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(retries > 25, "only {retries} retries");
+    let renewed = store.renewals.load(Ordering::SeqCst);
+    assert!(
+        renewed >= 8,
+        "the lease was renewed {renewed} times in 3.2 leases"
+    );
+    assert_eq!(slow.into_claim().complete().await, Reply::received());
+    assert!(log.text().contains("delivery completed"), "{}", log.text());
+    assert!(matches!(deliver().await, Outcome::Respond(r) if r == Reply::received()));
+    // Settled: the renewals stop.
+    tokio::time::sleep(lease).await;
+    assert_eq!(
+        store.renewals.load(Ordering::SeqCst),
+        renewed,
+        "renewal kept running"
+    );
+}
+
+#[tokio::test]
+async fn a_completion_refused_because_the_lease_was_lost_is_an_error() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let store = Arc::new(FlakyStore {
+        renew_fails: true,
+        ..FlakyStore::default()
+    });
+    let lease = Duration::from_secs(1);
+    let receiver = builder()
+        .shared_store(store.clone())
+        .namespace("lost")
+        .lease(lease)
+        .build()
+        .unwrap();
+    let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
+    let deliver = || receiver.receive(&headers(&signed.signature), signed.body.clone());
+    let Outcome::Deliver(first) = deliver().await else {
+        panic!("not delivered")
+    };
+    // The store cannot renew; the lease runs out and a retry takes the event over.
+    tokio::time::sleep(lease + Duration::from_millis(300)).await;
+    let Outcome::Deliver(second) = deliver().await else {
+        panic!("the expired claim was not handed on")
+    };
+    // The first handler finishes late: still acknowledged, but the refusal is an ERROR.
+    assert_eq!(first.into_claim().complete().await, Reply::received());
+    let text = log.text();
+    assert!(
+        text.contains("WARN") && text.contains("lease could not be renewed; trying again reason=timed out"),
+        "{text}"
+    );
+    let refused: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("handler finished but its lease was lost"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{text}");
+    assert!(refused[0].contains("ERROR"), "{}", refused[0]);
+    assert!(!text.contains("delivery completed"), "{text}");
+    // The new owner's completion is the one that counts.
+    assert_eq!(second.into_claim().complete().await, Reply::received());
+    assert!(log.text().contains("delivery completed"));
+}
+
+#[tokio::test]
+async fn a_completion_applied_twice_says_what_is_known() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let store = Arc::new(FlakyStore {
+        complete_retried: true,
+        ..FlakyStore::default()
+    });
+    let receiver = builder()
+        .shared_store(store.clone())
+        .namespace("retried")
+        .build()
+        .unwrap();
+    let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
+    let Outcome::Deliver(delivery) = receiver
+        .receive(&headers(&signed.signature), signed.body.clone())
+        .await
+    else {
+        panic!("not delivered")
+    };
+    assert_eq!(delivery.into_claim().complete().await, Reply::received());
+    let text = log.text();
+    let line = text
+        .lines()
+        .find(|line| line.contains("the event was already marked done"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("WARN"), "{line}");
+    assert!(
+        line.contains("an earlier attempt of this completion was applied and its reply lost"),
+        "{line}"
+    );
+    assert!(!text.contains("took the event over"), "{text}");
+    assert!(!text.contains("ERROR"), "{text}");
+    assert_eq!(
+        reply_to(&receiver, &headers(&signed.signature), signed.body).await,
+        Reply::received()
+    );
+}
