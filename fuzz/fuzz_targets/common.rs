@@ -22,6 +22,7 @@ pub fn receiver() -> Receiver {
                 .build()
                 .expect("valid capacity"),
         )
+        .namespace("fuzz")
         .body_limit(64 * 1024)
         .build()
         .expect("valid receiver")

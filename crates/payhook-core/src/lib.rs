@@ -63,6 +63,7 @@ pub mod signature;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod untrusted;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use error::{ConfigError, Error, StoreError};
@@ -71,4 +72,4 @@ pub use receiver::{ClaimGuard, Receiver, ReceiverBuilder};
 pub use reply::Reply;
 pub use secret::Secret;
 pub use signature::{sign, SignatureScheme, Verifier};
-pub use store::{Claim, ClaimToken, MemoryStore, Store};
+pub use store::{Claim, ClaimToken, Completion, MemoryStore, Store};

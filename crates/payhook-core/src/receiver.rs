@@ -38,6 +38,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -52,7 +53,8 @@ use crate::event::Event;
 use crate::headers::Headers;
 use crate::reply::Reply;
 use crate::signature::{SignatureScheme, VerifierBuilder};
-use crate::store::{Claim, ClaimToken, MemoryStore, Store};
+use crate::store::{Claim, ClaimToken, Completion, MemoryStore, Store};
+use crate::untrusted::Untrusted;
 
 /// The body size limit unless configured otherwise: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
@@ -67,8 +69,18 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(300);
 /// that stalls (or trickles) past it gets `408` and a closed connection instead
 /// of holding a connection and up to a body limit of memory for as long as it likes.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(5);
-/// The store namespace unless configured otherwise.
+/// The store namespace of a receiver that keeps its own in-memory store. A
+/// receiver given a store with [`ReceiverBuilder::store`] or
+/// [`ReceiverBuilder::shared_store`] must name its namespace.
 pub const DEFAULT_NAMESPACE: &str = "payhook";
+/// The longest lease or retention [`ReceiverBuilder::build`] accepts: 100 years
+/// (365-day years). Longer values, such as `Duration::MAX` meant as "forever",
+/// are refused with a [`ConfigError`] rather than overflowing a clock later.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// The shortest lease [`ReceiverBuilder::build`] accepts: 1 second. The lease is
+/// renewed while the handler runs, so it only needs to outlast a crashed
+/// worker's silence, not the slowest handler.
+pub const MIN_LEASE: Duration = Duration::from_secs(1);
 
 /// One webhook endpoint's configuration and pipeline. Cheap to clone (an `Arc`).
 #[derive(Clone)]
@@ -200,18 +212,22 @@ impl Receiver {
 }
 
 async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Option<Instant>) -> Outcome {
-    let span = tracing::info_span!(target: "payhook", "delivery", event_id = %event.id(), event_type = %event.event_type());
+    let span = tracing::info_span!(target: "payhook", "delivery", event_id = %Untrusted::value(event.id()), event_type = %Untrusted::value(event.event_type()));
+    let claim_span = span.clone();
     async move {
         match inner.store.claim(&inner.namespace, event.id(), inner.lease).await {
             Ok(Claim::Claimed(token)) => {
                 tracing::debug!(target: "payhook", "event claimed");
+                let id = event.id().to_owned();
+                let renewal = LeaseRenewal::start(&inner, &id, token, &claim_span);
                 let claim = ClaimGuard {
                     state: Some(ClaimState {
-                        id: event.id().to_owned(),
-                        event_type: event.event_type().to_owned(),
+                        id,
                         inner,
                         token,
                         started,
+                        span: claim_span,
+                        renewal,
                     }),
                 };
                 Outcome::Deliver(Delivery { event, body, claim })
@@ -243,6 +259,18 @@ async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Option<Ins
 /// the handler's status. If it is dropped unsettled — the handler returned early,
 /// panicked, or the request was cancelled — the claim is released in the
 /// background, so the sender's retry is handled rather than refused.
+///
+/// While the guard lives, its lease is renewed every third of the lease (a task
+/// on the tokio runtime), so a handler slower than the lease keeps the event and
+/// concurrent retries keep getting 409. If the lease is lost anyway (the store
+/// was unreachable for the rest of the lease), an ERROR is logged, and the late
+/// completion is refused with another ERROR: the event may then be handled twice.
+///
+/// Settling is cancel-safe: once `complete`, `release` or `finish` has been
+/// called, the store call runs to its end even if the future awaiting it is
+/// dropped (the client disconnected, an outer timeout fired). The rest of the
+/// call then finishes on the tokio runtime in the background, so the id always
+/// ends up done or released — never stuck in flight until its lease runs out.
 #[must_use = "an unsettled claim is released when dropped"]
 pub struct ClaimGuard {
     state: Option<ClaimState>,
@@ -251,15 +279,81 @@ pub struct ClaimGuard {
 struct ClaimState {
     inner: Arc<Inner>,
     id: String,
-    event_type: String,
     token: ClaimToken,
     started: Option<Instant>,
+    span: tracing::Span,
+    renewal: LeaseRenewal,
+}
+
+/// The task that renews a claim's lease every third of it while the handler
+/// runs, so a handler slower than its lease keeps its claim and a concurrent
+/// retry is refused rather than run a second time. It stops when the claim is
+/// settled (or dropped); a crashed worker stops renewing, so its claim still
+/// expires with the lease.
+struct LeaseRenewal(Option<tokio::task::AbortHandle>);
+
+impl LeaseRenewal {
+    fn start(inner: &Arc<Inner>, id: &str, token: ClaimToken, span: &tracing::Span) -> Self {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                target: "payhook",
+                parent: span,
+                "no tokio runtime: the lease is not renewed while the handler runs"
+            );
+            return Self(None);
+        };
+        let renew = renew_while_handled(Arc::clone(inner), id.to_owned(), token).instrument(span.clone());
+        Self(Some(runtime.spawn(renew).abort_handle()))
+    }
+
+    fn stop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for LeaseRenewal {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn renew_while_handled(inner: Arc<Inner>, id: String, token: ClaimToken) {
+    // The builder keeps the lease at 1 s or more, so this is never zero.
+    let every = inner.lease / 3;
+    loop {
+        tokio::time::sleep(every).await;
+        match inner.store.renew(&inner.namespace, &id, token, inner.lease).await {
+            Ok(true) => tracing::trace!(target: "payhook", "lease renewed"),
+            Ok(false) => {
+                tracing::error!(
+                    target: "payhook",
+                    "lease lost while the handler runs: it ran out before it could be renewed, \
+                     so another delivery may be handling the event at the same time"
+                );
+                return;
+            }
+            // The lease is still good for two more thirds: try again then.
+            Err(err) => tracing::warn!(
+                target: "payhook",
+                reason = %err,
+                "lease could not be renewed; trying again"
+            ),
+        }
+    }
 }
 
 impl fmt::Debug for ClaimGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClaimGuard")
-            .field("event_id", &self.state.as_ref().map(|s| s.id.as_str()))
+            .field(
+                "event_id",
+                &self
+                    .state
+                    .as_ref()
+                    .map(|s| format!("{}", Untrusted::value(&s.id))),
+            )
             .finish()
     }
 }
@@ -275,7 +369,7 @@ impl ClaimGuard {
     pub(crate) fn span(&self) -> tracing::Span {
         self.state
             .as_ref()
-            .map_or_else(tracing::Span::none, ClaimState::span)
+            .map_or_else(tracing::Span::none, |s| s.span.clone())
     }
 
     /// When the claim was taken, if the completion log that reports it is enabled.
@@ -291,32 +385,7 @@ impl ClaimGuard {
     /// expires with its lease.
     pub async fn complete(mut self) -> Reply {
         if let Some(state) = self.state.take() {
-            let span = state.span();
-            async move {
-                let inner = &state.inner;
-                match inner
-                    .store
-                    .complete(&inner.namespace, &state.id, state.token, inner.retention)
-                    .await
-                {
-                    Ok(true) => tracing::info!(
-                        target: "payhook",
-                        elapsed_ms = state.started.map(|started| started.elapsed().as_millis() as u64),
-                        "delivery completed"
-                    ),
-                    Ok(false) => tracing::warn!(
-                        target: "payhook",
-                        "handler finished after its lease ran out and another delivery took the event over"
-                    ),
-                    Err(err) => tracing::error!(
-                        target: "payhook",
-                        reason = %err,
-                        "handler succeeded but the event could not be marked done; acknowledging anyway"
-                    ),
-                }
-            }
-            .instrument(span)
-            .await;
+            Settling::new(state.complete()).await;
         }
         Reply::received()
     }
@@ -324,8 +393,7 @@ impl ClaimGuard {
     /// Gives the id back so the next delivery of the event is handled.
     pub async fn release(mut self) {
         if let Some(state) = self.state.take() {
-            let span = state.span();
-            state.release("handler failed").instrument(span).await;
+            Settling::new(state.release("handler failed")).await;
         }
     }
 
@@ -340,22 +408,60 @@ impl ClaimGuard {
 }
 
 impl ClaimState {
-    fn span(&self) -> tracing::Span {
-        tracing::info_span!(target: "payhook", "delivery", event_id = %self.id, event_type = %self.event_type)
+    fn complete(mut self) -> impl Future<Output = ()> + Send + 'static {
+        self.renewal.stop();
+        let span = self.span.clone();
+        async move {
+            let inner = &self.inner;
+            match inner
+                .store
+                .complete(&inner.namespace, &self.id, self.token, inner.retention)
+                .await
+            {
+                Ok(Completion::Completed) => tracing::info!(
+                    target: "payhook",
+                    elapsed_ms = self.started.map(|started| u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)),
+                    "delivery completed"
+                ),
+                // The store cannot tell which happened, so the log says both.
+                Ok(Completion::AlreadyDone) => tracing::warn!(
+                    target: "payhook",
+                    "handler finished and the event was already marked done: an earlier attempt \
+                     of this completion was applied and its reply lost, or this delivery's lease \
+                     ran out and another delivery handled the event meanwhile"
+                ),
+                Ok(Completion::NotOwner) => tracing::error!(
+                    target: "payhook",
+                    "handler finished but its lease was lost: another delivery holds the event now, \
+                     so this completion was refused and the event may be handled again"
+                ),
+                Err(err) => tracing::error!(
+                    target: "payhook",
+                    reason = %err,
+                    "handler succeeded but the event could not be marked done; acknowledging anyway"
+                ),
+            }
+        }
+        .instrument(span)
     }
 
-    async fn release(self, why: &'static str) {
-        let inner = &self.inner;
-        match inner.store.release(&inner.namespace, &self.id, self.token).await {
-            Ok(_) => {
-                tracing::warn!(target: "payhook", reason = why, "claim released; the next delivery of the event runs the handler again")
+    fn release(mut self, why: &'static str) -> impl Future<Output = ()> + Send + 'static {
+        self.renewal.stop();
+        let span = self.span.clone();
+        async move {
+            let inner = &self.inner;
+            match inner.store.release(&inner.namespace, &self.id, self.token).await {
+                Ok(_) => {
+                    tracing::warn!(target: "payhook", reason = why, "claim released; the next delivery of the event runs the handler again")
+                }
+                Err(err) => tracing::error!(
+                    target: "payhook",
+                    reason = %err,
+                    "claim could not be released; a retry is refused until the lease runs out"
+                ),
             }
-            Err(err) => tracing::error!(
-                target: "payhook",
-                reason = %err,
-                "claim could not be released; a retry is refused until the lease runs out"
-            ),
         }
+        .instrument(span)
     }
 }
 
@@ -364,23 +470,58 @@ impl Drop for ClaimGuard {
         let Some(state) = self.state.take() else {
             return;
         };
-        let span = state.span();
-        let mut release = Box::pin(state.release("handler did not finish").instrument(span));
+        let mut release = Settling::new(state.release("handler did not finish"));
         // In-process stores answer at once: finish here without needing a runtime.
-        if release
-            .as_mut()
-            .poll(&mut Context::from_waker(std::task::Waker::noop()))
-            == Poll::Ready(())
-        {
-            return;
+        // Otherwise dropping `release` hands the rest to the runtime.
+        let _ = Pin::new(&mut release).poll(&mut Context::from_waker(std::task::Waker::noop()));
+    }
+}
+
+/// A store call that settles a claim, finished even if whoever awaits it goes away.
+///
+/// Awaiting it drives the call; dropping it before the end (a cancelled request,
+/// an outer timeout) spawns the rest onto the current tokio runtime instead of
+/// abandoning it half-way, which would leave the id in flight with nobody to
+/// complete or release it.
+struct Settling {
+    future: Option<Pin<Box<dyn Future<Output = ()> + Send + 'static>>>,
+}
+
+impl Settling {
+    fn new(future: impl Future<Output = ()> + Send + 'static) -> Self {
+        Self {
+            future: Some(Box::pin(future)),
         }
+    }
+}
+
+impl Future for Settling {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(future) = self.future.as_mut() {
+            if future.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.future = None;
+        }
+        Poll::Ready(())
+    }
+}
+
+impl Drop for Settling {
+    fn drop(&mut self) {
+        let Some(future) = self.future.take() else {
+            return;
+        };
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
-                handle.spawn(release);
+                handle.spawn(future);
             }
             Err(_) => tracing::error!(
                 target: "payhook",
-                "claim dropped outside a tokio runtime; it is released when its lease runs out"
+                "claim settled outside a tokio runtime and the store did not answer at once; \
+                 it is released when its lease runs out"
             ),
         }
     }
@@ -391,7 +532,7 @@ pub struct ReceiverBuilder {
     verifier: VerifierBuilder,
     scheme: Option<Arc<dyn SignatureScheme>>,
     store: Option<Arc<dyn Store>>,
-    namespace: String,
+    namespace: Option<String>,
     lease: Duration,
     retention: Duration,
     body_limit: usize,
@@ -404,7 +545,7 @@ impl Default for ReceiverBuilder {
             verifier: VerifierBuilder::default(),
             scheme: None,
             store: None,
-            namespace: DEFAULT_NAMESPACE.to_owned(),
+            namespace: None,
             lease: DEFAULT_LEASE,
             retention: DEFAULT_RETENTION,
             body_limit: DEFAULT_BODY_LIMIT,
@@ -474,39 +615,73 @@ impl ReceiverBuilder {
         self
     }
 
-    /// The dedupe store (default: a [`MemoryStore`] of its own).
+    /// The dedupe store (default: a [`MemoryStore`] of its own). Requires a
+    /// [`namespace`](Self::namespace): see there.
     pub fn store(mut self, store: impl Store) -> Self {
         self.store = Some(Arc::new(store));
         self
     }
 
-    /// A store shared with other receivers.
+    /// A store shared with other receivers. Requires a
+    /// [`namespace`](Self::namespace): see there.
     pub fn shared_store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
         self
     }
 
-    /// The namespace event ids are kept under in the store (default `payhook`).
-    /// Give each endpoint its own when several share one store.
+    /// The namespace event ids are kept under in the store.
+    ///
+    /// Required with [`store`](Self::store) or [`shared_store`](Self::shared_store):
+    /// a store passed in may serve other endpoints too (a Redis store usually
+    /// does), and two endpoints under one namespace share their "done" ids — a
+    /// holder of one endpoint's secret (say, a test-mode one) could then mark the
+    /// other endpoint's events handled. Give each endpoint its own namespace, and
+    /// the replicas of one endpoint the same one. [`build`](Self::build) answers
+    /// [`ConfigError::NamespaceRequired`] when it is missing. A receiver with its
+    /// own in-memory store uses [`DEFAULT_NAMESPACE`] unless told otherwise.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use payhook_core::{ConfigError, MemoryStore, Receiver, Store};
+    ///
+    /// let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    /// let live = Receiver::builder()
+    ///     .secret("whsec_live")
+    ///     .shared_store(store.clone())
+    ///     .namespace("payments-live")
+    ///     .build()?;
+    /// let test = Receiver::builder()
+    ///     .secret("whsec_test")
+    ///     .shared_store(store.clone())
+    ///     .namespace("payments-test")
+    ///     .build()?;
+    /// let unnamed = Receiver::builder().secret("whsec_test").shared_store(store).build();
+    /// assert_eq!(unnamed.unwrap_err(), ConfigError::NamespaceRequired);
+    /// # Ok::<(), ConfigError>(())
+    /// ```
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = namespace.into();
+        self.namespace = Some(namespace.into());
         self
     }
 
     /// How long a claim lasts before another delivery may take the event over
-    /// (default 5 minutes). Make it longer than your slowest handler.
+    /// (default 5 minutes; from [`MIN_LEASE`] to [`MAX_DURATION`]). While the
+    /// handler runs the lease is renewed every third of it, so a slow handler
+    /// keeps its claim; the lease only decides how soon the event is handed on
+    /// when a worker crashed mid-handler.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
     }
 
-    /// How long a handled event id is remembered (default 7 days).
+    /// How long a handled event id is remembered (default 7 days; from 1 second
+    /// to [`MAX_DURATION`]). Keep it longer than the sender retries an event.
     pub fn retention(mut self, retention: Duration) -> Self {
         self.retention = retention;
         self
     }
 
-    /// The largest body accepted, in bytes (default 1 MiB).
+    /// The largest body accepted, in bytes (default 1 MiB; at least 1).
     pub fn body_limit(mut self, limit: usize) -> Self {
         self.body_limit = limit;
         self
@@ -524,22 +699,54 @@ impl ReceiverBuilder {
 
     /// Checks the configuration and builds the receiver.
     ///
+    /// Every setting is checked here, so a receiver that builds never fails or
+    /// panics later because of its configuration.
+    ///
     /// # Errors
-    /// A [`ConfigError`]: no secret, an empty secret, a bad header name, an empty
-    /// namespace, or a zero lease, retention or body timeout.
+    /// A [`ConfigError`]:
+    ///
+    /// | setting | error message |
+    /// |---|---|
+    /// | no secret / an empty secret | `no signing secret configured` / `a signing secret is empty` |
+    /// | `store(…)`/`shared_store(…)` without `namespace(…)` | [`ConfigError::NamespaceRequired`]: `a store set with store() or shared_store() needs namespace(...) too, …` |
+    /// | `namespace("")` | `invalid setting: namespace must not be empty` |
+    /// | `lease` under [`MIN_LEASE`] | `invalid setting: lease must be at least 1 second` |
+    /// | `lease` over [`MAX_DURATION`] | `invalid setting: lease must be at most 100 years` |
+    /// | `retention` under 1 second | `invalid setting: retention must be at least 1 second` |
+    /// | `retention` over [`MAX_DURATION`] | `invalid setting: retention must be at most 100 years` |
+    /// | `body_limit(0)` | `invalid setting: body limit must be at least 1 byte` |
+    /// | `body_timeout(Duration::ZERO)` | `invalid setting: body timeout must be longer than zero` |
+    ///
+    /// A `body_limit` up to `usize::MAX`, a `tolerance` up to `Duration::MAX`
+    /// and a `body_timeout` up to `Duration::MAX` are accepted as they are (no
+    /// limit, any timestamp passes, no body timeout).
     pub fn build(self) -> Result<Receiver, ConfigError> {
         let scheme = match self.scheme {
             Some(scheme) => scheme,
             None => Arc::new(self.verifier.build()?),
         };
-        if self.namespace.is_empty() {
+        let namespace = match (self.namespace, &self.store) {
+            (Some(namespace), _) => namespace,
+            (None, Some(_)) => return Err(ConfigError::NamespaceRequired),
+            (None, None) => DEFAULT_NAMESPACE.to_owned(),
+        };
+        if namespace.is_empty() {
             return Err(ConfigError::InvalidSetting("namespace must not be empty"));
         }
-        if self.lease.is_zero() {
-            return Err(ConfigError::InvalidSetting("lease must be longer than zero"));
+        if self.lease < MIN_LEASE {
+            return Err(ConfigError::InvalidSetting("lease must be at least 1 second"));
         }
-        if self.retention.is_zero() {
-            return Err(ConfigError::InvalidSetting("retention must be longer than zero"));
+        if self.lease > MAX_DURATION {
+            return Err(ConfigError::InvalidSetting("lease must be at most 100 years"));
+        }
+        if self.retention < Duration::from_secs(1) {
+            return Err(ConfigError::InvalidSetting("retention must be at least 1 second"));
+        }
+        if self.retention > MAX_DURATION {
+            return Err(ConfigError::InvalidSetting("retention must be at most 100 years"));
+        }
+        if self.body_limit == 0 {
+            return Err(ConfigError::InvalidSetting("body limit must be at least 1 byte"));
         }
         if self.body_timeout.is_zero() {
             return Err(ConfigError::InvalidSetting(
@@ -550,7 +757,7 @@ impl ReceiverBuilder {
             inner: Arc::new(Inner {
                 scheme,
                 store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
-                namespace: self.namespace.into(),
+                namespace: namespace.into(),
                 lease: self.lease,
                 retention: self.retention,
                 body_limit: self.body_limit,

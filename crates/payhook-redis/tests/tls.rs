@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use payhook_core::store::{Claim, Store};
+use payhook_core::store::{Claim, Completion, Store};
 use payhook_redis::{BuildError, RedisStore};
 
 fn openssl(dir: &Path, args: &[&str]) {
@@ -155,10 +155,13 @@ async fn rediss_url_with_a_trusted_certificate() {
     else {
         panic!("a new id is claimed");
     };
-    assert!(store
-        .complete("tls", "evt_1", token, Duration::from_secs(60))
-        .await
-        .unwrap());
+    assert_eq!(
+        store
+            .complete("tls", "evt_1", token, Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Completion::Completed
+    );
     assert_eq!(
         store
             .claim("tls", "evt_1", Duration::from_secs(30))

@@ -6,7 +6,7 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::{Claim, ClaimToken, Store, StoreFuture};
+use super::{Claim, ClaimToken, Completion, Store, StoreFuture};
 use crate::error::{ConfigError, StoreError};
 
 /// How many ids a [`MemoryStore`] holds unless told otherwise.
@@ -53,14 +53,18 @@ fn lock(shard: &Shard) -> MutexGuard<'_, Inner> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use payhook_core::store::{Claim, MemoryStore, Store};
+/// use payhook_core::store::{Claim, Completion, MemoryStore, Store};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let store = MemoryStore::new();
 /// let lease = Duration::from_secs(30);
 /// let Claim::Claimed(token) = store.claim("ns", "evt_1", lease).await.unwrap() else { panic!() };
 /// assert_eq!(store.claim("ns", "evt_1", lease).await.unwrap(), Claim::InFlight);
-/// assert!(store.complete("ns", "evt_1", token, Duration::from_secs(60)).await.unwrap());
+/// assert!(store.renew("ns", "evt_1", token, lease).await.unwrap());
+/// assert_eq!(
+///     store.complete("ns", "evt_1", token, Duration::from_secs(60)).await.unwrap(),
+///     Completion::Completed
+/// );
 /// assert_eq!(store.claim("ns", "evt_1", lease).await.unwrap(), Claim::Done);
 /// # });
 /// ```
@@ -303,6 +307,25 @@ impl MemoryStore {
         Ok(Claim::Claimed(token))
     }
 
+    /// The renew step, synchronous.
+    pub fn renew_now(&self, namespace: &str, id: &str, token: ClaimToken, lease: Duration) -> bool {
+        let now = Instant::now();
+        let check = fingerprint(namespace, id);
+        let renew = |inner: &mut Inner, key: &Key| match inner.in_flight.get_mut(key) {
+            Some(claim) if claim.token == token && claim.check == check && claim.until > now => {
+                claim.until = now + lease;
+                true
+            }
+            _ => false,
+        };
+        let issued_for = token_key(token);
+        if renew(&mut self.shard(&issued_for), &issued_for) {
+            return true;
+        }
+        let key = self.key(namespace, id);
+        renew(&mut self.shard(&key), &key)
+    }
+
     /// The complete step, synchronous.
     pub fn complete_now(
         &self,
@@ -310,7 +333,7 @@ impl MemoryStore {
         id: &str,
         token: ClaimToken,
         retention: Duration,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Completion, StoreError> {
         let now = Instant::now();
         let check = fingerprint(namespace, id);
         // The usual case: the token still owns the claim it was issued for.
@@ -326,7 +349,7 @@ impl MemoryStore {
                 let expiry = self.expiry(now, retention);
                 inner.done.insert(issued_for, expiry);
                 inner.order.push_back((issued_for, expiry));
-                return Ok(true);
+                return Ok(Completion::Completed);
             }
         }
         let key = self.key(namespace, id);
@@ -337,13 +360,13 @@ impl MemoryStore {
                 inner.in_flight.remove(&key);
             }
             // Our lease ran out and another delivery claimed the id: leave it to them.
-            Some(claim) if claim.until > now => return Ok(false),
+            Some(claim) if claim.until > now => return Ok(Completion::NotOwner),
             Some(_) => {
                 inner.in_flight.remove(&key);
             }
             None => {
                 if inner.done.get(&key).is_some_and(|&expiry| expiry > tick) {
-                    return Ok(false);
+                    return Ok(Completion::AlreadyDone);
                 }
                 inner.make_room()?;
             }
@@ -351,7 +374,7 @@ impl MemoryStore {
         let expiry = self.expiry(now, retention);
         inner.done.insert(key, expiry);
         inner.order.push_back((key, expiry));
-        Ok(true)
+        Ok(Completion::Completed)
     }
 
     /// The release step, synchronous.
@@ -418,13 +441,25 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(self.claim_now(namespace, id, lease)))
     }
 
+    fn renew<'a>(
+        &'a self,
+        namespace: &'a str,
+        id: &'a str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(
+            Ok(self.renew_now(namespace, id, token, lease)),
+        ))
+    }
+
     fn complete<'a>(
         &'a self,
         namespace: &'a str,
         id: &'a str,
         token: ClaimToken,
         retention: Duration,
-    ) -> StoreFuture<'a, bool> {
+    ) -> StoreFuture<'a, Completion> {
         Box::pin(std::future::ready(
             self.complete_now(namespace, id, token, retention),
         ))
@@ -483,7 +518,10 @@ mod tests {
         for i in 0..10 {
             let id = format!("evt_{i}");
             let token = claimed(&store, &id);
-            assert!(store.complete_now("ns", &id, token, KEEP).unwrap());
+            assert_eq!(
+                store.complete_now("ns", &id, token, KEEP).unwrap(),
+                Completion::Completed
+            );
             assert!(store.len() <= 4, "len {} after {id}", store.len());
         }
         // The in-flight claim survived every eviction.
@@ -532,7 +570,10 @@ mod tests {
         for i in 0..10_000 {
             let id = format!("evt_{i}");
             let token = claimed(&store, &id);
-            assert!(store.complete_now("ns", &id, token, KEEP).unwrap());
+            assert_eq!(
+                store.complete_now("ns", &id, token, KEEP).unwrap(),
+                Completion::Completed
+            );
         }
         assert!(store.len() <= 2048, "len {}", store.len());
         assert!(store.len() > 2048 - SHARDS * 16, "len {}", store.len());
@@ -544,7 +585,10 @@ mod tests {
                 Claim::Done
             );
         }
-        assert!(store.complete_now("ns", "evt_busy", busy, KEEP).unwrap());
+        assert_eq!(
+            store.complete_now("ns", "evt_busy", busy, KEEP).unwrap(),
+            Completion::Completed
+        );
     }
 
     #[test]
@@ -555,9 +599,15 @@ mod tests {
         assert!(!store.release_now("ns", "evt_b", token));
         assert!(!store.release_now("other", "evt_a", token));
         assert_eq!(store.claim_now("ns", "evt_a", LEASE).unwrap(), Claim::InFlight);
-        assert!(store.complete_now("ns", "evt_b", token, KEEP).unwrap());
+        assert_eq!(
+            store.complete_now("ns", "evt_b", token, KEEP).unwrap(),
+            Completion::Completed
+        );
         assert_eq!(store.claim_now("ns", "evt_a", LEASE).unwrap(), Claim::InFlight);
-        assert!(store.complete_now("ns", "evt_a", token, KEEP).unwrap());
+        assert_eq!(
+            store.complete_now("ns", "evt_a", token, KEEP).unwrap(),
+            Completion::Completed
+        );
         assert_eq!(store.claim_now("ns", "evt_a", LEASE).unwrap(), Claim::Done);
     }
 
@@ -570,9 +620,19 @@ mod tests {
         };
         let new = claimed(&store, "evt_1");
         assert_ne!(old, new);
-        assert!(!store.complete_now("ns", "evt_1", old, KEEP).unwrap());
+        assert_eq!(
+            store.complete_now("ns", "evt_1", old, KEEP).unwrap(),
+            Completion::NotOwner
+        );
         assert!(!store.release_now("ns", "evt_1", old));
         assert_eq!(store.claim_now("ns", "evt_1", LEASE).unwrap(), Claim::InFlight);
-        assert!(store.complete_now("ns", "evt_1", new, KEEP).unwrap());
+        assert_eq!(
+            store.complete_now("ns", "evt_1", new, KEEP).unwrap(),
+            Completion::Completed
+        );
+        assert_eq!(
+            store.complete_now("ns", "evt_1", old, KEEP).unwrap(),
+            Completion::AlreadyDone
+        );
     }
 }

@@ -8,9 +8,11 @@
 //!   absent id (or one whose lease ran out because its worker crashed),
 //!   [`Claim::InFlight`] while another delivery holds it, and [`Claim::Done`] once
 //!   it was handled;
-//! * [`Store::complete`] marks it done, [`Store::release`] gives it back after a
-//!   failure — both only for the holder of the token, so a worker whose lease
-//!   expired cannot complete or release someone else's claim.
+//! * [`Store::renew`] extends the lease of a claim while its handler still runs;
+//! * [`Store::complete`] marks it done (answering a [`Completion`]),
+//!   [`Store::release`] gives it back after a failure — all three only for the
+//!   holder of the token, so a worker whose lease expired cannot renew, complete
+//!   or release someone else's claim.
 //!
 //! Keys are namespaced, so several endpoints can share one store. Stores are
 //! `Send + Sync` and shared behind an `Arc`; their futures are boxed so the
@@ -41,6 +43,22 @@ pub enum Claim {
     InFlight,
     /// The id was handled already (and is still within its retention period).
     Done,
+}
+
+/// The answer to a complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// This token's claim is now done (also when its lease had run out but nobody
+    /// else claimed the id since).
+    Completed,
+    /// The id was done already, so nothing changed. A retried complete whose
+    /// first reply was lost (a network store) answers this, as does a delivery
+    /// whose lease ran out while another delivery handled and completed the id:
+    /// the store cannot tell these apart, and either way the id is done.
+    AlreadyDone,
+    /// Another delivery holds the claim now (this token's lease ran out and the
+    /// id was claimed again); nothing changed.
+    NotOwner,
 }
 
 /// Proof of ownership of one claim: a 128-bit value unique to that claim.
@@ -98,16 +116,29 @@ pub trait Store: Send + Sync + 'static {
     /// Claims `id` in `namespace` for `lease`.
     fn claim<'a>(&'a self, namespace: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim>;
 
-    /// Marks `id` done for `retention`, if `token` still owns the claim or the
-    /// expired claim was not taken by anyone else. Returns `false` (and changes
-    /// nothing) when another delivery owns the id now.
+    /// Extends the lease of the claim `token` owns to `lease` from now, for a
+    /// handler that runs longer than its first lease. Returns `false` (and
+    /// changes nothing) when `token` no longer owns a live claim on `id`: its
+    /// lease ran out, another delivery took the id over, or it is done.
+    fn renew<'a>(
+        &'a self,
+        namespace: &'a str,
+        id: &'a str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> StoreFuture<'a, bool>;
+
+    /// Marks `id` done for `retention`, if `token` still owns the claim or its
+    /// expired claim was not taken by anyone else ([`Completion::Completed`]).
+    /// Changes nothing when the id is done already ([`Completion::AlreadyDone`])
+    /// or another delivery owns it now ([`Completion::NotOwner`]).
     fn complete<'a>(
         &'a self,
         namespace: &'a str,
         id: &'a str,
         token: ClaimToken,
         retention: Duration,
-    ) -> StoreFuture<'a, bool>;
+    ) -> StoreFuture<'a, Completion>;
 
     /// Deletes the claim if `token` owns it, so the next delivery of `id` is
     /// handled. Returns whether it did.
@@ -118,13 +149,22 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn claim<'a>(&'a self, namespace: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
         (**self).claim(namespace, id, lease)
     }
+    fn renew<'a>(
+        &'a self,
+        namespace: &'a str,
+        id: &'a str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> StoreFuture<'a, bool> {
+        (**self).renew(namespace, id, token, lease)
+    }
     fn complete<'a>(
         &'a self,
         namespace: &'a str,
         id: &'a str,
         token: ClaimToken,
         retention: Duration,
-    ) -> StoreFuture<'a, bool> {
+    ) -> StoreFuture<'a, Completion> {
         (**self).complete(namespace, id, token, retention)
     }
     fn release<'a>(&'a self, namespace: &'a str, id: &'a str, token: ClaimToken) -> StoreFuture<'a, bool> {
