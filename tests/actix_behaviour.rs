@@ -17,8 +17,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use support::{behaviour_table, Behaviour, Calls, Harness, SECRET};
 
 /// Serves `app` on a fresh loopback port with one worker and actix-web's default
-/// timeouts; the server stops when the test's runtime drops the spawned server
-/// future.
+/// timeouts, configured as payhook-actix's docs advise (a client that closes its
+/// connection cancels its request); the server stops when the test's runtime
+/// drops the spawned server future.
 fn serve<F, T>(app: F) -> SocketAddr
 where
     F: Fn() -> App<T> + Send + Clone + 'static,
@@ -36,6 +37,7 @@ where
         .workers(1)
         .disable_signals()
         .shutdown_timeout(0)
+        .h1_allow_half_closed(false)
         .listen(listener)
         .expect("listen on the loopback port")
         .run();
@@ -192,4 +194,61 @@ async fn corrupt_chunked_body_is_a_400_read_error() {
     );
     assert!(reply.contains("content-type: text/plain"), "{reply}");
     assert_eq!(h.calls.total(), 0);
+}
+
+/// Runs forever the first time an event is delivered (until its request is
+/// dropped), and acknowledges at once afterwards.
+async fn hanging_once_handler(webhook: Webhook, calls: web::Data<Calls>) -> HttpResponse {
+    if calls.record_run(webhook.event_id()) == 1 {
+        std::future::pending::<()>().await;
+    }
+    webhook.ack().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_disconnect_mid_handler_releases_the_claim() {
+    let h = Harness::start(|calls| async move { serve_handler(calls, hanging_once_handler) }).await;
+    let event = EventBuilder::payment_intent_succeeded().id(Behaviour::Succeed.new_id());
+    let signed = SignedDelivery::now(event.to_json(), SECRET).unwrap();
+    let request = format!(
+        "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+         x-service-signature: {}\r\ncontent-length: {}\r\n\r\n",
+        support::PATH,
+        h.addr,
+        signed.signature,
+        signed.body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(h.addr).await.expect("connect");
+    stream.write_all(request.as_bytes()).await.expect("send head");
+    stream.write_all(&signed.body).await.expect("send body");
+    let started = async {
+        while h.calls.count(event.event_id()) == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), started)
+        .await
+        .expect("the handler starts");
+    // While it runs, the event is in flight.
+    let answer = h.post(signed.body.clone(), Some(&signed.signature)).await;
+    assert_eq!(answer.status, 409, "{answer:?}");
+    // The client goes away mid-handler.
+    drop(stream);
+    let retry = async {
+        loop {
+            let answer = h.post(signed.body.clone(), Some(&signed.signature)).await;
+            if answer.status != 409 {
+                return answer;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(5), retry)
+        .await
+        .expect("the claim is released once the client is gone");
+    assert_eq!(
+        (answer.status, answer.body.as_str()),
+        (200, r#"{"received":true}"#)
+    );
+    assert_eq!(h.calls.count(event.event_id()), 2, "the retry ran the handler");
 }
