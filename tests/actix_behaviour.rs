@@ -252,3 +252,93 @@ async fn client_disconnect_mid_handler_releases_the_claim() {
     );
     assert_eq!(h.calls.count(event.event_id()), 2, "the retry ran the handler");
 }
+
+/// Serves the table's app through actix-http with payhook's `ExpectContinue`.
+fn serve_with_expect_continue(calls: Calls) -> SocketAddr {
+    use actix_http::HttpService;
+    use payhook::actix::ExpectContinue;
+
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let addr = listener.local_addr().expect("local address");
+    let config = config();
+    let server = actix_server::Server::build()
+        .workers(1)
+        .disable_signals()
+        .shutdown_timeout(0)
+        .listen("webhooks", listener, move || {
+            HttpService::build()
+                .expect(ExpectContinue::new(config.receiver()))
+                .h1(actix_service::map_config(
+                    App::new()
+                        .app_data(config.clone())
+                        .app_data(web::Data::new(calls.clone()))
+                        .route(support::PATH, web::post().to(table_handler)),
+                    |_| actix_web::dev::AppConfig::default(),
+                ))
+                .tcp()
+        })
+        .expect("listen on the loopback port")
+        .run();
+    tokio::spawn(server);
+    addr
+}
+
+/// Writes `head`, reads until the end of the first reply head, and returns it.
+async fn first_reply_head(stream: &mut tokio::net::TcpStream, head: &str) -> String {
+    stream.write_all(head.as_bytes()).await.expect("send head");
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 1];
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !reply.ends_with(b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => reply.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .expect("the server answers within 10 s");
+    String::from_utf8_lossy(&reply).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expect_continue_over_the_limit_is_413_before_any_100_continue() {
+    let h = Harness::start(|calls| async move { serve_with_expect_continue(calls) }).await;
+    let signature = SignedDelivery::now("{}", SECRET).unwrap().signature;
+    let head = format!(
+        "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+         x-service-signature: {signature}\r\nexpect: 100-continue\r\ncontent-length: {}\r\n\r\n",
+        support::PATH,
+        h.addr,
+        support::BODY_LIMIT + 1
+    );
+    let mut stream = tokio::net::TcpStream::connect(h.addr).await.expect("connect");
+    let reply = first_reply_head(&mut stream, &head).await;
+    assert!(reply.starts_with("HTTP/1.1 413 "), "{reply:?}");
+    assert_eq!(h.calls.total(), 0);
+
+    // Within the limit, the client is invited to send, and the delivery is handled.
+    let event = EventBuilder::payment_intent_succeeded().id(Behaviour::Succeed.new_id());
+    let signed = SignedDelivery::now(event.to_json(), SECRET).unwrap();
+    let head = format!(
+        "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+         x-service-signature: {}\r\nexpect: 100-continue\r\ncontent-length: {}\r\n\r\n",
+        support::PATH,
+        h.addr,
+        signed.signature,
+        signed.body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(h.addr).await.expect("connect");
+    let reply = first_reply_head(&mut stream, &head).await;
+    assert!(reply.starts_with("HTTP/1.1 100 Continue"), "{reply:?}");
+    stream.write_all(&signed.body).await.expect("send body");
+    let reply = first_reply_head(&mut stream, "").await;
+    assert!(reply.starts_with("HTTP/1.1 200 "), "{reply:?}");
+    let mut body = [0u8; 17];
+    tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut body))
+        .await
+        .expect("the reply body arrives")
+        .expect("read the reply body");
+    assert_eq!(&body, br#"{"received":true}"#);
+    assert_eq!(h.calls.count(event.event_id()), 1);
+}

@@ -84,9 +84,11 @@
 #![warn(missing_docs)]
 
 mod config;
+pub mod expect;
 mod extract;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use config::WebhookConfig;
+pub use expect::ExpectContinue;
 pub use extract::{Rejection, Webhook};
