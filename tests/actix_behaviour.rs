@@ -16,14 +16,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 // Imported by name: the macro calls itself unqualified.
 use support::{behaviour_table, Behaviour, Calls, Harness, SECRET};
 
-/// Serves `app` on a fresh loopback port with one worker; the server stops when
-/// the test's runtime drops the spawned server future.
-///
-/// After answering an oversized upload, actix-web keeps reading (and discarding)
-/// for its lingering close before it drops the connection, so the client can read
-/// the 413 first. The default linger, 1 s, is long enough for a test client to
-/// push all 4 MiB of the table's oversized bodies through; a production-like
-/// 100 ms shows the connection being cut while the client is still sending.
+/// Serves `app` on a fresh loopback port with one worker and actix-web's default
+/// timeouts; the server stops when the test's runtime drops the spawned server
+/// future.
 fn serve<F, T>(app: F) -> SocketAddr
 where
     F: Fn() -> App<T> + Send + Clone + 'static,
@@ -41,7 +36,6 @@ where
         .workers(1)
         .disable_signals()
         .shutdown_timeout(0)
-        .client_disconnect_timeout(Duration::from_millis(100))
         .listen(listener)
         .expect("listen on the loopback port")
         .run();

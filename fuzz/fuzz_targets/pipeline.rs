@@ -8,7 +8,8 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use payhook_core::{Outcome, Receiver};
+use payhook_core::adapter::Outcome;
+use payhook_core::Receiver;
 
 #[path = "common.rs"]
 mod common;

@@ -9,7 +9,8 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use payhook_core::{sign, Event, Outcome, Receiver, Secret};
+use payhook_core::adapter::Outcome;
+use payhook_core::{sign, Event, Receiver, Secret};
 
 #[path = "common.rs"]
 mod common;

@@ -9,8 +9,9 @@
 //! replies, so the handler only runs for new, genuine events; and a handler that
 //! fails, panics or never acknowledges leaves the event to be delivered again.
 //!
-//! All protocol logic lives in `payhook-core`; this crate only reads the body,
-//! translates headers and renders replies.
+//! All protocol logic lives in `payhook-core` (its `adapter` module is the whole
+//! interface this crate uses); this crate only translates actix-web's payload,
+//! headers and responses.
 //!
 //! ```
 //! use actix_web::{test, web, App, HttpResponse};
@@ -56,15 +57,14 @@
 //! # });
 //! ```
 //!
-//! # Bodies over the limit
+//! # Bodies over the limit, and stalled bodies
 //!
 //! A `Content-Length` over the receiver's body limit is answered with `413` before
-//! anything is read; a chunked body is read only until it passes the limit. The
-//! rest is never buffered: the connection is closed after the `413`, once
-//! actix-web's lingering close (`HttpServer::client_disconnect_timeout`, 1 s by
-//! default) has given the client time to read the reply — during which actix-web
-//! reads and discards whatever the client still sends. Lower that timeout to
-//! cut oversized uploads off sooner.
+//! anything is read; a chunked body is read only until it passes the limit. A body
+//! that has not arrived in full within the receiver's
+//! [body timeout](payhook_core::ReceiverBuilder::body_timeout) (5 s by default)
+//! is answered with `408`. In both cases the rest is never buffered and the
+//! connection is closed after the reply.
 //!
 //! # Tracing
 //!

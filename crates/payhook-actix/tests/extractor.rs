@@ -179,7 +179,7 @@ async fn observing_handler(webhook: Result<Webhook, Rejection>) -> HttpResponse 
         Err(rejection) => HttpResponse::Ok().body(format!(
             "duplicate={} status={} {rejection}",
             rejection.is_duplicate(),
-            rejection.reply().map_or(0, |reply| reply.status().as_u16()),
+            rejection.reply().status().as_u16(),
         )),
     }
 }

@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use hmac::{Hmac, Mac};
+use payhook_core::adapter::Outcome;
 use payhook_core::testing::EventBuilder;
-use payhook_core::{sign, FixedClock, MemoryStore, Outcome, Receiver, Secret, Store, Verifier};
+use payhook_core::{sign, FixedClock, MemoryStore, Receiver, Secret, Store, Verifier};
 use sha2::Sha256;
 
 const SECRET: &str = "whsec_5f0c1d8e2b7a4c9d3e6f8a1b2c4d6e8f";

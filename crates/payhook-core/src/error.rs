@@ -55,6 +55,10 @@ pub enum Error {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The body did not arrive in full within the receiver's body timeout (a
+    /// stalled or trickling upload); the connection is closed.
+    #[error("the request body did not arrive within {0:?}")]
+    BodyTimeout(std::time::Duration),
     /// The body could not be read completely (client went away, truncated upload).
     #[error("could not read the request body: {}", Untrusted::message(.0))]
     BodyRead(String),
@@ -71,6 +75,7 @@ impl Error {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::InFlight(_) => StatusCode::CONFLICT,
             Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::BAD_REQUEST,

@@ -11,7 +11,7 @@
 //! | name | kind | labels | counts |
 //! |---|---|---|---|
 //! | `payhook_deliveries_total` | counter | `outcome="verified"` | signature and event valid: handed on to the dedupe store |
-//! | | | `outcome="rejected"`, `reason` (below) | refused before the store: 400, 413 |
+//! | | | `outcome="rejected"`, `reason` (below) | refused before the store: 400, 408, 413 |
 //! | | | `outcome="duplicate"` | the event was handled before: 200 without the handler |
 //! | | | `outcome="in_flight"` | another delivery is handling the event: 409 |
 //! | | | `outcome="store_error"` | the dedupe store could not be reached: 503 |
@@ -24,6 +24,7 @@
 //! `reason` is one of `missing_header`, `repeated_header`, `malformed_header`,
 //! `no_signature`, `signature_mismatch`, `timestamp_too_old`,
 //! `timestamp_in_future`, `invalid_payload`, `body_too_large`, `body_read`,
+//! `body_timeout`,
 //! `store_unavailable` or `in_flight` (see [`reason`]).
 //!
 //! So `verified` = `duplicate` + `in_flight` + `store_error` + `handled` +
@@ -87,6 +88,7 @@ pub fn reason(error: &Error) -> &'static str {
         Error::InvalidPayload(_) => "invalid_payload",
         Error::BodyTooLarge { .. } => "body_too_large",
         Error::BodyRead(_) => "body_read",
+        Error::BodyTimeout(_) => "body_timeout",
         Error::InFlight(_) => "in_flight",
         Error::StoreUnavailable(_) => "store_unavailable",
     }

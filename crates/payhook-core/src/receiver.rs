@@ -13,7 +13,8 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use payhook_core::{sign, Outcome, Receiver, Secret};
+//! use payhook_core::adapter::Outcome;
+//! use payhook_core::{sign, Receiver, Secret};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
@@ -64,6 +65,12 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How long an in-flight claim lasts before another delivery may take the id
 /// over, unless configured otherwise: 5 minutes.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(300);
+/// How long a request body may take to arrive in full unless configured
+/// otherwise: 5 seconds. The payment service gives up on a reply after 10 s, so a
+/// body still arriving after 5 s leaves too little time to handle it; a client
+/// that stalls (or trickles) past it gets `408` and a closed connection instead
+/// of holding a connection and up to a body limit of memory for as long as it likes.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The store namespace of a receiver that keeps its own in-memory store. A
 /// receiver given a store with [`ReceiverBuilder::store`] or
 /// [`ReceiverBuilder::shared_store`] must name its namespace.
@@ -90,6 +97,7 @@ struct Inner {
     lease: Duration,
     retention: Duration,
     body_limit: usize,
+    body_timeout: Duration,
 }
 
 impl fmt::Debug for Receiver {
@@ -99,6 +107,7 @@ impl fmt::Debug for Receiver {
             .field("lease", &self.inner.lease)
             .field("retention", &self.inner.retention)
             .field("body_limit", &self.inner.body_limit)
+            .field("body_timeout", &self.inner.body_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -158,6 +167,12 @@ impl Receiver {
         self.inner.body_limit
     }
 
+    /// How long a request body may take to arrive in full; past it the adapters
+    /// answer `408` ([`Error::BodyTimeout`]) and close the connection.
+    pub fn body_timeout(&self) -> Duration {
+        self.inner.body_timeout
+    }
+
     /// Runs the pipeline on one request.
     ///
     /// Verification and parsing happen before this returns (the future does not
@@ -199,32 +214,6 @@ impl Receiver {
         }
         self.inner.scheme.verify(headers, body)?;
         Event::from_slice(body)
-    }
-
-    /// Refuses a body from its declared `Content-Length` alone, before any of it
-    /// is read. A value that is not a number is left to the framework (which
-    /// rejects it) and the limit is then enforced while reading.
-    ///
-    /// # Errors
-    /// [`Error::BodyTooLarge`] when the declared length is over the limit.
-    pub fn check_content_length(&self, content_length: Option<&[u8]>) -> Result<(), Error> {
-        let declared = content_length
-            .and_then(|value| std::str::from_utf8(value).ok())
-            .and_then(|value| value.trim().parse::<u64>().ok());
-        let limit = self.inner.body_limit;
-        match declared {
-            Some(length) if length > u64::try_from(limit).unwrap_or(u64::MAX) => {
-                Err(Error::BodyTooLarge { limit })
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// The reply for a body that could not be read: over the limit, or cut short.
-    pub fn body_error(&self, error: &Error) -> Reply {
-        metrics::rejected(error);
-        tracing::warn!(target: "payhook", status = error.status().as_u16(), reason = %error, "delivery rejected");
-        Reply::error(error)
     }
 }
 
@@ -400,6 +389,19 @@ impl ClaimGuard {
         self.state.as_ref().map_or("", |s| s.id.as_str())
     }
 
+    /// The delivery's span (`payhook` target, with the event id and type), for
+    /// the handler's log lines and the settling ones.
+    pub(crate) fn span(&self) -> tracing::Span {
+        self.state
+            .as_ref()
+            .map_or_else(tracing::Span::none, |s| s.span.clone())
+    }
+
+    /// When the claim was taken, if the completion log that reports it is enabled.
+    pub(crate) fn started(&self) -> Option<Instant> {
+        self.state.as_ref().and_then(|s| s.started)
+    }
+
     /// Marks the event done and returns the `200 {"received":true}` reply.
     ///
     /// If the store fails at this point the handler has already run, so the
@@ -572,6 +574,7 @@ pub struct ReceiverBuilder {
     lease: Duration,
     retention: Duration,
     body_limit: usize,
+    body_timeout: Duration,
 }
 
 impl Default for ReceiverBuilder {
@@ -584,6 +587,7 @@ impl Default for ReceiverBuilder {
             lease: DEFAULT_LEASE,
             retention: DEFAULT_RETENTION,
             body_limit: DEFAULT_BODY_LIMIT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
         }
     }
 }
@@ -596,6 +600,7 @@ impl fmt::Debug for ReceiverBuilder {
             .field("lease", &self.lease)
             .field("retention", &self.retention)
             .field("body_limit", &self.body_limit)
+            .field("body_timeout", &self.body_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -720,6 +725,16 @@ impl ReceiverBuilder {
         self
     }
 
+    /// How long a request body may take to arrive in full (default 5 s, see
+    /// [`DEFAULT_BODY_TIMEOUT`]). Counted from the moment the adapter starts
+    /// reading the body; a body that is not complete by then gets
+    /// `408 Webhook Error: the request body did not arrive within …` and the
+    /// connection is closed. Both the tower/axum and the actix adapter honour it.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
     /// Checks the configuration and builds the receiver.
     ///
     /// Every setting is checked here, so a receiver that builds never fails or
@@ -738,9 +753,11 @@ impl ReceiverBuilder {
     /// | `retention` under 1 second | `invalid setting: retention must be at least 1 second` |
     /// | `retention` over [`MAX_DURATION`] | `invalid setting: retention must be at most 100 years` |
     /// | `body_limit(0)` | `invalid setting: body limit must be at least 1 byte` |
+    /// | `body_timeout(Duration::ZERO)` | `invalid setting: body timeout must be longer than zero` |
     ///
-    /// A `body_limit` up to `usize::MAX` and a `tolerance` up to `Duration::MAX`
-    /// are accepted as they are (no limit, and any timestamp passes).
+    /// A `body_limit` up to `usize::MAX`, a `tolerance` up to `Duration::MAX`
+    /// and a `body_timeout` up to `Duration::MAX` are accepted as they are (no
+    /// limit, any timestamp passes, no body timeout).
     pub fn build(self) -> Result<Receiver, ConfigError> {
         let scheme = match self.scheme {
             Some(scheme) => scheme,
@@ -769,6 +786,11 @@ impl ReceiverBuilder {
         if self.body_limit == 0 {
             return Err(ConfigError::InvalidSetting("body limit must be at least 1 byte"));
         }
+        if self.body_timeout.is_zero() {
+            return Err(ConfigError::InvalidSetting(
+                "body timeout must be longer than zero",
+            ));
+        }
         // Descriptions go to whichever metrics recorder is installed by now.
         metrics::describe();
         Ok(Receiver {
@@ -779,6 +801,7 @@ impl ReceiverBuilder {
                 lease: self.lease,
                 retention: self.retention,
                 body_limit: self.body_limit,
+                body_timeout: self.body_timeout,
             }),
         })
     }

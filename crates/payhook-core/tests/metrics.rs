@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use http::HeaderMap;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use payhook_core::adapter::Outcome;
 use payhook_core::store::{Claim, ClaimToken, Completion, Store, StoreFuture};
 use payhook_core::testing::{unix_now, EventBuilder, SignedDelivery};
-use payhook_core::{MemoryStore, Outcome, Receiver, Reply, StoreError};
+use payhook_core::{MemoryStore, Receiver, Reply, StoreError};
 
 const SECRET: &str = "whsec_metrics";
 

@@ -58,5 +58,5 @@
 mod extract;
 mod handlers;
 
-pub use extract::{Received, Webhook, WebhookRejection, MISSING_LAYER_REPLY};
+pub use extract::{Received, Webhook, WebhookRejection};
 pub use handlers::EventHandlers;
