@@ -164,7 +164,7 @@ async fn extract<T: DeserializeOwned + 'static>(
         Err(error) => {
             tracing::warn!(
                 target: "payhook",
-                event_id = claim.event_id(),
+                event_id = %payhook_core::untrusted::Untrusted::value(claim.event_id()),
                 status = 400,
                 reason = %error,
                 payload_type = std::any::type_name::<T>(),

@@ -203,6 +203,7 @@ impl BodyIntake {
 
 /// Logs a rejected request and builds its reply.
 fn rejected(error: Error) -> Reply {
+    crate::metrics::rejected(&error);
     tracing::warn!(target: "payhook", status = error.status().as_u16(), reason = %error, "delivery rejected");
     Reply::error(&error)
 }

@@ -56,6 +56,7 @@ mod clock;
 pub mod error;
 pub mod event;
 mod headers;
+pub mod metrics;
 pub mod receiver;
 pub mod reply;
 mod secret;

@@ -39,6 +39,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -51,6 +52,7 @@ use crate::clock::Clock;
 use crate::error::{ConfigError, Error};
 use crate::event::Event;
 use crate::headers::Headers;
+use crate::metrics;
 use crate::reply::Reply;
 use crate::signature::{SignatureScheme, VerifierBuilder};
 use crate::store::{Claim, ClaimToken, Completion, MemoryStore, Store};
@@ -187,10 +189,14 @@ impl Receiver {
         async move {
             match checked {
                 Err(error) => {
+                    metrics::rejected(&error);
                     tracing::warn!(target: "payhook", status = error.status().as_u16(), reason = %error, "delivery rejected");
                     Outcome::Respond(Reply::error(&error))
                 }
-                Ok(event) => claim(inner, event, body, started).await,
+                Ok(event) => {
+                    metrics::verified();
+                    claim(inner, event, body, started).await
+                }
             }
         }
     }
@@ -219,29 +225,35 @@ async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Option<Ins
             Ok(Claim::Claimed(token)) => {
                 tracing::debug!(target: "payhook", "event claimed");
                 let id = event.id().to_owned();
-                let renewal = LeaseRenewal::start(&inner, &id, token, &claim_span);
+                let lease_lost = Arc::new(AtomicBool::new(false));
+                let renewal = LeaseRenewal::start(&inner, &id, token, &lease_lost, &claim_span);
                 let claim = ClaimGuard {
                     state: Some(ClaimState {
                         id,
                         inner,
                         token,
                         started,
+                        handed_out: Instant::now(),
                         span: claim_span,
                         renewal,
+                        lease_lost,
                     }),
                 };
                 Outcome::Deliver(Delivery { event, body, claim })
             }
             Ok(Claim::Done) => {
+                metrics::duplicate();
                 tracing::info!(target: "payhook", "duplicate delivery acknowledged; the event was processed before");
                 Outcome::Respond(Reply::received())
             }
             Ok(Claim::InFlight) => {
+                metrics::in_flight();
                 let error = Error::InFlight(event.id().to_owned());
                 tracing::info!(target: "payhook", status = 409, "delivery refused: the event is in flight elsewhere");
                 Outcome::Respond(Reply::error(&error))
             }
             Err(err) => {
+                metrics::store_error();
                 let error = Error::from(err);
                 tracing::error!(target: "payhook", status = 503, reason = %error, "dedupe store unavailable");
                 Outcome::Respond(Reply::error(&error))
@@ -281,8 +293,12 @@ struct ClaimState {
     id: String,
     token: ClaimToken,
     started: Option<Instant>,
+    /// When the event was handed to the handler, for `payhook_handler_seconds`.
+    handed_out: Instant,
     span: tracing::Span,
     renewal: LeaseRenewal,
+    /// Set once the lease is known lost, so it is counted once per claim.
+    lease_lost: Arc<AtomicBool>,
 }
 
 /// The task that renews a claim's lease every third of it while the handler
@@ -293,7 +309,13 @@ struct ClaimState {
 struct LeaseRenewal(Option<tokio::task::AbortHandle>);
 
 impl LeaseRenewal {
-    fn start(inner: &Arc<Inner>, id: &str, token: ClaimToken, span: &tracing::Span) -> Self {
+    fn start(
+        inner: &Arc<Inner>,
+        id: &str,
+        token: ClaimToken,
+        lease_lost: &Arc<AtomicBool>,
+        span: &tracing::Span,
+    ) -> Self {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::warn!(
                 target: "payhook",
@@ -302,7 +324,8 @@ impl LeaseRenewal {
             );
             return Self(None);
         };
-        let renew = renew_while_handled(Arc::clone(inner), id.to_owned(), token).instrument(span.clone());
+        let renew = renew_while_handled(Arc::clone(inner), id.to_owned(), token, Arc::clone(lease_lost))
+            .instrument(span.clone());
         Self(Some(runtime.spawn(renew).abort_handle()))
     }
 
@@ -319,7 +342,7 @@ impl Drop for LeaseRenewal {
     }
 }
 
-async fn renew_while_handled(inner: Arc<Inner>, id: String, token: ClaimToken) {
+async fn renew_while_handled(inner: Arc<Inner>, id: String, token: ClaimToken, lease_lost: Arc<AtomicBool>) {
     // The builder keeps the lease at 1 s or more, so this is never zero.
     let every = inner.lease / 3;
     loop {
@@ -327,6 +350,9 @@ async fn renew_while_handled(inner: Arc<Inner>, id: String, token: ClaimToken) {
         match inner.store.renew(&inner.namespace, &id, token, inner.lease).await {
             Ok(true) => tracing::trace!(target: "payhook", "lease renewed"),
             Ok(false) => {
+                if !lease_lost.swap(true, Ordering::Relaxed) {
+                    metrics::lease_lost();
+                }
                 tracing::error!(
                     target: "payhook",
                     "lease lost while the handler runs: it ran out before it could be renewed, \
@@ -335,11 +361,10 @@ async fn renew_while_handled(inner: Arc<Inner>, id: String, token: ClaimToken) {
                 return;
             }
             // The lease is still good for two more thirds: try again then.
-            Err(err) => tracing::warn!(
-                target: "payhook",
-                reason = %err,
-                "lease could not be renewed; trying again"
-            ),
+            Err(err) => {
+                metrics::store_failed("renew");
+                tracing::warn!(target: "payhook", reason = %err, "lease could not be renewed; trying again");
+            }
         }
     }
 }
@@ -410,6 +435,7 @@ impl ClaimGuard {
 impl ClaimState {
     fn complete(mut self) -> impl Future<Output = ()> + Send + 'static {
         self.renewal.stop();
+        metrics::settled(true, self.handed_out.elapsed());
         let span = self.span.clone();
         async move {
             let inner = &self.inner;
@@ -430,16 +456,24 @@ impl ClaimState {
                      of this completion was applied and its reply lost, or this delivery's lease \
                      ran out and another delivery handled the event meanwhile"
                 ),
-                Ok(Completion::NotOwner) => tracing::error!(
-                    target: "payhook",
-                    "handler finished but its lease was lost: another delivery holds the event now, \
-                     so this completion was refused and the event may be handled again"
-                ),
-                Err(err) => tracing::error!(
-                    target: "payhook",
-                    reason = %err,
-                    "handler succeeded but the event could not be marked done; acknowledging anyway"
-                ),
+                Ok(Completion::NotOwner) => {
+                    if !self.lease_lost.swap(true, Ordering::Relaxed) {
+                        metrics::lease_lost();
+                    }
+                    tracing::error!(
+                        target: "payhook",
+                        "handler finished but its lease was lost: another delivery holds the event now, \
+                         so this completion was refused and the event may be handled again"
+                    );
+                }
+                Err(err) => {
+                    metrics::store_failed("complete");
+                    tracing::error!(
+                        target: "payhook",
+                        reason = %err,
+                        "handler succeeded but the event could not be marked done; acknowledging anyway"
+                    );
+                }
             }
         }
         .instrument(span)
@@ -447,6 +481,7 @@ impl ClaimState {
 
     fn release(mut self, why: &'static str) -> impl Future<Output = ()> + Send + 'static {
         self.renewal.stop();
+        metrics::settled(false, self.handed_out.elapsed());
         let span = self.span.clone();
         async move {
             let inner = &self.inner;
@@ -454,11 +489,14 @@ impl ClaimState {
                 Ok(_) => {
                     tracing::warn!(target: "payhook", reason = why, "claim released; the next delivery of the event runs the handler again")
                 }
-                Err(err) => tracing::error!(
-                    target: "payhook",
-                    reason = %err,
-                    "claim could not be released; a retry is refused until the lease runs out"
-                ),
+                Err(err) => {
+                    metrics::store_failed("release");
+                    tracing::error!(
+                        target: "payhook",
+                        reason = %err,
+                        "claim could not be released; a retry is refused until the lease runs out"
+                    );
+                }
             }
         }
         .instrument(span)
@@ -753,6 +791,8 @@ impl ReceiverBuilder {
                 "body timeout must be longer than zero",
             ));
         }
+        // Descriptions go to whichever metrics recorder is installed by now.
+        metrics::describe();
         Ok(Receiver {
             inner: Arc::new(Inner {
                 scheme,
