@@ -84,6 +84,11 @@ impl Calls {
         *n
     }
 
+    /// Records a handler run for `id` and returns how many there have been.
+    pub fn record_run(&self, id: &str) -> usize {
+        self.record(id)
+    }
+
     /// Handler runs for one id.
     pub fn count(&self, id: &str) -> usize {
         self.0.lock().unwrap().get(id).copied().unwrap_or(0)

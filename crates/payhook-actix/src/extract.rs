@@ -177,7 +177,7 @@ async fn extract<T: DeserializeOwned + 'static>(
 }
 
 /// actix-web 4's header map (on `http` 0.2) seen through the core's [`Headers`].
-struct ActixHeaders<'a>(&'a HeaderMap);
+pub(crate) struct ActixHeaders<'a>(pub(crate) &'a HeaderMap);
 
 impl Headers for ActixHeaders<'_> {
     fn lookup(&self, name: &str) -> HeaderLookup<'_> {

@@ -66,6 +66,15 @@
 //! is answered with `408`. In both cases the rest is never buffered and the
 //! connection is closed after the reply.
 //!
+//! # Client disconnects
+//!
+//! actix-web keeps running a handler whose client has closed its connection
+//! unless the server is told not to allow half-closed connections. With
+//! `HttpServer::h1_allow_half_closed(false)` a disconnect cancels the handler and
+//! its claim is released, so the sender's retry runs it again; with actix-web's
+//! default the handler runs on, the event stays in flight (`409` to a retry)
+//! until it finishes, and its [`ack`](Webhook::ack) still marks it done.
+//!
 //! # Tracing
 //!
 //! The core logs every delivery's outcome under target `payhook`; this
@@ -75,9 +84,11 @@
 #![warn(missing_docs)]
 
 mod config;
+pub mod expect;
 mod extract;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use config::WebhookConfig;
+pub use expect::ExpectContinue;
 pub use extract::{Rejection, Webhook};
