@@ -445,6 +445,13 @@ pub struct PaymentIntent {
     #[serde(default)]
     pub description: Option<String>,
     /// The integrator's key–value pairs (empty when absent or null).
+    ///
+    /// The service sends string values. A value of another JSON type (`42`,
+    /// `true`, `null`, an array or an object) is kept as its JSON text exactly
+    /// as sent (`"order_id": 42` gives `"42"`, `"tags": ["a", "b"]` gives
+    /// `["a", "b"]`), so a correctly signed event is never refused over its
+    /// metadata; a string value is kept unescaped, so `"42"` and `42` both read
+    /// `42`.
     #[serde(default, deserialize_with = "metadata")]
     pub metadata: BTreeMap<String, String>,
 }
@@ -458,17 +465,17 @@ impl PaymentIntent {
     }
 }
 
-/// Reads `metadata` (an object of strings, or null) by collecting the entries
-/// and building the map in one go: the service sends the keys sorted, and a
-/// sorted run is built without the search per key that inserting one by one
-/// costs. A repeated key keeps its last value, as inserting would.
+/// Reads `metadata` (an object, or null) by collecting the entries and building
+/// the map in one go: the service sends the keys sorted, and a sorted run is
+/// built without the search per key that inserting one by one costs. A
+/// repeated key keeps its last value, as inserting would.
 fn metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, String>, D::Error> {
     struct MetadataVisitor;
     impl<'de> Visitor<'de> for MetadataVisitor {
         type Value = BTreeMap<String, String>;
 
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a map of strings or null")
+            f.write_str("an object or null")
         }
 
         fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
@@ -485,13 +492,35 @@ fn metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<Strin
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
             let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
-            while let Some(entry) = map.next_entry::<String, String>()? {
-                entries.push(entry);
+            while let Some(entry) = map.next_entry::<String, MetadataValue>()? {
+                let (key, MetadataValue(value)) = entry;
+                entries.push((key, value));
             }
             Ok(entries.into_iter().collect())
         }
     }
     deserializer.deserialize_option(MetadataVisitor)
+}
+
+/// One metadata value: a string as its text, anything else as its JSON text.
+struct MetadataValue(String);
+
+impl<'de> Deserialize<'de> for MetadataValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // The raw text serves both cases: the service sends strings, whose
+        // text is the value between the quotes when nothing is escaped.
+        let raw: Box<str> = Box::<RawValue>::deserialize(deserializer)?.into();
+        let mut text = String::from(raw);
+        if !text.starts_with('"') {
+            return Ok(Self(text));
+        }
+        if text.contains('\\') {
+            return serde_json::from_str(&text).map(Self).map_err(de::Error::custom);
+        }
+        text.pop();
+        text.remove(0);
+        Ok(Self(text))
+    }
 }
 
 fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
@@ -733,6 +762,40 @@ mod tests {
             msg(r#"{"id":"evt_1","type":"payment_intent.failed","data":{"object":{"id":"pi_1"#)
                 .contains("EOF")
         );
+    }
+
+    /// The service documents string values, but a signed event with other
+    /// values must not become a permanent 400: they are kept as JSON text.
+    #[test]
+    fn metadata_values_of_any_json_type_are_kept_as_text() {
+        let body = r#"{"id":"evt_m","type":"payment_intent.succeeded","data":{"object":{
+            "id":"pi_m","object":"payment_intent","amount":1,"currency":"btc","status":"succeeded",
+            "metadata":{"order_id":42,"gift":true,"note":null,"price":1.50,"big":123456789012345678901234567890,
+              "tags":["a", "b"],"nested":{"k": {"x":1}},"text":"plain","quoted":"say \"hi\"\n","digits":"42"}}}}"#;
+        let event = Event::from_slice(body.as_bytes()).unwrap();
+        let metadata = &event.payment_intent().unwrap().metadata;
+        let expected: BTreeMap<String, String> = [
+            ("order_id", "42"),
+            ("gift", "true"),
+            ("note", "null"),
+            ("price", "1.50"),
+            ("big", "123456789012345678901234567890"),
+            ("tags", r#"["a", "b"]"#),
+            ("nested", r#"{"k": {"x":1}}"#),
+            ("text", "plain"),
+            ("quoted", "say \"hi\"\n"),
+            ("digits", "42"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        assert_eq!(metadata, &expected);
+        // `type` after `data` reads the intent the same way.
+        let reordered = body
+            .replacen(r#""type":"payment_intent.succeeded","#, "", 1)
+            .replacen("}}}}", r#"}}},"type":"payment_intent.succeeded"}"#, 1);
+        let event = Event::from_slice(reordered.as_bytes()).unwrap();
+        assert_eq!(&event.payment_intent().unwrap().metadata, &expected);
     }
 
     #[test]
