@@ -54,7 +54,16 @@ impl Event {
         // lets serde_json read the body as text without checking each string.
         let text = std::str::from_utf8(body)
             .map_err(|err| Error::InvalidPayload(format!("body is not UTF-8 text: {err}")))?;
-        let envelope = read_envelope(text)?;
+        let envelope = match read_envelope(text, DataFirst::Speculate) {
+            Ok(envelope) if !envelope.needs_raw_data() => envelope,
+            // Nothing was guessed, so a second read would fail alike.
+            Err(Failed {
+                error,
+                speculated: false,
+            }) => return Err(error),
+            // `data` came first and was not the payment intent it was taken for.
+            _ => read_envelope(text, DataFirst::KeepRaw).map_err(|failed| failed.error)?,
+        };
         let id = envelope.id.ok_or_else(|| invalid("event has no id"))?;
         if id.is_empty() {
             return Err(invalid("event id is empty"));
@@ -163,20 +172,45 @@ struct Data {
     object: Option<PaymentIntent>,
 }
 
+/// What [`read_envelope`] does with a `data` that comes before `type`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DataFirst {
+    /// Reads it as a payment intent, on the guess that this is a payment event
+    /// (the events payhook types, and the ones that carry large bodies). If the
+    /// guess is wrong the body is read again with [`KeepRaw`](Self::KeepRaw).
+    Speculate,
+    /// Keeps it as raw JSON, to read as a payment intent once `type` says so.
+    KeepRaw,
+}
+
+/// A failed envelope read, and whether it read `data` on a guess (then a
+/// [`DataFirst::KeepRaw`] read may succeed, or fail with another message).
+struct Failed {
+    error: Error,
+    speculated: bool,
+}
+
 /// Reads the envelope and checks that nothing follows it. An error met while
 /// reading a payment intent in the same pass is reported as a `data.object`
 /// error, as it is when the intent is read from the kept raw `data`.
-fn read_envelope(text: &str) -> Result<Envelope<'_>, Error> {
+fn read_envelope(text: &str, data_first: DataFirst) -> Result<Envelope<'_>, Failed> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let mut in_intent = false;
+    let mut progress = Progress {
+        in_intent: false,
+        speculated: false,
+    };
     let envelope = EnvelopeSeed {
-        in_intent: &mut in_intent,
+        data_first,
+        progress: &mut progress,
     }
     .deserialize(&mut de)
     .and_then(|envelope| de.end().map(|()| envelope));
-    envelope.map_err(|err| match (in_intent, err.classify()) {
-        (true, serde_json::error::Category::Data) => Error::InvalidPayload(format!("data.object: {err}")),
-        _ => payload_error(err),
+    envelope.map_err(|err| Failed {
+        error: match (progress.in_intent, err.classify()) {
+            (true, serde_json::error::Category::Data) => Error::InvalidPayload(format!("data.object: {err}")),
+            _ => payload_error(err),
+        },
+        speculated: progress.speculated,
     })
 }
 
@@ -207,12 +241,23 @@ struct Envelope<'a> {
     event_type: Option<String>,
     data: DataField<'a>,
     extra: BTreeMap<String, Box<RawValue>>,
+    /// `data` came before `type` and was read as a payment intent.
+    speculated: bool,
+}
+
+impl Envelope<'_> {
+    /// Whether `data` was read as a payment intent, but `type` (or its absence)
+    /// says the event needs it raw.
+    fn needs_raw_data(&self) -> bool {
+        self.speculated && !self.event_type.as_deref().is_some_and(is_payment_type)
+    }
 }
 
 /// How `data` was read. When `type` comes first (the order the service
-/// documents) and names a payment event, `data` is read straight into the
-/// payment intent: one pass over the body instead of a scan to keep it raw and
-/// a second to parse it.
+/// documents) and names a payment event, or when `data` comes first (the order
+/// of the service's sibling format) under [`DataFirst::Speculate`], `data` is
+/// read straight into the payment intent: one pass over the body instead of a
+/// scan to keep it raw and a second to parse it.
 // Lives on the stack for one parse and is moved once: boxing the intent would
 // add an allocation to every payment event.
 #[allow(clippy::large_enum_variant)]
@@ -229,10 +274,18 @@ fn is_payment_type(event_type: &str) -> bool {
     )
 }
 
-/// Deserializes an [`Envelope`], noting whether an error came from inside a
-/// payment intent.
+/// Deserializes an [`Envelope`], noting where it got to.
 struct EnvelopeSeed<'f> {
-    in_intent: &'f mut bool,
+    data_first: DataFirst,
+    progress: &'f mut Progress,
+}
+
+/// Where an envelope read got to, for its error.
+struct Progress {
+    /// Inside a payment intent whose `type` is known.
+    in_intent: bool,
+    /// `data` was read as a payment intent before `type` was known.
+    speculated: bool,
 }
 
 enum EnvelopeKey {
@@ -268,7 +321,8 @@ impl<'de> de::DeserializeSeed<'de> for EnvelopeSeed<'_> {
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Envelope<'de>, D::Error> {
         struct EnvelopeVisitor<'f> {
-            in_intent: &'f mut bool,
+            data_first: DataFirst,
+            progress: &'f mut Progress,
         }
         impl<'de> Visitor<'de> for EnvelopeVisitor<'_> {
             type Value = Envelope<'de>;
@@ -281,6 +335,7 @@ impl<'de> de::DeserializeSeed<'de> for EnvelopeSeed<'_> {
                     event_type: None,
                     data: DataField::Absent,
                     extra: BTreeMap::new(),
+                    speculated: false,
                 };
                 while let Some(key) = map.next_key::<EnvelopeKey>()? {
                     match key {
@@ -300,13 +355,19 @@ impl<'de> de::DeserializeSeed<'de> for EnvelopeSeed<'_> {
                             if !matches!(envelope.data, DataField::Absent) {
                                 return Err(de::Error::duplicate_field("data"));
                             }
-                            envelope.data = if envelope.event_type.as_deref().is_some_and(is_payment_type) {
-                                *self.in_intent = true;
-                                let data = map.next_value::<Data>()?;
-                                *self.in_intent = false;
-                                DataField::Intent(data.object)
-                            } else {
-                                DataField::Raw(map.next_value::<&'de RawValue>()?)
+                            envelope.data = match envelope.event_type.as_deref() {
+                                Some(event_type) if is_payment_type(event_type) => {
+                                    self.progress.in_intent = true;
+                                    let data = map.next_value::<Data>()?;
+                                    self.progress.in_intent = false;
+                                    DataField::Intent(data.object)
+                                }
+                                None if self.data_first == DataFirst::Speculate => {
+                                    self.progress.speculated = true;
+                                    envelope.speculated = true;
+                                    DataField::Intent(map.next_value::<Data>()?.object)
+                                }
+                                _ => DataField::Raw(map.next_value::<&'de RawValue>()?),
                             };
                         }
                         EnvelopeKey::Other(name) => {
@@ -319,7 +380,8 @@ impl<'de> de::DeserializeSeed<'de> for EnvelopeSeed<'_> {
             }
         }
         deserializer.deserialize_map(EnvelopeVisitor {
-            in_intent: self.in_intent,
+            data_first: self.data_first,
+            progress: self.progress,
         })
     }
 }

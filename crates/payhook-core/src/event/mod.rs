@@ -1,11 +1,19 @@
 //! Typed events.
 //!
-//! An [`Event`] is parsed from the verified raw body in two steps: first an
-//! envelope (`id`, `type`, `data` kept as raw JSON, every other top-level field
-//! kept as raw JSON), then, for payment events, the payment intent straight from
-//! the raw `data`. Parsing straight into the typed fields is what keeps amounts
-//! exact: `amount` is read into a `u128` and never passes through `f64` (1 ETH is
+//! An [`Event`] is parsed from the verified raw body in one pass over it: the
+//! envelope (`id`, `type`, `data`; every other top-level field kept as raw
+//! JSON) and, for payment events, the payment intent read from `data` straight
+//! into its typed fields, whether `type` comes before `data` or after it.
+//! Parsing straight into the typed fields is what keeps amounts exact:
+//! `amount` is read into a `u128` and never passes through `f64` (1 ETH is
 //! 10^18 wei, so amounts beyond 2^64 are ordinary).
+//!
+//! When `data` comes before `type`, it is read as a payment intent on the guess
+//! that the event is a payment event. If `type` then names another event, or
+//! `data` is not a valid payment intent, the body is read a second time keeping
+//! `data` as raw JSON (for [`EventKind::Other`], or for the precise error): the
+//! second pass is paid only by such events, and the result is the same as with
+//! `type` first.
 //!
 //! | `type` | [`EventKind`] |
 //! |---|---|
@@ -215,6 +223,84 @@ mod tests {
             .replacen("}}}}", r#"}}},"type":"payment_intent.succeeded"}"#, 1);
         let event = Event::from_slice(reordered.as_bytes()).unwrap();
         assert_eq!(&event.payment_intent().unwrap().metadata, &expected);
+    }
+
+    /// `type` after `data` gives exactly what `type` before `data` gives:
+    /// the same event, or the same error, for payment events, other events and
+    /// invalid ones alike.
+    #[test]
+    fn key_order_never_changes_the_result() {
+        let intent = |amount: &str, object: &str| {
+            format!(
+                r#"{{"object":{{"id":"pi_1","object":"{object}","amount":{amount},"currency":"btc","status":"succeeded","metadata":{{"n":1}}}}}}"#
+            )
+        };
+        let datas = [
+            intent("5", "payment_intent"),
+            intent("-5", "payment_intent"),
+            intent("1.5", "payment_intent"),
+            intent("5", "charge"),
+            r#"{"object":{"id":"pi_1"}}"#.to_owned(),
+            r#"{"object":null}"#.to_owned(),
+            r#"{"other":{"amount":1e400}}"#.to_owned(),
+            "{}".to_owned(),
+            "null".to_owned(),
+            "[1,2]".to_owned(),
+            r#""text""#.to_owned(),
+        ];
+        let types = [
+            PAYMENT_INTENT_SUCCEEDED,
+            PAYMENT_SUCCEEDED,
+            PAYMENT_INTENT_FAILED,
+            "transfer.created",
+            "payment_intent.created",
+        ];
+        // The position in an error is counted from the start of `data` when
+        // `data` was kept raw, so only the message is compared.
+        let outcome = |body: &str| match Event::from_slice(body.as_bytes()) {
+            Ok(event) => Ok(format!("{event:?}")),
+            Err(err) => {
+                let text = err.to_string();
+                Err(text.split(" at line ").next().unwrap_or_default().to_owned())
+            }
+        };
+        for data in &datas {
+            for event_type in types {
+                let type_first =
+                    format!(r#"{{"id":"evt_1","type":"{event_type}","data":{data},"livemode":false}}"#);
+                let data_first =
+                    format!(r#"{{"id":"evt_1","data":{data},"livemode":false,"type":"{event_type}"}}"#);
+                assert_eq!(outcome(&type_first), outcome(&data_first), "{data_first}");
+            }
+            let no_type = format!(r#"{{"data":{data},"id":"evt_1"}}"#);
+            assert_eq!(
+                outcome(&no_type),
+                Err("invalid payload: event has no type".to_owned())
+            );
+        }
+        // Valid payment events in either order, and an other event's raw data.
+        let data_first = format!(
+            r#"{{"data":{},"type":"payment.succeeded","id":"evt_1"}}"#,
+            intent("7", "payment_intent")
+        );
+        let event = Event::from_slice(data_first.as_bytes()).unwrap();
+        assert_eq!(event.payment_intent().map(|pi| pi.amount), Some(7));
+        let event =
+            Event::from_slice(br#"{"data":{"object":{"id":"tr_1"}},"type":"transfer.created","id":"evt_2"}"#)
+                .unwrap();
+        assert!(
+            matches!(event.kind(), EventKind::Other { data } if data.get() == r#"{"object":{"id":"tr_1"}}"#)
+        );
+        // Syntax errors after a guessed `data` are reported as such.
+        let err = Event::from_slice(
+            format!(
+                r#"{{"data":{},"type":"payment.succeeded""#,
+                intent("7", "payment_intent")
+            )
+            .as_bytes(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("EOF"), "{err}");
     }
 
     #[test]
