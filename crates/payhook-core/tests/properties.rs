@@ -37,6 +37,11 @@ fn header_like() -> impl Strategy<Value = Vec<u8>> {
         Just(b"=".to_vec()),
         Just(b"+".to_vec()),
         Just(b" ".to_vec()),
+        Just("\u{a0}".as_bytes().to_vec()),
+        Just("\u{3000}".as_bytes().to_vec()),
+        Just(b"\t".to_vec()),
+        Just(b"t".to_vec()),
+        Just(b"v1".to_vec()),
         "[0-9]{1,22}".prop_map(String::into_bytes),
         lower_hex(64).prop_map(String::into_bytes),
         (63usize..=65)
@@ -76,6 +81,27 @@ proptest! {
     }
 }
 
+/// The spaces both official libraries skip before the digits of `t`, and
+/// (with U+0085) after them.
+const LEADING_SPACES: &[char] = &[
+    '\t', '\n', '\u{b}', '\u{c}', '\r', ' ', '\u{a0}', '\u{1680}', '\u{2000}', '\u{2001}', '\u{2002}',
+    '\u{2003}', '\u{2004}', '\u{2005}', '\u{2006}', '\u{2007}', '\u{2008}', '\u{2009}', '\u{200a}',
+    '\u{2028}', '\u{2029}', '\u{202f}', '\u{205f}', '\u{3000}',
+];
+
+/// A `t` value read as the rules say: spaces, an optional `+`, ASCII digits,
+/// spaces (U+0085 too).
+fn reference_timestamp(value: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(value).ok()?;
+    let text = text.trim_start_matches(LEADING_SPACES);
+    let text = text.trim_end_matches(|c| LEADING_SPACES.contains(&c) || c == '\u{85}');
+    let digits = text.strip_prefix('+').unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 /// The header rules read as literally as possible (split on `,`, key before
 /// the first `=`, value up to the next `=`), to check the parser against.
 fn reference_parse(header: &[u8]) -> Option<(u64, Vec<&[u8]>)> {
@@ -87,14 +113,15 @@ fn reference_parse(header: &[u8]) -> Option<(u64, Vec<&[u8]>)> {
     for item in header.split(|&b| b == b',') {
         let mut parts = item.split(|&b| b == b'=');
         let key = parts.next()?;
-        let Some(value) = parts.next() else { continue };
+        let Some(value) = parts.next() else {
+            if key == b"t" || key == b"v1" {
+                return None;
+            }
+            continue;
+        };
         match key {
             b"t" => {
-                let digits = value.strip_prefix(b"+").unwrap_or(value);
-                if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-                    return None;
-                }
-                let parsed: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+                let parsed = reference_timestamp(value)?;
                 if t.is_some_and(|prev| prev != parsed) {
                     return None;
                 }
