@@ -815,6 +815,19 @@ mod tests {
         assert_eq!(check(&without, BODY), Err(Error::NoSignatureMatch));
     }
 
+    /// The raw bytes are signed, so a body that is not UTF-8 verifies (the
+    /// official libraries decode it as text first and would refuse it).
+    #[test]
+    fn a_body_that_is_not_utf8_verifies_over_its_bytes() {
+        let body = b"{\"id\":\"evt_1\",\"x\":\"\xff\xfe\"}";
+        let header = sign(body, &Secret::new("whsec_test_secret").unwrap(), T);
+        assert_eq!(check(&header, body), Ok(()));
+        assert_eq!(
+            check(&header, b"{\"id\":\"evt_1\",\"x\":\"\xff\xff\"}"),
+            Err(Error::NoSignatureMatch)
+        );
+    }
+
     /// A zero tolerance accepts the same second only.
     #[test]
     fn zero_tolerance_means_the_same_second() {

@@ -304,6 +304,25 @@ mod tests {
     }
 
     #[test]
+    fn amount_received_absent_is_zero() {
+        let body = br#"{"id":"evt_r","type":"payment_intent.failed","data":{"object":{"id":"pi_r","amount":250,"currency":"btc","status":"failed"}}}"#;
+        let pi = Event::from_slice(body)
+            .unwrap()
+            .payment_intent()
+            .cloned()
+            .unwrap();
+        assert_eq!((pi.amount, pi.amount_received), (250, 0));
+        let with_null = std::str::from_utf8(body)
+            .unwrap()
+            .replace(r#""status""#, r#""amount_received":null,"status""#);
+        let err = Event::from_slice(with_null.as_bytes()).unwrap_err();
+        assert!(
+            err.to_string().contains("amount must be a non-negative integer"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn custom_types_parse_from_the_same_body() {
         #[derive(Deserialize)]
         struct Mine {
