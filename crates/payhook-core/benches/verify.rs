@@ -8,6 +8,13 @@
 //!   call with `hmac` + `sha2`.
 //! * `verify_parse/1KiB_{4,16}_metadata`: `Receiver::check` (verify + typed `Event`) on a realistic
 //!   payment event against HMAC + `serde_json::from_slice::<Value>`.
+//! * `verify_parse_order/{type_first,data_first,raw_hmac_serde_value}/{1KiB,16KiB,1MiB}`:
+//!   `Receiver::check` on a payment event with `type` before `data` and with
+//!   `type` after `data` (the order of the service's sibling format), against
+//!   HMAC + `serde_json::from_slice::<Value>` of the same body. Past 1 KiB the
+//!   event grows by a list of on-chain transfers inside the payment intent, a
+//!   field payhook does not type (forward compatibility), as a sender adding
+//!   fields would make it.
 //! * `pipeline/1KiB`: verify + parse against the full `receive` → `complete` round
 //!   with the in-memory store, every delivery a new event id.
 
@@ -193,6 +200,75 @@ fn bench_verify_parse(c: &mut Criterion) {
     group.finish();
 }
 
+/// A payment event of about `len` bytes, with `type` before or after `data`.
+fn sized_event(len: usize, data_first: bool) -> String {
+    let mut body = realistic_event("evt_1PqX7bLkdIwHu7ixQ2cVbN0k");
+    if len > body.len() {
+        let mut transfers = String::from(r#""transfers":["#);
+        let mut i = 0u64;
+        while body.len() + transfers.len() + 1 < len {
+            if i > 0 {
+                transfers.push(',');
+            }
+            transfers.push_str(&format!(
+                r#"{{"tx_hash":"0x{i:064x}","confirmations":{},"amount":"{}","network":"ethereum-mainnet"}}"#,
+                12 + i % 7,
+                1_000_000_000_000_000 + i
+            ));
+            i += 1;
+        }
+        transfers.push_str("],");
+        body = body.replacen(r#""metadata":{"#, &format!(r#"{transfers}"metadata":{{"#), 1);
+    }
+    let type_item = r#""type":"payment_intent.succeeded","#;
+    assert!(body.contains(type_item), "the builder writes type before data");
+    if data_first {
+        body = body.replacen(type_item, "", 1);
+        body.truncate(body.len() - 1);
+        body.push_str(r#","type":"payment_intent.succeeded"}"#);
+    }
+    body
+}
+
+fn bench_verify_parse_order(c: &mut Criterion) {
+    let receiver = Receiver::builder()
+        .secret(SECRET)
+        .clock(FixedClock::new(T as i64))
+        .body_limit(2 * 1024 * 1024)
+        .build()
+        .expect("valid receiver");
+    let mut group = c.benchmark_group("verify_parse_order");
+    for (label, len) in [("1KiB", 1024), ("16KiB", 16 * 1024), ("1MiB", 1024 * 1024)] {
+        let type_first = sized_event(len, false);
+        let data_first = sized_event(len, true);
+        assert_eq!(type_first.len(), data_first.len());
+        group.throughput(Throughput::Bytes(type_first.len() as u64));
+        group.bench_function(BenchmarkId::new("raw_hmac_serde_value", label), |b| {
+            b.iter(|| {
+                let body = black_box(type_first.as_bytes());
+                let mac = raw_hmac(SECRET.as_bytes(), b"1732264800", body);
+                let value: serde_json::Value = serde_json::from_slice(body).expect("valid JSON");
+                (mac, value)
+            })
+        });
+        for (order, body) in [("type_first", &type_first), ("data_first", &data_first)] {
+            let headers = signed_headers(body.as_bytes());
+            let event = receiver
+                .check(&headers, body.as_bytes())
+                .expect("genuine delivery");
+            assert_eq!(event.payment_intent().map(|pi| pi.metadata.len()), Some(16));
+            group.bench_function(BenchmarkId::new(order, label), |b| {
+                b.iter(|| {
+                    receiver
+                        .check(black_box(&headers), black_box(body.as_bytes()))
+                        .expect("genuine delivery")
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
 /// Pre-signed deliveries, each with its own event id.
 struct Pool {
     deliveries: Vec<(http::HeaderMap, Bytes)>,
@@ -274,5 +350,11 @@ fn bench_pipeline(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_verify, bench_verify_parse, bench_pipeline);
+criterion_group!(
+    benches,
+    bench_verify,
+    bench_verify_parse,
+    bench_verify_parse_order,
+    bench_pipeline
+);
 criterion_main!(benches);

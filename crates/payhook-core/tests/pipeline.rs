@@ -250,10 +250,27 @@ async fn unsigned_requests_never_reach_the_store() {
     let event = EventBuilder::payment_intent_succeeded();
     let forged = SignedDelivery::now(event.to_json(), "whsec_attacker").unwrap();
     let stale = SignedDelivery::at(event.to_json(), SECRET, unix_now() - 3600).unwrap();
-    for signed in [&forged, &stale] {
-        let _ = reply_to(&receiver, &headers(&signed.signature), signed.body.clone()).await;
+    for (signed, message) in [
+        (
+            &forged,
+            "no signature matches the expected signature for this payload and timestamp",
+        ),
+        (&stale, "timestamp is 3600 s old, outside the 300 s tolerance"),
+    ] {
+        let reply = reply_to(&receiver, &headers(&signed.signature), signed.body.clone()).await;
+        // A second old: the clock may tick between signing and checking.
+        let message = if reply.body().contains("3601 s old") {
+            "timestamp is 3601 s old, outside the 300 s tolerance"
+        } else {
+            message
+        };
+        assert_error(&reply, 400, message);
     }
-    let _ = reply_to(&receiver, &HeaderMap::new(), event.to_json()).await;
+    assert_error(
+        &reply_to(&receiver, &HeaderMap::new(), event.to_json()).await,
+        400,
+        "missing x-service-signature header",
+    );
     assert_eq!(
         store.claims.load(Ordering::SeqCst),
         0,
@@ -722,7 +739,7 @@ async fn a_signed_event_id_cannot_forge_a_log_line() {
         409,
         r"event evt_1\n2026-01-01T00:00:00Z ERROR payhook: forged\u{1b}[2J is being handled by another delivery; retry later",
     );
-    let _ = delivery.into_claim().complete().await;
+    assert_eq!(delivery.into_claim().complete().await, Reply::received());
     assert_eq!(
         reply_to(&receiver, &headers(&signed.signature), signed.body.clone()).await,
         Reply::received()
@@ -1053,5 +1070,87 @@ async fn a_completion_applied_twice_says_what_is_known() {
     assert_eq!(
         reply_to(&receiver, &headers(&signed.signature), signed.body).await,
         Reply::received()
+    );
+}
+
+/// A memory store that stops answering after the claim, like a Redis that went
+/// away while the handler ran.
+#[derive(Default)]
+struct GoneAfterClaim {
+    inner: MemoryStore,
+}
+
+impl Store for GoneAfterClaim {
+    fn claim<'a>(&'a self, ns: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
+        self.inner.claim(ns, id, lease)
+    }
+    fn renew<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken, _: Duration) -> StoreFuture<'a, bool> {
+        Box::pin(async { Err(StoreError::new("connection reset")) })
+    }
+    fn complete<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: ClaimToken,
+        _: Duration,
+    ) -> StoreFuture<'a, Completion> {
+        Box::pin(async { Err(StoreError::new("connection reset")) })
+    }
+    fn release<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken) -> StoreFuture<'a, bool> {
+        Box::pin(async { Err(StoreError::new("connection reset")) })
+    }
+}
+
+#[tokio::test]
+async fn a_store_failing_after_the_claim_still_acknowledges_success_and_logs_both_failures() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let receiver = builder()
+        .store(GoneAfterClaim::default())
+        .namespace("gone")
+        .build()
+        .unwrap();
+    let handled = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
+    let Outcome::Deliver(delivery) = receiver.receive(&headers(&handled.signature), handled.body).await
+    else {
+        panic!("not delivered")
+    };
+    // The handler succeeded: 200, not 503, or the sender would run it again.
+    assert_eq!(delivery.into_claim().complete().await, Reply::received());
+
+    let failed = SignedDelivery::now(EventBuilder::payment_intent_failed().to_json(), SECRET).unwrap();
+    let deliver = || receiver.receive(&headers(&failed.signature), failed.body.clone());
+    let Outcome::Deliver(delivery) = deliver().await else {
+        panic!("not delivered")
+    };
+    delivery.into_claim().release().await;
+    // The release never reached the store: the retry is refused until the lease ends.
+    let Outcome::Respond(reply) = deliver().await else {
+        panic!("handed out while the unreleased claim lasts")
+    };
+    assert_eq!(reply.status().as_u16(), 409);
+
+    let text = log.text();
+    let line_with = |text: &str, words: &str| {
+        text.lines()
+            .find(|line| line.contains(words))
+            .unwrap_or_else(|| panic!("no {words:?} in:\n{text}"))
+            .to_owned()
+    };
+    let completed = line_with(
+        &text,
+        "handler succeeded but the event could not be marked done; acknowledging anyway",
+    );
+    assert!(
+        completed.contains("ERROR") && completed.contains("reason=connection reset"),
+        "{completed}"
+    );
+    let released = line_with(
+        &text,
+        "claim could not be released; a retry is refused until the lease runs out",
+    );
+    assert!(
+        released.contains("ERROR") && released.contains("reason=connection reset"),
+        "{released}"
     );
 }

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use payhook_core::store::{Claim, ClaimToken, Completion, Store, StoreFuture};
+use payhook_core::store::{Claim, ClaimToken, Completion, Store, StoreFuture, MAX_TTL};
 use payhook_core::StoreError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Cmd, IntoConnectionInfo, RedisError};
@@ -18,9 +18,9 @@ use crate::key::event_key;
 /// so no token can be mistaken for it.
 const DONE: &str = "done";
 
-/// Redis refuses `PX` values that overflow its clock; no sensible lease or
-/// retention comes near this (about 100 years).
-const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
+/// Redis refuses `PX` values that overflow its clock; every store clamps
+/// leases and retentions to the same [`MAX_TTL`] (about 100 years).
+const MAX_TTL_MS: u64 = MAX_TTL.as_secs() * 1000;
 
 /// Marks the event done if the caller still owns it, or if the caller's lease
 /// ran out and nobody claimed the event since (the key is gone): 1. An event
@@ -227,7 +227,7 @@ fn script(source: &str, key: &[u8]) -> Cmd {
 }
 
 /// Milliseconds for `PX`: rounded up (a 1.5 ms lease must not become 1 ms, nor
-/// a sub-millisecond one 0, which Redis rejects) and capped.
+/// a sub-millisecond one 0, which Redis rejects) and capped at [`MAX_TTL`].
 fn ttl_millis(duration: Duration) -> u64 {
     let millis = duration.as_nanos().div_ceil(1_000_000);
     u64::try_from(millis).unwrap_or(u64::MAX).clamp(1, MAX_TTL_MS)

@@ -266,3 +266,20 @@ async fn prefixes_keep_stores_apart() {
     assert_eq!(one.claim("ns", "evt_1", LEASE).await.unwrap(), Claim::Done);
     let _ = claimed(&two, "ns", "evt_1").await;
 }
+
+/// A huge call timeout is a valid setting: calls still run and answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_timeout_works() {
+    let url = common::shared_url();
+    for timeout in [Duration::MAX, Duration::from_secs(u64::MAX)] {
+        let store = RedisStore::builder(&url).timeout(timeout).build().unwrap();
+        let ns = format!("huge-timeout-{}", ClaimToken::random());
+        let token = claimed(&store, &ns, "evt_1").await;
+        assert!(store.renew(&ns, "evt_1", token, LEASE).await.unwrap());
+        assert_eq!(
+            store.complete(&ns, "evt_1", token, RETENTION).await.unwrap(),
+            Completion::Completed
+        );
+        assert_eq!(store.claim(&ns, "evt_1", LEASE).await.unwrap(), Claim::Done);
+    }
+}

@@ -31,6 +31,14 @@ pub use memory::{MemoryStore, MemoryStoreBuilder};
 
 use crate::error::StoreError;
 
+/// The longest lease or retention a store applies: about 100 years.
+///
+/// Every store treats a longer [`Duration`] (up to [`Duration::MAX`]) as this
+/// one, so no setting can overflow a clock or make a store panic, and the
+/// memory and Redis stores agree on what a huge setting means (in practice:
+/// never expires). Redis refuses expiries much beyond this.
+pub const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// The boxed future a store method returns.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
@@ -111,7 +119,9 @@ impl std::fmt::Display for ClaimToken {
 /// A dedupe store. See the [module docs](self) for the states an id goes through.
 ///
 /// Implementations must be atomic per id: with any number of concurrent claims of
-/// one absent id, exactly one gets [`Claim::Claimed`].
+/// one absent id, exactly one gets [`Claim::Claimed`]. They accept any
+/// [`Duration`] for a lease or retention without panicking: one longer than
+/// [`MAX_TTL`] counts as [`MAX_TTL`], and a zero lease expires at once.
 pub trait Store: Send + Sync + 'static {
     /// Claims `id` in `namespace` for `lease`.
     fn claim<'a>(&'a self, namespace: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim>;

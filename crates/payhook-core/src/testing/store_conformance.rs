@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::store::{Claim, ClaimToken, Completion, Store};
+use crate::store::{Claim, ClaimToken, Completion, Store, MAX_TTL};
 
 const LEASE: Duration = Duration::from_secs(30);
 const RETENTION: Duration = Duration::from_secs(3600);
@@ -241,6 +241,36 @@ pub async fn renew_refused_without_ownership<S: Store + ?Sized>(store: &S) {
     let _ = claimed(store, &ns, "evt_2", LEASE).await;
 }
 
+/// Any `Duration` is a valid lease or retention: huge ones (up to
+/// `Duration::MAX`) are clamped to `MAX_TTL` and mean "keep", never a panic or
+/// an error; a zero lease ends at once.
+pub async fn extreme_durations<S: Store + ?Sized>(store: &S) {
+    let ns = namespace("durations");
+    for (i, huge) in [Duration::MAX, Duration::from_secs(u64::MAX), MAX_TTL]
+        .into_iter()
+        .enumerate()
+    {
+        let id = format!("evt_{i}");
+        let token = claimed(store, &ns, &id, huge).await;
+        assert_eq!(state(store, &ns, &id).await, Claim::InFlight, "lease {huge:?}");
+        assert!(
+            store.renew(&ns, &id, token, huge).await.unwrap(),
+            "renew {huge:?}"
+        );
+        assert_eq!(state(store, &ns, &id).await, Claim::InFlight, "renewed {huge:?}");
+        assert_eq!(
+            store.complete(&ns, &id, token, huge).await.unwrap(),
+            Completion::Completed,
+            "retention {huge:?}"
+        );
+        assert_eq!(state(store, &ns, &id).await, Claim::Done, "retention {huge:?}");
+    }
+    let zero = claimed(store, &ns, "evt_zero", Duration::ZERO).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let next = claimed(store, &ns, "evt_zero", LEASE).await;
+    assert_ne!(zero, next, "a zero lease has ended");
+}
+
 /// Namespaces never see each other's ids, and no (namespace, id) split can be
 /// confused with another.
 pub async fn namespaces_isolated<S: Store + ?Sized>(store: &S) {
@@ -320,6 +350,10 @@ macro_rules! store_conformance_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn renew_refused_without_ownership() {
                 suite::renew_refused_without_ownership(&$make).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn extreme_durations() {
+                suite::extreme_durations(&$make).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn concurrent_claims() {
