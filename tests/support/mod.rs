@@ -608,6 +608,7 @@ pub async fn repeated_signature_header_is_rejected(h: Harness) {
 
 /// One `#[tokio::test]` per row of the table, against the server `$start` starts.
 /// `$start` is an `async fn(Calls) -> SocketAddr` that returns once it listens.
+#[allow(unused_macros)] // not every test binary runs the table
 macro_rules! behaviour_table {
     ($start:ident) => {
         $crate::support::behaviour_table!(@rows $start;
@@ -645,4 +646,5 @@ macro_rules! behaviour_table {
         }
     };
 }
+#[allow(unused_imports)]
 pub(crate) use behaviour_table;
