@@ -95,8 +95,11 @@ async fn missing_config_is_a_500_naming_it() {
     .await;
     let answer = h.deliver(&EventBuilder::payment_intent_succeeded()).await;
     assert_eq!(answer.status, 500, "{answer:?}");
-    assert!(answer.body.contains("WebhookConfig"), "{answer:?}");
-    assert!(answer.body.contains("app_data"), "{answer:?}");
+    assert_eq!(
+        answer.body,
+        "Webhook Error: server misconfigured: this webhook route has no payhook receiver; \
+         register a payhook_actix::WebhookConfig with App::app_data(WebhookConfig::new(receiver))"
+    );
     assert_eq!(h.calls.total(), 0);
 }
 
@@ -341,4 +344,104 @@ async fn expect_continue_over_the_limit_is_413_before_any_100_continue() {
         .expect("read the reply body");
     assert_eq!(&body, br#"{"received":true}"#);
     assert_eq!(h.calls.count(event.event_id()), 1);
+}
+
+/// The table's handler through `acking`: `Ok` acknowledges, no `ack()` call.
+async fn acking_table_handler(event: payhook::Event, calls: web::Data<Calls>) -> actix_web::Result<()> {
+    match support::run_handler(&calls, event.id()).await {
+        200 => Ok(()),
+        _ => Err(actix_web::error::ErrorServiceUnavailable("ledger unavailable")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acking_handlers_acknowledge_on_ok_and_release_on_err() {
+    let h =
+        Harness::start(
+            |calls| async move { serve_handler(calls, payhook::actix::acking(acking_table_handler)) },
+        )
+        .await;
+    let event = EventBuilder::payment_intent_succeeded().id(Behaviour::Succeed.new_id());
+    let answer = h.deliver(&event).await;
+    assert_eq!(
+        (answer.status, answer.body.as_str()),
+        (200, r#"{"received":true}"#)
+    );
+    // Marked done by the Ok alone: the duplicate does not run the handler.
+    assert_eq!(h.deliver(&event).await.status, 200);
+    assert_eq!(h.calls.count(event.event_id()), 1);
+
+    let failing = EventBuilder::payment_intent_succeeded().id(Behaviour::FailOnce.new_id());
+    let answer = h.deliver(&failing).await;
+    assert_eq!((answer.status, answer.body.as_str()), (503, "ledger unavailable"));
+    let answer = h.deliver(&failing).await;
+    assert_eq!(
+        (answer.status, answer.body.as_str()),
+        (200, r#"{"received":true}"#)
+    );
+    assert_eq!(h.deliver(&failing).await.status, 200);
+    assert_eq!(
+        h.calls.count(failing.event_id()),
+        2,
+        "the retry after the Err ran it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_handlers_route_by_type_and_acknowledge_on_ok() {
+    let h = Harness::start(|calls| async move {
+        let (on_payout, on_paid, on_other) = (calls.clone(), calls.clone(), calls.clone());
+        let handlers = payhook::actix::EventHandlers::new()
+            .on("payout.paid", move |event: payhook::Event| {
+                let calls = on_payout.clone();
+                async move {
+                    calls.record_run(&format!("payout {}", event.id()));
+                    Ok::<_, actix_web::Error>(())
+                }
+            })
+            .payment_succeeded(move |event: payhook::Event| {
+                let calls = on_paid.clone();
+                async move {
+                    // Fails the first time: the claim is released for the retry.
+                    if calls.record_run(&format!("paid {}", event.id())) == 1 {
+                        return Err(actix_web::error::ErrorInternalServerError("not yet"));
+                    }
+                    Ok(())
+                }
+            })
+            .on("refund.created", move |event: payhook::Event| {
+                let calls = on_other.clone();
+                async move {
+                    calls.record_run(&format!("refund {}", event.id()));
+                    Ok::<_, actix_web::Error>(())
+                }
+            });
+        serve_handler(calls, handlers)
+    })
+    .await;
+    let received = (200, r#"{"received":true}"#.to_owned());
+    let said = |a: support::Answer| (a.status, a.body);
+
+    let payout = EventBuilder::other("payout.paid");
+    assert_eq!(said(h.deliver(&payout).await), received);
+    assert_eq!(said(h.deliver(&payout).await), received, "duplicate");
+    assert_eq!(h.calls.count(&format!("payout {}", payout.event_id())), 1);
+
+    for paid in [
+        EventBuilder::payment_intent_succeeded(),
+        EventBuilder::payment_succeeded(),
+    ] {
+        assert_eq!(said(h.deliver(&paid).await), (500, "not yet".to_owned()));
+        assert_eq!(said(h.deliver(&paid).await), received, "retry");
+        assert_eq!(said(h.deliver(&paid).await), received, "duplicate");
+        assert_eq!(h.calls.count(&format!("paid {}", paid.event_id())), 2);
+    }
+
+    // A type nothing takes is acknowledged (and done) without running anything.
+    let unknown = EventBuilder::payment_intent_failed();
+    assert_eq!(said(h.deliver(&unknown).await), received);
+    let refund = EventBuilder::other("refund.created");
+    assert_eq!(said(h.deliver(&refund).await), received);
+    assert_eq!(h.calls.count(&format!("refund {}", refund.event_id())), 1);
+    assert_eq!(h.calls.total(), 6);
 }

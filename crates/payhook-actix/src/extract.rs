@@ -46,7 +46,9 @@ use crate::config::WebhookConfig;
 ///
 /// `ack` is explicit because an extractor cannot see the handler's response:
 /// acknowledging only when asked means a forgotten `ack` costs a redelivery,
-/// never a lost event. [`release`](Self::release) gives the claim back
+/// never a lost event. To make it impossible to forget, write the handler to
+/// return `Result<(), E>` and wrap it with [`acking`](crate::acking) (or
+/// register it in [`EventHandlers`](crate::EventHandlers)): its `Ok` acknowledges. [`release`](Self::release) gives the claim back
 /// explicitly, waiting for the store (useful with a networked store, where the
 /// release on drop runs in the background).
 ///
@@ -185,7 +187,7 @@ impl Headers for ActixHeaders<'_> {
     }
 }
 
-fn reply_to_response(reply: Reply) -> HttpResponse {
+pub(crate) fn reply_to_response(reply: Reply) -> HttpResponse {
     let mut response = HttpResponse::build(actix_status(&reply));
     response.insert_header((header::CONTENT_TYPE, reply.content_type()));
     if reply.closes_connection() {

@@ -4,7 +4,9 @@
 //! Register a [`WebhookConfig`] wrapping a configured
 //! [`Receiver`](payhook_core::Receiver) as app data, take [`Webhook`] (or
 //! `Webhook<YourType>`) in the handler, and return [`Webhook::ack`] once the event
-//! is handled. The extractor answers everything else itself — bad signatures,
+//! is handled — or write handlers that return `Result<(), E>` and let
+//! [`acking`] or [`EventHandlers`] (one handler per event type) acknowledge
+//! their `Ok` for you (see [`handlers`]). The extractor answers everything else itself — bad signatures,
 //! oversized bodies, duplicates, events in flight elsewhere — with the core's
 //! replies, so the handler only runs for new, genuine events; and a handler that
 //! fails, panics or never acknowledges leaves the event to be delivered again.
@@ -86,9 +88,11 @@
 mod config;
 pub mod expect;
 mod extract;
+pub mod handlers;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use config::WebhookConfig;
 pub use expect::ExpectContinue;
 pub use extract::{Rejection, Webhook};
+pub use handlers::{acking, EventHandlers};

@@ -58,7 +58,7 @@
 //! let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
 //! let delivery = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), "whsec_test_secret").unwrap();
 //! let request = delivery.to_request("/webhooks");
-//! let (head, body) = (request.headers(), request.body().clone());
+//! let (head, body) = (request.headers(), delivery.body.clone());
 //! let chunks = vec![body.slice(..10), body.slice(10..)];
 //! assert_eq!(serve(&receiver, head, chunks).await, Reply::received());
 //! # });

@@ -31,7 +31,6 @@ fn signed_request() -> Request<Full<Bytes>> {
     SignedDelivery::now(event.to_json(), SECRET)
         .expect("valid secret")
         .to_request("/webhooks")
-        .map(Full::new)
 }
 
 fn handler(event: &Event) -> Response<Full<Bytes>> {

@@ -48,7 +48,7 @@
 //!
 //! let event = EventBuilder::payment_intent_succeeded();
 //! let delivery = SignedDelivery::now(event.to_json(), "whsec_test_secret").unwrap();
-//! let request = delivery.to_request("/webhooks").map(Full::new);
+//! let request = delivery.to_request("/webhooks");
 //! let response = service.clone().oneshot(request).await.unwrap();
 //! assert_eq!(response.status(), 200);
 //!

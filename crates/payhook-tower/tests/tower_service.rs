@@ -41,7 +41,7 @@ fn signed(event: &EventBuilder) -> SignedDelivery {
 }
 
 fn request(delivery: &SignedDelivery) -> Request<Full<Bytes>> {
-    delivery.to_request("/webhooks").map(Full::new)
+    delivery.to_request("/webhooks")
 }
 
 #[tokio::test]
