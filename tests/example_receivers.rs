@@ -222,3 +222,36 @@ async fn replicas_sharing_redis_handle_each_event_once(example: &str) {
         );
     }
 }
+
+for_each_example!(a_signed_event_id_with_a_newline_and_esc_stays_on_its_own_log_line);
+async fn a_signed_event_id_with_a_newline_and_esc_stays_on_its_own_log_line(example: &str) {
+    let secret = "whsec_example_test_from_env";
+    let mut receiver = Example::start(example, &[("PAYHOOK_SECRET", secret)]);
+    let id = "evt_x\nFORGED INFO payhook: handled evt_fake payment_intent.succeeded\u{1b}[2J";
+    let event = EventBuilder::payment_intent_succeeded().id(id);
+    let signed = SignedDelivery::now(event.to_json(), secret).unwrap();
+    assert_eq!(
+        receiver.post(signed.body.clone(), &signed.signature).await,
+        (200, RECEIVED.to_owned())
+    );
+    assert_eq!(
+        receiver.post(signed.body, &signed.signature).await,
+        (200, RECEIVED.to_owned())
+    );
+    let escaped = r"evt_x\nFORGED INFO payhook: handled evt_fake payment_intent.succ";
+    receiver.wait_for_line(LOG_TIMEOUT, |line| {
+        line.contains("handled") && line.contains(escaped)
+    });
+    receiver.wait_for_line(LOG_TIMEOUT, |line| {
+        line.contains("duplicate delivery acknowledged") && line.contains(escaped)
+    });
+    let lines = receiver.lines();
+    assert!(
+        !lines.iter().any(|line| line.starts_with("FORGED")),
+        "a forged line: {lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|line| line.contains('\u{1b}')),
+        "a raw ESC: {lines:#?}"
+    );
+}

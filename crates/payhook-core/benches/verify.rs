@@ -347,6 +347,42 @@ fn bench_pipeline(c: &mut Criterion) {
             elapsed
         })
     });
+
+    // The same inside a tokio runtime, as under axum or actix-web: each claim then
+    // also starts (and its settle stops) the task that renews its lease.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    group.bench_function(BenchmarkId::new("receive_complete_in_runtime", "1KiB"), |b| {
+        b.iter_custom(|iters| {
+            runtime.block_on(async {
+                let mut elapsed = Duration::ZERO;
+                let mut left = iters;
+                while left > 0 {
+                    if cursor == POOL {
+                        pass += 1;
+                        cursor = 0;
+                        receiver = receiver_for(pass);
+                    }
+                    let run = left.min((POOL - cursor) as u64) as usize;
+                    let started = Instant::now();
+                    for (headers, body) in &pool.deliveries[cursor..cursor + run] {
+                        match receiver.receive(black_box(headers), body.clone()).await {
+                            Outcome::Deliver(delivery) => {
+                                black_box(delivery.into_claim().complete().await);
+                            }
+                            Outcome::Respond(reply) => panic!("not delivered: {}", reply.body()),
+                        }
+                    }
+                    elapsed += started.elapsed();
+                    cursor += run;
+                    left -= run as u64;
+                }
+                elapsed
+            })
+        })
+    });
     group.finish();
 }
 

@@ -328,11 +328,16 @@ impl LeaseRenewal {
         span: &tracing::Span,
     ) -> Self {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(
-                target: "payhook",
-                parent: span,
-                "no tokio runtime: the lease is not renewed while the handler runs"
-            );
+            // Once per process: a program that polls the pipeline outside tokio
+            // does so for every delivery.
+            static WARNED: AtomicBool = AtomicBool::new(false);
+            if !WARNED.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    target: "payhook",
+                    parent: span,
+                    "no tokio runtime: leases are not renewed while handlers run"
+                );
+            }
             return Self(None);
         };
         let renew = renew_while_handled(Arc::clone(inner), id.to_owned(), token, Arc::clone(lease_lost))
