@@ -312,7 +312,7 @@ fn body_error(rejection: &BytesRejection, limit: usize) -> ApiError {
 fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, ApiError> {
     serde_json::to_vec(value).map_err(|_| ApiError {
         status: StatusCode::INTERNAL_SERVER_ERROR,
-        kind: crate::error::ErrorType::ApiError,
+        kind: crate::error::ErrorType::Api,
         code: None,
         message: "could not encode the reply".to_owned(),
         param: None,
@@ -581,7 +581,7 @@ pub(crate) fn create_endpoint_op(
 fn internal() -> ApiError {
     ApiError {
         status: StatusCode::INTERNAL_SERVER_ERROR,
-        kind: crate::error::ErrorType::ApiError,
+        kind: crate::error::ErrorType::Api,
         code: None,
         message: "internal error".to_owned(),
         param: None,

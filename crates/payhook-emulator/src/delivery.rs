@@ -145,23 +145,21 @@ pub(crate) fn enqueue(shared: &Arc<Shared>, event: EventRecord, endpoints: Vec<(
         };
         let duplicated = faults.duplicates > 0.0
             && happens(faults.duplicates, draw(shared.seed, Draw::Duplicate, &job, 0));
-        let mut copy = None;
+        let mut follow = Follow::Nothing;
         if duplicated {
             let copy_job = Job {
                 copy: 1,
                 ..job.clone()
             };
             if let Some(copy_slot) = admit(shared, &copy_job) {
-                if happens(0.5, draw(shared.seed, Draw::Concurrent, &job, 0)) {
-                    // Sent at the same moment as the original.
-                    ready.push((copy_job, copy_slot, None));
+                follow = if happens(0.5, draw(shared.seed, Draw::Concurrent, &job, 0)) {
+                    Follow::Concurrent(copy_job, copy_slot)
                 } else {
-                    // Sent once the original's first attempt is over.
-                    copy = Some((copy_job, copy_slot));
-                }
+                    Follow::AfterFirstAttempt(copy_job, copy_slot)
+                };
             }
         }
-        ready.push((job, slot, copy));
+        ready.push((job, slot, follow));
     }
     if ready.is_empty() {
         return;
@@ -178,8 +176,8 @@ pub(crate) fn enqueue(shared: &Arc<Shared>, event: EventRecord, endpoints: Vec<(
             tokio::spawn(flush_reordered(Arc::clone(shared)));
         }
     } else {
-        for (job, slot, copy) in ready {
-            tokio::spawn(run(Arc::clone(shared), job, slot, None, copy));
+        for (job, slot, follow) in ready {
+            start(shared, job, slot, None, follow);
         }
     }
 }
@@ -201,7 +199,35 @@ fn admit(shared: &Arc<Shared>, job: &Job) -> Option<Slot> {
     slot
 }
 
-type Queued = (Job, Slot, Option<(Job, Slot)>);
+/// What follows a delivery when the `duplicates` fault copies it.
+enum Follow {
+    Nothing,
+    /// The copy goes out at the same moment as the original.
+    Concurrent(Job, Slot),
+    /// The copy goes out once the original's first attempt is over.
+    AfterFirstAttempt(Job, Slot),
+}
+
+type Queued = (Job, Slot, Follow);
+
+/// Starts a delivery (and a concurrent copy of it at once).
+fn start(
+    shared: &Arc<Shared>,
+    job: Job,
+    slot: Slot,
+    first_done: Option<oneshot::Sender<()>>,
+    follow: Follow,
+) {
+    let after = match follow {
+        Follow::Nothing => None,
+        Follow::Concurrent(copy, copy_slot) => {
+            spawn_copy(shared, copy, copy_slot);
+            None
+        }
+        Follow::AfterFirstAttempt(copy, copy_slot) => Some((copy, copy_slot)),
+    };
+    tokio::spawn(run(Arc::clone(shared), job, slot, first_done, after));
+}
 
 /// The `reorder` fault: deliveries queued within one window go out newest
 /// first, each first attempt finishing before the next one starts.
@@ -218,9 +244,9 @@ async fn flush_reordered(shared: Arc<Shared>) {
             .lock()
             .unwrap_or_else(|e| e.into_inner()),
     );
-    for (job, slot, copy) in batch.into_iter().rev() {
+    for (job, slot, follow) in batch.into_iter().rev() {
         let (first_done, first_attempt_over) = oneshot::channel();
-        tokio::spawn(run(Arc::clone(&shared), job, slot, Some(first_done), copy));
+        start(&shared, job, slot, Some(first_done), follow);
         // Resolves when the first attempt is over or the delivery ended early.
         let _ = first_attempt_over.await;
     }
@@ -528,7 +554,8 @@ fn retry_delay(shared: &Shared, job: &Job, attempt: u32, retry_after: Option<Dur
     }
     let drawn = u128::from(draw(shared.seed, Draw::Jitter, job, attempt));
     let nanos = capped.as_nanos();
-    let less = nanos / 5 * drawn >> 32;
+    // `drawn` < 2^32 and a Duration's nanoseconds < 2^94: no overflow.
+    let less = (nanos / 5).saturating_mul(drawn) >> 32;
     let total = nanos.saturating_sub(less);
     let secs = u64::try_from(total / 1_000_000_000).unwrap_or(u64::MAX);
     // `total % 1e9` < 1e9 fits in u32.

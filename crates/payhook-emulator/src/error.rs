@@ -7,12 +7,15 @@ use serde::Serialize;
 
 /// The `type` of an API error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
 pub(crate) enum ErrorType {
-    InvalidRequestError,
-    AuthenticationError,
-    IdempotencyError,
-    ApiError,
+    #[serde(rename = "invalid_request_error")]
+    InvalidRequest,
+    #[serde(rename = "authentication_error")]
+    Authentication,
+    #[serde(rename = "idempotency_error")]
+    Idempotency,
+    #[serde(rename = "api_error")]
+    Api,
 }
 
 /// One API error reply.
@@ -44,7 +47,7 @@ impl ApiError {
     pub fn invalid(param: impl Into<String>, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::BAD_REQUEST,
-            kind: ErrorType::InvalidRequestError,
+            kind: ErrorType::InvalidRequest,
             code: Some(code),
             message: message.into(),
             param: Some(param.into()),
@@ -55,7 +58,7 @@ impl ApiError {
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::BAD_REQUEST,
-            kind: ErrorType::InvalidRequestError,
+            kind: ErrorType::InvalidRequest,
             code: Some(code),
             message: message.into(),
             param: None,
@@ -66,7 +69,7 @@ impl ApiError {
     pub fn missing(param: &str, what: &str, id: &str) -> Self {
         Self {
             status: StatusCode::NOT_FOUND,
-            kind: ErrorType::InvalidRequestError,
+            kind: ErrorType::InvalidRequest,
             code: Some("resource_missing"),
             message: format!("No such {what}: {}", crate::text::shown(id)),
             param: Some(param.to_owned()),
@@ -77,7 +80,7 @@ impl ApiError {
     pub fn unauthenticated(code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::UNAUTHORIZED,
-            kind: ErrorType::AuthenticationError,
+            kind: ErrorType::Authentication,
             code: Some(code),
             message: message.into(),
             param: None,
@@ -88,7 +91,7 @@ impl ApiError {
     pub fn idempotency(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
-            kind: ErrorType::IdempotencyError,
+            kind: ErrorType::Idempotency,
             code: Some(code),
             message: message.into(),
             param: None,
@@ -99,7 +102,7 @@ impl ApiError {
     pub fn with_status(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
-            kind: ErrorType::InvalidRequestError,
+            kind: ErrorType::InvalidRequest,
             code: Some(code),
             message: message.into(),
             param: None,

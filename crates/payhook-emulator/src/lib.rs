@@ -69,14 +69,14 @@
 //!
 //! // The service's API, over HTTP, as the app's own code would call it.
 //! let api = reqwest::Client::new();
-//! let intent: String = api
+//! let reply = api
 //!     .post(format!("{}/v1/payment_intents", emulator.base_url()))
 //!     .bearer_auth(emulator.api_key())
 //!     .header("content-type", "application/x-www-form-urlencoded")
 //!     .body("amount=1500000000000000000&currency=eth")
-//!     .send().await.unwrap()
-//!     .text().await.unwrap();
-//! let id = intent.split('"').nth(3).unwrap(); // {"id":"pi_…",…}
+//!     .send().await.unwrap();
+//! let intent: serde_json::Value = serde_json::from_str(&reply.text().await.unwrap()).unwrap();
+//! let id = intent["id"].as_str().unwrap();
 //! let succeeded = api
 //!     .post(format!("{}/v1/test_helpers/payment_intents/{id}/succeed", emulator.base_url()))
 //!     .bearer_auth(emulator.api_key())
