@@ -31,6 +31,10 @@ pub use payhook_actix as actix;
 #[cfg(feature = "redis")]
 pub use payhook_redis as redis;
 
+/// The payment service in test mode: its API and signed deliveries with retries and faults.
+#[cfg(feature = "emulator")]
+pub use payhook_emulator as emulator;
+
 /// The README's code blocks, compiled (and the runnable ones run) as doctests so
 /// the quick starts cannot drift from the API.
 #[cfg(all(

@@ -50,6 +50,9 @@ pub enum Command {
     /// `--tamper`ed or `--stale` delivery must get 400 `Webhook Error: …`.
     #[command(after_help = EXIT_CODES)]
     Send(SendArgs),
+    /// Run the payment service in test mode: its API, and signed deliveries with retries and faults.
+    #[cfg(feature = "emulate")]
+    Emulate(crate::emulate::EmulateArgs),
 }
 
 /// `payhook sign`.

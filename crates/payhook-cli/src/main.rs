@@ -2,12 +2,16 @@
 //!
 //! * `payhook sign` prints the signature header value for a body on stdin;
 //! * `payhook verify` checks a header against a body exactly as a receiver does;
-//! * `payhook send` builds, signs and POSTs test events and checks every reply.
+//! * `payhook send` builds, signs and POSTs test events and checks every reply;
+//! * `payhook emulate` (feature `emulate`, on by default) runs the payment
+//!   service in test mode: its API, and signed deliveries with retries and faults.
 //!
 //! All protocol work (signing, verifying, parsing, the reply texts) is done by
 //! `payhook-core`; this crate only reads input, talks HTTP and reports.
 
 mod cli;
+#[cfg(feature = "emulate")]
+mod emulate;
 mod failure;
 mod input;
 mod output;
@@ -27,6 +31,8 @@ fn main() -> ExitCode {
         Command::Sign(args) => sign::run(&args),
         Command::Verify(args) => verify::run(&args),
         Command::Send(args) => send::run(&args),
+        #[cfg(feature = "emulate")]
+        Command::Emulate(args) => emulate::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

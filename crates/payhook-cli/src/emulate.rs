@@ -1,0 +1,241 @@
+//! `payhook emulate`: the payment service in test mode on a local port — its
+//! API, and signed deliveries with retries and faults on request (the
+//! `payhook-emulator` crate does the work; this module reads the arguments,
+//! prints where it listens and waits for Ctrl-C).
+//!
+//! Once the server is bound (and the `--forward-to` endpoint registered) the
+//! first stdout line is exactly `listening on http://ADDR`; one line per
+//! delivery attempt then goes to stderr.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use payhook_emulator::{Emulator, Faults, RetrySchedule};
+use reqwest::Url;
+
+use crate::failure::Failure;
+use crate::output::say;
+
+/// `payhook emulate`.
+#[derive(Debug, Args)]
+pub struct EmulateArgs {
+    /// Where to listen (port 0: any free port; the line `listening on http://ADDR` tells which).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:12111")]
+    pub addr: SocketAddr,
+
+    /// Accept only this API key [default: any well-formed sk_test_… key].
+    #[arg(long, value_name = "sk_test_…", value_parser = parse_key)]
+    pub key: Option<String>,
+
+    /// Register a webhook endpoint for every event at start and print its signing secret.
+    #[arg(long, value_name = "URL", value_parser = parse_forward_url)]
+    pub forward_to: Option<Url>,
+
+    /// When failed deliveries are retried: `test` (1 s, 2 s, 4 s … capped at 1 min,
+    /// 8 attempts) or `service` (1 min doubling, capped at 6 h, 20 attempts: ~3 days).
+    #[arg(long, value_name = "SCHEDULE", value_enum, default_value_t = Schedule::Test)]
+    pub retry_schedule: Schedule,
+
+    /// How long an attempt waits for the receiver's reply, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub attempt_timeout: u64,
+
+    /// Fault: duplicate each delivery with this probability (0–1); half the copies are concurrent.
+    #[arg(long, value_name = "P", value_parser = parse_probability)]
+    pub duplicates: Option<f64>,
+
+    /// Fault: deliver the events of each 250 ms window newest first.
+    #[arg(long)]
+    pub reorder: bool,
+
+    /// Fault: hold every delivery back this many milliseconds.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    pub delay: Option<u64>,
+
+    /// Fault: sign with a clock this many seconds off (negative: behind).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    pub skew: Option<i64>,
+
+    /// Fault: drop the reply to each delivery's first attempt, so it is retried.
+    #[arg(long)]
+    pub drop_first: bool,
+
+    /// Seed of the fault decisions, to repeat a run [default: random, printed].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+}
+
+/// `--retry-schedule`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Schedule {
+    /// 1 s, 2 s, 4 s … capped at 1 min, 8 attempts.
+    Test,
+    /// 1 min, 2 min, 4 min … capped at 6 h, 20 attempts (about 3 days).
+    Service,
+}
+
+fn parse_key(value: &str) -> Result<String, String> {
+    if value.starts_with("sk_live_") {
+        return Err("the emulator is test mode only: give an sk_test_ key".to_owned());
+    }
+    let rest = value.strip_prefix("sk_test_").unwrap_or("");
+    if rest.is_empty() || value.len() > 255 || !rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err("must be sk_test_ followed by letters, digits or underscores".to_owned());
+    }
+    Ok(value.to_owned())
+}
+
+fn parse_forward_url(value: &str) -> Result<Url, String> {
+    let url = Url::parse(value).map_err(|err| format!("not a valid URL ({err})"))?;
+    match url.scheme() {
+        "http" if url.host().is_some() => Ok(url),
+        "http" => Err("the URL has no host".to_owned()),
+        "https" => {
+            Err("https is not supported: the emulator delivers plain HTTP to a local receiver".to_owned())
+        }
+        other => Err(format!("unsupported URL scheme {other:?}; use http://")),
+    }
+}
+
+fn parse_probability(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err("must be a probability from 0 to 1, for example 0.5".to_owned()),
+    }
+}
+
+impl EmulateArgs {
+    fn faults(&self) -> (Faults, Vec<String>) {
+        let mut faults = Faults::default();
+        let mut named = Vec::new();
+        if let Some(p) = self.duplicates {
+            faults = faults.duplicates(p);
+            named.push(format!("duplicates {p}"));
+        }
+        if self.reorder {
+            faults = faults.reorder();
+            named.push("reorder".to_owned());
+        }
+        if let Some(ms) = self.delay {
+            faults = faults.delay(Duration::from_millis(ms));
+            named.push(format!("delay {ms} ms"));
+        }
+        if let Some(secs) = self.skew {
+            faults = faults.skew(secs);
+            named.push(format!("skew {secs} s"));
+        }
+        if self.drop_first {
+            faults = faults.drop_first();
+            named.push("drop-first".to_owned());
+        }
+        if let Some(seed) = self.seed {
+            faults = faults.seed(seed);
+        }
+        (faults, named)
+    }
+}
+
+/// Runs the emulator until Ctrl-C (or SIGTERM).
+pub fn run(args: &EmulateArgs) -> Result<(), Failure> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| Failure::usage(format_args!("cannot start the async runtime: {err}")))?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: &EmulateArgs) -> Result<(), Failure> {
+    // One line per delivery attempt on stderr; RUST_LOG can change the filter.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("payhook_emulator=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+
+    let (faults, named) = args.faults();
+    let schedule = match args.retry_schedule {
+        Schedule::Test => RetrySchedule::test(),
+        Schedule::Service => RetrySchedule::service(),
+    };
+    let mut builder = Emulator::builder()
+        .addr(args.addr)
+        .retry_schedule(schedule)
+        .attempt_timeout(Duration::from_secs(args.attempt_timeout))
+        .faults(faults);
+    if let Some(key) = &args.key {
+        builder = builder.api_key(key.clone());
+    }
+    let emulator = builder.start().await.map_err(Failure::usage)?;
+    let endpoint =
+        match &args.forward_to {
+            Some(url) => Some(emulator.register_endpoint(url.as_str()).map_err(|err| {
+                Failure::usage(format_args!("cannot register --forward-to: {}", err.message))
+            })?),
+            None => None,
+        };
+
+    say!("listening on http://{}", emulator.addr());
+    match &args.key {
+        Some(_) => say!("api key: the one given with --key"),
+        None => say!("api key: any sk_test_… key, for example {}", emulator.api_key()),
+    }
+    if let (Some(url), Some(endpoint)) = (&args.forward_to, &endpoint) {
+        say!(
+            "forwarding every event to {url} (webhook endpoint {})",
+            endpoint.id
+        );
+        say!("signing secret: {}", endpoint.secret);
+    }
+    let schedule_name = match args.retry_schedule {
+        Schedule::Test => "test",
+        Schedule::Service => "service",
+    };
+    say!(
+        "retry schedule: {schedule_name}, {} attempts",
+        schedule.max_attempts()
+    );
+    if !named.is_empty() {
+        say!("faults: {} (seed {})", named.join(", "), emulator.seed());
+    }
+    say!("press Ctrl-C to stop");
+
+    wait_for_stop().await;
+    emulator.shutdown().await;
+    say!("stopped");
+    Ok(())
+}
+
+async fn wait_for_stop() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_are_checked() {
+        assert!(parse_key("sk_test_abc").is_ok());
+        assert!(parse_key("sk_live_abc").unwrap_err().contains("test mode only"));
+        assert!(parse_key("sk_test_").is_err());
+        assert!(parse_probability("0.5").is_ok());
+        assert!(parse_probability("1.5").is_err());
+        assert!(parse_probability("NaN").is_err());
+        assert!(parse_forward_url("https://127.0.0.1/").is_err());
+        assert!(parse_forward_url("http://127.0.0.1:3000/webhooks").is_ok());
+    }
+}

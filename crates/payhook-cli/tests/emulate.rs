@@ -1,0 +1,361 @@
+//! `payhook emulate`, run as the real binary: the `listening on http://ADDR`
+//! contract, the API with a fixed key, `--forward-to` deliveries to a real
+//! payhook receiver, faults, the per-attempt log, usage errors and a clean stop.
+#![cfg(feature = "emulate")]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::routing::post;
+use payhook_core::{Event, Receiver};
+use payhook_tower::axum::{Received, Webhook};
+use payhook_tower::WebhookLayer;
+
+/// A running `payhook emulate` process, killed when dropped.
+struct Emulate {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Emulate {
+    fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_payhook"))
+            .arg("emulate")
+            .args(args)
+            .env("RUST_LOG", "payhook_emulator=info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the payhook binary runs");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (send, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().expect("piped stderr");
+        let sink = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .expect("not poisoned")
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Self { child, lines, stderr }
+    }
+
+    fn line(&self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no stdout line; stderr: {}", self.stderr()))
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().expect("not poisoned").clone()
+    }
+
+    /// Reads the contract line and returns the base URL.
+    fn listening(&self) -> String {
+        let line = self.line();
+        let addr = line
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| panic!("first line is {line:?}"));
+        let parsed: std::net::SocketAddr = addr.parse().expect("an address");
+        assert_eq!(parsed.ip().to_string(), "127.0.0.1");
+        assert_ne!(parsed.port(), 0, "the real port, not 0");
+        assert_eq!(line, format!("listening on http://{parsed}"), "exactly that line");
+        format!("http://{parsed}")
+    }
+
+    /// Reads lines until one starts with `prefix`.
+    fn line_starting(&self, prefix: &str) -> String {
+        loop {
+            let line = self.line();
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return rest.to_owned();
+            }
+        }
+    }
+
+    /// SIGTERM, then the exit code and the rest of stdout.
+    fn stop(mut self) -> (i32, String) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                let rest: Vec<String> = self.lines.try_iter().collect();
+                return (status.code().expect("exited, not killed"), rest.join("\n"));
+            }
+            assert!(Instant::now() < deadline, "did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Emulate {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A free loopback port for a receiver, bound now and served later.
+async fn bind() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let url = format!("http://{}/webhooks", listener.local_addr().expect("addr"));
+    (listener, url)
+}
+
+type Runs = Arc<Mutex<HashMap<String, (String, usize)>>>;
+
+/// A payhook receiver (axum + `WebhookLayer`) with `secret`, counting handler runs per event id.
+fn serve(listener: tokio::net::TcpListener, secret: &str) -> Runs {
+    let receiver = Receiver::builder()
+        .secret(secret)
+        .build()
+        .expect("valid receiver");
+    let runs: Runs = Arc::default();
+    let seen = Arc::clone(&runs);
+    let app = axum::Router::new()
+        .route(
+            "/webhooks",
+            post(move |Webhook(event): Webhook<Event>| {
+                let seen = Arc::clone(&seen);
+                async move {
+                    let mut seen = seen.lock().expect("not poisoned");
+                    let entry = seen
+                        .entry(event.id().to_owned())
+                        .or_insert_with(|| (event.event_type().to_owned(), 0));
+                    entry.1 += 1;
+                    Received
+                }
+            }),
+        )
+        .route_layer(WebhookLayer::new(receiver));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    runs
+}
+
+async fn api(base: &str, key: &str, path: &str, form: Option<&str>) -> (u16, serde_json::Value) {
+    let client = reqwest::Client::new();
+    let request = match form {
+        Some(body) => client
+            .post(format!("{base}{path}"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.to_owned()),
+        None => client.get(format!("{base}{path}")),
+    };
+    let response = request
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("the emulator answers");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}")),
+    )
+}
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emulate_serves_the_api_and_forwards_signed_events_to_a_payhook_receiver() {
+    let (listener, url) = bind().await;
+    let emulate = Emulate::start(&[
+        "--addr",
+        "127.0.0.1:0",
+        "--key",
+        "sk_test_cli",
+        "--forward-to",
+        &url,
+    ]);
+    let base = emulate.listening();
+    let endpoint = emulate.line_starting("forwarding every event to ");
+    assert!(
+        endpoint.starts_with(&url) && endpoint.contains("(webhook endpoint we_"),
+        "{endpoint}"
+    );
+    let secret = emulate.line_starting("signing secret: ");
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    let runs = serve(listener, &secret);
+
+    // The fixed key is the only key.
+    let (status, reply) = api(&base, "sk_test_other", "/v1/events", None).await;
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (401, Some("api_key_unknown"))
+    );
+
+    let (status, intent) = api(
+        &base,
+        "sk_test_cli",
+        "/v1/payment_intents",
+        Some("amount=250000&currency=btc"),
+    )
+    .await;
+    assert_eq!(status, 200, "{intent}");
+    let id = intent["id"].as_str().expect("id").to_owned();
+    let (status, paid) = api(
+        &base,
+        "sk_test_cli",
+        &format!("/v1/test_helpers/payment_intents/{id}/succeed"),
+        Some(""),
+    )
+    .await;
+    assert_eq!((status, paid["status"].as_str()), (200, Some("succeeded")));
+
+    wait_until("the receiver handles the event", || {
+        !runs.lock().expect("not poisoned").is_empty()
+    })
+    .await;
+    let (_, events) = api(&base, "sk_test_cli", "/v1/events", None).await;
+    let event_id = events["data"][0]["id"].as_str().expect("event id").to_owned();
+    let handled = runs.lock().expect("not poisoned").clone();
+    assert_eq!(
+        handled.get(&event_id),
+        Some(&("payment_intent.succeeded".to_owned(), 1)),
+        "{handled:?}"
+    );
+
+    // One log line per attempt: event id, type, endpoint, status, duration — no secret.
+    wait_until("the attempt is logged", || emulate.stderr().contains(&event_id)).await;
+    let log = emulate.stderr();
+    let line = log.lines().find(|l| l.contains(&event_id)).expect("attempt line");
+    assert!(
+        line.contains("payment_intent.succeeded") && line.contains("we_") && line.contains(&url),
+        "{line}"
+    );
+    assert!(
+        line.contains("attempt 1: 200 in ") && line.contains(" ms"),
+        "{line}"
+    );
+    assert!(!log.contains(&secret), "the secret is never logged");
+
+    let (code, rest) = emulate.stop();
+    assert_eq!(code, 0);
+    assert!(rest.contains("stopped"), "{rest}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emulate_faults_duplicate_and_drop_yet_the_receiver_handles_each_event_once() {
+    let (listener, url) = bind().await;
+    let emulate = Emulate::start(&[
+        "--addr",
+        "127.0.0.1:0",
+        "--forward-to",
+        &url,
+        "--duplicates",
+        "1.0",
+        "--drop-first",
+        "--reorder",
+        "--seed",
+        "3",
+    ]);
+    let base = emulate.listening();
+    let key = emulate.line_starting("api key: any sk_test_… key, for example ");
+    assert!(key.starts_with("sk_test_"));
+    let secret = emulate.line_starting("signing secret: ");
+    let faults = emulate.line_starting("faults: ");
+    assert_eq!(faults, "duplicates 1, reorder, drop-first (seed 3)");
+    let runs = serve(listener, &secret);
+
+    // Any well-formed test key works without --key.
+    for _ in 0..3 {
+        let (status, intent) = api(
+            &base,
+            "sk_test_whatever",
+            "/v1/payment_intents",
+            Some("amount=7&currency=eth"),
+        )
+        .await;
+        assert_eq!(status, 200, "{intent}");
+        let id = intent["id"].as_str().expect("id");
+        let path = format!("/v1/test_helpers/payment_intents/{id}/succeed");
+        assert_eq!(api(&base, "sk_test_whatever", &path, Some("")).await.0, 200);
+    }
+    wait_until("three events handled", || {
+        runs.lock().expect("not poisoned").len() == 3
+    })
+    .await;
+    // Two deliveries per event (the copy is a delivery of its own), each with its
+    // first reply dropped and then acknowledged on a retry.
+    wait_until("every copy acknowledged", || {
+        emulate.stderr().matches(": 200 in ").count() == 6
+    })
+    .await;
+    let handled = runs.lock().expect("not poisoned").clone();
+    assert!(handled.values().all(|(_, n)| *n == 1), "{handled:?}");
+    let log = emulate.stderr();
+    assert!(log.contains("(fault drop-first)"), "{log}");
+    assert!(log.contains("(duplicate copy 1)"), "{log}");
+}
+
+#[test]
+fn emulate_refuses_bad_arguments_with_exit_code_2() {
+    for args in [
+        &["--key", "sk_live_abc"][..],
+        &["--key", "sk_test_"],
+        &["--duplicates", "1.5"],
+        &["--forward-to", "https://127.0.0.1/webhooks"],
+        &["--retry-schedule", "weekly"],
+        &["--addr", "not-an-address"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_payhook"))
+            .arg("emulate")
+            .args(args)
+            .output()
+            .expect("runs");
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(output.stdout.is_empty(), "{args:?}: nothing listens");
+    }
+    let live = Command::new(env!("CARGO_BIN_EXE_payhook"))
+        .args(["emulate", "--key", "sk_live_abc"])
+        .output()
+        .expect("runs");
+    assert!(String::from_utf8_lossy(&live.stderr).contains("test mode only"));
+}
+
+#[test]
+fn an_address_in_use_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let output = Command::new(env!("CARGO_BIN_EXE_payhook"))
+        .args(["emulate", "--addr", &addr])
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("could not listen on {addr}")),
+        "{stderr}"
+    );
+}

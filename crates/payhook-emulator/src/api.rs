@@ -1,0 +1,827 @@
+//! The HTTP API of SPEC §8: routes, the idempotency wrapper of every `POST`, and
+//! the operations themselves (shared with the library's in-process helpers).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{DefaultBodyLimit, Extension, Path, RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use bytes::Bytes;
+use payhook_core::Secret;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::auth::ApiKey;
+use crate::error::{json_response, ApiError};
+use crate::model::{
+    Endpoint, EventBody, EventData, EventRecord, PaymentIntent, SigningKeys, API_VERSION, REQUIRES_PAYMENT,
+};
+use crate::params::{BodyFormat, Params};
+use crate::state::{paginate, Idempotent, Page};
+use crate::text::shown;
+use crate::{delivery, ids, unix_seconds, Shared};
+
+/// The event types the emulator emits; `enabled_events` may name these or `*`.
+pub const EMITTED_EVENT_TYPES: [&str; 2] = ["payment_intent.succeeded", "payment_intent.failed"];
+/// The longest `roll_secret` overlap, `expires_in`: 7 days.
+const MAX_EXPIRES_IN: u128 = 7 * 24 * 3600;
+/// The longest `Idempotency-Key`.
+const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
+
+/// The API router.
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let body_limit = shared.config.limits.body_bytes;
+    Router::new()
+        .route("/v1/payment_intents", get(list_intents).post(create_intent))
+        .route("/v1/payment_intents/{id}", get(get_intent))
+        .route(
+            "/v1/test_helpers/payment_intents/{id}/succeed",
+            post(succeed_intent),
+        )
+        .route("/v1/test_helpers/payment_intents/{id}/fail", post(fail_intent))
+        .route("/v1/events", get(list_events))
+        .route("/v1/events/{id}", get(get_event))
+        .route("/v1/events/{id}/delivery_attempts", get(list_attempts))
+        .route("/v1/webhook_endpoints", get(list_endpoints).post(create_endpoint))
+        .route(
+            "/v1/webhook_endpoints/{id}",
+            get(get_endpoint).delete(delete_endpoint),
+        )
+        .route("/v1/webhook_endpoints/{id}/roll_secret", post(roll_secret))
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&shared),
+            crate::auth::require_key,
+        ))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(shared)
+}
+
+async fn unknown_route(method: Method, uri: Uri) -> Response {
+    ApiError::with_status(
+        StatusCode::NOT_FOUND,
+        "route_unknown",
+        format!("Unrecognized request URL ({method} {})", shown(uri.path())),
+    )
+    .into_response()
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    ApiError::with_status(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", shown(uri.path())),
+    )
+    .into_response()
+}
+
+type Op = fn(&Arc<Shared>, &str, Params) -> Result<Vec<u8>, ApiError>;
+
+fn path_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    path.map(|Path(id)| id)
+        .map_err(|_| ApiError::bad_request("path_invalid", "the id in the path is not valid"))
+}
+
+async fn create_intent(
+    State(shared): State<Arc<Shared>>,
+    Extension(key): Extension<ApiKey>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    idempotent_post(
+        &shared,
+        &key,
+        &headers,
+        body,
+        "/v1/payment_intents",
+        String::new(),
+        create_intent_op,
+    )
+    .await
+}
+
+async fn succeed_intent(
+    State(shared): State<Arc<Shared>>,
+    Extension(key): Extension<ApiKey>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match path_id(path) {
+        Ok(id) => idempotent_post(&shared, &key, &headers, body, "succeed", id, succeed_op).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn fail_intent(
+    State(shared): State<Arc<Shared>>,
+    Extension(key): Extension<ApiKey>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match path_id(path) {
+        Ok(id) => idempotent_post(&shared, &key, &headers, body, "fail", id, fail_op).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn create_endpoint(
+    State(shared): State<Arc<Shared>>,
+    Extension(key): Extension<ApiKey>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    idempotent_post(
+        &shared,
+        &key,
+        &headers,
+        body,
+        "/v1/webhook_endpoints",
+        String::new(),
+        create_endpoint_op,
+    )
+    .await
+}
+
+async fn roll_secret(
+    State(shared): State<Arc<Shared>>,
+    Extension(key): Extension<ApiKey>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match path_id(path) {
+        Ok(id) => idempotent_post(&shared, &key, &headers, body, "roll_secret", id, roll_secret_op).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Removes an in-flight idempotency key if its request ends without a reply
+/// (the client went away), so the key does not answer 409 for ever.
+struct InFlightKey<'a> {
+    shared: &'a Shared,
+    key: Option<(String, String)>,
+}
+
+impl Drop for InFlightKey<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            let mut state = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.idempotency.remove(&key);
+        }
+    }
+}
+
+/// Runs a `POST` operation: body checks, then `Idempotency-Key` (replay for
+/// the same parameters, 400 for others, 409 while the first is running).
+async fn idempotent_post(
+    shared: &Arc<Shared>,
+    api_key: &ApiKey,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    route: &str,
+    id: String,
+    op: Op,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return body_error(&rejection, shared.config.limits.body_bytes).into_response(),
+    };
+    let content_type = headers.get(header::CONTENT_TYPE).map(HeaderValue::as_bytes);
+    let format = match BodyFormat::from_content_type(content_type, body.is_empty()) {
+        Ok(format) => format,
+        Err(error) => return error.into_response(),
+    };
+    let mut in_flight = InFlightKey { shared, key: None };
+    if let Some(value) = headers.get("idempotency-key") {
+        let key = match value.to_str() {
+            Ok(key) if !key.is_empty() && key.chars().count() <= MAX_IDEMPOTENCY_KEY_CHARS => key.to_owned(),
+            _ => {
+                return ApiError::idempotency(
+                    StatusCode::BAD_REQUEST,
+                    "idempotency_key_invalid",
+                    format!("The Idempotency-Key header must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} visible ASCII characters"),
+                )
+                .into_response()
+            }
+        };
+        let mut hasher = Sha256::new();
+        for part in [
+            route.as_bytes(),
+            id.as_bytes(),
+            content_type.unwrap_or_default(),
+            &body,
+        ] {
+            hasher.update(u64::try_from(part.len()).unwrap_or(u64::MAX).to_le_bytes());
+            hasher.update(part);
+        }
+        let fingerprint: [u8; 32] = hasher.finalize().into();
+        let scoped = (api_key.0.clone(), key);
+        let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        match state.idempotency.get(&scoped, now) {
+            Some(
+                Idempotent::InFlight {
+                    fingerprint: first, ..
+                }
+                | Idempotent::Done {
+                    fingerprint: first, ..
+                },
+            ) if *first != fingerprint => {
+                return ApiError::idempotency(
+                    StatusCode::BAD_REQUEST,
+                    "idempotency_key_reused",
+                    "Keys for idempotent requests can only be used with the same parameters they were \
+                     first used with: this Idempotency-Key was first sent with other parameters",
+                )
+                .into_response();
+            }
+            Some(Idempotent::InFlight { .. }) => {
+                return ApiError::idempotency(
+                    StatusCode::CONFLICT,
+                    "idempotency_key_in_use",
+                    "A request with this Idempotency-Key is still being processed; retry once it has finished",
+                )
+                .into_response();
+            }
+            Some(Idempotent::Done { status, body, .. }) => {
+                let mut response = json_response(*status, body.to_vec());
+                response
+                    .headers_mut()
+                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
+                return response;
+            }
+            None => {
+                state.idempotency.set(
+                    scoped.clone(),
+                    Idempotent::InFlight {
+                        fingerprint,
+                        since: now,
+                    },
+                );
+                in_flight.key = Some(scoped);
+            }
+        }
+    }
+    if !shared.config.api_latency.is_zero() {
+        tokio::time::sleep(shared.config.api_latency).await;
+    }
+    let (status, reply) = match Params::from_body(format, &body).and_then(|params| op(shared, &id, params)) {
+        Ok(reply) => (StatusCode::OK, reply),
+        Err(error) => (error.status, error.to_json()),
+    };
+    if let Some(scoped) = in_flight.key.take() {
+        let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(Idempotent::InFlight { fingerprint, since }) =
+            state.idempotency.get(&scoped, Instant::now()).cloned()
+        {
+            state.idempotency.set(
+                scoped,
+                Idempotent::Done {
+                    fingerprint,
+                    since,
+                    status,
+                    body: Bytes::from(reply.clone()),
+                },
+            );
+        }
+    }
+    json_response(status, reply)
+}
+
+fn body_error(rejection: &BytesRejection, limit: usize) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::with_status(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            format!("The request body is larger than the {limit}-byte limit"),
+        )
+    } else {
+        ApiError::bad_request("body_unreadable", "The request body could not be read")
+    }
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(value).map_err(|_| ApiError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        kind: crate::error::ErrorType::Api,
+        code: None,
+        message: "could not encode the reply".to_owned(),
+        param: None,
+    })
+}
+
+fn required<T>(value: Option<T>, name: &str) -> Result<T, ApiError> {
+    value.ok_or_else(|| {
+        ApiError::invalid(
+            name,
+            "parameter_missing",
+            format!("Missing required param: {name}"),
+        )
+    })
+}
+
+/// `POST /v1/payment_intents`.
+pub(crate) fn create_intent_op(
+    shared: &Arc<Shared>,
+    _: &str,
+    mut params: Params,
+) -> Result<Vec<u8>, ApiError> {
+    let amount = required(params.take_integer("amount", 1)?, "amount")?;
+    let currency = required(params.take_string("currency", 10)?, "currency")?;
+    if !(3..=10).contains(&currency.len()) || !currency.bytes().all(|b| b.is_ascii_lowercase()) {
+        return Err(ApiError::invalid(
+            "currency",
+            "parameter_invalid_currency",
+            format!(
+                "currency must be 3 to 10 lowercase letters (btc, eth, usdc, …), got {}",
+                shown(&currency)
+            ),
+        ));
+    }
+    let payment_method_types = match params.take_string_list("payment_method_types")? {
+        Some(methods) => {
+            if methods.is_empty() || methods.len() > 10 {
+                return Err(ApiError::invalid(
+                    "payment_method_types",
+                    "parameter_invalid_array",
+                    "payment_method_types must list 1 to 10 payment methods",
+                ));
+            }
+            for method in &methods {
+                if method.is_empty()
+                    || method.len() > 40
+                    || !method
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+                {
+                    return Err(ApiError::invalid(
+                        "payment_method_types",
+                        "parameter_invalid_array",
+                        format!(
+                            "each payment method is 1 to 40 lowercase letters, digits or _, got {}",
+                            shown(method)
+                        ),
+                    ));
+                }
+            }
+            methods
+        }
+        None if currency == "btc" => vec!["bitcoin".to_owned()],
+        None => vec!["ethereum".to_owned()],
+    };
+    let description = params.take_string("description", 1000)?.filter(|d| !d.is_empty());
+    let metadata = params.take_string_map("metadata")?.unwrap_or_default();
+    check_metadata(&metadata)?;
+    params.finish()?;
+    let intent = PaymentIntent {
+        id: ids::new_id("pi_"),
+        object: "payment_intent",
+        amount,
+        amount_received: 0,
+        currency,
+        payment_method_types,
+        status: REQUIRES_PAYMENT.to_owned(),
+        created: unix_seconds(),
+        description,
+        metadata,
+        livemode: false,
+    };
+    let reply = to_json(&intent)?;
+    let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    state.intents.insert(intent.id.clone(), intent);
+    Ok(reply)
+}
+
+fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    if metadata.len() > 50 {
+        return Err(ApiError::invalid(
+            "metadata",
+            "parameter_invalid_metadata",
+            format!("metadata may have at most 50 keys, got {}", metadata.len()),
+        ));
+    }
+    for (key, value) in metadata {
+        if key.is_empty() || key.chars().count() > 40 {
+            return Err(ApiError::invalid(
+                format!("metadata[{}]", shown(key).trim_matches('"')),
+                "parameter_invalid_metadata",
+                format!("metadata keys are 1 to 40 characters, got {}", shown(key)),
+            ));
+        }
+        if value.chars().count() > 500 {
+            return Err(ApiError::invalid(
+                format!("metadata[{}]", shown(key).trim_matches('"')),
+                "parameter_invalid_metadata",
+                format!(
+                    "metadata values are at most 500 characters; metadata[{}] is longer",
+                    shown(key)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `POST /v1/test_helpers/payment_intents/:id/succeed`.
+pub(crate) fn succeed_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<Vec<u8>, ApiError> {
+    let amount_received = params.take_integer("amount_received", 1)?;
+    params.finish()?;
+    settle(
+        shared,
+        id,
+        "succeeded",
+        amount_received,
+        "payment_intent.succeeded",
+    )
+}
+
+/// `POST /v1/test_helpers/payment_intents/:id/fail`.
+pub(crate) fn fail_op(shared: &Arc<Shared>, id: &str, params: Params) -> Result<Vec<u8>, ApiError> {
+    params.finish()?;
+    settle(shared, id, "failed", None, "payment_intent.failed")
+}
+
+/// Moves a payment intent out of `requires_payment` and emits its event.
+fn settle(
+    shared: &Arc<Shared>,
+    id: &str,
+    status: &str,
+    amount_received: Option<u128>,
+    event_type: &str,
+) -> Result<Vec<u8>, ApiError> {
+    let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    let intent = state
+        .intents
+        .get_mut(id)
+        .ok_or_else(|| ApiError::missing("id", "payment_intent", id))?;
+    if intent.status != REQUIRES_PAYMENT {
+        return Err(ApiError::invalid(
+            "id",
+            "payment_intent_unexpected_state",
+            format!(
+                "This payment intent's status is {}; the test helper needs status {REQUIRES_PAYMENT}",
+                intent.status
+            ),
+        ));
+    }
+    intent.status = status.to_owned();
+    if status == "succeeded" {
+        intent.amount_received = amount_received.unwrap_or(intent.amount);
+    }
+    let intent = intent.clone();
+    let reply = to_json(&intent)?;
+    let event_id = ids::new_id("evt_");
+    let created = unix_seconds();
+    let body = to_json(&EventBody {
+        id: &event_id,
+        object: "event",
+        api_version: API_VERSION,
+        created,
+        data: EventData { object: &intent },
+        livemode: false,
+        event_type,
+    })?;
+    let seq = state.next_event_seq;
+    state.next_event_seq = seq.saturating_add(1);
+    let event = EventRecord {
+        id: event_id.clone(),
+        event_type: event_type.to_owned(),
+        created,
+        body: Bytes::from(body),
+        seq,
+    };
+    let endpoints: Vec<(String, u64)> = state
+        .endpoints
+        .iter()
+        .filter(|endpoint| endpoint.wants(event_type))
+        .map(|endpoint| (endpoint.id.clone(), endpoint.seq))
+        .collect();
+    state.events.insert(event_id, event.clone());
+    drop(state);
+    delivery::enqueue(shared, event, endpoints);
+    Ok(reply)
+}
+
+/// `POST /v1/webhook_endpoints`.
+pub(crate) fn create_endpoint_op(
+    shared: &Arc<Shared>,
+    _: &str,
+    mut params: Params,
+) -> Result<Vec<u8>, ApiError> {
+    let url = required(params.take_string("url", 2048)?, "url")?;
+    let url = parse_endpoint_url(&url)?;
+    let enabled_events = match params.take_string_list("enabled_events")? {
+        None => vec!["*".to_owned()],
+        Some(events) if events.is_empty() => {
+            return Err(ApiError::invalid(
+                "enabled_events",
+                "parameter_invalid_array",
+                "enabled_events must name at least one event type, or \"*\" for all",
+            ))
+        }
+        Some(events) => {
+            for event in &events {
+                if event != "*" && !EMITTED_EVENT_TYPES.contains(&event.as_str()) {
+                    return Err(ApiError::invalid(
+                        "enabled_events",
+                        "parameter_invalid_event_type",
+                        format!(
+                            "{} is not an event type the service emits; use \"*\" or one of: {}",
+                            shown(event),
+                            EMITTED_EVENT_TYPES.join(", ")
+                        ),
+                    ));
+                }
+            }
+            events
+        }
+    };
+    let description = params.take_string("description", 5000)?.filter(|d| !d.is_empty());
+    params.finish()?;
+    let secret = ids::new_secret();
+    let keys = SigningKeys {
+        current: Secret::new(&secret).map_err(|_| internal())?,
+        previous: None,
+    };
+    let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    if state.endpoints.is_full() {
+        return Err(ApiError::bad_request(
+            "webhook_endpoints_limit",
+            format!(
+                "At most {} webhook endpoints can be registered; delete one first",
+                shared.config.limits.endpoints
+            ),
+        ));
+    }
+    let seq = state.next_endpoint_seq;
+    state.next_endpoint_seq = seq.saturating_add(1);
+    let endpoint = Endpoint {
+        id: ids::new_id("we_"),
+        url,
+        enabled_events,
+        description,
+        created: unix_seconds(),
+        seq,
+        keys: Arc::new(keys),
+    };
+    let reply = to_json(&endpoint.to_object(Some(&secret)))?;
+    state.endpoints.insert(endpoint.id.clone(), endpoint);
+    Ok(reply)
+}
+
+fn internal() -> ApiError {
+    ApiError {
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+        kind: crate::error::ErrorType::Api,
+        code: None,
+        message: "internal error".to_owned(),
+        param: None,
+    }
+}
+
+fn parse_endpoint_url(url: &str) -> Result<reqwest::Url, ApiError> {
+    let invalid = |why: String| ApiError::invalid("url", "url_invalid", why);
+    let parsed =
+        reqwest::Url::parse(url).map_err(|err| invalid(format!("url is not a valid URL ({err})")))?;
+    match parsed.scheme() {
+        "http" if parsed.host().is_some() => Ok(parsed),
+        "http" => Err(invalid("url has no host".to_owned())),
+        "https" => Err(invalid(
+            "https endpoints are not supported: the emulator delivers plain HTTP to a receiver \
+             under test; use its http:// address"
+                .to_owned(),
+        )),
+        other => Err(invalid(format!(
+            "url must be an http:// URL, not {}",
+            shown(other)
+        ))),
+    }
+}
+
+/// `POST /v1/webhook_endpoints/:id/roll_secret`.
+pub(crate) fn roll_secret_op(
+    shared: &Arc<Shared>,
+    id: &str,
+    mut params: Params,
+) -> Result<Vec<u8>, ApiError> {
+    let expires_in = params.take_integer("expires_in", 0)?.unwrap_or(0);
+    if expires_in > MAX_EXPIRES_IN {
+        return Err(ApiError::invalid(
+            "expires_in",
+            "parameter_invalid_integer",
+            format!("expires_in is at most {MAX_EXPIRES_IN} seconds (7 days), got {expires_in}"),
+        ));
+    }
+    params.finish()?;
+    let secret = ids::new_secret();
+    let current = Secret::new(&secret).map_err(|_| internal())?;
+    let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    let endpoint = state
+        .endpoints
+        .get_mut(id)
+        .ok_or_else(|| ApiError::missing("id", "webhook_endpoint", id))?;
+    // ≤ 7 days: fits in u64 and cannot overflow beside the current time.
+    let until = unix_seconds().saturating_add(u64::try_from(expires_in).unwrap_or(0));
+    let previous = (expires_in > 0).then(|| (endpoint.keys.current.clone(), until));
+    endpoint.keys = Arc::new(SigningKeys { current, previous });
+    to_json(&endpoint.to_object(Some(&secret)))
+}
+
+async fn delete_endpoint(
+    State(shared): State<Arc<Shared>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    let id = match path_id(path) {
+        Ok(id) => id,
+        Err(e) => return e.into_response(),
+    };
+    let removed = shared
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .endpoints
+        .remove(&id);
+    match removed {
+        Some(endpoint) => {
+            #[derive(Serialize)]
+            struct Deleted<'a> {
+                id: &'a str,
+                object: &'static str,
+                deleted: bool,
+            }
+            reply(to_json(&Deleted {
+                id: &endpoint.id,
+                object: "webhook_endpoint",
+                deleted: true,
+            }))
+        }
+        None => ApiError::missing("id", "webhook_endpoint", &id).into_response(),
+    }
+}
+
+fn reply(result: Result<Vec<u8>, ApiError>) -> Response {
+    match result {
+        Ok(body) => json_response(StatusCode::OK, body),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// Reads `limit`, `starting_after` and `ending_before` from a query string.
+fn page_of(query: Option<String>) -> Result<Page, ApiError> {
+    let mut params = Params::from_form(query.unwrap_or_default().as_bytes())?;
+    let limit = params.take_integer("limit", 1)?.unwrap_or(10);
+    if limit > 100 {
+        return Err(ApiError::invalid(
+            "limit",
+            "parameter_invalid_integer",
+            format!("limit must be between 1 and 100, got {limit}"),
+        ));
+    }
+    let starting_after = params.take_string("starting_after", 255)?;
+    let ending_before = params.take_string("ending_before", 255)?;
+    params.finish()?;
+    if starting_after.is_some() && ending_before.is_some() {
+        return Err(ApiError::invalid(
+            "ending_before",
+            "parameter_conflict",
+            "give starting_after or ending_before, not both",
+        ));
+    }
+    Ok(Page {
+        // ≤ 100.
+        limit: usize::try_from(limit).unwrap_or(100),
+        starting_after,
+        ending_before,
+    })
+}
+
+fn cursor_missing(what: &'static str) -> impl Fn(&str, &str) -> ApiError {
+    move |param, id| ApiError::missing(param, what, id)
+}
+
+/// `{"object":"list","data":[…],"has_more":…,"url":…}` from already encoded items.
+fn list_json(items: &[&[u8]], has_more: bool, url: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(items.iter().map(|i| i.len() + 1).sum::<usize>() + 64);
+    out.extend_from_slice(br#"{"object":"list","data":["#);
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    let mut tail = String::new();
+    let _ = write!(tail, r#"],"has_more":{has_more},"url":"{url}"}}"#);
+    out.extend_from_slice(tail.as_bytes());
+    out
+}
+
+fn list_of<T: Serialize>(data: &[&T], has_more: bool, url: &str) -> Result<Vec<u8>, ApiError> {
+    let encoded = data.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+    let slices: Vec<&[u8]> = encoded.iter().map(Vec::as_slice).collect();
+    Ok(list_json(&slices, has_more, url))
+}
+
+async fn list_intents(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
+    reply(page_of(query).and_then(|page| {
+        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let items = state.intents.iter().map(|pi| (pi.id.as_str(), pi)).collect();
+        let listed = paginate(items, &page, cursor_missing("payment_intent"))?;
+        list_of(&listed.data, listed.has_more, "/v1/payment_intents")
+    }))
+}
+
+async fn get_intent(
+    State(shared): State<Arc<Shared>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    reply(path_id(path).and_then(|id| {
+        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let intent = state
+            .intents
+            .get(&id)
+            .ok_or_else(|| ApiError::missing("id", "payment_intent", &id))?;
+        to_json(intent)
+    }))
+}
+
+async fn list_events(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
+    reply(page_of(query).and_then(|page| {
+        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let items = state.events.iter().map(|e| (e.id.as_str(), e)).collect();
+        let listed = paginate(items, &page, cursor_missing("event"))?;
+        let bodies: Vec<&[u8]> = listed.data.iter().map(|e| e.body.as_ref()).collect();
+        Ok(list_json(&bodies, listed.has_more, "/v1/events"))
+    }))
+}
+
+async fn get_event(State(shared): State<Arc<Shared>>, path: Result<Path<String>, PathRejection>) -> Response {
+    reply(path_id(path).and_then(|id| {
+        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let event = state
+            .events
+            .get(&id)
+            .ok_or_else(|| ApiError::missing("id", "event", &id))?;
+        Ok(event.body.to_vec())
+    }))
+}
+
+/// `GET /v1/events/:id/delivery_attempts`: every attempt to deliver the event,
+/// to every endpoint, newest first.
+async fn list_attempts(
+    State(shared): State<Arc<Shared>>,
+    path: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    reply(path_id(path).and_then(|id| {
+        let page = page_of(query)?;
+        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.events.get(&id).is_none() {
+            return Err(ApiError::missing("id", "event", &id));
+        }
+        let items = state
+            .attempts
+            .iter()
+            .filter(|a| a.event == id)
+            .map(|a| (a.id.as_str(), a))
+            .collect();
+        let listed = paginate(items, &page, cursor_missing("delivery_attempt"))?;
+        list_of(
+            &listed.data,
+            listed.has_more,
+            &format!("/v1/events/{id}/delivery_attempts"),
+        )
+    }))
+}
+
+async fn list_endpoints(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
+    reply(page_of(query).and_then(|page| {
+        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let objects: Vec<_> = state.endpoints.iter().map(|e| e.to_object(None)).collect();
+        let items = objects.iter().map(|o| (o.id, o)).collect();
+        let listed = paginate(items, &page, cursor_missing("webhook_endpoint"))?;
+        list_of(&listed.data, listed.has_more, "/v1/webhook_endpoints")
+    }))
+}
+
+async fn get_endpoint(
+    State(shared): State<Arc<Shared>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    reply(path_id(path).and_then(|id| {
+        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let endpoint = state
+            .endpoints
+            .get(&id)
+            .ok_or_else(|| ApiError::missing("id", "webhook_endpoint", &id))?;
+        to_json(&endpoint.to_object(None))
+    }))
+}

@@ -1,0 +1,596 @@
+//! Signed delivery of events to webhook endpoints: at least once per endpoint,
+//! signed afresh at each attempt, retried with exponential backoff and jitter,
+//! `Retry-After` honoured, with the faults of [`Faults`](crate::Faults) on request.
+//!
+//! Memory stays bounded whatever the receivers do: at most
+//! [`Limits::pending_deliveries`](crate::Limits::pending_deliveries) deliveries
+//! wait or run at once (more are dropped, counted in
+//! [`DeliveryStats::dropped`](crate::DeliveryStats::dropped) and logged), and the
+//! attempt log keeps the newest [`Limits::attempts`](crate::Limits::attempts) records.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use payhook_core::sign;
+use tokio::sync::{oneshot, Notify, Semaphore};
+
+use crate::model::{DeliveryAttempt, EventRecord, SigningKeys};
+use crate::text::shown;
+use crate::{ids, unix_millis, Shared};
+
+/// The most reply-body characters kept in an attempt record.
+const RESPONSE_EXCERPT_CHARS: usize = 200;
+/// The most reply-body bytes read before the connection is let go.
+const RESPONSE_READ_BYTES: usize = 4096;
+
+/// The delivery machinery and its counters.
+pub(crate) struct Deliveries {
+    pub client: reqwest::Client,
+    /// How many attempts may be on the wire at once.
+    pub permits: Semaphore,
+    /// Deliveries waiting or running (each holds a [`Slot`]).
+    pub pending: AtomicUsize,
+    /// Woken when `pending` drops to zero.
+    pub idle: Notify,
+    pub dropped: AtomicU64,
+    pub attempts: AtomicU64,
+    pub acknowledged: AtomicU64,
+    pub gave_up: AtomicU64,
+    reorder_buffer: Mutex<Vec<Queued>>,
+}
+
+impl Deliveries {
+    pub fn new(client: reqwest::Client, max_concurrent_attempts: usize) -> Self {
+        Self {
+            client,
+            permits: Semaphore::new(max_concurrent_attempts.clamp(1, Semaphore::MAX_PERMITS)),
+            pending: AtomicUsize::new(0),
+            idle: Notify::new(),
+            dropped: AtomicU64::new(0),
+            attempts: AtomicU64::new(0),
+            acknowledged: AtomicU64::new(0),
+            gave_up: AtomicU64::new(0),
+            reorder_buffer: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+/// One delivery: an event to one endpoint (`copy` > 0 for a duplicate the fault added).
+#[derive(Debug, Clone)]
+struct Job {
+    event: EventRecord,
+    endpoint_id: String,
+    endpoint_seq: u64,
+    copy: u32,
+}
+
+/// Holds one of the bounded delivery slots; frees it when the delivery ends
+/// however it ends.
+struct Slot(Arc<Shared>);
+
+impl Slot {
+    fn reserve(shared: &Arc<Shared>) -> Option<Self> {
+        let limit = shared.config.limits.pending_deliveries;
+        shared
+            .deliveries
+            .pending
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Self(Arc::clone(shared)))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let deliveries = &self.0.deliveries;
+        if deliveries.pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+            deliveries.idle.notify_waiters();
+        }
+    }
+}
+
+/// Kinds of seeded decision, so each one draws its own number.
+#[derive(Clone, Copy)]
+#[repr(u64)]
+enum Draw {
+    Duplicate = 1,
+    Concurrent = 2,
+    Jitter = 3,
+}
+
+/// SplitMix64: a well-mixed 64-bit value from any input.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A number in `[0, 2^32)` fixed by the seed and what is being decided: the
+/// same seed and the same sequence of API calls give the same faults,
+/// whatever order the deliveries happen to run in.
+fn draw(seed: u64, draw: Draw, job: &Job, attempt: u32) -> u64 {
+    let parts = [
+        draw as u64,
+        job.event.seq,
+        job.endpoint_seq,
+        u64::from(job.copy),
+        u64::from(attempt),
+    ];
+    parts.iter().fold(mix(seed), |acc, part| mix(acc ^ part)) >> 32
+}
+
+fn happens(probability: f64, drawn: u64) -> bool {
+    // `drawn` < 2^32, exact in f64.
+    (drawn as f64) < probability * 4_294_967_296.0
+}
+
+/// Queues `event` for every endpoint that wants it.
+pub(crate) fn enqueue(shared: &Arc<Shared>, event: EventRecord, endpoints: Vec<(String, u64)>) {
+    let faults = &shared.config.faults;
+    let mut ready = Vec::new();
+    for (endpoint_id, endpoint_seq) in endpoints {
+        let job = Job {
+            event: event.clone(),
+            endpoint_id,
+            endpoint_seq,
+            copy: 0,
+        };
+        let Some(slot) = admit(shared, &job) else {
+            continue;
+        };
+        let duplicated = faults.duplicates > 0.0
+            && happens(faults.duplicates, draw(shared.seed, Draw::Duplicate, &job, 0));
+        let mut follow = Follow::Nothing;
+        if duplicated {
+            let copy_job = Job {
+                copy: 1,
+                ..job.clone()
+            };
+            if let Some(copy_slot) = admit(shared, &copy_job) {
+                follow = if happens(0.5, draw(shared.seed, Draw::Concurrent, &job, 0)) {
+                    Follow::Concurrent(copy_job, copy_slot)
+                } else {
+                    Follow::AfterFirstAttempt(copy_job, copy_slot)
+                };
+            }
+        }
+        ready.push((job, slot, follow));
+    }
+    if ready.is_empty() {
+        return;
+    }
+    if faults.reorder {
+        let mut buffer = shared
+            .deliveries
+            .reorder_buffer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let start_flush = buffer.is_empty();
+        buffer.extend(ready);
+        if start_flush {
+            tokio::spawn(flush_reordered(Arc::clone(shared)));
+        }
+    } else {
+        for (job, slot, follow) in ready {
+            start(shared, job, slot, None, follow);
+        }
+    }
+}
+
+fn admit(shared: &Arc<Shared>, job: &Job) -> Option<Slot> {
+    let slot = Slot::reserve(shared);
+    if slot.is_none() {
+        shared.deliveries.dropped.fetch_add(1, Ordering::SeqCst);
+        tracing::warn!(
+            target: "payhook_emulator::delivery",
+            "delivery queue full ({} pending): dropped {} {} -> {} copy {}",
+            shared.config.limits.pending_deliveries,
+            job.event.id,
+            job.event.event_type,
+            job.endpoint_id,
+            job.copy
+        );
+    }
+    slot
+}
+
+/// What follows a delivery when the `duplicates` fault copies it.
+enum Follow {
+    Nothing,
+    /// The copy goes out at the same moment as the original.
+    Concurrent(Job, Slot),
+    /// The copy goes out once the original's first attempt is over.
+    AfterFirstAttempt(Job, Slot),
+}
+
+type Queued = (Job, Slot, Follow);
+
+/// Starts a delivery (and a concurrent copy of it at once).
+fn start(
+    shared: &Arc<Shared>,
+    job: Job,
+    slot: Slot,
+    first_done: Option<oneshot::Sender<()>>,
+    follow: Follow,
+) {
+    let after = match follow {
+        Follow::Nothing => None,
+        Follow::Concurrent(copy, copy_slot) => {
+            spawn_copy(shared, copy, copy_slot);
+            None
+        }
+        Follow::AfterFirstAttempt(copy, copy_slot) => Some((copy, copy_slot)),
+    };
+    tokio::spawn(run(Arc::clone(shared), job, slot, first_done, after));
+}
+
+/// The `reorder` fault: deliveries queued within one window go out newest
+/// first, each first attempt finishing before the next one starts.
+async fn flush_reordered(shared: Arc<Shared>) {
+    let mut shutdown = shared.shutdown.clone();
+    tokio::select! {
+        () = tokio::time::sleep(shared.config.faults.reorder_window) => {}
+        _ = shutdown.wait_for(|stop| *stop) => {}
+    }
+    let batch: Vec<Queued> = std::mem::take(
+        &mut *shared
+            .deliveries
+            .reorder_buffer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()),
+    );
+    for (job, slot, follow) in batch.into_iter().rev() {
+        let (first_done, first_attempt_over) = oneshot::channel();
+        start(&shared, job, slot, Some(first_done), follow);
+        // Resolves when the first attempt is over or the delivery ended early.
+        let _ = first_attempt_over.await;
+    }
+}
+
+/// Sleeps for `duration`; `false` if the emulator shut down meanwhile.
+async fn pause(shared: &Shared, duration: Duration) -> bool {
+    if duration.is_zero() {
+        return !*shared.shutdown.borrow();
+    }
+    let mut shutdown = shared.shutdown.clone();
+    tokio::select! {
+        () = tokio::time::sleep(duration) => !*shared.shutdown.borrow(),
+        _ = shutdown.wait_for(|stop| *stop) => false,
+    }
+}
+
+/// Delivers one job until acknowledged, out of attempts, or shut down.
+async fn run(
+    shared: Arc<Shared>,
+    job: Job,
+    slot: Slot,
+    mut first_done: Option<oneshot::Sender<()>>,
+    mut copy: Option<(Job, Slot)>,
+) {
+    let config = &shared.config;
+    let _slot = slot;
+    if !config.faults.delay.is_zero() && !pause(&shared, config.faults.delay).await {
+        return;
+    }
+    let mut attempt: u32 = 1;
+    loop {
+        let endpoint = {
+            let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            state
+                .endpoints
+                .get(&job.endpoint_id)
+                .map(|endpoint| (endpoint.url.clone(), Arc::clone(&endpoint.keys)))
+        };
+        let Some((url, keys)) = endpoint else {
+            tracing::info!(
+                target: "payhook_emulator::delivery",
+                "{} {} -> {}: endpoint deleted, delivery abandoned",
+                job.event.id, job.event.event_type, job.endpoint_id
+            );
+            return;
+        };
+        let outcome = {
+            let Ok(_permit) = shared.deliveries.permits.acquire().await else {
+                return;
+            };
+            attempt_once(&shared, &url, &keys, &job.event.body).await
+        };
+        let dropped = config.faults.drop_first && attempt == 1;
+        let acknowledged = outcome.status.is_some_and(|s| (200..300).contains(&s)) && !dropped;
+        let next = if acknowledged || attempt >= config.retry.max_attempts {
+            None
+        } else {
+            Some(retry_delay(&shared, &job, attempt, outcome.retry_after))
+        };
+        let error = if dropped {
+            Some(match &outcome.error {
+                Some(error) => format!("{error} (fault drop-first)"),
+                None => "reply dropped (fault drop-first): the attempt counts as lost".to_owned(),
+            })
+        } else {
+            outcome.error.clone()
+        };
+        let now_ms = unix_millis();
+        let record = DeliveryAttempt {
+            id: ids::new_id("da_"),
+            object: "delivery_attempt",
+            event: job.event.id.clone(),
+            event_type: job.event.event_type.clone(),
+            webhook_endpoint: job.endpoint_id.clone(),
+            url: url.to_string(),
+            copy: job.copy,
+            attempt,
+            started_at_ms: outcome.started_at_ms,
+            signed_at: outcome.signed_at,
+            signatures: outcome.signatures,
+            duration_ms: outcome.duration_ms,
+            status: outcome.status,
+            error,
+            succeeded: acknowledged,
+            response_body: outcome.response_body,
+            next_attempt_at_ms: next
+                .map(|d| now_ms.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))),
+        };
+        log_attempt(&record, next);
+        shared.deliveries.attempts.fetch_add(1, Ordering::SeqCst);
+        {
+            let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.attempts.insert(record.id.clone(), record);
+        }
+        if attempt == 1 {
+            if let Some(done) = first_done.take() {
+                let _ = done.send(());
+            }
+            if let Some((copy_job, copy_slot)) = copy.take() {
+                spawn_copy(&shared, copy_job, copy_slot);
+            }
+        }
+        if acknowledged {
+            shared.deliveries.acknowledged.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
+        let Some(delay) = next else {
+            shared.deliveries.gave_up.fetch_add(1, Ordering::SeqCst);
+            tracing::warn!(
+                target: "payhook_emulator::delivery",
+                "{} {} -> {}: gave up after {attempt} attempts",
+                job.event.id, job.event.event_type, job.endpoint_id
+            );
+            return;
+        };
+        if !pause(&shared, delay).await {
+            return;
+        }
+        attempt = attempt.saturating_add(1);
+    }
+}
+
+/// Starts a sequential duplicate copy (a plain function: a delivery task
+/// cannot spawn its own kind from inside its own future type).
+fn spawn_copy(shared: &Arc<Shared>, job: Job, slot: Slot) {
+    let future: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+        Box::pin(run(Arc::clone(shared), job, slot, None, None));
+    tokio::spawn(future);
+}
+
+fn log_attempt(record: &DeliveryAttempt, next: Option<Duration>) {
+    let result = match (record.status, &record.error) {
+        (Some(status), None) => status.to_string(),
+        (Some(status), Some(error)) => format!("{status}, {error}"),
+        (None, Some(error)) => error.clone(),
+        (None, None) => "no reply".to_owned(),
+    };
+    let then = match next {
+        Some(delay) => format!("; next attempt in {:.1} s", delay.as_secs_f64()),
+        None if record.succeeded => String::new(),
+        None => "; no more attempts".to_owned(),
+    };
+    let copy = if record.copy > 0 {
+        format!(" (duplicate copy {})", record.copy)
+    } else {
+        String::new()
+    };
+    tracing::info!(
+        target: "payhook_emulator::delivery",
+        "{} {} -> {} {} attempt {}{copy}: {result} in {} ms{then}",
+        record.event,
+        record.event_type,
+        record.webhook_endpoint,
+        record.url,
+        record.attempt,
+        record.duration_ms,
+    );
+}
+
+/// What one HTTP attempt gave.
+struct Outcome {
+    started_at_ms: u64,
+    signed_at: u64,
+    signatures: u32,
+    duration_ms: u64,
+    status: Option<u16>,
+    error: Option<String>,
+    retry_after: Option<Duration>,
+    response_body: Option<String>,
+}
+
+/// The signature header for `body` at `t`: one `v1` per secret in use now.
+pub(crate) fn signature_header(body: &[u8], keys: &SigningKeys, t: u64, now: u64) -> (String, u32) {
+    let mut header = sign(body, &keys.current, t);
+    let mut count = 1;
+    if let Some((previous, until)) = &keys.previous {
+        if now < *until {
+            let other = sign(body, previous, t);
+            if let Some((_, hex)) = other.split_once(",v1=") {
+                header.push_str(",v1=");
+                header.push_str(hex);
+                count = 2;
+            }
+        }
+    }
+    (header, count)
+}
+
+async fn attempt_once(shared: &Shared, url: &reqwest::Url, keys: &SigningKeys, body: &Bytes) -> Outcome {
+    let started_at_ms = unix_millis();
+    let now = started_at_ms / 1000;
+    let skew = shared.config.faults.skew_secs;
+    let signed_at = if skew >= 0 {
+        now.saturating_add(skew.unsigned_abs())
+    } else {
+        now.saturating_sub(skew.unsigned_abs())
+    };
+    let (header, signatures) = signature_header(body, keys, signed_at, now);
+    let started = Instant::now();
+    let sent = shared
+        .deliveries
+        .client
+        .post(url.clone())
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(shared.config.signature_header.clone(), header)
+        .body(body.clone())
+        .send()
+        .await;
+    let mut outcome = Outcome {
+        started_at_ms,
+        signed_at,
+        signatures,
+        duration_ms: 0,
+        status: None,
+        error: None,
+        retry_after: None,
+        response_body: None,
+    };
+    match sent {
+        Ok(mut response) => {
+            let status = response.status();
+            outcome.status = Some(status.as_u16());
+            outcome.retry_after = response
+                .headers()
+                .get(http::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let mut excerpt = Vec::new();
+            loop {
+                match response.chunk().await {
+                    Ok(Some(chunk)) => {
+                        let room = RESPONSE_READ_BYTES.saturating_sub(excerpt.len());
+                        excerpt.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                        if excerpt.len() >= RESPONSE_READ_BYTES {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(err) => {
+                        outcome.error =
+                            Some(describe(&err, shared.config.attempt_timeout, "reading the reply"));
+                        break;
+                    }
+                }
+            }
+            outcome.response_body = Some(excerpt_of(&excerpt));
+        }
+        Err(err) => outcome.error = Some(describe(&err, shared.config.attempt_timeout, "sending")),
+    }
+    outcome.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    outcome
+}
+
+fn excerpt_of(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == RESPONSE_EXCERPT_CHARS {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn describe(err: &reqwest::Error, timeout: Duration, doing: &str) -> String {
+    if err.is_timeout() {
+        format!(
+            "no reply within {:.1} s (timed out {doing})",
+            timeout.as_secs_f64()
+        )
+    } else if err.is_connect() {
+        "could not connect".to_owned()
+    } else {
+        let mut text = format!("failed {doing}: {err}");
+        let mut source = std::error::Error::source(err);
+        while let Some(inner) = source {
+            text.push_str(": ");
+            text.push_str(&inner.to_string());
+            source = inner.source();
+        }
+        shown(&text).trim_matches('"').to_owned()
+    }
+}
+
+/// The wait before attempt `attempt + 1`: `Retry-After` when the receiver sent
+/// one (capped at the schedule's cap), otherwise `base × 2^(attempt−1)` capped,
+/// less up to 20 % jitter.
+fn retry_delay(shared: &Shared, job: &Job, attempt: u32, retry_after: Option<Duration>) -> Duration {
+    let schedule = &shared.config.retry;
+    if let Some(wait) = retry_after {
+        return wait.min(schedule.cap);
+    }
+    let factor = 2u32.checked_pow(attempt.saturating_sub(1)).unwrap_or(u32::MAX);
+    let capped = schedule.base.saturating_mul(factor).min(schedule.cap);
+    if !schedule.jitter {
+        return capped;
+    }
+    let drawn = u128::from(draw(shared.seed, Draw::Jitter, job, attempt));
+    let nanos = capped.as_nanos();
+    // `drawn` < 2^32 and a Duration's nanoseconds < 2^94: no overflow.
+    let less = (nanos / 5).saturating_mul(drawn) >> 32;
+    let total = nanos.saturating_sub(less);
+    let secs = u64::try_from(total / 1_000_000_000).unwrap_or(u64::MAX);
+    // `total % 1e9` < 1e9 fits in u32.
+    let sub = u32::try_from(total % 1_000_000_000).unwrap_or(0);
+    Duration::new(secs, sub)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_depend_on_seed_and_subject_only() {
+        let job = Job {
+            event: EventRecord {
+                id: "evt_x".into(),
+                event_type: "t".into(),
+                created: 0,
+                body: Bytes::new(),
+                seq: 3,
+            },
+            endpoint_id: "we_x".into(),
+            endpoint_seq: 1,
+            copy: 0,
+        };
+        assert_eq!(
+            draw(7, Draw::Duplicate, &job, 0),
+            draw(7, Draw::Duplicate, &job, 0)
+        );
+        assert_ne!(
+            draw(7, Draw::Duplicate, &job, 0),
+            draw(8, Draw::Duplicate, &job, 0)
+        );
+        assert_ne!(draw(7, Draw::Duplicate, &job, 0), draw(7, Draw::Jitter, &job, 0));
+        assert!(happens(1.0, (1 << 32) - 1));
+        assert!(!happens(0.0, 0));
+    }
+}

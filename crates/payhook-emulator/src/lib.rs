@@ -1,0 +1,814 @@
+//! The payment service in test mode: its payment intents API, events, webhook
+//! endpoints and signed webhook deliveries with retries, on a loopback port, so a
+//! receiver can be tested against a real sender.
+//!
+//! [`Emulator::builder`] configures and [`EmulatorBuilder::start`] runs it; the
+//! returned [`Emulator`] gives the base URL and test key, registers endpoints
+//! (handing back their signing secrets), shows every event and every delivery
+//! attempt, and shuts it down. Everything is kept in memory, bounded by
+//! [`Limits`]. The emulator is test mode only: live keys are refused.
+//!
+//! The HTTP API (JSON or form bodies, `Authorization: Bearer sk_test_…`):
+//!
+//! | method and path | does |
+//! |---|---|
+//! | `POST /v1/payment_intents` | creates a payment intent (`amount`, `currency`, optional `payment_method_types`, `description`, `metadata`) |
+//! | `GET /v1/payment_intents/:id`, `GET /v1/payment_intents` | retrieve, list (newest first) |
+//! | `POST /v1/test_helpers/payment_intents/:id/succeed` | the customer pays (optional `amount_received`): event `payment_intent.succeeded` |
+//! | `POST /v1/test_helpers/payment_intents/:id/fail` | the payment fails: event `payment_intent.failed` |
+//! | `GET /v1/events/:id`, `GET /v1/events` | events, exactly as delivered |
+//! | `GET /v1/events/:id/delivery_attempts` | every attempt to deliver the event, newest first |
+//! | `POST /v1/webhook_endpoints`, `GET /v1/webhook_endpoints[/:id]`, `DELETE /v1/webhook_endpoints/:id` | register (`url`, `enabled_events`, `description`; the reply alone shows the `secret`), list, retrieve, remove |
+//! | `POST /v1/webhook_endpoints/:id/roll_secret` | a new secret; the old one keeps signing beside it for `expires_in` seconds |
+//!
+//! Lists take `limit` (1–100, default 10), `starting_after` or `ending_before`
+//! and answer `{"object":"list","data":[…],"has_more":…,"url":…}`. A `POST` with
+//! an `Idempotency-Key` replays its first reply for the same parameters (24 h),
+//! answers 400 `idempotency_error` for other parameters and 409 while the first
+//! request runs. Errors are `{"error":{"type","code","message","param"}}`.
+//!
+//! Each event goes to every endpoint whose `enabled_events` match, as a `POST`
+//! with `content-type: application/json` and an `x-service-signature` header
+//! signed with payhook's own signer at the time of each attempt (two `v1` items
+//! during a secret roll overlap). A 2xx acknowledges; anything else, a
+//! connection error or no reply within the [attempt
+//! timeout](EmulatorBuilder::attempt_timeout) is retried on the
+//! [`RetrySchedule`], honouring `Retry-After`. One log line (`tracing`, target
+//! `payhook_emulator::delivery`) records each attempt; no secret is ever logged.
+//! [`Faults`] adds duplicates, reordering, delays, clock skew and lost first
+//! attempts, reproducibly from a seed.
+//!
+//! In a test, with a payhook receiver on another loopback port:
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use axum::routing::post;
+//! use payhook_core::{Event, Receiver};
+//! use payhook_emulator::Emulator;
+//! use payhook_tower::axum::{Received, Webhook};
+//! use payhook_tower::WebhookLayer;
+//!
+//! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+//! # async fn main() {
+//! let emulator = Emulator::builder().start().await.unwrap();
+//!
+//! // The receiver under test: its address first, then its secret from the emulator.
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+//! let url = format!("http://{}/webhooks", listener.local_addr().unwrap());
+//! let endpoint = emulator.register_endpoint(&url).unwrap();
+//! let (handled, mut handled_rx) = tokio::sync::mpsc::unbounded_channel();
+//! let receiver = Receiver::builder().secret(&endpoint.secret).build().unwrap();
+//! let app = axum::Router::new()
+//!     .route("/webhooks", post(move |Webhook(event): Webhook<Event>| async move {
+//!         let _ = handled.send(event.event_type().to_owned());
+//!         Received
+//!     }))
+//!     .route_layer(WebhookLayer::new(receiver));
+//! tokio::spawn(async move { axum::serve(listener, app).await });
+//!
+//! // The service's API, over HTTP, as the app's own code would call it.
+//! let api = reqwest::Client::new();
+//! let reply = api
+//!     .post(format!("{}/v1/payment_intents", emulator.base_url()))
+//!     .bearer_auth(emulator.api_key())
+//!     .header("content-type", "application/x-www-form-urlencoded")
+//!     .body("amount=1500000000000000000&currency=eth")
+//!     .send().await.unwrap();
+//! let intent: serde_json::Value = serde_json::from_str(&reply.text().await.unwrap()).unwrap();
+//! let id = intent["id"].as_str().unwrap();
+//! let succeeded = api
+//!     .post(format!("{}/v1/test_helpers/payment_intents/{id}/succeed", emulator.base_url()))
+//!     .bearer_auth(emulator.api_key())
+//!     .send().await.unwrap();
+//! assert_eq!(succeeded.status(), 200);
+//!
+//! // The signed payment_intent.succeeded reaches the handler.
+//! let event_type = tokio::time::timeout(Duration::from_secs(10), handled_rx.recv()).await.unwrap();
+//! assert_eq!(event_type.as_deref(), Some("payment_intent.succeeded"));
+//! assert!(emulator.wait_idle(Duration::from_secs(10)).await);
+//! assert!(emulator.attempts().iter().all(|attempt| attempt.succeeded));
+//! emulator.shutdown().await;
+//! # }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod api;
+mod auth;
+mod delivery;
+mod error;
+mod ids;
+mod model;
+mod params;
+mod state;
+mod text;
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use api::EMITTED_EVENT_TYPES;
+pub use model::{DeliveryAttempt, EventRecord, PaymentIntent, RegisteredEndpoint};
+
+use crate::delivery::Deliveries;
+use crate::error::ApiError;
+use crate::params::{BodyFormat, Params};
+use crate::state::State;
+
+/// Unix seconds now.
+pub(crate) fn unix_seconds() -> u64 {
+    unix_millis() / 1000
+}
+
+/// Unix milliseconds now.
+pub(crate) fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// When failed deliveries are tried again.
+///
+/// The wait before attempt *n + 1* is `base × 2^(n−1)`, capped at `cap`, less
+/// a random 0–20 % (jitter, from the fault seed); a `Retry-After: SECONDS`
+/// reply header replaces it (still capped at `cap`). After `max_attempts`
+/// attempts the delivery is given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetrySchedule {
+    base: Duration,
+    cap: Duration,
+    max_attempts: u32,
+    jitter: bool,
+}
+
+impl RetrySchedule {
+    /// The test-mode schedule, the default: 1 s, 2 s, 4 s … capped at 1 min, 8 attempts.
+    pub fn test() -> Self {
+        Self::new(Duration::from_secs(1), Duration::from_secs(60), 8)
+    }
+
+    /// Like the live service: 1 min, 2 min, 4 min … capped at 6 h, 20 attempts
+    /// (the last about 2.9 days after the first).
+    pub fn service() -> Self {
+        Self::new(Duration::from_secs(60), Duration::from_secs(6 * 3600), 20)
+    }
+
+    /// Any schedule, for example a fast one for tests: `new(50 ms, 1 s, 5)`.
+    /// [`EmulatorBuilder::start`] refuses a zero `base`, a `cap` below `base`
+    /// and zero `max_attempts`.
+    pub fn new(base: Duration, cap: Duration, max_attempts: u32) -> Self {
+        Self {
+            base,
+            cap,
+            max_attempts,
+            jitter: true,
+        }
+    }
+
+    /// Exact waits, no jitter.
+    pub fn without_jitter(mut self) -> Self {
+        self.jitter = false;
+        self
+    }
+
+    /// How many attempts in all, the first included.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    fn check(&self) -> Result<(), StartError> {
+        if self.base.is_zero() {
+            return Err(StartError::Setting(
+                "the retry schedule's base interval must not be zero".into(),
+            ));
+        }
+        if self.cap < self.base {
+            return Err(StartError::Setting(
+                "the retry schedule's cap must not be below its base interval".into(),
+            ));
+        }
+        if self.max_attempts == 0 {
+            return Err(StartError::Setting(
+                "the retry schedule needs at least one attempt".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for RetrySchedule {
+    fn default() -> Self {
+        Self::test()
+    }
+}
+
+/// Faults injected into deliveries to test a receiver; all off by default.
+///
+/// Every random choice (which deliveries are duplicated, whether a copy is
+/// concurrent, the retry jitter) is drawn from the [`seed`](Self::seed) and
+/// the order of events and endpoints, so one seed and one sequence of API
+/// calls give the same faults in every run.
+///
+/// ```
+/// use std::time::Duration;
+/// use payhook_emulator::Faults;
+///
+/// let faults = Faults::default().duplicates(1.0).reorder().delay(Duration::from_millis(100)).seed(7);
+/// assert_eq!(faults.seed_value(), Some(7));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Faults {
+    duplicates: f64,
+    reorder: bool,
+    reorder_window: Duration,
+    delay: Duration,
+    skew_secs: i64,
+    drop_first: bool,
+    seed: Option<u64>,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Self {
+            duplicates: 0.0,
+            reorder: false,
+            reorder_window: Duration::from_millis(250),
+            delay: Duration::ZERO,
+            skew_secs: 0,
+            drop_first: false,
+            seed: None,
+        }
+    }
+}
+
+impl Faults {
+    /// Each delivery gets a duplicate copy with this probability (0–1): sent at
+    /// the same moment as the original (concurrent) or after its first attempt,
+    /// half of each. A copy is a delivery of its own, retried until acknowledged.
+    pub fn duplicates(mut self, probability: f64) -> Self {
+        self.duplicates = probability;
+        self
+    }
+
+    /// Out-of-order delivery: deliveries queued within one window (250 ms by
+    /// default) go out newest first, each first attempt ending before the next starts.
+    pub fn reorder(mut self) -> Self {
+        self.reorder = true;
+        self
+    }
+
+    /// The window of [`reorder`](Self::reorder).
+    pub fn reorder_window(mut self, window: Duration) -> Self {
+        self.reorder_window = window;
+        self
+    }
+
+    /// Every delivery waits this long before its first attempt.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// Signs with a clock this many seconds off (negative: behind), so the
+    /// signature's `t` tests the receiver's tolerance.
+    pub fn skew(mut self, seconds: i64) -> Self {
+        self.skew_secs = seconds;
+        self
+    }
+
+    /// The first attempt of every delivery is sent but its reply is dropped, as
+    /// if lost on the way back: the receiver sees the retry as a redelivery.
+    pub fn drop_first(mut self) -> Self {
+        self.drop_first = true;
+        self
+    }
+
+    /// The seed of every random choice; without one a random seed is used
+    /// (see [`Emulator::seed`] to repeat a run).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// The seed set with [`seed`](Self::seed).
+    pub fn seed_value(&self) -> Option<u64> {
+        self.seed
+    }
+
+    fn check(&self) -> Result<(), StartError> {
+        if !(0.0..=1.0).contains(&self.duplicates) {
+            return Err(StartError::Setting(
+                "the duplicates probability must be between 0 and 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Bounds on what the emulator keeps in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Payment intents, and separately events, kept (the oldest go first). Default 10 000.
+    pub objects: usize,
+    /// Webhook endpoints at once (registering more is refused). Default 100.
+    pub endpoints: usize,
+    /// Delivery attempt records kept (the oldest go first). Default 50 000.
+    pub attempts: usize,
+    /// Deliveries waiting or running at once; more are dropped, counted in
+    /// [`DeliveryStats::dropped`] and logged. Default 10 000.
+    pub pending_deliveries: usize,
+    /// Idempotency keys remembered (finished ones go first). Default 10 000.
+    pub idempotency_keys: usize,
+    /// The largest request body; larger ones get 413. Default 64 KiB.
+    pub body_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            objects: 10_000,
+            endpoints: 100,
+            attempts: 50_000,
+            pending_deliveries: 10_000,
+            idempotency_keys: 10_000,
+            body_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// Why the emulator did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// A setting is out of range; the message says which.
+    #[error("invalid emulator setting: {0}")]
+    Setting(String),
+    /// The address could not be bound.
+    #[error("could not listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The HTTP client for deliveries could not be built.
+    #[error("could not build the delivery HTTP client: {0}")]
+    Client(String),
+}
+
+/// A request the emulator refused, from its in-process helpers
+/// ([`Emulator::register_endpoint`], [`Emulator::create_payment_intent`], …):
+/// the same status, code, message and parameter the HTTP API answers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{status} {message}")]
+pub struct RequestError {
+    /// The HTTP status the API answers.
+    pub status: u16,
+    /// The error `code`, for example `parameter_invalid_integer`.
+    pub code: Option<String>,
+    /// What failed and why.
+    pub message: String,
+    /// The parameter at fault.
+    pub param: Option<String>,
+}
+
+impl From<ApiError> for RequestError {
+    fn from(error: ApiError) -> Self {
+        Self {
+            status: error.status.as_u16(),
+            code: error.code.map(str::to_owned),
+            message: error.message,
+            param: error.param,
+        }
+    }
+}
+
+/// Counters of the delivery machinery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct DeliveryStats {
+    /// Deliveries waiting or running now.
+    pub pending: usize,
+    /// Deliveries refused because [`Limits::pending_deliveries`] were pending.
+    pub dropped: u64,
+    /// HTTP attempts made.
+    pub attempts: u64,
+    /// Deliveries acknowledged with a 2xx.
+    pub acknowledged: u64,
+    /// Deliveries given up after the schedule's last attempt.
+    pub gave_up: u64,
+    /// Attempt records evicted to stay within [`Limits::attempts`].
+    pub attempts_evicted: u64,
+    /// Events evicted to stay within [`Limits::objects`].
+    pub events_evicted: u64,
+}
+
+/// Settings, fixed at start.
+#[derive(Debug)]
+pub(crate) struct Config {
+    pub fixed_key: Option<String>,
+    pub retry: RetrySchedule,
+    pub attempt_timeout: Duration,
+    pub faults: Faults,
+    pub limits: Limits,
+    pub api_latency: Duration,
+    pub signature_header: http::HeaderName,
+}
+
+/// What the API handlers and delivery tasks share.
+pub(crate) struct Shared {
+    pub state: Mutex<State>,
+    pub config: Config,
+    pub deliveries: Deliveries,
+    /// `true` (or the sender gone) once the emulator shuts down.
+    pub shutdown: watch::Receiver<bool>,
+    pub seed: u64,
+}
+
+/// Configures an [`Emulator`]; see [`Emulator::builder`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct EmulatorBuilder {
+    addr: SocketAddr,
+    api_key: Option<String>,
+    retry: RetrySchedule,
+    attempt_timeout: Duration,
+    max_concurrent_attempts: usize,
+    faults: Faults,
+    limits: Limits,
+    api_latency: Duration,
+    signature_header: String,
+}
+
+impl EmulatorBuilder {
+    /// Where to listen; default `127.0.0.1:0` (a free loopback port).
+    pub fn addr(mut self, addr: SocketAddr) -> Self {
+        self.addr = addr;
+        self
+    }
+
+    /// Accept only this key (`sk_test_…`). Without it any well-formed test key
+    /// is accepted and [`Emulator::api_key`] is a fresh one.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// When failed deliveries are retried; default [`RetrySchedule::test`].
+    pub fn retry_schedule(mut self, schedule: RetrySchedule) -> Self {
+        self.retry = schedule;
+        self
+    }
+
+    /// How long an attempt may wait for the receiver's whole reply; default 10 s.
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = timeout;
+        self
+    }
+
+    /// How many delivery attempts may be on the wire at once; default 64.
+    pub fn max_concurrent_attempts(mut self, n: usize) -> Self {
+        self.max_concurrent_attempts = n;
+        self
+    }
+
+    /// Faults to inject; default none.
+    pub fn faults(mut self, faults: Faults) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// Memory bounds; default [`Limits::default`].
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Every `POST` waits this long before it is carried out (after its
+    /// `Idempotency-Key` is claimed): a slow service, to test clients' timeouts
+    /// and concurrent retries. Default zero.
+    pub fn api_latency(mut self, latency: Duration) -> Self {
+        self.api_latency = latency;
+        self
+    }
+
+    /// The header carrying the signature; default `x-service-signature`.
+    pub fn signature_header(mut self, name: impl Into<String>) -> Self {
+        self.signature_header = name.into();
+        self
+    }
+
+    /// Checks the settings, binds the address and starts serving on the
+    /// current tokio runtime.
+    ///
+    /// # Errors
+    /// [`StartError`] for an invalid setting (a malformed fixed key, an empty
+    /// retry schedule, a zero timeout, a probability outside 0–1, zero
+    /// limits), an address that cannot be bound, or no HTTP client.
+    pub async fn start(self) -> Result<Emulator, StartError> {
+        if let Some(key) = &self.api_key {
+            if key.starts_with("sk_live_") {
+                return Err(StartError::Setting(
+                    "the emulator is test mode only: give an sk_test_ key".into(),
+                ));
+            }
+            if !auth::is_test_key(key) {
+                return Err(StartError::Setting(
+                    "the API key must be sk_test_ followed by letters, digits or underscores".into(),
+                ));
+            }
+        }
+        self.retry.check()?;
+        self.faults.check()?;
+        if self.attempt_timeout.is_zero() {
+            return Err(StartError::Setting("the attempt timeout must not be zero".into()));
+        }
+        let limits = &self.limits;
+        if [
+            limits.objects,
+            limits.endpoints,
+            limits.attempts,
+            limits.pending_deliveries,
+            limits.idempotency_keys,
+            limits.body_bytes,
+            self.max_concurrent_attempts,
+        ]
+        .contains(&0)
+        {
+            return Err(StartError::Setting("limits must not be zero".into()));
+        }
+        let signature_header =
+            http::HeaderName::from_bytes(self.signature_header.as_bytes()).map_err(|_| {
+                StartError::Setting("the signature header name is not a valid HTTP header name".into())
+            })?;
+        let client = reqwest::Client::builder()
+            .timeout(self.attempt_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("payhook-emulator/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|err| StartError::Client(err.to_string()))?;
+        let listener = tokio::net::TcpListener::bind(self.addr)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: self.addr,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: self.addr,
+            source,
+        })?;
+        let (stop, shutdown) = watch::channel(false);
+        let seed = self.faults.seed.unwrap_or_else(ids::random_u64);
+        let api_key = self
+            .api_key
+            .clone()
+            .unwrap_or_else(|| ids::random_string("sk_test_", ids::ID_RANDOM_CHARS));
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::new(&self.limits)),
+            deliveries: Deliveries::new(client, self.max_concurrent_attempts),
+            config: Config {
+                fixed_key: self.api_key,
+                retry: self.retry,
+                attempt_timeout: self.attempt_timeout,
+                faults: self.faults,
+                limits: self.limits,
+                api_latency: self.api_latency,
+                signature_header,
+            },
+            shutdown: shutdown.clone(),
+            seed,
+        });
+        let router = api::router(Arc::clone(&shared));
+        let mut stopped = shutdown;
+        let server = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                })
+                .await
+        });
+        Ok(Emulator {
+            addr,
+            api_key,
+            shared,
+            stop,
+            server: Some(server),
+        })
+    }
+}
+
+/// A running emulator. Dropping it stops it; [`shutdown`](Self::shutdown)
+/// stops it gracefully.
+pub struct Emulator {
+    addr: SocketAddr,
+    api_key: String,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    server: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl std::fmt::Debug for Emulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emulator")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Emulator {
+    /// A builder with the defaults: a free loopback port, any test key, the
+    /// test retry schedule, a 10 s attempt timeout, no faults.
+    pub fn builder() -> EmulatorBuilder {
+        EmulatorBuilder {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            api_key: None,
+            retry: RetrySchedule::test(),
+            attempt_timeout: Duration::from_secs(10),
+            max_concurrent_attempts: 64,
+            faults: Faults::default(),
+            limits: Limits::default(),
+            api_latency: Duration::ZERO,
+            signature_header: payhook_core::signature::DEFAULT_HEADER.to_owned(),
+        }
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR`, the API's base URL.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A test key the API accepts (the fixed one, if it was started with one).
+    pub fn api_key(&self) -> &str {
+        &self.api_key
+    }
+
+    /// The seed of the fault decisions (chosen at random unless set).
+    pub fn seed(&self) -> u64 {
+        self.shared.seed
+    }
+
+    /// Registers a webhook endpoint for every event type and returns its id and
+    /// signing secret, as `POST /v1/webhook_endpoints` does.
+    ///
+    /// # Errors
+    /// The API's error for an invalid `url` or too many endpoints.
+    pub fn register_endpoint(&self, url: &str) -> Result<RegisteredEndpoint, RequestError> {
+        self.register_endpoint_for(url, &["*"])
+    }
+
+    /// Registers a webhook endpoint for the given event types (`*` for all).
+    ///
+    /// # Errors
+    /// The API's error for an invalid `url`, an unknown event type or too many endpoints.
+    pub fn register_endpoint_for(
+        &self,
+        url: &str,
+        events: &[&str],
+    ) -> Result<RegisteredEndpoint, RequestError> {
+        let body = serde_json::json!({ "url": url, "enabled_events": events }).to_string();
+        let reply = api::create_endpoint_op(&self.shared, "", json_params(&body)?)?;
+        #[derive(serde::Deserialize)]
+        struct Created {
+            id: String,
+            secret: String,
+        }
+        let created: Created = serde_json::from_slice(&reply).map_err(|_| internal_error())?;
+        Ok(RegisteredEndpoint {
+            id: created.id,
+            secret: created.secret,
+        })
+    }
+
+    /// Creates a payment intent, as `POST /v1/payment_intents` does.
+    ///
+    /// # Errors
+    /// The API's error for an invalid amount or currency.
+    pub fn create_payment_intent(&self, amount: u128, currency: &str) -> Result<PaymentIntent, RequestError> {
+        let currency = serde_json::to_string(currency).map_err(|_| internal_error())?;
+        let body = format!(r#"{{"amount":{amount},"currency":{currency}}}"#);
+        let reply = api::create_intent_op(&self.shared, "", json_params(&body)?)?;
+        self.intent_in(&reply)
+    }
+
+    /// Succeeds a payment intent and emits `payment_intent.succeeded`, as the test helper does.
+    ///
+    /// # Errors
+    /// 404 for an unknown id, 400 `payment_intent_unexpected_state` unless it requires payment.
+    pub fn succeed_payment_intent(&self, id: &str) -> Result<PaymentIntent, RequestError> {
+        let reply = api::succeed_op(&self.shared, id, Params::default())?;
+        self.intent_in(&reply)
+    }
+
+    /// Fails a payment intent and emits `payment_intent.failed`, as the test helper does.
+    ///
+    /// # Errors
+    /// 404 for an unknown id, 400 `payment_intent_unexpected_state` unless it requires payment.
+    pub fn fail_payment_intent(&self, id: &str) -> Result<PaymentIntent, RequestError> {
+        let reply = api::fail_op(&self.shared, id, Params::default())?;
+        self.intent_in(&reply)
+    }
+
+    fn intent_in(&self, reply: &[u8]) -> Result<PaymentIntent, RequestError> {
+        #[derive(serde::Deserialize)]
+        struct Id {
+            id: String,
+        }
+        let id: Id = serde_json::from_slice(reply).map_err(|_| internal_error())?;
+        self.payment_intent(&id.id).ok_or_else(internal_error)
+    }
+
+    /// A payment intent by id.
+    pub fn payment_intent(&self, id: &str) -> Option<PaymentIntent> {
+        self.lock().intents.get(id).cloned()
+    }
+
+    /// Every event kept, oldest first.
+    pub fn events(&self) -> Vec<EventRecord> {
+        self.lock().events.iter().cloned().collect()
+    }
+
+    /// Every delivery attempt kept, oldest first.
+    pub fn attempts(&self) -> Vec<DeliveryAttempt> {
+        self.lock().attempts.iter().cloned().collect()
+    }
+
+    /// The delivery counters.
+    pub fn stats(&self) -> DeliveryStats {
+        let deliveries = &self.shared.deliveries;
+        let state = self.lock();
+        DeliveryStats {
+            pending: deliveries.pending.load(Ordering::SeqCst),
+            dropped: deliveries.dropped.load(Ordering::SeqCst),
+            attempts: deliveries.attempts.load(Ordering::SeqCst),
+            acknowledged: deliveries.acknowledged.load(Ordering::SeqCst),
+            gave_up: deliveries.gave_up.load(Ordering::SeqCst),
+            attempts_evicted: state.attempts.evicted,
+            events_evicted: state.events.evicted,
+        }
+    }
+
+    /// Waits until no delivery is waiting or running (every one acknowledged
+    /// or given up); `false` if that did not happen within `timeout`.
+    pub async fn wait_idle(&self, timeout: Duration) -> bool {
+        let deliveries = &self.shared.deliveries;
+        let deadline = tokio::time::Instant::now() + timeout.min(Duration::from_secs(365 * 24 * 3600));
+        loop {
+            let notified = deliveries.idle.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if deliveries.pending.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return deliveries.pending.load(Ordering::SeqCst) == 0;
+            }
+        }
+    }
+
+    /// Stops gracefully: no new connections, requests in progress answered,
+    /// attempts on the wire finished (pending retries are abandoned).
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+        let _ = self
+            .wait_idle(self.shared.config.attempt_timeout + Duration::from_secs(1))
+            .await;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+fn json_params(body: &str) -> Result<Params, RequestError> {
+    Ok(Params::from_body(Some(BodyFormat::Json), body.as_bytes())?)
+}
+
+fn internal_error() -> RequestError {
+    RequestError {
+        status: 500,
+        code: None,
+        message: "internal error".to_owned(),
+        param: None,
+    }
+}

@@ -1,0 +1,202 @@
+//! The objects the emulator keeps and returns: payment intents, events, webhook
+//! endpoints and delivery attempts, serialized exactly as the API returns them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use payhook_core::Secret;
+use serde::Serialize;
+
+/// A payment intent (`pi_…`), as the API returns it.
+///
+/// `amount` and `amount_received` are exact integers in the currency's smallest
+/// unit (satoshi, wei, …) and may exceed 2^64.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PaymentIntent {
+    /// `pi_` and 24 alphanumerics.
+    pub id: String,
+    /// Always `payment_intent`.
+    pub object: &'static str,
+    /// The amount asked for.
+    pub amount: u128,
+    /// The amount received: 0 until the payment succeeds.
+    pub amount_received: u128,
+    /// Lowercase currency code.
+    pub currency: String,
+    /// The accepted payment methods.
+    pub payment_method_types: Vec<String>,
+    /// `requires_payment`, then `succeeded` or `failed`.
+    pub status: String,
+    /// Unix seconds.
+    pub created: u64,
+    /// Free text, or `null`.
+    pub description: Option<String>,
+    /// String keys to string values.
+    pub metadata: BTreeMap<String, String>,
+    /// Always `false`: the emulator is test mode only.
+    pub livemode: bool,
+}
+
+/// The status of a new payment intent.
+pub(crate) const REQUIRES_PAYMENT: &str = "requires_payment";
+
+/// An event (`evt_…`) exactly as delivered and as `GET /v1/events/:id` returns it.
+#[derive(Debug, Clone)]
+pub struct EventRecord {
+    /// `evt_` and 24 alphanumerics.
+    pub id: String,
+    /// For example `payment_intent.succeeded`.
+    pub event_type: String,
+    /// Unix seconds.
+    pub created: u64,
+    /// The JSON body, byte for byte what every delivery of this event carries.
+    pub body: Bytes,
+    /// Creation order (0, 1, 2, …): fault decisions are derived from it and the
+    /// seed, so one seed gives one fault pattern whatever the timing.
+    pub(crate) seq: u64,
+}
+
+/// The event body. Keys in the order the service's sibling format writes them
+/// (`type` after `data`), so a receiver that needs `type` first finds out here.
+#[derive(Serialize)]
+pub(crate) struct EventBody<'a> {
+    pub id: &'a str,
+    pub object: &'static str,
+    pub api_version: &'static str,
+    pub created: u64,
+    pub data: EventData<'a>,
+    pub livemode: bool,
+    #[serde(rename = "type")]
+    pub event_type: &'a str,
+}
+
+#[derive(Serialize)]
+pub(crate) struct EventData<'a> {
+    pub object: &'a PaymentIntent,
+}
+
+/// The API version the emulator's events carry.
+pub(crate) const API_VERSION: &str = "2024-06-20";
+
+/// A webhook endpoint (`we_…`) and the keys that sign its deliveries.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    pub id: String,
+    pub url: reqwest::Url,
+    pub enabled_events: Vec<String>,
+    pub description: Option<String>,
+    pub created: u64,
+    /// Registration order, for fault decisions.
+    pub seq: u64,
+    pub keys: Arc<SigningKeys>,
+}
+
+impl Endpoint {
+    /// Whether this endpoint wants events of `event_type`.
+    pub fn wants(&self, event_type: &str) -> bool {
+        self.enabled_events.iter().any(|e| e == "*" || e == event_type)
+    }
+
+    /// The API object; `secret` only right after create or roll.
+    pub fn to_object<'a>(&'a self, secret: Option<&'a str>) -> EndpointObject<'a> {
+        EndpointObject {
+            id: &self.id,
+            object: "webhook_endpoint",
+            url: self.url.as_str(),
+            enabled_events: &self.enabled_events,
+            description: self.description.as_deref(),
+            status: "enabled",
+            created: self.created,
+            livemode: false,
+            secret,
+        }
+    }
+}
+
+/// The secrets deliveries to one endpoint are signed with.
+pub(crate) struct SigningKeys {
+    pub current: Secret,
+    /// The secret before the last roll and the unix second it stops signing.
+    pub previous: Option<(Secret, u64)>,
+}
+
+impl std::fmt::Debug for SigningKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SigningKeys(<redacted>)")
+    }
+}
+
+/// A webhook endpoint as the API returns it.
+#[derive(Serialize)]
+pub(crate) struct EndpointObject<'a> {
+    pub id: &'a str,
+    pub object: &'static str,
+    pub url: &'a str,
+    pub enabled_events: &'a [String],
+    pub description: Option<&'a str>,
+    pub status: &'static str,
+    pub created: u64,
+    pub livemode: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<&'a str>,
+}
+
+/// A webhook endpoint registered through [`Emulator::register_endpoint`](crate::Emulator::register_endpoint).
+#[derive(Clone)]
+pub struct RegisteredEndpoint {
+    /// `we_` and 24 alphanumerics.
+    pub id: String,
+    /// The signing secret (`whsec_…`) to configure the receiver with.
+    pub secret: String,
+}
+
+impl std::fmt::Debug for RegisteredEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredEndpoint")
+            .field("id", &self.id)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+/// One HTTP attempt to deliver an event to an endpoint, as recorded and as
+/// `GET /v1/events/:id/delivery_attempts` returns it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeliveryAttempt {
+    /// `da_` and 24 alphanumerics.
+    pub id: String,
+    /// Always `delivery_attempt`.
+    pub object: &'static str,
+    /// The event delivered.
+    pub event: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// The endpoint (`we_…`).
+    pub webhook_endpoint: String,
+    /// Where it was sent.
+    pub url: String,
+    /// 0 for the delivery itself, 1… for copies the `duplicates` fault added.
+    pub copy: u32,
+    /// 1 for the first attempt of this delivery, 2 for the first retry, …
+    pub attempt: u32,
+    /// When the attempt started, unix milliseconds.
+    pub started_at_ms: u64,
+    /// The `t` of the signature header (differs from the start time by the `skew` fault).
+    pub signed_at: u64,
+    /// How many `v1` items the header carried (2 during a secret roll overlap).
+    pub signatures: u32,
+    /// How long until the reply (or the failure), milliseconds.
+    pub duration_ms: u64,
+    /// The reply's HTTP status, if one came.
+    pub status: Option<u16>,
+    /// Why the attempt failed without a reply, or what a fault did to it.
+    pub error: Option<String>,
+    /// Whether the endpoint acknowledged it (a 2xx the emulator did not drop).
+    pub succeeded: bool,
+    /// The first 200 characters of the reply body, control characters escaped.
+    pub response_body: Option<String>,
+    /// When the next attempt is due, unix milliseconds; `null` when none follows.
+    pub next_attempt_at_ms: Option<u64>,
+}

@@ -1,0 +1,843 @@
+//! The emulator's HTTP API over real loopback HTTP: every endpoint, every error,
+//! pagination edges and idempotency.
+
+mod support;
+
+use std::time::Duration;
+
+use payhook_emulator::{Emulator, Limits};
+use support::Api;
+
+async fn start() -> (Emulator, Api) {
+    let emulator = Emulator::builder().start().await.expect("emulator starts");
+    let api = Api::new(&emulator);
+    (emulator, api)
+}
+
+#[tokio::test]
+async fn authentication_accepts_bearer_and_basic_test_keys_only() {
+    let (_emulator, api) = start().await;
+    let url = api.url("/v1/payment_intents");
+    let get = || api.client.get(&url);
+
+    let ok = api.send(get().bearer_auth("sk_test_anything_well_formed")).await;
+    assert_eq!(ok.status, 200, "{}", ok.text);
+    let basic = api.send(get().basic_auth("sk_test_abc", Some(""))).await;
+    assert_eq!(basic.status, 200, "{}", basic.text);
+    let basic_no_password = api.send(get().basic_auth("sk_test_abc", None::<&str>)).await;
+    assert_eq!(basic_no_password.status, 200, "{}", basic_no_password.text);
+
+    for (request, code) in [
+        (get(), "api_key_missing"),
+        (
+            get().header("authorization", "Token sk_test_abc"),
+            "api_key_malformed",
+        ),
+        (get().header("authorization", "Bearer"), "api_key_malformed"),
+        (
+            get().basic_auth("sk_test_abc", Some("password")),
+            "api_key_malformed",
+        ),
+        (get().bearer_auth("pk_test_abc"), "api_key_invalid"),
+        (get().bearer_auth("sk_test_"), "api_key_invalid"),
+        (get().bearer_auth("sk_test_has space"), "api_key_invalid"),
+        (get().bearer_auth("sk_live_abc"), "livemode_key_refused"),
+    ] {
+        let reply = api.send(request).await;
+        assert_eq!(reply.status, 401, "{code}: {}", reply.text);
+        assert_eq!(reply.error_type(), "authentication_error");
+        assert_eq!(reply.code(), code, "{}", reply.text);
+    }
+    let live = api.send(get().bearer_auth("sk_live_abc")).await;
+    assert!(live.message().contains("test mode only"), "{}", live.text);
+    assert!(!live.text.contains("sk_live_abc"), "the key is never echoed");
+}
+
+#[tokio::test]
+async fn a_fixed_key_is_the_only_key() {
+    let emulator = Emulator::builder()
+        .api_key("sk_test_fixed_key")
+        .start()
+        .await
+        .expect("starts");
+    assert_eq!(emulator.api_key(), "sk_test_fixed_key");
+    let api = Api::new(&emulator);
+    assert_eq!(api.get("/v1/events").await.status, 200);
+    let other = api
+        .send(
+            api.client
+                .get(api.url("/v1/events"))
+                .bearer_auth("sk_test_other_key"),
+        )
+        .await;
+    assert_eq!((other.status, other.code()), (401, "api_key_unknown"));
+    assert!(!other.text.contains("sk_test_other_key"));
+
+    for bad in ["sk_live_x", "sk_test_", "whatever"] {
+        assert!(Emulator::builder().api_key(bad).start().await.is_err(), "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn create_and_retrieve_a_payment_intent_with_an_exact_wei_amount() {
+    let (_emulator, api) = start().await;
+    // 2^128 − 1: far beyond 2^64, exact.
+    let amount = "340282366920938463463374607431768211455";
+    let reply = api
+        .post_json(
+            "/v1/payment_intents",
+            &format!(r#"{{"amount":{amount},"currency":"eth","description":"order 42","metadata":{{"order":"42"}}}}"#),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert!(
+        reply.text.contains(&format!(r#""amount":{amount},"#)),
+        "{}",
+        reply.text
+    );
+    let id = reply.id();
+    assert!(id.starts_with("pi_") && id.len() == 27 && id[3..].bytes().all(|b| b.is_ascii_alphanumeric()));
+    assert_eq!(reply.json["object"], "payment_intent");
+    assert_eq!(reply.json["amount_received"], 0);
+    assert_eq!(reply.json["status"], "requires_payment");
+    assert_eq!(
+        reply.json["payment_method_types"],
+        serde_json::json!(["ethereum"])
+    );
+    assert_eq!(reply.json["livemode"], false);
+    assert_eq!(reply.json["metadata"]["order"], "42");
+    assert_eq!(reply.json["description"], "order 42");
+    let created = reply.json["created"].as_u64().expect("created");
+    assert!(created.abs_diff(support::unix_now()) < 5);
+
+    let fetched = api.get(&format!("/v1/payment_intents/{id}")).await;
+    assert_eq!(fetched.status, 200);
+    assert_eq!(fetched.text, reply.text);
+
+    // A decimal string amount, the form encoding and the btc default.
+    let form = api
+        .post_form(
+            "/v1/payment_intents",
+            "amount=18446744073709551617&currency=btc&metadata[order]=7&metadata[customer]=c_1",
+        )
+        .await;
+    assert_eq!(form.status, 200, "{}", form.text);
+    assert!(
+        form.text.contains(r#""amount":18446744073709551617,"#),
+        "{}",
+        form.text
+    );
+    assert_eq!(form.json["payment_method_types"], serde_json::json!(["bitcoin"]));
+    assert_eq!(form.json["metadata"]["customer"], "c_1");
+    assert_eq!(form.json["description"], serde_json::Value::Null);
+    let listed = api
+        .post_form(
+            "/v1/payment_intents",
+            "amount=5&currency=usdc&payment_method_types[]=ethereum&payment_method_types[]=solana_pay",
+        )
+        .await;
+    assert_eq!(
+        listed.json["payment_method_types"],
+        serde_json::json!(["ethereum", "solana_pay"])
+    );
+    let string_amount = api
+        .post_json(
+            "/v1/payment_intents",
+            r#"{"amount":"1500000000000000000","currency":"eth"}"#,
+        )
+        .await;
+    assert!(string_amount.text.contains(r#""amount":1500000000000000000,"#));
+}
+
+#[tokio::test]
+async fn invalid_payment_intents_are_refused_naming_the_parameter() {
+    let (emulator, api) = start().await;
+    let cases: &[(&str, &str, &str)] = &[
+        (r#"{"currency":"btc"}"#, "amount", "parameter_missing"),
+        (r#"{"amount":10}"#, "currency", "parameter_missing"),
+        (
+            r#"{"amount":-1,"currency":"btc"}"#,
+            "amount",
+            "parameter_invalid_integer",
+        ),
+        (
+            r#"{"amount":1.5,"currency":"btc"}"#,
+            "amount",
+            "parameter_invalid_integer",
+        ),
+        (
+            r#"{"amount":1e18,"currency":"btc"}"#,
+            "amount",
+            "parameter_invalid_integer",
+        ),
+        (
+            r#"{"amount":0,"currency":"btc"}"#,
+            "amount",
+            "parameter_invalid_integer",
+        ),
+        (
+            r#"{"amount":"12abc","currency":"btc"}"#,
+            "amount",
+            "parameter_invalid_integer",
+        ),
+        (
+            r#"{"amount":true,"currency":"btc"}"#,
+            "amount",
+            "parameter_invalid_integer",
+        ),
+        (
+            r#"{"amount":340282366920938463463374607431768211456,"currency":"btc"}"#,
+            "amount",
+            "parameter_invalid_integer",
+        ),
+        (
+            r#"{"amount":1,"currency":"BTC"}"#,
+            "currency",
+            "parameter_invalid_currency",
+        ),
+        (
+            r#"{"amount":1,"currency":"bt"}"#,
+            "currency",
+            "parameter_invalid_currency",
+        ),
+        (
+            r#"{"amount":1,"currency":"abcdefghijk"}"#,
+            "currency",
+            "parameter_too_long",
+        ),
+        (
+            r#"{"amount":1,"currency":7}"#,
+            "currency",
+            "parameter_invalid_string",
+        ),
+        (
+            r#"{"amount":1,"currency":"btc","colour":"red"}"#,
+            "colour",
+            "parameter_unknown",
+        ),
+        (
+            r#"{"amount":1,"currency":"btc","payment_method_types":[]}"#,
+            "payment_method_types",
+            "parameter_invalid_array",
+        ),
+        (
+            r#"{"amount":1,"currency":"btc","payment_method_types":"bitcoin"}"#,
+            "payment_method_types",
+            "parameter_invalid_array",
+        ),
+        (
+            r#"{"amount":1,"currency":"btc","metadata":{"n":42}}"#,
+            "metadata[n]",
+            "parameter_invalid_string",
+        ),
+        (
+            r#"{"amount":1,"currency":"btc","metadata":[]}"#,
+            "metadata",
+            "parameter_invalid_object",
+        ),
+    ];
+    for (body, param, code) in cases {
+        let reply = api.post_json("/v1/payment_intents", body).await;
+        assert_eq!(reply.status, 400, "{body}: {}", reply.text);
+        assert_eq!(reply.error_type(), "invalid_request_error", "{body}");
+        assert_eq!(
+            (reply.param(), reply.code()),
+            (*param, *code),
+            "{body}: {}",
+            reply.text
+        );
+        assert!(
+            reply.message().contains(param.split('[').next().unwrap_or(param)),
+            "{body}: {}",
+            reply.text
+        );
+    }
+    let negative = api
+        .post_form("/v1/payment_intents", "amount=-5&currency=btc")
+        .await;
+    assert!(negative.message().contains("negative"), "{}", negative.text);
+    let fraction = api
+        .post_form("/v1/payment_intents", "amount=1.5&currency=btc")
+        .await;
+    assert!(fraction.message().contains("fraction"), "{}", fraction.text);
+    let overflow = api
+        .post_form(
+            "/v1/payment_intents",
+            "amount=99999999999999999999999999999999999999999&currency=btc",
+        )
+        .await;
+    assert!(overflow.message().contains("too large"), "{}", overflow.text);
+
+    // Metadata limits: 51 keys, a 41-character key, a 501-character value.
+    let many: Vec<String> = (0..51).map(|i| format!("metadata[k{i}]=v")).collect();
+    let reply = api
+        .post_form(
+            "/v1/payment_intents",
+            &format!("amount=1&currency=btc&{}", many.join("&")),
+        )
+        .await;
+    assert_eq!((reply.status, reply.param()), (400, "metadata"), "{}", reply.text);
+    let long_key = "k".repeat(41);
+    let reply = api
+        .post_form(
+            "/v1/payment_intents",
+            &format!("amount=1&currency=btc&metadata[{long_key}]=v"),
+        )
+        .await;
+    assert_eq!((reply.status, reply.code()), (400, "parameter_invalid_metadata"));
+    let long_value = "v".repeat(501);
+    let reply = api
+        .post_form(
+            "/v1/payment_intents",
+            &format!("amount=1&currency=btc&metadata[k]={long_value}"),
+        )
+        .await;
+    assert_eq!(
+        (reply.status, reply.param()),
+        (400, "metadata[k]"),
+        "{}",
+        reply.text
+    );
+    let fifty: Vec<String> = (0..50)
+        .map(|i| format!("metadata[k{i}]={}", "v".repeat(500)))
+        .collect();
+    let reply = api
+        .post_form(
+            "/v1/payment_intents",
+            &format!("amount=1&currency=btc&{}", fifty.join("&")),
+        )
+        .await;
+    assert_eq!(
+        reply.status, 200,
+        "50 keys of 500-character values are allowed: {}",
+        reply.text
+    );
+
+    // Nothing invalid was stored.
+    assert_eq!(api.get("/v1/payment_intents?limit=100").await.ids().len(), 1);
+    drop(emulator);
+}
+
+#[tokio::test]
+async fn malformed_bodies_wrong_types_sizes_ids_and_methods_get_json_errors() {
+    let emulator = Emulator::builder()
+        .limits({
+            let mut limits = Limits::default();
+            limits.body_bytes = 1024;
+            limits
+        })
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+
+    let reply = api.post_json("/v1/payment_intents", r#"{"amount":1,"#).await;
+    assert_eq!(
+        (reply.status, reply.code()),
+        (400, "parameter_invalid_json"),
+        "{}",
+        reply.text
+    );
+    let reply = api.post_json("/v1/payment_intents", "[1,2]").await;
+    assert_eq!((reply.status, reply.code()), (400, "parameter_invalid_json"));
+    assert!(reply.message().contains("JSON object"));
+    let reply = api.post_form("/v1/payment_intents", "amount[a][b]=1").await;
+    assert_eq!(
+        (reply.status, reply.code()),
+        (400, "parameter_invalid_form"),
+        "{}",
+        reply.text
+    );
+    let reply = api
+        .post_form("/v1/payment_intents", "amount=1&amount=2&currency=btc")
+        .await;
+    assert_eq!((reply.status, reply.param()), (400, "amount"));
+    let reply = api
+        .send(
+            api.client
+                .post(api.url("/v1/payment_intents"))
+                .bearer_auth(&api.key)
+                .header("content-type", "text/plain")
+                .body("amount=1"),
+        )
+        .await;
+    assert_eq!((reply.status, reply.code()), (415, "unsupported_content_type"));
+    let reply = api
+        .send(
+            api.client
+                .post(api.url("/v1/payment_intents"))
+                .bearer_auth(&api.key)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(vec![b'a', b'=', 0xff]),
+        )
+        .await;
+    assert_eq!(reply.status, 400, "{}", reply.text);
+
+    let big = format!("amount=1&currency=btc&description={}", "d".repeat(2000));
+    let reply = api.post_form("/v1/payment_intents", &big).await;
+    assert_eq!(
+        (reply.status, reply.code()),
+        (413, "request_too_large"),
+        "{}",
+        reply.text
+    );
+    assert!(reply.message().contains("1024-byte limit"));
+
+    let unknown = "pi_000000000000000000000000";
+    for path in [
+        format!("/v1/payment_intents/{unknown}"),
+        "/v1/events/evt_nope".to_owned(),
+        "/v1/events/evt_nope/delivery_attempts".to_owned(),
+        "/v1/webhook_endpoints/we_nope".to_owned(),
+    ] {
+        let reply = api.get(&path).await;
+        assert_eq!(
+            (reply.status, reply.code()),
+            (404, "resource_missing"),
+            "{path}: {}",
+            reply.text
+        );
+        assert_eq!(reply.param(), "id");
+    }
+    let reply = api
+        .post_empty(&format!("/v1/test_helpers/payment_intents/{unknown}/succeed"))
+        .await;
+    assert_eq!((reply.status, reply.code()), (404, "resource_missing"));
+    let reply = api.delete("/v1/webhook_endpoints/we_nope").await;
+    assert_eq!((reply.status, reply.code()), (404, "resource_missing"));
+    let reply = api.post_empty("/v1/webhook_endpoints/we_nope/roll_secret").await;
+    assert_eq!((reply.status, reply.code()), (404, "resource_missing"));
+    let reply = api.get("/v1/charges").await;
+    assert_eq!((reply.status, reply.code()), (404, "route_unknown"));
+    // A hostile path is escaped and capped in the message.
+    let reply = api.get(&format!("/v1/{}%0A%1B", "x".repeat(500))).await;
+    assert_eq!(reply.status, 404);
+    assert!(reply.message().len() < 200, "{}", reply.text);
+
+    for (method, path) in [
+        (reqwest::Method::DELETE, "/v1/payment_intents"),
+        (reqwest::Method::PUT, "/v1/events"),
+        (
+            reqwest::Method::GET,
+            "/v1/test_helpers/payment_intents/pi_x/succeed",
+        ),
+        (reqwest::Method::POST, "/v1/events/evt_x"),
+    ] {
+        let reply = api
+            .send(
+                api.client
+                    .request(method.clone(), api.url(path))
+                    .bearer_auth(&api.key),
+            )
+            .await;
+        assert_eq!(
+            (reply.status, reply.code()),
+            (405, "method_not_allowed"),
+            "{method} {path}"
+        );
+    }
+
+    let reply = api.get("/v1/payment_intents?limit=0").await;
+    assert_eq!((reply.status, reply.param()), (400, "limit"));
+    let reply = api.get("/v1/payment_intents?limit=101").await;
+    assert_eq!((reply.status, reply.param()), (400, "limit"));
+    let reply = api.get("/v1/payment_intents?limit=ten").await;
+    assert_eq!((reply.status, reply.param()), (400, "limit"));
+    let reply = api.get("/v1/payment_intents?expand=data").await;
+    assert_eq!(
+        (reply.status, reply.param(), reply.code()),
+        (400, "expand", "parameter_unknown")
+    );
+    let reply = api
+        .get("/v1/payment_intents?starting_after=pi_a&ending_before=pi_b")
+        .await;
+    assert_eq!((reply.status, reply.param()), (400, "ending_before"));
+    let reply = api.get("/v1/payment_intents?starting_after=pi_gone").await;
+    assert_eq!((reply.status, reply.param()), (404, "starting_after"));
+
+    // After all that, the emulator still serves.
+    assert_eq!(api.get("/v1/payment_intents").await.status, 200);
+}
+
+#[tokio::test]
+async fn test_helpers_move_a_payment_intent_once_and_emit_its_event() {
+    let (_emulator, api) = start().await;
+    let paid = api.create_intent("250000", "btc").await;
+    let reply = api.succeed(&paid).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.json["status"], "succeeded");
+    assert_eq!(reply.json["amount_received"], 250000);
+    let again = api.succeed(&paid).await;
+    assert_eq!(
+        (again.status, again.code()),
+        (400, "payment_intent_unexpected_state")
+    );
+    assert!(again.message().contains("succeeded"), "{}", again.text);
+    let fail_after = api
+        .post_empty(&format!("/v1/test_helpers/payment_intents/{paid}/fail"))
+        .await;
+    assert_eq!(
+        (fail_after.status, fail_after.code()),
+        (400, "payment_intent_unexpected_state")
+    );
+
+    let partly = api.create_intent("1000", "eth").await;
+    let reply = api
+        .post_form(
+            &format!("/v1/test_helpers/payment_intents/{partly}/succeed"),
+            "amount_received=400",
+        )
+        .await;
+    assert_eq!(reply.json["amount_received"], 400, "{}", reply.text);
+    let unknown_param = api.create_intent("1000", "eth").await;
+    let reply = api
+        .post_form(
+            &format!("/v1/test_helpers/payment_intents/{unknown_param}/fail"),
+            "reason=x",
+        )
+        .await;
+    assert_eq!((reply.status, reply.param()), (400, "reason"));
+    let reply = api
+        .post_empty(&format!("/v1/test_helpers/payment_intents/{unknown_param}/fail"))
+        .await;
+    assert_eq!(reply.json["status"], "failed");
+    assert_eq!(reply.json["amount_received"], 0);
+
+    // Events, newest first, exactly as delivered.
+    let events = api.get("/v1/events").await;
+    assert_eq!(events.status, 200);
+    assert_eq!(events.json["url"], "/v1/events");
+    let data = events.json["data"].as_array().expect("list");
+    let types: Vec<&str> = data.iter().map(|e| e["type"].as_str().unwrap_or("")).collect();
+    assert_eq!(
+        types,
+        [
+            "payment_intent.failed",
+            "payment_intent.succeeded",
+            "payment_intent.succeeded"
+        ]
+    );
+    let first = &data[2];
+    assert_eq!(first["object"], "event");
+    assert_eq!(first["livemode"], false);
+    assert_eq!(first["data"]["object"]["id"], paid.as_str());
+    assert_eq!(first["data"]["object"]["status"], "succeeded");
+    let id = first["id"].as_str().expect("event id");
+    assert!(id.starts_with("evt_") && id.len() == 28);
+    let one = api.get(&format!("/v1/events/{id}")).await;
+    assert_eq!(one.json, *first);
+    let attempts = api.get(&format!("/v1/events/{id}/delivery_attempts")).await;
+    assert_eq!(
+        (attempts.status, attempts.ids().len()),
+        (200, 0),
+        "no endpoint, no attempt"
+    );
+}
+
+#[tokio::test]
+async fn lists_page_newest_first_with_both_cursors() {
+    let (_emulator, api) = start().await;
+    let empty = api.get("/v1/payment_intents").await;
+    assert_eq!(
+        empty.text,
+        r#"{"object":"list","data":[],"has_more":false,"url":"/v1/payment_intents"}"#
+    );
+
+    let mut created = Vec::new();
+    for i in 1..=12 {
+        created.push(api.create_intent(&i.to_string(), "btc").await);
+    }
+    let newest_first: Vec<String> = created.iter().rev().cloned().collect();
+
+    let default_page = api.get("/v1/payment_intents").await;
+    assert_eq!(default_page.ids(), newest_first[..10]);
+    assert!(default_page.has_more());
+
+    let exact = api.get("/v1/payment_intents?limit=12").await;
+    assert_eq!(exact.ids(), newest_first);
+    assert!(!exact.has_more(), "an exact page has no more");
+
+    let mut walked = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(id) => format!("/v1/payment_intents?limit=5&starting_after={id}"),
+            None => "/v1/payment_intents?limit=5".to_owned(),
+        };
+        let page = api.get(&path).await;
+        walked.extend(page.ids());
+        if !page.has_more() {
+            break;
+        }
+        cursor = page.ids().last().cloned();
+    }
+    assert_eq!(walked, newest_first, "starting_after walks every object once");
+
+    let oldest = &created[0];
+    let after_oldest = api
+        .get(&format!("/v1/payment_intents?starting_after={oldest}"))
+        .await;
+    assert_eq!((after_oldest.ids().len(), after_oldest.has_more()), (0, false));
+
+    // ending_before: the page just newer than the cursor, still newest first.
+    let before = api
+        .get(&format!(
+            "/v1/payment_intents?limit=3&ending_before={}",
+            created[4]
+        ))
+        .await;
+    assert_eq!(
+        before.ids(),
+        [created[7].clone(), created[6].clone(), created[5].clone()]
+    );
+    assert!(before.has_more());
+    let before_top = api
+        .get(&format!(
+            "/v1/payment_intents?limit=3&ending_before={}",
+            created[9]
+        ))
+        .await;
+    assert_eq!(before_top.ids(), [created[11].clone(), created[10].clone()]);
+    assert!(!before_top.has_more());
+    let before_newest = api
+        .get(&format!("/v1/payment_intents?ending_before={}", created[11]))
+        .await;
+    assert_eq!((before_newest.ids().len(), before_newest.has_more()), (0, false));
+}
+
+#[tokio::test]
+async fn webhook_endpoints_are_registered_listed_rolled_and_deleted() {
+    let (_emulator, api) = start().await;
+    let reply = api
+        .post_json(
+            "/v1/webhook_endpoints",
+            r#"{"url":"http://127.0.0.1:9/webhooks","enabled_events":["payment_intent.failed"],"description":"ops"}"#,
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let id = reply.id();
+    assert!(id.starts_with("we_") && id.len() == 27);
+    let secret = reply.json["secret"]
+        .as_str()
+        .expect("secret on create")
+        .to_owned();
+    assert!(secret.starts_with("whsec_") && secret.len() > 20);
+    assert_eq!(
+        reply.json["enabled_events"],
+        serde_json::json!(["payment_intent.failed"])
+    );
+    assert_eq!(reply.json["object"], "webhook_endpoint");
+
+    let (all_id, _) = api.register("http://127.0.0.1:9/other").await;
+    let fetched = api.get(&format!("/v1/webhook_endpoints/{id}")).await;
+    assert_eq!(fetched.status, 200);
+    assert!(
+        fetched.json.get("secret").is_none(),
+        "the secret is shown only on create"
+    );
+    assert!(!fetched.text.contains(&secret));
+    let listed = api.get("/v1/webhook_endpoints").await;
+    assert_eq!(listed.ids(), [all_id.clone(), id.clone()]);
+    assert!(!listed.text.contains("whsec_"));
+    assert_eq!(listed.json["data"][0]["enabled_events"], serde_json::json!(["*"]));
+
+    let rolled = api
+        .post_form(
+            &format!("/v1/webhook_endpoints/{id}/roll_secret"),
+            "expires_in=3600",
+        )
+        .await;
+    assert_eq!(rolled.status, 200, "{}", rolled.text);
+    let new_secret = rolled.json["secret"].as_str().expect("new secret");
+    assert!(new_secret.starts_with("whsec_") && new_secret != secret);
+    let reply = api
+        .post_form(
+            &format!("/v1/webhook_endpoints/{id}/roll_secret"),
+            "expires_in=604801",
+        )
+        .await;
+    assert_eq!((reply.status, reply.param()), (400, "expires_in"));
+    let reply = api
+        .post_form(
+            &format!("/v1/webhook_endpoints/{id}/roll_secret"),
+            "expires_in=-1",
+        )
+        .await;
+    assert_eq!((reply.status, reply.param()), (400, "expires_in"));
+
+    for (body, param, code) in [
+        ("enabled_events[]=*", "url", "parameter_missing"),
+        ("url=not%20a%20url", "url", "url_invalid"),
+        ("url=https://127.0.0.1/webhooks", "url", "url_invalid"),
+        ("url=ftp://127.0.0.1/", "url", "url_invalid"),
+        (
+            "url=http://127.0.0.1/&enabled_events[]=charge.refunded",
+            "enabled_events",
+            "parameter_invalid_event_type",
+        ),
+        (
+            "url=http://127.0.0.1/&secret=whsec_mine",
+            "secret",
+            "parameter_unknown",
+        ),
+    ] {
+        let reply = api.post_form("/v1/webhook_endpoints", body).await;
+        assert_eq!(
+            (reply.status, reply.param(), reply.code()),
+            (400, param, code),
+            "{body}: {}",
+            reply.text
+        );
+    }
+    let reply = api
+        .post_json(
+            "/v1/webhook_endpoints",
+            r#"{"url":"http://127.0.0.1/","enabled_events":[]}"#,
+        )
+        .await;
+    assert_eq!((reply.status, reply.param()), (400, "enabled_events"));
+
+    let deleted = api.delete(&format!("/v1/webhook_endpoints/{id}")).await;
+    assert_eq!(
+        deleted.json,
+        serde_json::json!({"id": id, "object": "webhook_endpoint", "deleted": true})
+    );
+    assert_eq!(api.get(&format!("/v1/webhook_endpoints/{id}")).await.status, 404);
+    assert_eq!(api.get("/v1/webhook_endpoints").await.ids(), [all_id]);
+}
+
+#[tokio::test]
+async fn too_many_endpoints_are_refused_not_evicted() {
+    let emulator = Emulator::builder()
+        .limits({
+            let mut limits = Limits::default();
+            limits.endpoints = 2;
+            limits
+        })
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    let (first, _) = api.register("http://127.0.0.1:9/a").await;
+    api.register("http://127.0.0.1:9/b").await;
+    let reply = api
+        .post_form("/v1/webhook_endpoints", "url=http://127.0.0.1:9/c")
+        .await;
+    assert_eq!((reply.status, reply.code()), (400, "webhook_endpoints_limit"));
+    assert_eq!(
+        api.get(&format!("/v1/webhook_endpoints/{first}")).await.status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn an_idempotency_key_replays_refuses_other_parameters_and_scopes_per_api_key() {
+    let (_emulator, api) = start().await;
+    let post = |key: &str, body: &str| {
+        api.client
+            .post(api.url("/v1/payment_intents"))
+            .bearer_auth(&api.key)
+            .header("idempotency-key", key)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.to_owned())
+    };
+    let first = api.send(post("order-1", "amount=100&currency=btc")).await;
+    assert_eq!(first.status, 200);
+    let replay = api.send(post("order-1", "amount=100&currency=btc")).await;
+    assert_eq!(replay.text, first.text, "the first reply is replayed");
+    assert_eq!(
+        replay.headers.get("idempotent-replayed").map(|v| v.as_bytes()),
+        Some(&b"true"[..])
+    );
+    assert_eq!(
+        api.get("/v1/payment_intents").await.ids().len(),
+        1,
+        "created once"
+    );
+
+    let other = api.send(post("order-1", "amount=101&currency=btc")).await;
+    assert_eq!((other.status, other.error_type()), (400, "idempotency_error"));
+    assert_eq!(other.code(), "idempotency_key_reused");
+
+    // An error reply is replayed too: the key stands for that request.
+    let bad = api.send(post("order-2", "amount=-1&currency=btc")).await;
+    let bad_again = api.send(post("order-2", "amount=-1&currency=btc")).await;
+    assert_eq!((bad.status, bad_again.text), (400, bad.text.clone()));
+
+    // Another API key has its own keys.
+    let elsewhere = api
+        .send(
+            api.client
+                .post(api.url("/v1/payment_intents"))
+                .bearer_auth("sk_test_another_account")
+                .header("idempotency-key", "order-1")
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body("amount=999&currency=eth"),
+        )
+        .await;
+    assert_eq!(elsewhere.status, 200, "{}", elsewhere.text);
+    assert_ne!(elsewhere.id(), first.id());
+
+    let too_long = api.send(post(&"k".repeat(256), "amount=1&currency=btc")).await;
+    assert_eq!(
+        (too_long.status, too_long.code()),
+        (400, "idempotency_key_invalid")
+    );
+}
+
+#[tokio::test]
+async fn two_concurrent_requests_with_one_key_run_once_and_the_other_gets_409() {
+    let emulator = Emulator::builder()
+        .api_latency(Duration::from_millis(400))
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    let post = || {
+        api.client
+            .post(api.url("/v1/payment_intents"))
+            .bearer_auth(&api.key)
+            .header("idempotency-key", "same-key")
+            .header("content-type", "application/json")
+            .body(r#"{"amount":1,"currency":"btc"}"#)
+    };
+    let (a, b) = tokio::join!(api.send(post()), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        api.send(post()).await
+    });
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(
+        (b.status, b.error_type(), b.code()),
+        (409, "idempotency_error", "idempotency_key_in_use")
+    );
+    // Once the first has finished, the key replays it.
+    let later = api.send(post()).await;
+    assert_eq!(later.text, a.text);
+    assert_eq!(api.get("/v1/payment_intents").await.ids(), [a.id()]);
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_does_not_leave_its_key_in_flight() {
+    let emulator = Emulator::builder()
+        .api_latency(Duration::from_millis(300))
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    let post = |timeout: Duration| {
+        api.client
+            .post(api.url("/v1/payment_intents"))
+            .bearer_auth(&api.key)
+            .header("idempotency-key", "abandoned")
+            .header("content-type", "application/json")
+            .body(r#"{"amount":1,"currency":"btc"}"#)
+            .timeout(timeout)
+    };
+    assert!(
+        post(Duration::from_millis(50)).send().await.is_err(),
+        "the client gives up"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let retried = api.send(post(Duration::from_secs(5))).await;
+    assert_eq!(retried.status, 200, "{}", retried.text);
+}

@@ -1,0 +1,638 @@
+//! Signed deliveries over real loopback HTTP: to a real payhook receiver, with
+//! retries, timeouts, `Retry-After`, a rolled secret, and every fault.
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use payhook_core::Verifier;
+use payhook_emulator::{Emulator, Faults, Limits, RetrySchedule};
+use support::{
+    eventually, independent_hmac, timestamp, unix_now, v1_items, Api, PayhookReceiver, RecordingReceiver,
+    Script,
+};
+
+/// A quick schedule for tests: 100 ms, 200 ms, 400 ms … (less jitter), 6 attempts.
+fn fast() -> RetrySchedule {
+    RetrySchedule::new(Duration::from_millis(100), Duration::from_secs(2), 6)
+}
+
+const WAIT: Duration = Duration::from_secs(20);
+
+#[tokio::test]
+async fn a_delivery_is_signed_so_payhook_and_an_independent_hmac_both_verify_it() {
+    let emulator = Emulator::builder().start().await.expect("starts");
+    let api = Api::new(&emulator);
+    let receiver = RecordingReceiver::start(Script::default()).await;
+    let (endpoint, secret) = api.register(&receiver.url).await;
+    let intent = api.create_intent("1500000000000000000", "eth").await;
+    let succeeded = api.succeed(&intent).await;
+    assert_eq!(succeeded.status, 200);
+    eventually(WAIT, "one delivery", || receiver.arrivals().len() == 1).await;
+    assert!(emulator.wait_idle(WAIT).await);
+
+    let arrival = &receiver.arrivals()[0];
+    assert_eq!(arrival.content_type, "application/json");
+    let event = &emulator.events()[0];
+    assert_eq!(arrival.body, event.body, "the body is the event, byte for byte");
+    let body_text = std::str::from_utf8(&arrival.body).expect("UTF-8");
+    assert!(
+        body_text.contains(r#""amount":1500000000000000000,"#),
+        "{body_text}"
+    );
+    assert!(body_text.contains(&format!(r#""id":"{intent}""#)));
+    let fetched = api.get(&format!("/v1/events/{}", event.id)).await;
+    assert_eq!(fetched.text.as_bytes(), &arrival.body[..]);
+
+    // payhook's verifier accepts it …
+    let verifier = Verifier::builder().secret(&secret).build().expect("verifier");
+    verifier
+        .verify_value(arrival.signature.as_bytes(), &arrival.body)
+        .expect("payhook verifies the delivery");
+    // … and so does an HMAC computed here, independently of payhook's signer.
+    let t = timestamp(&arrival.signature);
+    assert!(t.abs_diff(unix_now()) < 5, "signed now");
+    assert_eq!(
+        v1_items(&arrival.signature),
+        [independent_hmac(&secret, t, &arrival.body)]
+    );
+    // A different secret does not verify it.
+    assert!(Verifier::builder()
+        .secret("whsec_other")
+        .build()
+        .expect("verifier")
+        .verify_value(arrival.signature.as_bytes(), &arrival.body)
+        .is_err());
+
+    // The attempt is recorded, readable through the API and the library.
+    let attempts = emulator.attempts();
+    assert_eq!(attempts.len(), 1);
+    let attempt = &attempts[0];
+    assert_eq!(
+        (attempt.status, attempt.succeeded, attempt.attempt),
+        (Some(200), true, 1)
+    );
+    assert_eq!(
+        (attempt.webhook_endpoint.as_str(), attempt.event.as_str()),
+        (endpoint.as_str(), event.id.as_str())
+    );
+    assert_eq!(attempt.signed_at, t);
+    assert_eq!(attempt.response_body.as_deref(), Some(r#"{"received":true}"#));
+    let listed = api
+        .get(&format!("/v1/events/{}/delivery_attempts", event.id))
+        .await;
+    assert_eq!(listed.ids(), std::slice::from_ref(&attempt.id));
+    assert_eq!(listed.json["data"][0]["status"], 200);
+    assert_eq!(listed.json["data"][0]["webhook_endpoint"], endpoint.as_str());
+    assert!(!listed.text.contains(&secret), "no secret in attempt records");
+}
+
+#[tokio::test]
+async fn enabled_events_choose_the_endpoints() {
+    let emulator = Emulator::builder().start().await.expect("starts");
+    let api = Api::new(&emulator);
+    let failures = RecordingReceiver::start(Script::default()).await;
+    let everything = RecordingReceiver::start(Script::default()).await;
+    let reply = api
+        .post_form(
+            "/v1/webhook_endpoints",
+            &format!("url={}&enabled_events[]=payment_intent.failed", failures.url),
+        )
+        .await;
+    assert_eq!(reply.status, 200);
+    api.register(&everything.url).await;
+    let paid = api.create_intent("10", "btc").await;
+    api.succeed(&paid).await;
+    let failed = api.create_intent("10", "btc").await;
+    api.post_empty(&format!("/v1/test_helpers/payment_intents/{failed}/fail"))
+        .await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let types = |r: &RecordingReceiver| -> Vec<String> {
+        let mut types: Vec<String> = r
+            .arrivals()
+            .iter()
+            .map(|a| {
+                serde_json::from_slice::<serde_json::Value>(&a.body).expect("JSON")["type"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .collect();
+        types.sort();
+        types
+    };
+    assert_eq!(types(&failures), ["payment_intent.failed"]);
+    assert_eq!(
+        types(&everything),
+        ["payment_intent.failed", "payment_intent.succeeded"]
+    );
+}
+
+#[tokio::test]
+async fn a_receiver_failing_three_times_gets_retries_with_growing_gaps_until_it_acknowledges() {
+    let emulator = Emulator::builder()
+        .retry_schedule(fast())
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    let receiver = RecordingReceiver::start(Script {
+        fail_first: 3,
+        ..Script::default()
+    })
+    .await;
+    api.register(&receiver.url).await;
+    let intent = api.create_intent("5", "btc").await;
+    api.succeed(&intent).await;
+    assert!(emulator.wait_idle(WAIT).await);
+
+    let arrivals = receiver.arrivals();
+    assert_eq!(arrivals.len(), 4, "3 failures, then the acknowledged attempt");
+    let ids: HashSet<String> = arrivals.iter().map(support::Arrival::event_id).collect();
+    assert_eq!(ids.len(), 1, "the same event each time");
+    let gaps: Vec<Duration> = arrivals.windows(2).map(|w| w[1].at - w[0].at).collect();
+    // 100 ms, 200 ms, 400 ms less up to 20 % jitter.
+    assert!(gaps[0] >= Duration::from_millis(80), "{gaps:?}");
+    assert!(gaps[1] > gaps[0] && gaps[2] > gaps[1], "gaps grow: {gaps:?}");
+    assert!(gaps[2] >= Duration::from_millis(320), "{gaps:?}");
+
+    let attempts = emulator.attempts();
+    let summary: Vec<(u32, Option<u16>, bool)> = attempts
+        .iter()
+        .map(|a| (a.attempt, a.status, a.succeeded))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (1, Some(500), false),
+            (2, Some(500), false),
+            (3, Some(500), false),
+            (4, Some(200), true)
+        ]
+    );
+    assert!(attempts[0].next_attempt_at_ms.is_some() && attempts[3].next_attempt_at_ms.is_none());
+    assert_eq!(attempts[0].response_body.as_deref(), Some("database unavailable"));
+    // Each attempt is signed afresh, at its own time.
+    for arrival in &arrivals {
+        assert!(timestamp(&arrival.signature).abs_diff(unix_now()) < 10);
+    }
+    let stats = emulator.stats();
+    assert_eq!(
+        (stats.attempts, stats.acknowledged, stats.gave_up, stats.pending),
+        (4, 1, 0, 0)
+    );
+}
+
+#[tokio::test]
+async fn a_receiver_that_never_acknowledges_is_given_up_after_the_last_attempt() {
+    let emulator = Emulator::builder()
+        .retry_schedule(RetrySchedule::new(
+            Duration::from_millis(20),
+            Duration::from_millis(50),
+            4,
+        ))
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    let receiver = RecordingReceiver::start(Script {
+        fail_first: usize::MAX,
+        ..Script::default()
+    })
+    .await;
+    api.register(&receiver.url).await;
+    let intent = api.create_intent("5", "btc").await;
+    api.succeed(&intent).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    assert_eq!(receiver.arrivals().len(), 4);
+    let stats = emulator.stats();
+    assert_eq!((stats.gave_up, stats.acknowledged), (1, 0));
+}
+
+#[tokio::test]
+async fn no_reply_within_the_timeout_is_a_failed_attempt_and_is_retried() {
+    let emulator = Emulator::builder()
+        .retry_schedule(fast())
+        .attempt_timeout(Duration::from_millis(300))
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    let receiver = RecordingReceiver::start(Script {
+        hang_first: 1,
+        ..Script::default()
+    })
+    .await;
+    api.register(&receiver.url).await;
+    let intent = api.create_intent("5", "btc").await;
+    api.succeed(&intent).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let attempts = emulator.attempts();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    assert_eq!(attempts[0].status, None);
+    let error = attempts[0].error.as_deref().unwrap_or("");
+    assert!(error.contains("no reply within 0.3 s"), "{error}");
+    assert!(attempts[0].duration_ms >= 290, "{attempts:?}");
+    assert!((attempts[1].status, attempts[1].succeeded) == (Some(200), true));
+    assert_eq!(receiver.arrivals().len(), 2);
+}
+
+#[tokio::test]
+async fn an_unreachable_endpoint_is_a_connection_error_retried() {
+    let emulator = Emulator::builder()
+        .retry_schedule(RetrySchedule::new(
+            Duration::from_millis(20),
+            Duration::from_millis(40),
+            3,
+        ))
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    // A port nobody listens on: bind, note it, close it.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/webhooks", closed.local_addr().expect("addr"));
+    drop(closed);
+    api.register(&url).await;
+    let intent = api.create_intent("5", "btc").await;
+    api.succeed(&intent).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let attempts = emulator.attempts();
+    assert_eq!(attempts.len(), 3);
+    assert!(attempts
+        .iter()
+        .all(|a| a.status.is_none() && a.error.as_deref() == Some("could not connect")));
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured() {
+    let emulator = Emulator::builder()
+        .retry_schedule(RetrySchedule::new(
+            Duration::from_millis(20),
+            Duration::from_secs(5),
+            3,
+        ))
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    let receiver = RecordingReceiver::start(Script {
+        fail_first: 1,
+        retry_after: Some(1),
+        ..Script::default()
+    })
+    .await;
+    api.register(&receiver.url).await;
+    let intent = api.create_intent("5", "btc").await;
+    api.succeed(&intent).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let arrivals = receiver.arrivals();
+    assert_eq!(arrivals.len(), 2);
+    let gap = arrivals[1].at - arrivals[0].at;
+    assert!(
+        gap >= Duration::from_millis(950),
+        "Retry-After: 1 waited only {gap:?}"
+    );
+}
+
+#[tokio::test]
+async fn duplicates_and_reordering_reach_a_payhook_receiver_whose_handler_runs_once_per_event() {
+    let emulator = Emulator::builder()
+        .retry_schedule(fast())
+        .faults(Faults::default().duplicates(1.0).reorder().seed(42))
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    let (listener, url) = PayhookReceiver::bind().await;
+    let (_, secret) = api.register(&url).await;
+    // A slow handler, so concurrent copies overlap and one gets 409.
+    let receiver = PayhookReceiver::serve(listener, url, &secret, Duration::from_millis(150));
+
+    let mut intents = Vec::new();
+    for _ in 0..6 {
+        let id = api.create_intent("100", "btc").await;
+        api.succeed(&id).await;
+        intents.push(id);
+    }
+    assert!(emulator.wait_idle(WAIT).await);
+
+    let events = emulator.events();
+    assert_eq!(events.len(), 6);
+    let runs = receiver.runs();
+    for event in &events {
+        assert_eq!(
+            runs.get(&event.id),
+            Some(&1),
+            "handler runs once for {}: {runs:?}",
+            event.id
+        );
+    }
+    assert_eq!(runs.len(), 6);
+    // Every delivery was duplicated: two acknowledged deliveries per event …
+    let attempts = emulator.attempts();
+    let acknowledged = attempts.iter().filter(|a| a.succeeded).count();
+    assert_eq!(acknowledged, 12, "{attempts:#?}");
+    assert!(attempts.iter().any(|a| a.copy == 1));
+    assert!(receiver.requests() >= 12);
+    // … and some copies ran concurrently with the original: a 409 then a retry.
+    assert!(
+        attempts.iter().any(|a| a.status == Some(409)),
+        "seed 42 makes concurrent copies: {attempts:#?}"
+    );
+    // Reordered: the handler did not see the events in creation order.
+    let created: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
+    assert_ne!(receiver.order(), created, "delivered out of order");
+}
+
+#[tokio::test]
+async fn reorder_sends_a_window_of_deliveries_newest_first() {
+    let emulator = Emulator::builder()
+        .faults(
+            Faults::default()
+                .reorder()
+                .reorder_window(Duration::from_millis(500)),
+        )
+        .start()
+        .await
+        .expect("starts");
+    let receiver = RecordingReceiver::start(Script::default()).await;
+    emulator.register_endpoint(&receiver.url).expect("registered");
+    for _ in 0..4 {
+        let intent = emulator.create_payment_intent(1, "btc").expect("created");
+        emulator.succeed_payment_intent(&intent.id).expect("succeeded");
+    }
+    assert!(emulator.wait_idle(WAIT).await);
+    let arrived: Vec<String> = receiver
+        .arrivals()
+        .iter()
+        .map(support::Arrival::event_id)
+        .collect();
+    let mut created: Vec<String> = emulator.events().iter().map(|e| e.id.clone()).collect();
+    created.reverse();
+    assert_eq!(arrived, created);
+}
+
+#[tokio::test]
+async fn the_same_seed_gives_the_same_faults() {
+    async fn pattern(seed: u64) -> Vec<(u64, u32)> {
+        let emulator = Emulator::builder()
+            .faults(Faults::default().duplicates(0.5).seed(seed))
+            .start()
+            .await
+            .expect("starts");
+        let receiver = RecordingReceiver::start(Script::default()).await;
+        emulator.register_endpoint(&receiver.url).expect("registered");
+        for _ in 0..16 {
+            let intent = emulator.create_payment_intent(1, "btc").expect("created");
+            emulator.succeed_payment_intent(&intent.id).expect("succeeded");
+        }
+        assert!(emulator.wait_idle(WAIT).await);
+        assert_eq!(emulator.seed(), seed);
+        let order: Vec<String> = emulator.events().iter().map(|e| e.id.clone()).collect();
+        let mut copies: Vec<(u64, u32)> = emulator
+            .attempts()
+            .iter()
+            .map(|a| {
+                (
+                    order.iter().position(|id| *id == a.event).unwrap_or(99) as u64,
+                    a.copy,
+                )
+            })
+            .collect();
+        copies.sort_unstable();
+        copies
+    }
+    let a = pattern(7).await;
+    assert_eq!(a, pattern(7).await, "seed 7 twice");
+    let duplicated = a.iter().filter(|(_, copy)| *copy == 1).count();
+    assert!(
+        (1..16).contains(&duplicated),
+        "p = 0.5 duplicates some, not all: {duplicated}"
+    );
+    assert_ne!(a, pattern(8).await, "another seed, another pattern");
+}
+
+#[tokio::test]
+async fn drop_first_loses_the_first_reply_so_the_receiver_sees_a_redelivery() {
+    let emulator = Emulator::builder()
+        .retry_schedule(fast())
+        .faults(Faults::default().drop_first())
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    let (listener, url) = PayhookReceiver::bind().await;
+    let (_, secret) = api.register(&url).await;
+    let receiver = PayhookReceiver::serve(listener, url, &secret, Duration::ZERO);
+    let intent = api.create_intent("5", "btc").await;
+    api.succeed(&intent).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let attempts = emulator.attempts();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!((attempts[0].status, attempts[0].succeeded), (Some(200), false));
+    assert!(attempts[0].error.as_deref().unwrap_or("").contains("drop-first"));
+    assert!(attempts[1].succeeded);
+    assert_eq!(receiver.requests(), 2);
+    assert_eq!(
+        receiver.runs().values().copied().collect::<Vec<_>>(),
+        [1],
+        "the redelivery is a duplicate"
+    );
+}
+
+#[tokio::test]
+async fn skew_signs_with_a_shifted_clock_that_a_receiver_rejects_as_stale() {
+    let emulator = Emulator::builder()
+        .retry_schedule(RetrySchedule::new(
+            Duration::from_millis(20),
+            Duration::from_millis(20),
+            2,
+        ))
+        .faults(Faults::default().skew(-600))
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    let (listener, url) = PayhookReceiver::bind().await;
+    let (_, secret) = api.register(&url).await;
+    let receiver = PayhookReceiver::serve(listener, url, &secret, Duration::ZERO);
+    let intent = api.create_intent("5", "btc").await;
+    api.succeed(&intent).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let attempts = emulator.attempts();
+    assert_eq!(attempts.len(), 2);
+    for attempt in &attempts {
+        assert_eq!(attempt.status, Some(400));
+        assert!(attempt.signed_at.abs_diff(attempt.started_at_ms / 1000 - 600) <= 1);
+        let reply = attempt.response_body.as_deref().unwrap_or("");
+        assert!(
+            reply.starts_with("Webhook Error: ") && reply.contains("outside the 300 s tolerance"),
+            "{reply}"
+        );
+    }
+    assert!(receiver.runs().is_empty());
+}
+
+#[tokio::test]
+async fn delay_holds_each_delivery_back() {
+    let emulator = Emulator::builder()
+        .faults(Faults::default().delay(Duration::from_millis(400)))
+        .start()
+        .await
+        .expect("starts");
+    let receiver = RecordingReceiver::start(Script::default()).await;
+    emulator.register_endpoint(&receiver.url).expect("registered");
+    let intent = emulator.create_payment_intent(1, "btc").expect("created");
+    let at = std::time::Instant::now();
+    emulator.succeed_payment_intent(&intent.id).expect("succeeded");
+    assert!(emulator.wait_idle(WAIT).await);
+    let arrivals = receiver.arrivals();
+    assert_eq!(arrivals.len(), 1);
+    assert!(arrivals[0].at - at >= Duration::from_millis(390));
+}
+
+#[tokio::test]
+async fn during_a_roll_overlap_both_secrets_verify_the_same_delivery() {
+    let emulator = Emulator::builder().start().await.expect("starts");
+    let api = Api::new(&emulator);
+    let receiver = RecordingReceiver::start(Script::default()).await;
+    let (endpoint, old_secret) = api.register(&receiver.url).await;
+    let rolled = api
+        .post_json(
+            &format!("/v1/webhook_endpoints/{endpoint}/roll_secret"),
+            r#"{"expires_in":3600}"#,
+        )
+        .await;
+    let new_secret = rolled.json["secret"].as_str().expect("new secret").to_owned();
+    let intent = api.create_intent("5", "btc").await;
+    api.succeed(&intent).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let arrival = &receiver.arrivals()[0];
+    let t = timestamp(&arrival.signature);
+    assert_eq!(
+        v1_items(&arrival.signature),
+        [
+            independent_hmac(&new_secret, t, &arrival.body),
+            independent_hmac(&old_secret, t, &arrival.body)
+        ],
+        "two v1 items: the new secret's, then the old one's"
+    );
+    for secret in [&old_secret, &new_secret] {
+        Verifier::builder()
+            .secret(secret)
+            .build()
+            .expect("verifier")
+            .verify_value(arrival.signature.as_bytes(), &arrival.body)
+            .expect("each secret alone verifies the delivery");
+    }
+    assert_eq!(emulator.attempts()[0].signatures, 2);
+
+    // Rolled again without an overlap: only the newest secret signs.
+    let rolled = api
+        .post_empty(&format!("/v1/webhook_endpoints/{endpoint}/roll_secret"))
+        .await;
+    let newest = rolled.json["secret"].as_str().expect("secret").to_owned();
+    let intent = api.create_intent("5", "btc").await;
+    api.succeed(&intent).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let arrival = &receiver.arrivals()[1];
+    let t = timestamp(&arrival.signature);
+    assert_eq!(
+        v1_items(&arrival.signature),
+        [independent_hmac(&newest, t, &arrival.body)]
+    );
+}
+
+#[tokio::test]
+async fn a_receiver_that_never_answers_cannot_grow_the_emulator_without_bound() {
+    let emulator = Emulator::builder()
+        .attempt_timeout(Duration::from_secs(30))
+        .limits({
+            let mut limits = Limits::default();
+            limits.pending_deliveries = 5;
+            limits.attempts = 3;
+            limits.objects = 4;
+            limits
+        })
+        .start()
+        .await
+        .expect("starts");
+    let receiver = RecordingReceiver::start(Script {
+        hang_first: usize::MAX,
+        ..Script::default()
+    })
+    .await;
+    emulator.register_endpoint(&receiver.url).expect("registered");
+    for _ in 0..20 {
+        let intent = emulator.create_payment_intent(1, "btc").expect("created");
+        emulator.succeed_payment_intent(&intent.id).expect("succeeded");
+    }
+    eventually(WAIT, "five requests held open", || receiver.arrivals().len() == 5).await;
+    let stats = emulator.stats();
+    assert_eq!((stats.pending, stats.dropped), (5, 15), "{stats:?}");
+    assert_eq!(emulator.events().len(), 4, "only the newest events are kept");
+    assert_eq!(stats.events_evicted, 16);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(receiver.arrivals().len(), 5, "nothing beyond the bound was sent");
+}
+
+#[tokio::test]
+async fn deleting_an_endpoint_abandons_its_pending_retries() {
+    let emulator = Emulator::builder()
+        .retry_schedule(RetrySchedule::new(
+            Duration::from_millis(300),
+            Duration::from_secs(1),
+            5,
+        ))
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    let receiver = RecordingReceiver::start(Script {
+        fail_first: usize::MAX,
+        ..Script::default()
+    })
+    .await;
+    let (endpoint, _) = api.register(&receiver.url).await;
+    let intent = api.create_intent("5", "btc").await;
+    api.succeed(&intent).await;
+    eventually(WAIT, "first attempt", || receiver.arrivals().len() == 1).await;
+    api.delete(&format!("/v1/webhook_endpoints/{endpoint}")).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    assert_eq!(receiver.arrivals().len(), 1);
+}
+
+#[tokio::test]
+async fn shutdown_is_graceful_and_abandons_pending_retries() {
+    let emulator = Emulator::builder()
+        .retry_schedule(RetrySchedule::new(
+            Duration::from_secs(30),
+            Duration::from_secs(30),
+            5,
+        ))
+        .start()
+        .await
+        .expect("starts");
+    let receiver = RecordingReceiver::start(Script {
+        fail_first: usize::MAX,
+        ..Script::default()
+    })
+    .await;
+    emulator.register_endpoint(&receiver.url).expect("registered");
+    let intent = emulator.create_payment_intent(1, "btc").expect("created");
+    emulator.succeed_payment_intent(&intent.id).expect("succeeded");
+    eventually(WAIT, "first attempt", || receiver.arrivals().len() == 1).await;
+    let base = emulator.base_url();
+    let started = std::time::Instant::now();
+    emulator.shutdown().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "does not wait for the 30 s retry"
+    );
+    assert!(
+        reqwest::get(format!("{base}/v1/events")).await.is_err(),
+        "no longer listening"
+    );
+}
