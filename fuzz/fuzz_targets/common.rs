@@ -7,7 +7,8 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::task::{Context, Poll, Waker};
 
-use payhook_core::{Delivery, FixedClock, MemoryStore, Outcome, Receiver};
+use payhook_core::adapter::{Delivery, Outcome};
+use payhook_core::{FixedClock, MemoryStore, Receiver};
 
 pub const SECRET: &str = "whsec_fuzz_secret";
 pub const T: u64 = 1_732_264_800;
