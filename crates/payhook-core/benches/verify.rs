@@ -15,6 +15,9 @@
 //!   event grows by a list of on-chain transfers inside the payment intent, a
 //!   field payhook does not type (forward compatibility), as a sender adding
 //!   fields would make it.
+//! * `hex_compare/{subtle_slice,word_fold}`: the constant-time comparison of the
+//!   64 expected hex digits with a candidate: `subtle`'s slice `ct_eq` against the
+//!   word-folding comparison `signature.rs` uses (copied here, as it is private).
 //! * `pipeline/1KiB`: verify + parse against the full `receive` → `complete` round
 //!   with the in-memory store, every delivery a new event id.
 
@@ -269,6 +272,39 @@ fn bench_verify_parse_order(c: &mut Criterion) {
     group.finish();
 }
 
+/// The comparison in `signature.rs` (`hex_ct_eq`), copied: eight 8-byte words
+/// folded into one difference, one `subtle` call for the result.
+fn word_fold_ct_eq(expected: &[u8; 64], candidate: &[u8]) -> subtle::Choice {
+    use subtle::ConstantTimeEq;
+    if candidate.len() != expected.len() {
+        return subtle::Choice::from(0);
+    }
+    let mut diff = 0u64;
+    for (a, b) in expected.chunks_exact(8).zip(candidate.chunks_exact(8)) {
+        let mut wa = [0u8; 8];
+        let mut wb = [0u8; 8];
+        wa.copy_from_slice(a);
+        wb.copy_from_slice(b);
+        diff |= u64::from_ne_bytes(wa) ^ u64::from_ne_bytes(wb);
+    }
+    diff.ct_eq(&0)
+}
+
+fn bench_hex_compare(c: &mut Criterion) {
+    use subtle::ConstantTimeEq;
+    let expected: [u8; 64] = *b"47e6632c169b959135c86d19df2cb565cdbea26c53beb45123d38a1437d37287";
+    let mut candidate = expected;
+    candidate[63] = b'8';
+    let mut group = c.benchmark_group("hex_compare");
+    group.bench_function("subtle_slice", |b| {
+        b.iter(|| black_box(&expected[..]).ct_eq(black_box(&candidate[..])))
+    });
+    group.bench_function("word_fold", |b| {
+        b.iter(|| word_fold_ct_eq(black_box(&expected), black_box(&candidate[..])))
+    });
+    group.finish();
+}
+
 /// Pre-signed deliveries, each with its own event id.
 struct Pool {
     deliveries: Vec<(http::HeaderMap, Bytes)>,
@@ -391,6 +427,7 @@ criterion_group!(
     bench_verify,
     bench_verify_parse,
     bench_verify_parse_order,
+    bench_hex_compare,
     bench_pipeline
 );
 criterion_main!(benches);

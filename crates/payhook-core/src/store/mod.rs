@@ -74,22 +74,18 @@ pub enum Completion {
 pub struct ClaimToken(u128);
 
 impl ClaimToken {
-    /// A token no other claim has (random, so tokens from separate processes
-    /// sharing one store do not collide).
+    /// A token no other claim has: 128 bits from the operating system's
+    /// random source, so tokens from separate processes sharing one store do
+    /// not collide.
     pub fn random() -> Self {
-        use std::collections::hash_map::RandomState;
-        use std::hash::{BuildHasher, Hasher};
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        // Each RandomState carries fresh random keys; hashing a counter with two
-        // of them gives 128 unpredictable bits without another dependency.
-        let half = || {
-            let mut h = RandomState::new().build_hasher();
-            h.write_u64(n);
-            h.finish()
-        };
-        Self((u128::from(half()) << 64) | u128::from(half()))
+        let mut bytes = [0u8; 16];
+        if getrandom::fill(&mut bytes).is_err() {
+            // The OS source does not fail on the platforms payhook runs on; if
+            // it ever does, a claim still needs a token: fall back to std's
+            // per-process random hash keys over a counter and the time.
+            return Self(fallback_random());
+        }
+        Self(u128::from_le_bytes(bytes))
     }
 
     /// A token with a given value (for stores that keep tokens themselves).
@@ -101,6 +97,25 @@ impl ClaimToken {
     pub fn as_u128(self) -> u128 {
         self.0
     }
+}
+
+#[cold]
+fn fallback_random() -> u128 {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let half = || {
+        let mut h = RandomState::new().build_hasher();
+        h.write_u64(n);
+        h.write_u128(nanos);
+        h.finish()
+    };
+    (u128::from(half()) << 64) | u128::from(half())
 }
 
 impl std::fmt::Debug for ClaimToken {
@@ -179,5 +194,18 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn release<'a>(&'a self, namespace: &'a str, id: &'a str, token: ClaimToken) -> StoreFuture<'a, bool> {
         (**self).release(namespace, id, token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_tokens_differ() {
+        let tokens: std::collections::HashSet<u128> =
+            (0..10_000).map(|_| ClaimToken::random().as_u128()).collect();
+        assert_eq!(tokens.len(), 10_000);
+        assert_ne!(fallback_random(), fallback_random());
     }
 }
