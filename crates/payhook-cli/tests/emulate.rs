@@ -102,7 +102,11 @@ impl Emulate {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
-                let rest: Vec<String> = self.lines.try_iter().collect();
+                // The reader thread ends (dropping its sender) at stdout's end.
+                let mut rest = Vec::new();
+                while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(10)) {
+                    rest.push(line);
+                }
                 return (status.code().expect("exited, not killed"), rest.join("\n"));
             }
             assert!(Instant::now() < deadline, "did not stop on SIGTERM");

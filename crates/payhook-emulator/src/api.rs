@@ -330,11 +330,15 @@ fn required<T>(value: Option<T>, name: &str) -> Result<T, ApiError> {
 }
 
 /// `POST /v1/payment_intents`.
-pub(crate) fn create_intent_op(
+fn create_intent_op(shared: &Arc<Shared>, _: &str, params: Params) -> Result<Vec<u8>, ApiError> {
+    to_json(&new_payment_intent(shared, params)?)
+}
+
+/// Creates a payment intent from request parameters.
+pub(crate) fn new_payment_intent(
     shared: &Arc<Shared>,
-    _: &str,
     mut params: Params,
-) -> Result<Vec<u8>, ApiError> {
+) -> Result<PaymentIntent, ApiError> {
     let amount = required(params.take_integer("amount", 1)?, "amount")?;
     let currency = required(params.take_string("currency", 10)?, "currency")?;
     if !(3..=10).contains(&currency.len()) || !currency.bytes().all(|b| b.is_ascii_lowercase()) {
@@ -395,10 +399,9 @@ pub(crate) fn create_intent_op(
         metadata,
         livemode: false,
     };
-    let reply = to_json(&intent)?;
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-    state.intents.insert(intent.id.clone(), intent);
-    Ok(reply)
+    state.intents.insert(intent.id.clone(), intent.clone());
+    Ok(intent)
 }
 
 fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), ApiError> {
@@ -432,32 +435,33 @@ fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), ApiError> {
 }
 
 /// `POST /v1/test_helpers/payment_intents/:id/succeed`.
-pub(crate) fn succeed_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<Vec<u8>, ApiError> {
+fn succeed_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<Vec<u8>, ApiError> {
     let amount_received = params.take_integer("amount_received", 1)?;
     params.finish()?;
-    settle(
+    to_json(&settle(
         shared,
         id,
         "succeeded",
         amount_received,
         "payment_intent.succeeded",
-    )
+    )?)
 }
 
 /// `POST /v1/test_helpers/payment_intents/:id/fail`.
-pub(crate) fn fail_op(shared: &Arc<Shared>, id: &str, params: Params) -> Result<Vec<u8>, ApiError> {
+fn fail_op(shared: &Arc<Shared>, id: &str, params: Params) -> Result<Vec<u8>, ApiError> {
     params.finish()?;
-    settle(shared, id, "failed", None, "payment_intent.failed")
+    to_json(&settle(shared, id, "failed", None, "payment_intent.failed")?)
 }
 
-/// Moves a payment intent out of `requires_payment` and emits its event.
-fn settle(
+/// Moves a payment intent out of `requires_payment` (to `status`) and emits
+/// its event; returns the payment intent as it now is.
+pub(crate) fn settle(
     shared: &Arc<Shared>,
     id: &str,
     status: &str,
     amount_received: Option<u128>,
     event_type: &str,
-) -> Result<Vec<u8>, ApiError> {
+) -> Result<PaymentIntent, ApiError> {
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
     let intent = state
         .intents
@@ -478,7 +482,6 @@ fn settle(
         intent.amount_received = amount_received.unwrap_or(intent.amount);
     }
     let intent = intent.clone();
-    let reply = to_json(&intent)?;
     let event_id = ids::new_id("evt_");
     let created = unix_seconds();
     let body = to_json(&EventBody {
@@ -508,7 +511,7 @@ fn settle(
     state.events.insert(event_id, event.clone());
     drop(state);
     delivery::enqueue(shared, event, endpoints);
-    Ok(reply)
+    Ok(intent)
 }
 
 /// `POST /v1/webhook_endpoints`.

@@ -298,7 +298,8 @@ async fn run(
             let Ok(_permit) = shared.deliveries.permits.acquire().await else {
                 return;
             };
-            attempt_once(&shared, &url, &keys, &job.event.body).await
+            // Boxed: the HTTP client's future is large, and the task should not carry it inline.
+            Box::pin(attempt_once(&shared, &url, &keys, &job.event.body)).await
         };
         let dropped = config.faults.drop_first && attempt == 1;
         let acknowledged = outcome.status.is_some_and(|s| (200..300).contains(&s)) && !dropped;
@@ -379,6 +380,10 @@ fn spawn_copy(shared: &Arc<Shared>, job: Job, slot: Slot) {
 }
 
 fn log_attempt(record: &DeliveryAttempt, next: Option<Duration>) {
+    // Formatting costs more than the check: skip it when nobody listens.
+    if !tracing::enabled!(target: "payhook_emulator::delivery", tracing::Level::INFO) {
+        return;
+    }
     let result = match (record.status, &record.error) {
         (Some(status), None) => status.to_string(),
         (Some(status), Some(error)) => format!("{status}, {error}"),

@@ -120,6 +120,9 @@ use crate::error::ApiError;
 use crate::params::{BodyFormat, Params};
 use crate::state::State;
 
+/// The longest attempt timeout accepted.
+const MAX_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// Unix seconds now.
 pub(crate) fn unix_seconds() -> u64 {
     unix_millis() / 1000
@@ -467,7 +470,8 @@ impl EmulatorBuilder {
         self
     }
 
-    /// How long an attempt may wait for the receiver's whole reply; default 10 s.
+    /// How long an attempt may wait for the receiver's whole reply; default
+    /// 10 s, at most one hour.
     pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
         self.attempt_timeout = timeout;
         self
@@ -527,8 +531,10 @@ impl EmulatorBuilder {
         }
         self.retry.check()?;
         self.faults.check()?;
-        if self.attempt_timeout.is_zero() {
-            return Err(StartError::Setting("the attempt timeout must not be zero".into()));
+        if self.attempt_timeout.is_zero() || self.attempt_timeout > MAX_ATTEMPT_TIMEOUT {
+            return Err(StartError::Setting(
+                "the attempt timeout must be more than zero and at most one hour".into(),
+            ));
         }
         let limits = &self.limits;
         if [
@@ -698,8 +704,7 @@ impl Emulator {
     pub fn create_payment_intent(&self, amount: u128, currency: &str) -> Result<PaymentIntent, RequestError> {
         let currency = serde_json::to_string(currency).map_err(|_| internal_error())?;
         let body = format!(r#"{{"amount":{amount},"currency":{currency}}}"#);
-        let reply = api::create_intent_op(&self.shared, "", json_params(&body)?)?;
-        self.intent_in(&reply)
+        Ok(api::new_payment_intent(&self.shared, json_params(&body)?)?)
     }
 
     /// Succeeds a payment intent and emits `payment_intent.succeeded`, as the test helper does.
@@ -707,8 +712,13 @@ impl Emulator {
     /// # Errors
     /// 404 for an unknown id, 400 `payment_intent_unexpected_state` unless it requires payment.
     pub fn succeed_payment_intent(&self, id: &str) -> Result<PaymentIntent, RequestError> {
-        let reply = api::succeed_op(&self.shared, id, Params::default())?;
-        self.intent_in(&reply)
+        Ok(api::settle(
+            &self.shared,
+            id,
+            "succeeded",
+            None,
+            "payment_intent.succeeded",
+        )?)
     }
 
     /// Fails a payment intent and emits `payment_intent.failed`, as the test helper does.
@@ -716,17 +726,13 @@ impl Emulator {
     /// # Errors
     /// 404 for an unknown id, 400 `payment_intent_unexpected_state` unless it requires payment.
     pub fn fail_payment_intent(&self, id: &str) -> Result<PaymentIntent, RequestError> {
-        let reply = api::fail_op(&self.shared, id, Params::default())?;
-        self.intent_in(&reply)
-    }
-
-    fn intent_in(&self, reply: &[u8]) -> Result<PaymentIntent, RequestError> {
-        #[derive(serde::Deserialize)]
-        struct Id {
-            id: String,
-        }
-        let id: Id = serde_json::from_slice(reply).map_err(|_| internal_error())?;
-        self.payment_intent(&id.id).ok_or_else(internal_error)
+        Ok(api::settle(
+            &self.shared,
+            id,
+            "failed",
+            None,
+            "payment_intent.failed",
+        )?)
     }
 
     /// A payment intent by id.

@@ -819,7 +819,7 @@ async fn two_concurrent_requests_with_one_key_run_once_and_the_other_gets_409() 
 #[tokio::test]
 async fn a_client_that_goes_away_does_not_leave_its_key_in_flight() {
     let emulator = Emulator::builder()
-        .api_latency(Duration::from_millis(300))
+        .api_latency(Duration::from_secs(1))
         .start()
         .await
         .expect("starts");
