@@ -14,21 +14,33 @@
 //! | `testing` | [`testing`]: signed deliveries and event builders for your tests |
 //!
 //! See the README for the protocol decisions and a quick start.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[doc(inline)]
 pub use payhook_core::*;
+
+// The adapters are inlined so their pages (`payhook::tower::WebhookLayer`,
+// `payhook::actix::Webhook`, `payhook::redis::RedisStore`, …) are part of these
+// docs, at the paths a user writes, rather than links to other crates.
 
 /// The tower layer and, with feature `axum`, the axum extractor.
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+#[doc(inline)]
 pub use payhook_tower as tower;
 
 /// The actix-web extractor.
 #[cfg(feature = "actix")]
+#[cfg_attr(docsrs, doc(cfg(feature = "actix")))]
+#[doc(inline)]
 pub use payhook_actix as actix;
 
 /// The Redis dedupe store.
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+#[doc(inline)]
 pub use payhook_redis as redis;
 
 /// The README's code blocks, compiled (and the runnable ones run) as doctests so

@@ -6,8 +6,8 @@
 //!
 //! ```
 //! use actix_web::{web, App};
-//! use payhook_actix::WebhookConfig;
-//! use payhook_core::Receiver;
+//! use payhook::actix::WebhookConfig;
+//! use payhook::Receiver;
 //!
 //! let orders = Receiver::builder().secret("whsec_orders").namespace("orders").build().unwrap();
 //! let payouts = Receiver::builder().secret("whsec_payouts").namespace("payouts").build().unwrap();

@@ -14,8 +14,8 @@
 //!
 //! ```
 //! use actix_web::{test, web, App, HttpResponse};
-//! use payhook_actix::{Webhook, WebhookConfig};
-//! use payhook_core::{sign, EventKind, Receiver, Secret};
+//! use payhook::actix::{Webhook, WebhookConfig};
+//! use payhook::{sign, EventKind, Receiver, Secret};
 //!
 //! async fn webhooks(webhook: Webhook) -> actix_web::Result<HttpResponse> {
 //!     match webhook.kind() {
@@ -71,12 +71,14 @@
 //! The core logs every delivery's outcome under target `payhook`; this
 //! crate adds an error for a route without a [`WebhookConfig`] and a warning for
 //! a verified body that does not fit the handler's payload type.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod config;
 mod extract;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 pub use config::WebhookConfig;

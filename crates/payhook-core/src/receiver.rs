@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use payhook_core::{sign, Outcome, Receiver, Secret};
+//! use payhook::{sign, Outcome, Receiver, Secret};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();

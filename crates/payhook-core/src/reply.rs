@@ -12,7 +12,7 @@
 //! | the dedupe store is unreachable | 503 | `Webhook Error: …` |
 //!
 //! ```
-//! use payhook_core::{Error, Reply};
+//! use payhook::{Error, Reply};
 //!
 //! let reply = Reply::from(&Error::NoSignatureMatch);
 //! assert_eq!(reply.status().as_u16(), 400);

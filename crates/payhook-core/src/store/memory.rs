@@ -53,7 +53,7 @@ fn lock(shard: &Shard) -> MutexGuard<'_, Inner> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use payhook_core::store::{Claim, MemoryStore, Store};
+/// use payhook::store::{Claim, MemoryStore, Store};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let store = MemoryStore::new();

@@ -32,7 +32,7 @@ pub const MISSING_LAYER_REPLY: &str = "payhook: this webhook handler runs withou
 /// `500` with [`MISSING_LAYER_REPLY`].
 ///
 /// ```
-/// use payhook_tower::axum::{Received, Webhook};
+/// use payhook::tower::axum::{Received, Webhook};
 /// use serde::Deserialize;
 ///
 /// /// Just the fields this app needs; everything else in the event is ignored.
