@@ -2,7 +2,8 @@
 //!
 //! * `payhook sign` prints the signature header value for a body on stdin;
 //! * `payhook verify` checks a header against a body exactly as a receiver does;
-//! * `payhook send` builds, signs and POSTs test events and checks every reply.
+//! * `payhook send` builds, signs and POSTs test events (http or https) and
+//!   checks every reply.
 //!
 //! All protocol work (signing, verifying, parsing, the reply texts) is done by
 //! `payhook-core`; this crate only reads input, talks HTTP and reports.
@@ -11,6 +12,7 @@ mod cli;
 mod failure;
 mod input;
 mod output;
+mod secret;
 mod send;
 mod sign;
 mod verify;
