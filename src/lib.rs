@@ -1,34 +1,77 @@
 //! payhook: verified, deduplicated, typed webhook events from the crypto payment
 //! service, for axum and actix-web apps.
 //!
-//! This facade re-exports the framework-neutral core ([`payhook_core`]) and, behind
-//! features, the adapters:
+//! Mount one tower layer (axum) or take one extractor (actix-web): bad
+//! signatures, stale or malformed deliveries, oversized bodies and duplicates
+//! are answered for you, and your handler runs once per genuine event.
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `tower` | [`tower`]: a `tower::Layer` for any tower/hyper server |
-//! | `axum` | the tower layer plus an axum extractor and typed handler routing |
-//! | `actix` | [`actix`]: an actix-web extractor |
-//! | `redis` | [`redis`]: a Redis dedupe store for apps with several replicas |
+//! | `axum` | [`tower::WebhookLayer`] plus the [`tower::axum`] extractor, [`Received`](tower::axum::Received) and [`EventHandlers`](tower::axum::EventHandlers) for axum 0.8 |
+//! | `tower` | [`tower`]: the layer alone, for any tower/hyper server |
+//! | `actix` | [`actix`]: the [`Webhook`](actix::Webhook) extractor for actix-web 4 |
+//! | `redis` | [`redis`]: the [`RedisStore`](redis::RedisStore), for apps with several replicas |
 //! | `redis-tls` | the Redis store with `rediss://` URLs |
-//! | `testing` | [`testing`]: signed deliveries and event builders for your tests |
+//! | `testing` | [`testing`]: [`SignedDelivery`](testing::SignedDelivery) and [`EventBuilder`](testing::EventBuilder) for your tests, and [`actix::testing`] with `actix` |
 //!
-//! See the README for the protocol decisions and a quick start.
+//! With feature `axum` (and `axum = "0.8"`, `tokio` with `macros`,
+//! `rt-multi-thread` and `net`):
+//!
+//! ```no_run
+//! use axum::{routing::post, Router};
+//! use payhook::tower::axum::{Received, Webhook};
+//! use payhook::tower::WebhookLayer;
+//! use payhook::{Event, EventKind, Receiver};
+//!
+//! async fn webhooks(Webhook(event): Webhook<Event>) -> Received {
+//!     if let EventKind::PaymentIntentSucceeded(intent) = event.kind() {
+//!         println!("paid {} {}", intent.amount, intent.currency);
+//!     }
+//!     Received // 200 {"received":true}; any non-2xx releases the event for a retry
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let receiver = Receiver::builder().secret(std::env::var("PAYHOOK_SECRET")?).build()?;
+//!     let app = Router::new()
+//!         .route("/webhooks", post(webhooks))
+//!         .route_layer(WebhookLayer::new(receiver));
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//!     axum::serve(listener, app).await?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! The [`tower::axum`] and [`actix`] module pages show a complete app with its
+//! test, and [`testing`] the helpers those tests use. Everything is logged
+//! through `tracing` under the target `payhook`; install a subscriber to see
+//! it. The repository's README has the quick starts, and PROTOCOL.md every
+//! protocol decision (signature format, tolerance, replies).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[doc(inline)]
 pub use payhook_core::*;
 
-/// The tower layer and, with feature `axum`, the axum extractor.
+// The adapters are inlined so their pages (`payhook::tower::WebhookLayer`,
+// `payhook::actix::Webhook`, `payhook::redis::RedisStore`, …) are part of these
+// docs, at the paths a user writes, rather than links to other crates. Each
+// module page is the adapter crate's own documentation, so no doc comment here.
+
 #[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+#[doc(inline)]
 pub use payhook_tower as tower;
 
-/// The actix-web extractor.
 #[cfg(feature = "actix")]
+#[cfg_attr(docsrs, doc(cfg(feature = "actix")))]
+#[doc(inline)]
 pub use payhook_actix as actix;
 
-/// The Redis dedupe store.
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+#[doc(inline)]
 pub use payhook_redis as redis;
 
 /// The payment service in test mode: its API and signed deliveries with retries and faults.

@@ -14,8 +14,8 @@
 //!
 //! ```no_run
 //! use actix_web::{web, App, HttpResponse, HttpServer};
-//! use payhook_actix::{Webhook, WebhookConfig};
-//! use payhook_core::Receiver;
+//! use payhook::actix::{Webhook, WebhookConfig};
+//! use payhook::Receiver;
 //!
 //! async fn webhooks(webhook: Webhook) -> HttpResponse {
 //!     webhook.ack().await
@@ -42,8 +42,8 @@
 //!
 //! ```
 //! use actix_web::{web, App};
-//! use payhook_actix::WebhookConfig;
-//! use payhook_core::Receiver;
+//! use payhook::actix::WebhookConfig;
+//! use payhook::Receiver;
 //!
 //! let orders = Receiver::builder().secret("whsec_orders").namespace("orders").build().unwrap();
 //! let payouts = Receiver::builder().secret("whsec_payouts").namespace("payouts").build().unwrap();

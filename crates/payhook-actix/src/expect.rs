@@ -11,8 +11,8 @@
 //! ```no_run
 //! use actix_http::HttpService;
 //! use actix_web::{web, App, HttpResponse};
-//! use payhook_actix::{ExpectContinue, Webhook, WebhookConfig};
-//! use payhook_core::Receiver;
+//! use payhook::actix::{ExpectContinue, Webhook, WebhookConfig};
+//! use payhook::Receiver;
 //!
 //! async fn webhooks(webhook: Webhook) -> HttpResponse {
 //!     webhook.ack().await

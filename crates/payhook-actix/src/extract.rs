@@ -58,8 +58,8 @@ use crate::config::WebhookConfig;
 ///
 /// ```
 /// use actix_web::{post, HttpResponse};
-/// use payhook_actix::Webhook;
-/// use payhook_core::EventKind;
+/// use payhook::actix::Webhook;
+/// use payhook::EventKind;
 ///
 /// #[post("/webhooks")]
 /// async fn webhooks(webhook: Webhook) -> actix_web::Result<HttpResponse> {

@@ -11,8 +11,8 @@
 //!
 //! ```
 //! use actix_web::{web, App};
-//! use payhook_actix::{acking, EventHandlers, WebhookConfig};
-//! use payhook_core::{Event, EventKind, Receiver};
+//! use payhook::actix::{acking, EventHandlers, WebhookConfig};
+//! use payhook::{Event, EventKind, Receiver};
 //!
 //! #[derive(Clone)]
 //! struct Shop;

@@ -17,8 +17,8 @@
 //!
 //! ```
 //! use actix_web::{test, web, App, HttpResponse};
-//! use payhook_actix::{Webhook, WebhookConfig};
-//! use payhook_core::{sign, EventKind, Receiver, Secret};
+//! use payhook::actix::{Webhook, WebhookConfig};
+//! use payhook::{sign, EventKind, Receiver, Secret};
 //!
 //! async fn webhooks(webhook: Webhook) -> actix_web::Result<HttpResponse> {
 //!     match webhook.kind() {
@@ -82,6 +82,7 @@
 //! The core logs every delivery's outcome under target `payhook`; this
 //! crate adds an error for a route without a [`WebhookConfig`] and a warning for
 //! a verified body that does not fit the handler's payload type.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -90,6 +91,7 @@ pub mod expect;
 mod extract;
 pub mod handlers;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 pub use config::WebhookConfig;

@@ -3,10 +3,10 @@
 //!
 //! ```
 //! use actix_web::{test, web, App, HttpResponse};
-//! use payhook_actix::testing::SignedDeliveryExt;
-//! use payhook_actix::{Webhook, WebhookConfig};
-//! use payhook_core::testing::{EventBuilder, SignedDelivery};
-//! use payhook_core::Receiver;
+//! use payhook::actix::testing::SignedDeliveryExt;
+//! use payhook::actix::{Webhook, WebhookConfig};
+//! use payhook::testing::{EventBuilder, SignedDelivery};
+//! use payhook::Receiver;
 //!
 //! async fn webhooks(webhook: Webhook) -> HttpResponse {
 //!     webhook.ack().await

@@ -2,6 +2,8 @@
 //!
 //! Everything a user can type wrong is rejected here, by clap, with exit code 2
 //! and a message naming the argument: URLs, header names, amounts, counts.
+//! Secrets are resolved afterwards (see `secret.rs`), because they may come from
+//! the environment, a file or stdin.
 
 use std::path::PathBuf;
 
@@ -15,10 +17,15 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success: signed, verified, or every reply was what a healthy receiver sends
   1  verification failed, or a reply was not what a healthy receiver sends
-  2  usage error, unreadable input, or the endpoint could not be reached";
+  2  usage error or unreadable input
+  3  the endpoint could not be reached (refused, unknown host, TLS, no connection in time)
+
+The secret comes from --secret-file PATH, --secret - (stdin, for send), or the
+PAYHOOK_SECRET environment variable; --secret VALUE works too, but shows in `ps`.
+Output is coloured on a terminal unless NO_COLOR is set.";
 
 /// Test a webhook receiver without the payment service: sign bodies, check
-/// signature headers, and send signed test events to a local endpoint.
+/// signature headers, and send signed test events to an endpoint.
 #[derive(Debug, Parser)]
 #[command(name = "payhook", version, after_help = EXIT_CODES, propagate_version = true)]
 pub struct Cli {
@@ -55,12 +62,25 @@ pub enum Command {
     Emulate(crate::emulate::EmulateArgs),
 }
 
+/// Where the one secret of `sign` and `send` comes from.
+#[derive(Debug, Args)]
+pub struct SecretArgs {
+    /// The endpoint signing secret (whsec_…), whole string including its prefix;
+    /// `-` reads it from stdin (send only). [env: PAYHOOK_SECRET]
+    #[arg(long, value_name = "SECRET", value_parser = NonEmptyStringValueParser::new())]
+    pub secret: Option<String>,
+
+    /// Read the secret from this file (one line; a final line break is ignored).
+    #[arg(long, value_name = "PATH", conflicts_with = "secret")]
+    pub secret_file: Option<PathBuf>,
+}
+
 /// `payhook sign`.
 #[derive(Debug, Args)]
 pub struct SignArgs {
-    /// The endpoint signing secret (whsec_…), whole string including its prefix.
-    #[arg(long, env = "PAYHOOK_SECRET", hide_env_values = true, value_parser = NonEmptyStringValueParser::new())]
-    pub secret: String,
+    /// The secret: --secret, --secret-file or PAYHOOK_SECRET.
+    #[command(flatten)]
+    pub secret: SecretArgs,
 
     /// Unix time of signing, in seconds [default: now].
     #[arg(long, value_name = "UNIX_SECONDS")]
@@ -71,14 +91,13 @@ pub struct SignArgs {
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     /// An endpoint signing secret. Repeat for a rotation: any one may match.
-    #[arg(
-        long,
-        required = true,
-        env = "PAYHOOK_SECRET",
-        hide_env_values = true,
-        value_parser = NonEmptyStringValueParser::new()
-    )]
+    /// [env: PAYHOOK_SECRET, used when no --secret or --secret-file is given]
+    #[arg(long, value_name = "SECRET", value_parser = NonEmptyStringValueParser::new())]
     pub secret: Vec<String>,
+
+    /// Read a secret from this file (one line). Repeat for a rotation.
+    #[arg(long, value_name = "PATH")]
+    pub secret_file: Vec<PathBuf>,
 
     /// The signature header value to check, for example `t=1732264800,v1=47e6…`.
     #[arg(long, value_name = "VALUE")]
@@ -105,13 +124,14 @@ pub struct VerifyArgs {
 /// `payhook send`.
 #[derive(Debug, Args)]
 pub struct SendArgs {
-    /// The receiver's URL, for example http://127.0.0.1:3000/webhooks.
+    /// The receiver's URL, for example http://127.0.0.1:3000/webhooks or
+    /// https://staging.example.com/webhooks.
     #[arg(long, value_name = "URL", value_parser = parse_url)]
     pub to: Url,
 
-    /// The endpoint signing secret (whsec_…) the receiver is configured with.
-    #[arg(long, env = "PAYHOOK_SECRET", hide_env_values = true, value_parser = NonEmptyStringValueParser::new())]
-    pub secret: String,
+    /// The secret the receiver is configured with: --secret, --secret-file or PAYHOOK_SECRET.
+    #[command(flatten)]
+    pub secret: SecretArgs,
 
     /// The event type to build.
     #[arg(
@@ -177,17 +197,14 @@ fn parse_url(value: &str) -> Result<Url, String> {
         }
     })?;
     match url.scheme() {
-        "http" if url.host().is_some() => Ok(url),
-        "http" => Err("the URL has no host".to_owned()),
-        "https" => Err(
-            "https is not supported: this tool sends plain HTTP to a local endpoint; \
-             use the http:// address your server listens on"
-                .to_owned(),
-        ),
+        "http" | "https" if url.host().is_some() => Ok(url),
+        "http" | "https" => Err("the URL has no host".to_owned()),
         scheme if !value.contains("://") => Err(format!(
             "{scheme:?} is not a URL scheme; did you mean http://{value} ?"
         )),
-        scheme => Err(format!("unsupported URL scheme {scheme:?}; use http://")),
+        scheme => Err(format!(
+            "unsupported URL scheme {scheme:?}; use http:// or https://"
+        )),
     }
 }
 
@@ -235,9 +252,10 @@ mod tests {
     }
 
     #[test]
-    fn urls_must_be_plain_http_with_a_host() {
+    fn urls_must_be_http_or_https_with_a_host() {
         assert!(parse_url("http://127.0.0.1:3000/webhooks").is_ok());
-        assert!(parse_url("https://127.0.0.1/").unwrap_err().contains("https"));
+        assert!(parse_url("https://staging.example.com/webhooks").is_ok());
+        assert!(parse_url("https://").is_err());
         assert!(parse_url("localhost:3000/webhooks")
             .unwrap_err()
             .contains("did you mean http://localhost:3000/webhooks"));

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::process::ExitCode;
 
-use crate::output::note;
+use crate::output::{note, paint_stderr, Colour};
 
 /// Why a command did not succeed.
 #[derive(Debug)]
@@ -11,9 +11,13 @@ pub enum Failure {
     /// The check failed: a signature did not verify or a reply was not what a
     /// healthy receiver sends. The details are already on stdout. Exit code 1.
     Rejected,
-    /// The command could not do its work: bad arguments, unreadable input, an
-    /// unreachable endpoint. Exit code 2.
+    /// The command could not do its work: bad arguments or unreadable input.
+    /// Exit code 2, as for the usage errors clap reports.
     Usage(String),
+    /// The endpoint could not be reached at all (refused, no such host, TLS
+    /// failure, no connection in time): the receiver was never asked. Exit code 3,
+    /// so scripts can tell "receiver down" from "receiver wrong" (1).
+    Unreachable(String),
 }
 
 impl Failure {
@@ -27,8 +31,12 @@ impl Failure {
         match self {
             Self::Rejected => ExitCode::from(1),
             Self::Usage(message) => {
-                note!("error: {message}");
+                note!("{}: {message}", paint_stderr("error", Colour::Red));
                 ExitCode::from(2)
+            }
+            Self::Unreachable(message) => {
+                note!("{}: {message}", paint_stderr("error", Colour::Red));
+                ExitCode::from(3)
             }
         }
     }

@@ -22,6 +22,11 @@ pub fn stdin() -> Result<Bytes, Failure> {
     stdin
         .read_to_end(&mut body)
         .map_err(|err| Failure::usage(format_args!("cannot read the body from stdin: {err}")))?;
+    if body.is_empty() {
+        // Often a mistake (a pipe from a command that failed), and an empty body is
+        // never a valid event; still signed or checked as asked.
+        note!("warning: stdin was empty, so the body is 0 bytes");
+    }
     Ok(body.into())
 }
 

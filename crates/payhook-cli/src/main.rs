@@ -2,7 +2,8 @@
 //!
 //! * `payhook sign` prints the signature header value for a body on stdin;
 //! * `payhook verify` checks a header against a body exactly as a receiver does;
-//! * `payhook send` builds, signs and POSTs test events and checks every reply;
+//! * `payhook send` builds, signs and POSTs test events (http or https) and
+//!   checks every reply;
 //! * `payhook emulate` (feature `emulate`, on by default) runs the payment
 //!   service in test mode: its API, and signed deliveries with retries and faults.
 //!
@@ -15,6 +16,7 @@ mod emulate;
 mod failure;
 mod input;
 mod output;
+mod secret;
 mod send;
 mod sign;
 mod verify;

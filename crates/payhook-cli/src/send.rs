@@ -7,8 +7,13 @@
 //! delivery signed when it is sent (as the service signs each retry afresh).
 //!
 //! Replies are judged as they arrive ([`judge`]); the run fails with exit code 1
-//! if any reply is unexpected, and with exit code 2 at once if the endpoint
+//! if any reply is unexpected, and with exit code 3 at once if the endpoint
 //! cannot be reached at all.
+//!
+//! The HTTP client is hyper's pooled client with rustls (on the `ring` provider,
+//! no C toolchain) for `https://`, trusting the platform's root certificates
+//! (`SSL_CERT_FILE` names another bundle), so a staging receiver can be
+//! smoke-tested as well as a local one.
 
 use std::collections::BTreeMap;
 use std::error::Error as _;
@@ -17,6 +22,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_rustls::{ConfigBuilderExt, HttpsConnector};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
 use payhook_core::reply::RECEIVED_BODY;
 use payhook_core::testing::{unix_now, EventBuilder};
 use payhook_core::{sign, Event, Secret};
@@ -26,7 +36,8 @@ use tokio::sync::mpsc;
 use crate::cli::SendArgs;
 use crate::failure::Failure;
 use crate::input;
-use crate::output::{note, say};
+use crate::output::{note, paint_stdout, say, Colour};
+use crate::secret::{self, Stdin};
 
 /// How old a `--stale` delivery's timestamp is: far outside any sane tolerance.
 const STALE_AGE_SECS: u64 = 3600;
@@ -46,9 +57,14 @@ enum Expect {
     Rejected(&'static str),
 }
 
+/// The client every delivery of a run goes through (connections are reused).
+type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
 /// Everything about a run that is decided before the first request.
 struct Plan {
     url: Url,
+    /// `url` as the request target.
+    uri: http::Uri,
     header: http::HeaderName,
     secret: Secret,
     signed_body: Bytes,
@@ -75,7 +91,9 @@ enum Seen {
 
 /// Runs `payhook send`.
 pub fn run(args: &SendArgs) -> Result<(), Failure> {
-    let plan = Plan::from_args(args)?;
+    let reads_body = args.data.as_deref().is_some_and(|path| path.as_os_str() == "-");
+    let secret = secret::one(&args.secret, if reads_body { Stdin::Body } else { Stdin::Free })?;
+    let plan = Plan::from_args(args, &secret)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -84,8 +102,13 @@ pub fn run(args: &SendArgs) -> Result<(), Failure> {
 }
 
 impl Plan {
-    fn from_args(args: &SendArgs) -> Result<Self, Failure> {
-        let secret = Secret::new(&args.secret).map_err(Failure::usage)?;
+    fn from_args(args: &SendArgs, secret: &str) -> Result<Self, Failure> {
+        let secret = Secret::new(secret).map_err(Failure::usage)?;
+        let uri = args
+            .to
+            .as_str()
+            .parse::<http::Uri>()
+            .map_err(|err| Failure::usage(format_args!("--to {}: {err}", shown_url(&args.to))))?;
         let mut expect = Expect::Received;
         let (signed_body, label, tampered) = match &args.data {
             Some(path) => {
@@ -127,6 +150,7 @@ impl Plan {
         let total = args.repeat.unwrap_or(args.concurrency);
         Ok(Self {
             url: args.to.clone(),
+            uri,
             header: args.header.clone(),
             secret,
             sent_body: tampered.unwrap_or_else(|| signed_body.clone()),
@@ -142,16 +166,10 @@ impl Plan {
     }
 
     async fn execute(self: Arc<Self>) -> Result<(), Failure> {
-        let client = reqwest::Client::builder()
-            // A test tool talks to the endpoint it is given, not to a proxy from the
-            // environment; and a webhook sender does not follow redirects.
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(self.timeout)
-            .connect_timeout(self.timeout.min(Duration::from_secs(10)))
-            .user_agent(concat!("payhook-cli/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|err| Failure::usage(format_args!("cannot set up the HTTP client: {err}")))?;
+        let client = http_client(
+            self.url.scheme() == "https",
+            self.timeout.min(Duration::from_secs(10)),
+        )?;
 
         let mut modifiers = Vec::new();
         if self.sent_body != self.signed_body {
@@ -202,7 +220,7 @@ impl Plan {
         let mut tally = Tally::default();
         let mut last_progress = Instant::now();
         while let Some((n, seen)) = replies.recv().await {
-            let seen = seen.map_err(Failure::Usage)?;
+            let seen = seen.map_err(Failure::Unreachable)?;
             self.record(n, &seen, &mut tally);
             if self.total > 1 && last_progress.elapsed() >= PROGRESS_EVERY {
                 last_progress = Instant::now();
@@ -229,7 +247,7 @@ impl Plan {
 
     /// Sends one delivery. `Err` means the endpoint cannot be reached at all,
     /// which ends the run.
-    async fn deliver(&self, client: &reqwest::Client) -> Result<Seen, String> {
+    async fn deliver(&self, client: &HttpClient) -> Result<Seen, String> {
         let now = unix_now();
         let timestamp = if self.stale {
             now.saturating_sub(STALE_AGE_SECS)
@@ -237,31 +255,45 @@ impl Plan {
             now
         };
         let signature = sign(&self.signed_body, &self.secret, timestamp);
-        let request = client
-            .post(self.url.clone())
+        let request = http::Request::post(self.uri.clone())
             .header(http::header::CONTENT_TYPE, "application/json")
+            .header(
+                http::header::USER_AGENT,
+                concat!("payhook-cli/", env!("CARGO_PKG_VERSION")),
+            )
             .header(self.header.clone(), signature)
-            .body(self.sent_body.clone());
-        match request.send().await {
-            Ok(response) => {
-                let status = response.status().as_u16();
-                match response.bytes().await {
-                    Ok(body) => Ok(Seen::Reply {
-                        status,
-                        body: String::from_utf8_lossy(&body).into_owned(),
-                    }),
-                    Err(err) => Ok(Seen::NoReply(format!(
-                        "status {status}, but the body could not be read: {}",
-                        causes(&err)
-                    ))),
-                }
-            }
-            Err(err) if err.is_connect() => Err(unreachable(&self.url, &err)),
-            Err(err) if err.is_timeout() => Ok(Seen::NoReply(format!(
+            .body(Full::new(self.sent_body.clone()));
+        let request = match request {
+            Ok(request) => request,
+            // Every part was validated when the arguments were parsed.
+            Err(err) => return Ok(Seen::NoReply(format!("the request could not be built: {err}"))),
+        };
+        // A webhook sender neither follows redirects nor goes through a proxy from
+        // the environment: hyper's client does neither.
+        let exchange = async {
+            let response = match client.request(request).await {
+                Ok(response) => response,
+                Err(err) if err.is_connect() => return Err(unreachable(&self.url, &err)),
+                Err(err) => return Ok(Seen::NoReply(causes(&err))),
+            };
+            let status = response.status().as_u16();
+            Ok(match response.into_body().collect().await {
+                Ok(body) => Seen::Reply {
+                    status,
+                    body: String::from_utf8_lossy(&body.to_bytes()).into_owned(),
+                },
+                Err(err) => Seen::NoReply(format!(
+                    "status {status}, but the body could not be read: {}",
+                    causes(&err)
+                )),
+            })
+        };
+        match tokio::time::timeout(self.timeout, exchange).await {
+            Ok(seen) => seen,
+            Err(_) => Ok(Seen::NoReply(format!(
                 "no reply within {} s",
                 self.timeout.as_secs()
             ))),
-            Err(err) => Ok(Seen::NoReply(causes(&err))),
         }
     }
 
@@ -287,13 +319,13 @@ impl Plan {
         match verdict {
             Ok(()) => {
                 if !self.quiet {
-                    say!("{line}");
+                    say!("{}", paint_stdout(&line, Colour::Green));
                 }
             }
             Err(why) => {
                 tally.unexpected += 1;
-                say!("{line}");
-                say!("   unexpected: {why}");
+                say!("{}", paint_stdout(&line, Colour::Red));
+                say!("   {}: {why}", paint_stdout("unexpected", Colour::Red));
             }
         }
     }
@@ -309,15 +341,20 @@ impl Plan {
             statuses.push(format!("no reply: {}", tally.no_reply));
         }
         let verdict = if tally.unexpected == 0 {
-            "all as expected".to_owned()
+            paint_stdout("all as expected", Colour::Green)
         } else {
-            format!("{} unexpected", tally.unexpected)
+            paint_stdout(&format!("{} unexpected", tally.unexpected), Colour::Red)
+        };
+        // A rate says something about many requests, not about one.
+        let rate = if tally.done > 1 {
+            format!(" ({:.0}/s)", f64::from(tally.done) / secs.max(1e-9))
+        } else {
+            String::new()
         };
         say!(
-            "summary: {} {} in {secs:.2} s ({:.0}/s); {verdict} ({})",
+            "summary: {} {} in {secs:.2} s{rate}; {verdict} ({})",
             tally.done,
             if tally.done == 1 { "reply" } else { "replies" },
-            f64::from(tally.done) / secs.max(1e-9),
             statuses.join(", "),
         );
     }
@@ -413,32 +450,63 @@ fn hint(expect: Expect, status: u16, body: &str) -> Option<&'static str> {
     }
 }
 
+/// The client for a run: plain HTTP, and TLS with the platform's roots when the
+/// endpoint is `https://` (loaded only then, so a machine without a certificate
+/// bundle can still test a local receiver).
+fn http_client(https: bool, connect_timeout: Duration) -> Result<HttpClient, Failure> {
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|err| Failure::usage(format_args!("cannot set up TLS: {err}")))?;
+    let tls = if https {
+        tls.with_native_roots().map_err(|err| {
+            Failure::usage(format_args!(
+                "cannot load the platform's root certificates for https ({err}); \
+                 name a PEM bundle in SSL_CERT_FILE"
+            ))
+        })?
+    } else {
+        tls.with_root_certificates(rustls::RootCertStore::empty())
+    }
+    .with_no_client_auth();
+    let mut http = HttpConnector::new();
+    http.enforce_http(false); // the TLS connector above takes https:// URLs
+    http.set_connect_timeout(Some(connect_timeout));
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new()).build(connector))
+}
+
 /// The message for an endpoint that cannot be reached at all.
-fn unreachable(url: &Url, err: &reqwest::Error) -> String {
+fn unreachable(url: &Url, err: &hyper_util::client::legacy::Error) -> String {
     let shown = shown_url(url);
     let address = match (url.host_str(), url.port_or_known_default()) {
         (Some(host), Some(port)) => format!("{host}:{port}"),
         (Some(host), None) => host.to_owned(),
         _ => shown.clone(),
     };
-    let refused = std::iter::successors(err.source(), |&e| e.source())
-        .filter_map(|e| e.downcast_ref::<std::io::Error>())
-        .any(|e| e.kind() == std::io::ErrorKind::ConnectionRefused);
-    if refused {
+    let io_kind = |kind| {
+        std::iter::successors(err.source(), |&e| e.source())
+            .filter_map(|e| e.downcast_ref::<std::io::Error>())
+            .any(|e| e.kind() == kind)
+    };
+    if io_kind(std::io::ErrorKind::ConnectionRefused) {
         format!(
             "cannot reach {shown}: connection refused, nothing is listening on {address}; \
              start the receiver or fix --to"
         )
-    } else if err.is_timeout() {
+    } else if io_kind(std::io::ErrorKind::TimedOut) {
         format!("cannot reach {shown}: no connection to {address} could be made in time")
     } else {
         format!("cannot reach {shown}: {}", causes(err))
     }
 }
 
-/// The chain of causes under a reqwest error, which itself only says "error
-/// sending request" and repeats the URL.
-fn causes(err: &reqwest::Error) -> String {
+/// The chain of causes under an HTTP client error, which itself only says
+/// "client error (Connect)" or the like.
+fn causes(err: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in std::iter::successors(err.source(), |&e| e.source()) {
         let text = cause.to_string();

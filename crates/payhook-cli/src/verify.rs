@@ -11,11 +11,13 @@ use payhook_core::{Error, Event, EventKind, Reply, Verifier};
 use crate::cli::VerifyArgs;
 use crate::failure::Failure;
 use crate::input;
-use crate::output::{note, say};
+use crate::output::{note, paint_stdout, say, Colour};
+use crate::secret;
 
 /// Verifies stdin against `--header`; prints the event or the error reply.
 pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
-    let mut verifier = Verifier::builder().secrets(&args.secret);
+    let secrets = secret::several(&args.secret, &args.secret_file)?;
+    let mut verifier = Verifier::builder().secrets(&secrets);
     verifier = if args.no_timestamp_check {
         verifier.disable_timestamp_check()
     } else {
@@ -33,14 +35,19 @@ pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
         return Err(rejected(&error));
     }
     if args.signature_only {
-        say!("signature valid");
+        say!("{}", paint_stdout("signature valid", Colour::Green));
         return Ok(());
     }
     let event = Event::from_slice(&body).map_err(|error| {
         note!("the signature is valid; the body is not a valid event");
         rejected(&error)
     })?;
-    say!("verified {} {}", event.id(), event.event_type());
+    say!(
+        "{} {} {}",
+        paint_stdout("verified", Colour::Green),
+        event.id(),
+        event.event_type()
+    );
     if let EventKind::PaymentIntentSucceeded(pi) | EventKind::PaymentIntentFailed(pi) = event.kind() {
         say!(
             "payment_intent {} amount {} {} status {}",
@@ -54,6 +61,6 @@ pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
 }
 
 fn rejected(error: &Error) -> Failure {
-    say!("{}", Reply::error(error).body());
+    say!("{}", paint_stdout(Reply::error(error).body(), Colour::Red));
     Failure::Rejected
 }

@@ -34,6 +34,20 @@ fn a_built_event_is_delivered_and_acknowledged() {
 }
 
 #[test]
+fn a_single_delivery_prints_no_rate_and_several_do() {
+    let receiver = TestReceiver::start();
+    let one = send(&receiver, &[]);
+    assert_eq!(one.code, 0, "{one:?}");
+    let summary = one.stdout.lines().find(|l| l.starts_with("summary:")).unwrap();
+    assert!(!summary.contains("/s"), "a rate for one request: {summary}");
+
+    let three = send(&receiver, &["--repeat", "3"]);
+    assert_eq!(three.code, 0, "{three:?}");
+    let summary = three.stdout.lines().find(|l| l.starts_with("summary:")).unwrap();
+    assert!(summary.contains("/s)"), "no rate for three requests: {summary}");
+}
+
+#[test]
 fn every_event_type_is_built_and_delivered() {
     let receiver = TestReceiver::start();
     for event_type in ["payment.succeeded", "payment_intent.failed", "customer.created"] {
@@ -289,14 +303,15 @@ fn amounts_beyond_u64_arrive_exactly() {
 }
 
 #[test]
-fn a_dead_port_is_a_clear_usage_error() {
+fn a_dead_port_is_a_clear_error_with_its_own_exit_code() {
     let port = {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
     }; // closed again: nothing listens there now
     let url = format!("http://127.0.0.1:{port}/webhooks");
     let run = payhook(&["send", "--to", &url, "--secret", SECRET, "--repeat", "5"], b"");
-    assert_eq!(run.code, 2, "{run:?}");
+    // 3, not the 2 of a usage error: a script can tell "receiver down" apart.
+    assert_eq!(run.code, 3, "{run:?}");
     assert!(run.stderr.contains(&url), "{run:?}");
     assert!(run.stderr.contains("connection refused"), "{run:?}");
     assert!(
@@ -330,7 +345,9 @@ fn bad_send_arguments_exit_with_2() {
     for args in [
         &["send", "--secret", SECRET][..],
         &["send", "--to", "http://127.0.0.1:9/", "--secret", ""],
-        &["send", "--to", "https://127.0.0.1:9/", "--secret", SECRET],
+        &["send", "--to", "ftp://127.0.0.1:9/", "--secret", SECRET],
+        &["send", "--to", "https://", "--secret", SECRET],
+        &["send", "--to", "http://127.0.0.1:9/"],
         &["send", "--to", "127.0.0.1:9/webhooks", "--secret", SECRET],
         &[
             "send",

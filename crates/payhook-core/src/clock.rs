@@ -26,7 +26,7 @@ impl Clock for SystemClock {
 /// A clock that says what it is told; clones share one time.
 ///
 /// ```
-/// use payhook_core::{Clock, FixedClock};
+/// use payhook::{Clock, FixedClock};
 ///
 /// let clock = FixedClock::new(1_700_000_000);
 /// let view = clock.clone();

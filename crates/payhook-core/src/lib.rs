@@ -15,12 +15,14 @@
 //!   users' tests, and the store conformance suite.
 //!
 //! Most apps use an adapter (the `payhook` crate's `axum`, `tower` or `actix`
-//! features) rather than this crate directly.
+//! features) rather than this crate directly. The `payhook` crate re-exports
+//! everything here at its root, so the examples are written with the
+//! `payhook::` paths an app writes.
 //!
 //! ```
 //! use bytes::Bytes;
-//! use payhook_core::adapter::Outcome;
-//! use payhook_core::{sign, EventKind, Receiver, Secret};
+//! use payhook::adapter::Outcome;
+//! use payhook::{sign, EventKind, Receiver, Secret};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let receiver = Receiver::builder()
@@ -48,6 +50,7 @@
 //! }
 //! # });
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -63,6 +66,7 @@ mod secret;
 pub mod signature;
 pub mod store;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 pub mod untrusted;
 

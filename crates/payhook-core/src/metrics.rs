@@ -31,8 +31,8 @@
 //! `handler_failed` + the deliveries whose handler is still running.
 //!
 //! ```
-//! use payhook_core::metrics::{reason, DELIVERIES_TOTAL, HANDLER_SECONDS};
-//! use payhook_core::Error;
+//! use payhook::metrics::{reason, DELIVERIES_TOTAL, HANDLER_SECONDS};
+//! use payhook::Error;
 //!
 //! assert_eq!(DELIVERIES_TOTAL, "payhook_deliveries_total");
 //! assert_eq!(HANDLER_SECONDS, "payhook_handler_seconds");

@@ -13,8 +13,8 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use payhook_core::adapter::Outcome;
-//! use payhook_core::{sign, Receiver, Secret};
+//! use payhook::adapter::Outcome;
+//! use payhook::{sign, Receiver, Secret};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
@@ -696,7 +696,7 @@ impl ReceiverBuilder {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use payhook_core::{ConfigError, MemoryStore, Receiver, Store};
+    /// use payhook::{ConfigError, MemoryStore, Receiver, Store};
     ///
     /// let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     /// let live = Receiver::builder()

@@ -15,7 +15,7 @@
 //! | the route has no receiver (adapter not set up) | 500 | `Webhook Error: server misconfigured: …` |
 //!
 //! ```
-//! use payhook_core::{Error, Reply};
+//! use payhook::{Error, Reply};
 //!
 //! let reply = Reply::from(&Error::NoSignatureMatch);
 //! assert_eq!(reply.status().as_u16(), 400);

@@ -20,7 +20,7 @@ pub(crate) type HmacSha256 = Hmac<Sha256>;
 /// prints `Secret(<redacted>)`.
 ///
 /// ```
-/// use payhook_core::Secret;
+/// use payhook::Secret;
 ///
 /// let secret = Secret::new("whsec_test_secret").unwrap();
 /// assert_eq!(format!("{secret:?}"), "Secret(<redacted>)");

@@ -34,8 +34,8 @@
 //! they would refuse it.
 //!
 //! ```
-//! use payhook_core::signature::{sign, Verifier};
-//! use payhook_core::{FixedClock, Secret};
+//! use payhook::signature::{sign, Verifier};
+//! use payhook::{FixedClock, Secret};
 //!
 //! let secret = Secret::new("whsec_test_secret").unwrap();
 //! let body = br#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{}}}"#;
@@ -89,7 +89,7 @@ pub trait SignatureScheme: Send + Sync + 'static {
 /// A parsed signature header value, borrowing from the header bytes.
 ///
 /// ```
-/// use payhook_core::signature::Signature;
+/// use payhook::signature::Signature;
 ///
 /// let sig = Signature::parse(b"t=+0123,v1=abc,v0=x,v1=").unwrap();
 /// assert_eq!(sig.timestamp(), 123);

@@ -7,8 +7,8 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use payhook_core::Receiver;
-//! use payhook_redis::RedisStore;
+//! use payhook::Receiver;
+//! use payhook::redis::RedisStore;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = RedisStore::builder("redis://:password@redis.internal:6379/0")
@@ -86,6 +86,7 @@
 //! CA, name its certificate file in `SSL_CERT_FILE`); without it, a `rediss://`
 //! URL is a build error that names the feature. Errors, replies and `Debug`
 //! output never contain the URL or the password.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -30,9 +30,9 @@
 //! use bytes::Bytes;
 //! use http::{Request, Response};
 //! use http_body_util::Full;
-//! use payhook_core::testing::{EventBuilder, SignedDelivery};
-//! use payhook_core::{Event, Receiver};
-//! use payhook_tower::WebhookLayer;
+//! use payhook::testing::{EventBuilder, SignedDelivery};
+//! use payhook::{Event, Receiver};
+//! use payhook::tower::WebhookLayer;
 //! use tower::{service_fn, ServiceBuilder, ServiceExt};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -58,10 +58,12 @@
 //! assert_eq!(response.status(), 400);
 //! # });
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod axum;
 mod body;
 mod future;

@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test file uses its own part of this module
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -83,6 +84,15 @@ pub struct Config {
     pub handler_fails: bool,
     /// The receiver skips the timestamp check (no replay guard).
     pub no_timestamp_check: bool,
+    /// Serve HTTPS with this certificate chain and key (PEM files) instead of HTTP.
+    pub tls: Option<TlsFiles>,
+}
+
+/// A server certificate chain and its private key, as PEM files.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert_chain: PathBuf,
+    pub key: PathBuf,
 }
 
 impl Default for Config {
@@ -94,6 +104,7 @@ impl Default for Config {
             handler_delay: Duration::ZERO,
             handler_fails: false,
             no_timestamp_check: false,
+            tls: None,
         }
     }
 }
@@ -151,11 +162,26 @@ impl TestReceiver {
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .expect("bind a loopback port");
         let address = listener.local_addr().expect("bound address");
-        runtime.spawn(async move {
-            axum::serve(listener, app).await.expect("test server runs");
-        });
+        let scheme = match state.config.tls.clone() {
+            None => {
+                runtime.spawn(async move {
+                    axum::serve(listener, app).await.expect("test server runs");
+                });
+                "http"
+            }
+            Some(files) => {
+                let listener = TlsListener {
+                    tcp: listener,
+                    acceptor: tls_acceptor(&files),
+                };
+                runtime.spawn(async move {
+                    axum::serve(listener, app).await.expect("test server runs");
+                });
+                "https"
+            }
+        };
         Self {
-            url: format!("http://{address}/webhooks"),
+            url: format!("{scheme}://{address}/webhooks"),
             state,
             _runtime: runtime,
         }
@@ -207,6 +233,136 @@ async fn webhook(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Byt
     };
     app.in_flight.fetch_sub(1, Ordering::SeqCst);
     response
+}
+
+/// Accepts TCP connections and completes a TLS handshake on each; a failed
+/// handshake (a client that does not trust the certificate) is skipped.
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((stream, address)) = self.tcp.accept().await else {
+                continue;
+            };
+            if let Ok(tls) = self.acceptor.accept(stream).await {
+                return (tls, address);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
+}
+
+fn tls_acceptor(files: &TlsFiles) -> tokio_rustls::TlsAcceptor {
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert_chain)
+        .expect("certificate file")
+        .collect::<Result<_, _>>()
+        .expect("PEM certificates");
+    let key = PrivateKeyDer::from_pem_file(&files.key).expect("PEM private key");
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("certificate and key match");
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+}
+
+/// A throwaway certificate authority and a server certificate it signed for
+/// `127.0.0.1`, made with the `openssl` command in `dir`. Returns the CA's
+/// certificate (for the client's `SSL_CERT_FILE`) and the server's files.
+pub fn make_certificates(dir: &Path) -> (PathBuf, TlsFiles) {
+    let openssl = |args: &[&str]| {
+        let output = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("the openssl command is installed (the https tests need it)");
+        assert!(
+            output.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=payhook test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+    ]);
+    openssl(&ca);
+    let mut csr = vec!["req"];
+    csr.extend(ec);
+    csr.extend([
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    openssl(&csr);
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("write the extensions file");
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ]);
+    (
+        dir.join("ca.pem"),
+        TlsFiles {
+            cert_chain: dir.join("server.pem"),
+            key: dir.join("server.key"),
+        },
+    )
+}
+
+/// A fresh, empty directory for one test's files.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("payhook-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a temp dir");
+    dir
 }
 
 /// The `#n <status> …` reply lines of a `send` run's stdout.

@@ -26,7 +26,7 @@
 //! methods are kept as strings, and an unknown event type is never an error.
 //!
 //! ```
-//! use payhook_core::{Event, EventKind, PaymentIntentStatus};
+//! use payhook::{Event, EventKind, PaymentIntentStatus};
 //!
 //! let body = br#"{"id":"evt_1","type":"payment.succeeded","livemode":false,
 //!   "data":{"object":{"id":"pi_1","object":"payment_intent",

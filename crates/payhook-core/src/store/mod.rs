@@ -19,7 +19,7 @@
 //! receiver can hold any store as `Arc<dyn Store>`.
 //!
 //! Every store must pass the conformance suite in
-//! `payhook_core::testing::store_conformance` (feature `testing`).
+//! `payhook::testing::store_conformance` (feature `testing`).
 
 mod memory;
 

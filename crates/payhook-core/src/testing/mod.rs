@@ -9,7 +9,7 @@
 //! * [`store_conformance`] is the suite every [`Store`](crate::Store) must pass.
 //!
 //! ```
-//! use payhook_core::testing::{EventBuilder, SignedDelivery};
+//! use payhook::testing::{EventBuilder, SignedDelivery};
 //!
 //! let event = EventBuilder::payment_intent_succeeded().amount(42_000).currency("btc");
 //! let delivery = SignedDelivery::now(event.to_json(), "whsec_test_secret").unwrap();

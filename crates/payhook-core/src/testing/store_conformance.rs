@@ -6,7 +6,7 @@
 //! whole suite into `#[tokio::test]`s for one store:
 //!
 //! ```ignore
-//! payhook_core::store_conformance_tests!(payhook_core::MemoryStore::new());
+//! payhook::store_conformance_tests!(payhook::MemoryStore::new());
 //! ```
 //!
 //! The calling crate needs `tokio` with the `macros` and `rt-multi-thread`
@@ -320,6 +320,7 @@ pub async fn ids_are_exact<S: Store + ?Sized>(store: &S) {
 /// Generates one `#[tokio::test]` per conformance check for the store that
 /// `$make` evaluates to (evaluated once per test).
 #[macro_export]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 macro_rules! store_conformance_tests {
     ($make:expr) => {
         mod store_conformance {

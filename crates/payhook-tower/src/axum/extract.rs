@@ -32,7 +32,7 @@ const ADD_THE_LAYER: &str =
 /// receiver; add `.route_layer(WebhookLayer::new(receiver))` …`.
 ///
 /// ```
-/// use payhook_tower::axum::{Received, Webhook};
+/// use payhook::tower::axum::{Received, Webhook};
 /// use serde::Deserialize;
 ///
 /// /// Just the fields this app needs; everything else in the event is ignored.

@@ -33,9 +33,9 @@ type BoxedHandler<S> = Arc<dyn Fn(Request, S) -> BoxFuture<'static, Response> + 
 ///
 /// ```
 /// use axum::{routing::post, Router};
-/// use payhook_core::{Event, PaymentIntent, Receiver};
-/// use payhook_tower::axum::{EventHandlers, Received, Webhook};
-/// use payhook_tower::WebhookLayer;
+/// use payhook::{Event, PaymentIntent, Receiver};
+/// use payhook::tower::axum::{EventHandlers, Received, Webhook};
+/// use payhook::tower::WebhookLayer;
 ///
 /// async fn paid(Webhook(intent): Webhook<PaymentIntent>) -> Received {
 ///     println!("{} {} received", intent.amount, intent.currency);

@@ -23,10 +23,10 @@
 //!
 //! ```
 //! use axum::{extract::State, http::StatusCode, routing::{get, post}, Router};
-//! use payhook_core::testing::{EventBuilder, SignedDelivery};
-//! use payhook_core::{Event, EventKind, Receiver};
-//! use payhook_tower::axum::{Received, Webhook};
-//! use payhook_tower::WebhookLayer;
+//! use payhook::testing::{EventBuilder, SignedDelivery};
+//! use payhook::{Event, EventKind, Receiver};
+//! use payhook::tower::axum::{Received, Webhook};
+//! use payhook::tower::WebhookLayer;
 //! use tower::ServiceExt;
 //!
 //! #[derive(Clone)]
