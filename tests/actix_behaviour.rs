@@ -354,6 +354,35 @@ async fn acking_table_handler(event: payhook::Event, calls: web::Data<Calls>) ->
     }
 }
 
+/// The table's handler through `acking`, panicking as the table asks.
+async fn acking_panicky_handler(event: payhook::Event, calls: web::Data<Calls>) -> actix_web::Result<()> {
+    support::run_handler(&calls, event.id()).await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acking_handler_panic_is_the_cores_500_and_releases_the_claim() {
+    let h = Harness::start(|calls| async move {
+        serve_handler(calls, payhook::actix::acking(acking_panicky_handler))
+    })
+    .await;
+    let event = EventBuilder::payment_intent_succeeded().id(Behaviour::PanicOnce.new_id());
+    let answer = h.deliver(&event).await;
+    assert_eq!(
+        (answer.status, answer.body.as_str()),
+        (
+            500,
+            "Webhook Error: the handler panicked; the event was not acknowledged and will be delivered again"
+        )
+    );
+    let answer = h.deliver(&event).await;
+    assert_eq!(
+        (answer.status, answer.body.as_str()),
+        (200, r#"{"received":true}"#)
+    );
+    assert_eq!(h.calls.count(event.event_id()), 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acking_handlers_acknowledge_on_ok_and_release_on_err() {
     let h =

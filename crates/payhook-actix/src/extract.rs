@@ -145,6 +145,7 @@ async fn extract<T: DeserializeOwned + 'static>(
     let Some(config) = WebhookConfig::of(&req) else {
         return Err(Rejection::from(not_configured(ADD_THE_CONFIG)));
     };
+    config.check_split_store(&req);
     let receiver = config.receiver().clone();
     let headers = ActixHeaders(req.headers());
     let read = match BodyIntake::new(&receiver, &headers) {

@@ -6,7 +6,8 @@
 //! unhandled (delivered again). These wrappers take handlers that return
 //! `Result<(), E>` instead: `Ok(())` marks the event done and answers
 //! `200 {"received":true}`, an `Err` releases the claim (the sender retries) and
-//! answers with the error, a panic releases it too.
+//! answers with the error, a panic releases it too and answers `500`
+//! (`Webhook Error: the handler panicked; …`).
 //!
 //! ```
 //! use actix_web::{web, App};
@@ -48,12 +49,14 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use actix_web::{FromRequest, Handler, HttpResponse};
 use futures_util::future::LocalBoxFuture;
+use futures_util::FutureExt;
 use payhook_core::adapter::HandlerOutcome;
-use payhook_core::{ClaimGuard, Event, EventKind};
+use payhook_core::{ClaimGuard, Event, EventKind, Reply};
 use serde::de::DeserializeOwned;
 
 use crate::extract::{reply_to_response, Webhook};
@@ -90,7 +93,8 @@ impl<F, Args> fmt::Debug for Acking<F, Args> {
 }
 
 /// Runs the handler's future, then settles the claim: `Ok` acknowledges, `Err`
-/// releases. A panic or a dropped request drops the claim, which releases it.
+/// releases, a panic releases and answers `500` ([`Reply::handler_panicked`]).
+/// A dropped request drops the claim, which releases it.
 async fn settle_by<E>(
     claim: ClaimGuard,
     handled: impl Future<Output = Result<(), E>>,
@@ -98,11 +102,15 @@ async fn settle_by<E>(
 where
     E: Into<actix_web::Error>,
 {
-    match handled.await {
-        Ok(()) => Ok(reply_to_response(claim.complete().await)),
-        Err(error) => {
+    match AssertUnwindSafe(handled).catch_unwind().await {
+        Ok(Ok(())) => Ok(reply_to_response(claim.complete().await)),
+        Ok(Err(error)) => {
             claim.settle(HandlerOutcome::Failed).await;
             Err(error.into())
+        }
+        Err(_panic) => {
+            claim.settle(HandlerOutcome::Panicked).await;
+            Ok(reply_to_response(Reply::handler_panicked()))
         }
     }
 }

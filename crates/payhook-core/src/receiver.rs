@@ -98,6 +98,8 @@ struct Inner {
     retention: Duration,
     body_limit: usize,
     body_timeout: Duration,
+    /// The store is the in-memory one the builder made for this receiver alone.
+    own_store: bool,
 }
 
 impl fmt::Debug for Receiver {
@@ -171,6 +173,15 @@ impl Receiver {
     /// answer `408` ([`Error::BodyTimeout`]) and close the connection.
     pub fn body_timeout(&self) -> Duration {
         self.inner.body_timeout
+    }
+
+    /// The namespace, and the store when it is the receiver's own in-memory
+    /// store (none was set on the builder): what tells two receivers built
+    /// alike apart when their dedupe is not shared.
+    pub(crate) fn own_store(&self) -> Option<(&str, std::sync::Weak<dyn Store>)> {
+        self.inner
+            .own_store
+            .then(|| (&*self.inner.namespace, Arc::downgrade(&self.inner.store)))
     }
 
     /// Runs the pipeline on one request.
@@ -798,9 +809,11 @@ impl ReceiverBuilder {
         }
         // Descriptions go to whichever metrics recorder is installed by now.
         metrics::describe();
+        let own_store = self.store.is_none();
         Ok(Receiver {
             inner: Arc::new(Inner {
                 scheme,
+                own_store,
                 store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
                 namespace: namespace.into(),
                 lease: self.lease,
