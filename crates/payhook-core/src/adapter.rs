@@ -17,7 +17,7 @@
 //! 3. **Settling.** After the handler, [`ClaimGuard::settle`] with a
 //!    [`HandlerOutcome`] (its status, an error, a panic) marks the event done or
 //!    releases the claim, logging inside the delivery's span
-//!    ([`ClaimGuard::span`] is that span, for the handler's own lines). A
+//!    ([`ClaimGuard::delivery_span`] is that span, for the handler's own lines). A
 //!    request dropped mid-handler (client gone) just drops the guard, which
 //!    releases the claim.
 //! 4. **Replies.** Every reply is a [`Reply`]: the pipeline's, the intake's,

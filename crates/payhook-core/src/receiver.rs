@@ -6,7 +6,12 @@
 //! [`ClaimGuard`] that owns the claim on its id. The guard completes the claim when
 //! the handler succeeded and releases it otherwise; dropping it without a verdict
 //! (handler error, panic, cancelled request) releases the claim too, so the
-//! sender's retry is handled.
+//! sender's retry is handled. While the handler runs, the guard renews the
+//! claim's lease; settling finishes even if the request is cancelled mid-way.
+//!
+//! Every outcome is logged under the `tracing` target `payhook` (request-derived
+//! values escaped and shortened, see [`crate::untrusted`]) and counted through
+//! the `metrics` facade (see [`crate::metrics`]).
 //!
 //! Framework adapters only translate their request and response types around
 //! this; everything a delivery goes through is here.
