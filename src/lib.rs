@@ -11,6 +11,7 @@
 //! | `actix` | [`actix`]: an actix-web extractor |
 //! | `redis` | [`redis`]: a Redis dedupe store for apps with several replicas |
 //! | `redis-tls` | the Redis store with `rediss://` URLs |
+//! | `inbox-sqlite`, `inbox-postgres` | [`inbox`]: a durable inbox — acknowledge at once, process after, effects exactly once |
 //! | `testing` | [`testing`]: signed deliveries and event builders for your tests |
 //!
 //! See the README for the protocol decisions and a quick start.
@@ -30,6 +31,10 @@ pub use payhook_actix as actix;
 /// The Redis dedupe store.
 #[cfg(feature = "redis")]
 pub use payhook_redis as redis;
+
+/// The durable inbox (SQLite or PostgreSQL).
+#[cfg(any(feature = "inbox-sqlite", feature = "inbox-postgres"))]
+pub use payhook_inbox as inbox;
 
 /// The README's code blocks, compiled (and the runnable ones run) as doctests so
 /// the quick starts cannot drift from the API.
