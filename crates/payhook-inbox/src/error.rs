@@ -21,6 +21,10 @@ pub enum InboxError {
     /// transaction was rolled back and must not commit anything.
     #[error("the lease on event {0} was lost to another worker; its transaction was rolled back")]
     LeaseLost(String),
+    /// The handler already committed this attempt's transaction with
+    /// [`Job::commit`](crate::Job::commit).
+    #[error("the transaction of event {0} was already committed")]
+    Committed(String),
     /// No event with this id in the namespace.
     #[error("no event {0} in the inbox")]
     NotFound(String),

@@ -69,6 +69,8 @@ pub(crate) async fn migrate(pool: &Pool<Any>, backend: Backend) -> Result<(), In
     let mut conn = pool.acquire().await?;
     match backend {
         Backend::Postgres => {
+            // "already exists, skipping" notices on every start are noise.
+            (&mut *conn).execute("SET client_min_messages = warning").await?;
             // A function returning `void` cannot be read back through the `Any`
             // driver, hence the `SELECT 1 FROM`.
             sqlx::query("SELECT 1 FROM pg_advisory_lock($1)")

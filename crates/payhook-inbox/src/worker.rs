@@ -94,6 +94,8 @@ struct ClaimRef {
 struct Slot {
     tx: Option<Transaction<'static, Any>>,
     lost: bool,
+    /// The handler committed through [`Job::commit`]: the event is done.
+    committed: bool,
 }
 
 /// The transaction in which the event is marked done, from
@@ -153,6 +155,9 @@ impl Job {
         if slot.lost {
             return Err(InboxError::LeaseLost(payhook_escape(&self.claim.event_id)));
         }
+        if slot.committed {
+            return Err(InboxError::Committed(payhook_escape(&self.claim.event_id)));
+        }
         if slot.tx.is_none() {
             let mut tx = self.claim.db.pool.begin().await?;
             let marked = sqlx::query(MARK_DONE)
@@ -172,6 +177,30 @@ impl Job {
         OwnedMutexGuard::try_map(slot, |slot| slot.tx.as_mut())
             .map(|guard| JobTransaction { guard })
             .map_err(|_| InboxError::LeaseLost(payhook_escape(&self.claim.event_id)))
+    }
+}
+
+impl Job {
+    /// Commits the transaction now — the handler's writes and the done mark —
+    /// instead of after the handler returns, for handlers that act on the
+    /// commit (print, notify). Opens the transaction first if the handler has
+    /// not. Drop every [`JobTransaction`] before calling this. Once it
+    /// returns `Ok` the event is done, whatever the handler returns afterwards.
+    ///
+    /// # Errors
+    /// [`InboxError::LeaseLost`] (nothing was committed), or a database error
+    /// (the outcome is then unknown; the event is retried if nothing committed).
+    pub async fn commit(&self) -> Result<(), InboxError> {
+        drop(self.transaction().await?);
+        let mut slot = self.slot.lock().await;
+        match slot.tx.take() {
+            Some(tx) => {
+                tx.commit().await?;
+                slot.committed = true;
+                Ok(())
+            }
+            None => Err(InboxError::LeaseLost(payhook_escape(&self.claim.event_id))),
+        }
     }
 }
 
@@ -370,15 +399,23 @@ async fn process(inbox: &Inbox, handler: &dyn Handler, claimed: Claimed) {
     };
     let tx = {
         let mut slot = slot.lock().await;
-        if slot.lost {
-            Err(())
+        if slot.committed {
+            Err(true)
+        } else if slot.lost {
+            Err(false)
         } else {
             Ok(slot.tx.take())
         }
     };
     let id = payhook_escape(&claimed.event_id);
     let failure = match (outcome, tx) {
-        (_, Err(())) => Some("the lease was lost to another worker".to_owned()),
+        (outcome, Err(true)) => {
+            if !matches!(outcome, Ok(Ok(()))) {
+                tracing::warn!(target: "payhook", event_id = %id, "handler failed after committing; the event stays done");
+            }
+            None
+        }
+        (_, Err(false)) => Some("the lease was lost to another worker".to_owned()),
         (Ok(Ok(())), Ok(Some(tx))) => match tx.commit().await {
             Ok(()) => None,
             Err(err) => Some(format!("commit failed: {}", describe(&err))),
