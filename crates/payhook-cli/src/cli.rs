@@ -50,6 +50,9 @@ pub enum Command {
     /// `--tamper`ed or `--stale` delivery must get 400 `Webhook Error: …`.
     #[command(after_help = EXIT_CODES)]
     Send(SendArgs),
+    /// Look into a durable inbox: list, show, retry, replay and purge events.
+    #[cfg(feature = "inbox")]
+    Inbox(crate::inbox::InboxArgs),
 }
 
 /// `payhook sign`.

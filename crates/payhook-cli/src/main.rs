@@ -2,13 +2,16 @@
 //!
 //! * `payhook sign` prints the signature header value for a body on stdin;
 //! * `payhook verify` checks a header against a body exactly as a receiver does;
-//! * `payhook send` builds, signs and POSTs test events and checks every reply.
+//! * `payhook send` builds, signs and POSTs test events and checks every reply;
+//! * `payhook inbox` lists, shows, retries, replays and purges durable-inbox events.
 //!
 //! All protocol work (signing, verifying, parsing, the reply texts) is done by
 //! `payhook-core`; this crate only reads input, talks HTTP and reports.
 
 mod cli;
 mod failure;
+#[cfg(feature = "inbox")]
+mod inbox;
 mod input;
 mod output;
 mod send;
@@ -27,6 +30,8 @@ fn main() -> ExitCode {
         Command::Sign(args) => sign::run(&args),
         Command::Verify(args) => verify::run(&args),
         Command::Send(args) => send::run(&args),
+        #[cfg(feature = "inbox")]
+        Command::Inbox(args) => inbox::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
