@@ -32,7 +32,11 @@ const CLIENTS: usize = 16;
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 fn unique(prefix: &str) -> String {
-    format!("{prefix}_{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 fn quick() -> bool {
@@ -51,14 +55,20 @@ async fn postgres_url() -> Option<String> {
     sqlx::any::install_default_drivers();
     let admin = sqlx::AnyPool::connect(&base).await.expect("PostgreSQL reachable");
     let name = unique("payhook_bench");
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin).await.expect("create database");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&admin)
+        .await
+        .expect("create database");
     admin.close().await;
     let (server, _) = base.rsplit_once('/').expect("URL with a database");
     Some(format!("{server}/{name}"))
 }
 
 fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
 }
 
 fn body(id: &str) -> String {
@@ -199,7 +209,10 @@ async fn store(inbox: &Inbox, count: usize, prefix: &str) {
     for i in 0..count {
         let body = Bytes::from(body(&format!("{prefix}_{i}")));
         let mut headers = http::HeaderMap::new();
-        headers.insert("x-service-signature", sign(&body, &secret, now()).parse().expect("header"));
+        headers.insert(
+            "x-service-signature",
+            sign(&body, &secret, now()).parse().expect("header"),
+        );
         pending.push(inbox.ingest(&headers, body));
         if pending.len() == 512 {
             for reply in futures_util::future::join_all(pending.drain(..)).await {
@@ -279,11 +292,17 @@ async fn memory_while_passing(url: &str, total: usize) {
         samples.push(rss_kib());
     }
     workers.shutdown().await;
-    let text: Vec<String> = samples.iter().map(|kib| format!("{:.1}", *kib as f64 / 1024.0)).collect();
+    let text: Vec<String> = samples
+        .iter()
+        .map(|kib| format!("{:.1}", *kib as f64 / 1024.0))
+        .collect();
     println!("  RSS (MiB) after each {step} events: {}", text.join(", "));
     let first = samples[1] as f64; // after warm-up (pools, caches)
     let last = samples[9] as f64;
-    println!("  growth from 20% to 100% of the events: {:+.1} %", (last / first - 1.0) * 100.0);
+    println!(
+        "  growth from 20% to 100% of the events: {:+.1} %",
+        (last / first - 1.0) * 100.0
+    );
 }
 
 async fn run(name: &str, url: impl Fn() -> String) {

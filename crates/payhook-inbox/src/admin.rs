@@ -129,7 +129,7 @@ impl Admin {
     /// # Errors
     /// An unsupported URL or an unreachable database.
     pub async fn connect(url: &str, namespace: &str) -> Result<Self, InboxError> {
-        let db = Database::connect(url, 2, Duration::from_secs(5)).await?;
+        let db = Database::connect(url, 2, Duration::from_secs(5), true).await?;
         schema::migrate(&db.pool, db.backend).await?;
         Ok(Self {
             db,

@@ -50,6 +50,7 @@ impl Database {
         url: &str,
         max_connections: u32,
         acquire_timeout: Duration,
+        sqlite_full_sync: bool,
     ) -> Result<Self, InboxError> {
         sqlx::any::install_default_drivers();
         let backend = Backend::of_url(url)?;
@@ -74,6 +75,15 @@ impl Database {
                     if backend == Backend::Sqlite {
                         // Wait for the single write lock instead of failing at once.
                         conn.execute("PRAGMA busy_timeout = 10000").await?;
+                        // In WAL mode NORMAL makes a commit durable against a
+                        // crash of the process (SIGKILL included) without an
+                        // fsync per commit; FULL also survives power loss.
+                        conn.execute(if sqlite_full_sync {
+                            "PRAGMA synchronous = FULL"
+                        } else {
+                            "PRAGMA synchronous = NORMAL"
+                        })
+                        .await?;
                     }
                     Ok(())
                 })

@@ -112,6 +112,7 @@ impl Inbox {
             },
             migrate: true,
             acquire_timeout: Duration::from_secs(5),
+            sqlite_full_sync: false,
         }
     }
 
@@ -237,6 +238,7 @@ pub struct InboxBuilder {
     config: Config,
     migrate: bool,
     acquire_timeout: Duration,
+    sqlite_full_sync: bool,
 }
 
 impl InboxBuilder {
@@ -298,6 +300,16 @@ impl InboxBuilder {
         self
     }
 
+    /// SQLite only: sync the write-ahead log to disk at every commit
+    /// (`synchronous = FULL`), so acknowledged events also survive a power loss
+    /// or an operating-system crash. By default (`NORMAL`) a commit survives a
+    /// crash or kill of the process, and the log is synced at checkpoints: many
+    /// times the commit rate on ordinary disks.
+    pub fn sqlite_full_sync(mut self) -> Self {
+        self.sqlite_full_sync = true;
+        self
+    }
+
     /// Does not create the table on connect; call [`Inbox::migrate`] instead.
     pub fn skip_migrations(mut self) -> Self {
         self.migrate = false;
@@ -339,7 +351,7 @@ impl InboxBuilder {
         let connections = u32::try_from(config.concurrency)
             .unwrap_or(u32::MAX)
             .saturating_add(6);
-        let db = Database::connect(url, connections, self.acquire_timeout).await?;
+        let db = Database::connect(url, connections, self.acquire_timeout, self.sqlite_full_sync).await?;
         if self.migrate {
             schema::migrate(&db.pool, db.backend).await?;
         }

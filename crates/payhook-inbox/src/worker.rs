@@ -257,9 +257,11 @@ async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::R
             next_purge = now + Duration::from_secs(60);
         }
         let free = permits.available_permits();
-        if free == 0 {
+        // Claim in batches: wait until half the handlers are free (or none
+        // runs) rather than claiming one event per finished handler.
+        if free == 0 || (free < config.concurrency.div_ceil(2) && !running.is_empty()) {
             tokio::select! {
-                permit = Arc::clone(&permits).acquire_owned() => drop(permit),
+                _ = running.join_next() => {}
                 _ = stopped.changed() => {}
             }
             continue;
