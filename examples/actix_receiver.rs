@@ -2,14 +2,14 @@
 //! test deliveries on `POST /webhooks`.
 //!
 //! ```text
-//! cargo run --example actix_receiver
+//! PAYHOOK_SECRET=whsec_… cargo run --example actix_receiver
 //! PAYHOOK_ADDR=127.0.0.1:8080 PAYHOOK_SECRET=whsec_… cargo run --example actix_receiver
-//! PAYHOOK_REDIS_URL=redis://127.0.0.1:6379 cargo run --example actix_receiver   # shared dedupe store
+//! PAYHOOK_SECRET=whsec_… PAYHOOK_REDIS_URL=redis://127.0.0.1:6379 cargo run --example actix_receiver   # shared dedupe store
 //! ```
 //!
 //! * `PAYHOOK_ADDR`: where to listen (default `127.0.0.1:3000`);
-//! * `PAYHOOK_SECRET`: the endpoint's signing secret; when unset, a fixed test
-//!   secret is used and printed, so test deliveries can be signed with it;
+//! * `PAYHOOK_SECRET` (required): the endpoint's signing secret; without it the
+//!   example prints why on stderr and exits with status 1;
 //! * `PAYHOOK_REDIS_URL`: keep the dedupe state in Redis, shared by every
 //!   replica, instead of in this process's memory.
 //!
@@ -31,6 +31,7 @@ use std::process::ExitCode;
 use actix_web::{web, App, HttpResponse, HttpServer};
 use common::Settings;
 use payhook::actix::{Webhook, WebhookConfig};
+use payhook::untrusted::Untrusted;
 use payhook::EventKind;
 
 #[actix_web::main]
@@ -65,14 +66,18 @@ async fn serve() -> Result<(), Box<dyn Error>> {
 /// `200 {"received":true}`; returning an error (or panicking) before it releases
 /// the event, so the sender's retry is handled.
 async fn webhook(webhook: Webhook) -> actix_web::Result<HttpResponse> {
-    let (id, event_type) = (webhook.id(), webhook.event_type());
+    // Values from the request are escaped and shortened before they are logged.
+    let (id, event_type) = (
+        Untrusted::value(webhook.id()),
+        Untrusted::value(webhook.event_type()),
+    );
     match webhook.kind() {
         EventKind::PaymentIntentSucceeded(intent) => {
             // Fulfil the order for `intent.id` here; `intent.amount` is exact (u128).
-            tracing::info!(amount = %intent.amount, currency = %intent.currency, "handled {id} {event_type}");
+            tracing::info!(amount = %intent.amount, currency = %Untrusted::value(&intent.currency), "handled {id} {event_type}");
         }
         EventKind::PaymentIntentFailed(intent) => {
-            tracing::info!(payment_intent = %intent.id, "handled {id} {event_type}");
+            tracing::info!(payment_intent = %Untrusted::value(&intent.id), "handled {id} {event_type}");
         }
         _ => tracing::info!("handled {id} {event_type}"),
     }

@@ -2,14 +2,14 @@
 //! deliveries on `POST /webhooks`.
 //!
 //! ```text
-//! cargo run --example axum_receiver
+//! PAYHOOK_SECRET=whsec_… cargo run --example axum_receiver
 //! PAYHOOK_ADDR=127.0.0.1:8080 PAYHOOK_SECRET=whsec_… cargo run --example axum_receiver
-//! PAYHOOK_REDIS_URL=redis://127.0.0.1:6379 cargo run --example axum_receiver   # shared dedupe store
+//! PAYHOOK_SECRET=whsec_… PAYHOOK_REDIS_URL=redis://127.0.0.1:6379 cargo run --example axum_receiver   # shared dedupe store
 //! ```
 //!
 //! * `PAYHOOK_ADDR`: where to listen (default `127.0.0.1:3000`);
-//! * `PAYHOOK_SECRET`: the endpoint's signing secret; when unset, a fixed test
-//!   secret is used and printed, so test deliveries can be signed with it;
+//! * `PAYHOOK_SECRET` (required): the endpoint's signing secret; without it the
+//!   example prints why on stderr and exits with status 1;
 //! * `PAYHOOK_REDIS_URL`: keep the dedupe state in Redis, shared by every
 //!   replica, instead of in this process's memory.
 //!
@@ -33,6 +33,7 @@ use axum::Router;
 use common::Settings;
 use payhook::tower::axum::{Received, Webhook};
 use payhook::tower::WebhookLayer;
+use payhook::untrusted::Untrusted;
 use payhook::EventKind;
 
 #[tokio::main]
@@ -64,14 +65,15 @@ async fn serve() -> Result<(), Box<dyn Error>> {
 /// Runs once per new, verified event. Returning `Received` (any 2xx) marks the
 /// event done; an error status or a panic releases it so the sender retries.
 async fn webhook(Webhook(event): Webhook) -> Received {
-    let (id, event_type) = (event.id(), event.event_type());
+    // Values from the request are escaped and shortened before they are logged.
+    let (id, event_type) = (Untrusted::value(event.id()), Untrusted::value(event.event_type()));
     match event.kind() {
         EventKind::PaymentIntentSucceeded(intent) => {
             // Fulfil the order for `intent.id` here; `intent.amount` is exact (u128).
-            tracing::info!(amount = %intent.amount, currency = %intent.currency, "handled {id} {event_type}");
+            tracing::info!(amount = %intent.amount, currency = %Untrusted::value(&intent.currency), "handled {id} {event_type}");
         }
         EventKind::PaymentIntentFailed(intent) => {
-            tracing::info!(payment_intent = %intent.id, "handled {id} {event_type}");
+            tracing::info!(payment_intent = %Untrusted::value(&intent.id), "handled {id} {event_type}");
         }
         _ => tracing::info!("handled {id} {event_type}"),
     }

@@ -33,14 +33,10 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::{HeaderMap, Response};
-use axum::routing::post;
 use axum::Router;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use payhook::inbox::sqlx;
 use payhook::inbox::{HandlerError, Inbox, Job};
+use payhook::tower::axum::inbox_route;
 use payhook::Receiver;
 use tracing_subscriber::EnvFilter;
 
@@ -114,7 +110,9 @@ async fn serve() -> Result<(), Box<dyn Error>> {
         .map_err(|err| format!("cannot create the ledger table: {err}"))?;
 
     let workers = inbox.start(move |job: Job| handle(job, delay));
-    let app = Router::new().route("/webhooks", post(webhook)).with_state(inbox);
+    // One line mounts the inbox: 200 once stored (new or repeat), 400/413/408
+    // for what fails the checks, 503 when the database is down.
+    let app = Router::new().route("/webhooks", inbox_route(inbox));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|err| format!("cannot listen on {addr}: {err}"))?;
@@ -133,32 +131,6 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = async { match terminate.as_mut() { Some(signal) => { signal.recv().await; } None => std::future::pending().await } } => {}
     }
-}
-
-/// Stores the delivery and answers: 200 once stored (new or repeat), 400/413
-/// for what fails verification, 503 when the database is down.
-async fn webhook(State(inbox): State<Inbox>, headers: HeaderMap, body: Body) -> Response<Body> {
-    let receiver = inbox.receiver();
-    let content_length = headers
-        .get(http::header::CONTENT_LENGTH)
-        .map(|value| value.as_bytes());
-    if let Err(error) = receiver.check_content_length(content_length) {
-        return receiver.body_error(&error).into_response();
-    }
-    let body = match Limited::new(body, receiver.body_limit()).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(err) => {
-            let error = if err.is::<LengthLimitError>() {
-                payhook::Error::BodyTooLarge {
-                    limit: receiver.body_limit(),
-                }
-            } else {
-                payhook::Error::BodyRead("the connection ended before the whole body arrived".to_owned())
-            };
-            return receiver.body_error(&error).into_response();
-        }
-    };
-    inbox.ingest(&headers, body).await.into_response()
 }
 
 /// The worker's handler: one ledger row per event, committed with the mark.

@@ -5,7 +5,7 @@
 //!
 //! Both examples keep one contract, so every case runs against both: they listen
 //! on `PAYHOOK_ADDR` and take deliveries on `POST /webhooks`, verify them with
-//! `PAYHOOK_SECRET` (or a fixed test secret they print), keep the dedupe state in
+//! `PAYHOOK_SECRET` (and refuse to start without it), keep the dedupe state in
 //! Redis when `PAYHOOK_REDIS_URL` is set, print `listening on http://ADDR` once
 //! ready, and log one INFO line `handled <event id> <event type>` per new event,
 //! never the word `handled` for a duplicate or a rejection.
@@ -104,30 +104,37 @@ async fn handles_a_new_event_once_and_logs_duplicates_and_rejections_without_han
     );
 }
 
-for_each_example!(without_payhook_secret_it_prints_and_uses_a_test_secret);
-async fn without_payhook_secret_it_prints_and_uses_a_test_secret(example: &str) {
-    let mut receiver = Example::start(example, &[]);
-    // Printed before it listens, so already read.
-    let notice = receiver.wait_for_line(Duration::from_secs(1), |line| {
-        line.contains("PAYHOOK_SECRET is not set")
-    });
-    let secret = notice
-        .split_whitespace()
-        .find(|word| word.starts_with("whsec_"))
-        .unwrap_or_else(|| panic!("no whsec_ secret in {notice:?}"))
-        .to_owned();
-
-    let event = EventBuilder::other("customer.created");
-    let signed = SignedDelivery::now(event.to_json(), &secret).unwrap();
-    assert_eq!(
-        receiver.post(signed.body, &signed.signature).await,
-        (200, RECEIVED.to_owned())
-    );
-    let handled = format!("handled {} customer.created", event.event_id());
-    receiver.wait_for_line(LOG_TIMEOUT, |line| line.contains(&handled));
-
-    let wrong = SignedDelivery::now(event.to_json(), "whsec_not_the_test_secret").unwrap();
-    assert_eq!(receiver.post(wrong.body, &wrong.signature).await.0, 400);
+for_each_example!(without_payhook_secret_it_refuses_to_start);
+async fn without_payhook_secret_it_refuses_to_start(example: &str) {
+    // Unset, then set but empty: neither may fall back to a secret anyone can read.
+    for env in [&[][..], &[("PAYHOOK_SECRET", "")][..]] {
+        let mut command = tokio::process::Command::from(example_process::command(example, env));
+        command.kill_on_drop(true);
+        let output = tokio::time::timeout(Duration::from_secs(30), command.output())
+            .await
+            .unwrap_or_else(|_| panic!("{example} kept running without a secret ({env:?})"))
+            .expect("run the example");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "stdout: {stdout}\nstderr: {stderr}"
+        );
+        let expected = match env {
+            [] => format!("{example}: PAYHOOK_SECRET is not set: set it to the endpoint's signing secret"),
+            _ => format!("{example}: PAYHOOK_SECRET is empty"),
+        };
+        assert!(stderr.contains(&expected), "{stderr}");
+        assert!(!stdout.contains("listening on"), "{stdout}");
+        for text in [&stdout, &stderr] {
+            // `whsec_...` in the hint is fine; a `whsec_` with a value is a secret.
+            let secret_printed = text
+                .match_indices("whsec_")
+                .any(|(at, _)| text[at + 6..].starts_with(|c: char| c.is_ascii_alphanumeric()));
+            assert!(!secret_printed, "a secret was printed: {text}");
+        }
+    }
 }
 
 for_each_example!(an_unreachable_redis_url_stops_it_with_a_clear_error_that_hides_the_password);
@@ -214,4 +221,37 @@ async fn replicas_sharing_redis_handle_each_event_once(example: &str) {
             "the Redis URL is never printed"
         );
     }
+}
+
+for_each_example!(a_signed_event_id_with_a_newline_and_esc_stays_on_its_own_log_line);
+async fn a_signed_event_id_with_a_newline_and_esc_stays_on_its_own_log_line(example: &str) {
+    let secret = "whsec_example_test_from_env";
+    let mut receiver = Example::start(example, &[("PAYHOOK_SECRET", secret)]);
+    let id = "evt_x\nFORGED INFO payhook: handled evt_fake payment_intent.succeeded\u{1b}[2J";
+    let event = EventBuilder::payment_intent_succeeded().id(id);
+    let signed = SignedDelivery::now(event.to_json(), secret).unwrap();
+    assert_eq!(
+        receiver.post(signed.body.clone(), &signed.signature).await,
+        (200, RECEIVED.to_owned())
+    );
+    assert_eq!(
+        receiver.post(signed.body, &signed.signature).await,
+        (200, RECEIVED.to_owned())
+    );
+    let escaped = r"evt_x\nFORGED INFO payhook: handled evt_fake payment_intent.succ";
+    receiver.wait_for_line(LOG_TIMEOUT, |line| {
+        line.contains("handled") && line.contains(escaped)
+    });
+    receiver.wait_for_line(LOG_TIMEOUT, |line| {
+        line.contains("duplicate delivery acknowledged") && line.contains(escaped)
+    });
+    let lines = receiver.lines();
+    assert!(
+        !lines.iter().any(|line| line.starts_with("FORGED")),
+        "a forged line: {lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|line| line.contains('\u{1b}')),
+        "a raw ESC: {lines:#?}"
+    );
 }

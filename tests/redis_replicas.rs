@@ -446,3 +446,123 @@ async fn redis_frozen_killed_and_restarted_under_the_replicas() {
     assert_eq!(count(&ledger, &during), (1, 1));
     assert_eq!(count(&ledger, &before), (1, 1));
 }
+
+/// Everything this test binary logs from now on, as plain text lines, for the
+/// tests that check what was logged about their own event ids.
+fn captured_log() -> Arc<Mutex<Vec<u8>>> {
+    static LOG: std::sync::OnceLock<Arc<Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    Arc::clone(LOG.get_or_init(|| {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&log);
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_env_filter("payhook=info")
+            .with_writer(move || CapturedWriter(Arc::clone(&sink)))
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
+        log
+    }))
+}
+
+struct CapturedWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for CapturedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn log_lines_about(log: &Mutex<Vec<u8>>, id: &str) -> Vec<String> {
+    String::from_utf8_lossy(&log.lock().unwrap())
+        .lines()
+        .filter(|line| line.contains(id))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_while_handlers_run_still_acknowledges_success_and_keeps_the_failure_retryable() {
+    let log = captured_log();
+    let mut redis = OwnRedis::start();
+    let mut config = AppConfig::new(redis.url());
+    config.lease = Duration::from_secs(5);
+    config.handler_delay = Duration::from_millis(700);
+    let ledger: Arc<Mutex<Ledger>> = Arc::default();
+    let (succeeds, succeeds_delivery) = new_delivery();
+    let (fails, fails_delivery) = new_delivery();
+    let (a, _) = config.start_replica("a", &ledger, &[]).await;
+    let (b, _) = config.start_replica("b", &ledger, &[fails.as_str()]).await;
+    let client = client();
+
+    let on_a = tokio::spawn({
+        let (client, a, delivery) = (client.clone(), a.clone(), succeeds_delivery.clone());
+        async move { deliver(&client, &a, &delivery).await }
+    });
+    let on_b = tokio::spawn({
+        let (client, b, delivery) = (client.clone(), b.clone(), fails_delivery.clone());
+        async move { deliver(&client, &b, &delivery).await }
+    });
+    // Both claimed, both handlers running: Redis dies under them.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while count(&ledger, &succeeds).0 == 0 || count(&ledger, &fails).0 == 0 {
+        assert!(Instant::now() < deadline, "the handlers never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    redis.kill();
+
+    // The handler succeeded, so the delivery is acknowledged although the event
+    // could not be marked done: a 503 would make the sender run it again.
+    assert_eq!(on_a.await.unwrap(), (200, RECEIVED.to_owned()));
+    assert_eq!(count(&ledger, &succeeds), (1, 1));
+    // The failing handler's own status goes back, whatever the store did.
+    assert_eq!(on_b.await.unwrap().0, 500);
+    let wait_for_line = |id: &str, text: &str| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let lines = log_lines_about(&log, id);
+            if let Some(line) = lines.iter().find(|line| line.contains(text)) {
+                return line.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {text:?} line about {id}: {lines:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let line = wait_for_line(
+        &succeeds,
+        "handler succeeded but the event could not be marked done; acknowledging anyway",
+    );
+    assert!(line.contains("ERROR"), "{line}");
+    let line = wait_for_line(
+        &fails,
+        "claim could not be released; a retry is refused until the lease runs out",
+    );
+    assert!(line.contains("ERROR"), "{line}");
+
+    // Redis back (its append-only file kept the claim that was never released):
+    // the failed event's retry is refused while that claim lasts, then handled.
+    redis.start_again();
+    let (status, body) = deliver(&client, &a, &fails_delivery).await;
+    assert_eq!(status, 409, "the unreleased claim is still in Redis: {body}");
+    let deadline = Instant::now() + config.lease + Duration::from_secs(3);
+    loop {
+        let (status, body) = deliver(&client, &a, &fails_delivery).await;
+        if status == 200 {
+            break;
+        }
+        assert!(status == 409 || status == 503, "{status} {body}");
+        assert!(
+            Instant::now() < deadline,
+            "still {status} after the lease: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(count(&ledger, &fails), (2, 1));
+    assert_eq!(ledger.lock().unwrap().handled[&fails], ["a"]);
+}

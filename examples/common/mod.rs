@@ -2,8 +2,10 @@
 //! read from the environment, logging, and how a failure ends the process.
 //!
 //! * `PAYHOOK_ADDR`: where to listen (default `127.0.0.1:3000`);
-//! * `PAYHOOK_SECRET`: the endpoint's signing secret; when unset, a fixed test
-//!   secret is used and printed, so test deliveries can be signed with it;
+//! * `PAYHOOK_SECRET` (required): the endpoint's signing secret. Without it the
+//!   example refuses to start: a fallback secret written in the source would let
+//!   anyone who read it forge deliveries. For local tests, make one up and sign
+//!   test deliveries with the same value;
 //! * `PAYHOOK_REDIS_URL`: keep the dedupe state in Redis, shared by every
 //!   replica, instead of in this process's memory;
 //! * `RUST_LOG`: what is logged (default `info`), on stdout.
@@ -20,8 +22,6 @@ use payhook::redis::RedisStore;
 use payhook::Receiver;
 use tracing_subscriber::EnvFilter;
 
-/// The secret used when `PAYHOOK_SECRET` is unset. For local testing only.
-const TEST_SECRET: &str = "whsec_payhook_example_test_secret";
 const DEFAULT_ADDR: &str = "127.0.0.1:3000";
 
 /// Where to listen and the receiver to verify and deduplicate deliveries with.
@@ -32,7 +32,8 @@ pub struct Settings {
 
 impl Settings {
     /// Reads the `PAYHOOK_*` variables, connecting to Redis when
-    /// `PAYHOOK_REDIS_URL` is set; prints which secret and store are in use.
+    /// `PAYHOOK_REDIS_URL` is set; prints which store is in use (never the
+    /// secret). Fails when `PAYHOOK_SECRET` is unset or empty.
     pub async fn from_env() -> Result<Self, Box<dyn Error>> {
         let addr = std::env::var("PAYHOOK_ADDR").unwrap_or_else(|_| DEFAULT_ADDR.to_owned());
         let addr: SocketAddr = addr
@@ -40,11 +41,21 @@ impl Settings {
             .map_err(|err| format!("PAYHOOK_ADDR={addr:?} is not an address like {DEFAULT_ADDR}: {err}"))?;
 
         let secret = match std::env::var("PAYHOOK_SECRET") {
-            Ok(secret) => secret,
-            Err(_) => {
-                println!("PAYHOOK_SECRET is not set; using the test secret {TEST_SECRET}");
-                TEST_SECRET.to_owned()
+            Ok(secret) if !secret.is_empty() => secret,
+            Ok(_) => {
+                return Err(
+                    "PAYHOOK_SECRET is empty: set it to the endpoint's signing secret (whsec_...)".into(),
+                )
             }
+            Err(std::env::VarError::NotPresent) => {
+                return Err(
+                    "PAYHOOK_SECRET is not set: set it to the endpoint's signing secret \
+                            (whsec_...), or for local tests to a value of your own, and sign test \
+                            deliveries with that same value"
+                        .into(),
+                )
+            }
+            Err(std::env::VarError::NotUnicode(_)) => return Err("PAYHOOK_SECRET is not valid UTF-8".into()),
         };
         let mut receiver = Receiver::builder().secret(secret);
         receiver = match std::env::var("PAYHOOK_REDIS_URL") {
@@ -56,7 +67,10 @@ impl Settings {
                     .await
                     .map_err(|err| format!("PAYHOOK_REDIS_URL: {err}"))?;
                 println!("dedupe store: Redis");
-                receiver.store(store)
+                // One namespace per endpoint: another app or endpoint using the
+                // same Redis cannot mark this endpoint's events done. Every
+                // replica of this endpoint uses the same one.
+                receiver.store(store).namespace("payments")
             }
             Err(_) => {
                 println!("dedupe store: in memory");

@@ -1,21 +1,21 @@
 //! The whole receiver pipeline on arbitrary header and body bytes.
 //!
 //! Input: the signature header value, a newline, then the body. Header bytes
-//! that are not a valid header value are sent without the header.
+//! that are not a valid header value are sent without the header. Each input
+//! is delivered three times against a record of delivered ids: a delivery that
+//! passes the checks is handed out once, a copy while it is in flight gets
+//! 409, and once it is completed every copy is a 200 duplicate.
 #![no_main]
-
-use std::sync::OnceLock;
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use payhook_core::{Outcome, Receiver};
+use payhook_core::adapter::Outcome;
 
 #[path = "common.rs"]
 mod common;
 
 fuzz_target!(|data: &[u8]| {
-    static RECEIVER: OnceLock<Receiver> = OnceLock::new();
-    let receiver = RECEIVER.get_or_init(common::receiver);
+    let receiver = common::receiver();
 
     let (header, body) = match data.iter().position(|&b| b == b'\n') {
         Some(i) => (&data[..i], &data[i + 1..]),
@@ -25,21 +25,26 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(value) = http::HeaderValue::from_bytes(header) {
         headers.insert(common::HEADER, value);
     }
-    let verdict = receiver.check(&headers, body);
-    match common::now(receiver.receive(&headers, Bytes::copy_from_slice(body))) {
-        Outcome::Deliver(delivery) => {
-            let event = verdict.expect("delivered only what passes the checks");
-            assert_eq!(delivery.event().id(), event.id());
-            let reply = common::now(delivery.into_claim().complete());
-            assert_eq!(reply.status(), 200);
+    let receive = || common::now(receiver.receive(&headers, Bytes::copy_from_slice(body)));
+    match receiver.check(&headers, body) {
+        Ok(event) => {
+            let mut deliveries = common::Deliveries::default();
+            let delivery = deliveries
+                .receive(event.id(), receive())
+                .expect("a verified event is handed out");
+            assert!(deliveries.receive(event.id(), receive()).is_none());
+            deliveries.settle(delivery, 0);
+            assert!(deliveries.receive(event.id(), receive()).is_none());
         }
-        Outcome::Respond(reply) => match verdict {
-            // Verified and parsed, but handled before: acknowledged.
-            Ok(_) => assert_eq!(reply.status(), 200, "{}", reply.body()),
-            Err(error) => {
+        Err(error) => {
+            // Refused before the store, the same way each time.
+            for _ in 0..2 {
+                let Outcome::Respond(reply) = receive() else {
+                    panic!("delivered what fails the checks: {error}");
+                };
                 assert_eq!(reply.status(), error.status());
                 assert!(reply.body().starts_with("Webhook Error: "));
             }
-        },
+        }
     }
 });

@@ -1,23 +1,25 @@
 //! Arbitrary bodies signed with the receiver's secret, so the fuzzer gets past
 //! the verifier and exercises the event parser and the store.
 //!
-//! The first byte picks how the handler ends (complete, release, or drop), so
-//! each path that settles a claim is reached.
+//! The first byte is a script for how a genuine event's deliveries go: each
+//! pair of bits settles one delivery (complete, release, or drop the claim),
+//! and a copy of the delivery arrives while it is in flight. Every reply is
+//! checked against a record of which ids were delivered, are in flight and
+//! are done: a broken dedupe (a second run of the handler, a lost claim, a
+//! duplicate that is not acknowledged) fails the target.
 #![no_main]
-
-use std::sync::OnceLock;
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use payhook_core::{sign, Event, Outcome, Receiver, Secret};
+use payhook_core::adapter::Outcome;
+use payhook_core::{sign, Event, Secret};
 
 #[path = "common.rs"]
 mod common;
 
 fuzz_target!(|data: &[u8]| {
-    static RECEIVER: OnceLock<Receiver> = OnceLock::new();
-    let receiver = RECEIVER.get_or_init(common::receiver);
-    let Some((&how, body)) = data.split_first() else {
+    let receiver = common::receiver();
+    let Some((&script, body)) = data.split_first() else {
         return;
     };
 
@@ -25,30 +27,38 @@ fuzz_target!(|data: &[u8]| {
     let mut headers = http::HeaderMap::new();
     let signature = sign(body, &secret, common::T);
     headers.insert(common::HEADER, signature.parse().expect("ASCII header"));
+    let receive = || common::now(receiver.receive(&headers, Bytes::copy_from_slice(body)));
 
     let parsed = Event::from_slice(body);
     let too_large = body.len() > receiver.body_limit();
-    match common::now(receiver.receive(&headers, Bytes::copy_from_slice(body))) {
-        Outcome::Deliver(delivery) => {
-            let event = parsed.expect("delivered events parse");
-            assert_eq!(delivery.event().id(), event.id());
-            let claim = delivery.into_claim();
-            match how % 3 {
-                0 => assert_eq!(common::now(claim.complete()).status(), 200),
-                1 => common::now(claim.release()),
-                _ => drop(claim),
-            }
-        }
-        Outcome::Respond(reply) => {
-            if too_large {
-                assert_eq!(reply.status(), 413);
-            } else if parsed.is_ok() {
-                // A genuine event is refused only as a duplicate (already done).
-                assert_eq!(reply.status(), 200, "{}", reply.body());
-            } else {
-                assert_eq!(reply.status(), 400, "{}", reply.body());
+    let event = match (parsed, too_large) {
+        (Ok(event), false) => event,
+        (parsed, _) => {
+            // Refused before the store: the same answer every time.
+            for _ in 0..2 {
+                let Outcome::Respond(reply) = receive() else {
+                    panic!("an invalid or oversized body was delivered");
+                };
+                let expected = if too_large { 413 } else { 400 };
+                assert_eq!(reply.status(), expected, "{}", reply.body());
                 assert!(reply.body().starts_with("Webhook Error: "));
             }
+            assert!(too_large || parsed.is_err());
+            return;
+        }
+    };
+    let id = event.id();
+    let mut deliveries = common::Deliveries::default();
+    // Up to four rounds: a delivery, a concurrent copy, then the settling the
+    // script says; after a completion every copy is a duplicate.
+    for round in 0..4 {
+        let how = script >> (2 * round);
+        match deliveries.receive(id, receive()) {
+            Some(delivery) => {
+                assert!(deliveries.receive(id, receive()).is_none(), "concurrent copy");
+                deliveries.settle(delivery, how);
+            }
+            None => assert!(deliveries.done.contains(id)),
         }
     }
 });

@@ -24,12 +24,15 @@ pub const PREVIOUS_SECRET: &str = "whsec_behaviour_previous";
 pub const BODY_LIMIT: usize = 64 * 1024;
 /// The webhook route.
 pub const PATH: &str = "/webhooks";
+/// The body timeout the test servers use, short so stalled bodies are cheap.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The receiver configuration every test server uses.
 pub fn receiver_builder() -> payhook::ReceiverBuilder {
     payhook::Receiver::builder()
         .secrets([SECRET, PREVIOUS_SECRET])
         .body_limit(BODY_LIMIT)
+        .body_timeout(BODY_TIMEOUT)
 }
 
 /// What the test handler does with an event, decided by its id.
@@ -79,6 +82,11 @@ impl Calls {
         let n = calls.entry(id.to_owned()).or_default();
         *n += 1;
         *n
+    }
+
+    /// Records a handler run for `id` and returns how many there have been.
+    pub fn record_run(&self, id: &str) -> usize {
+        self.record(id)
     }
 
     /// Handler runs for one id.
@@ -209,6 +217,7 @@ impl Harness {
         });
         let mut reply = Vec::new();
         let mut buf = [0u8; 4096];
+        let mut sent_rx = sent_rx;
         let status = loop {
             let n = tokio::time::timeout(Duration::from_secs(10), read.read(&mut buf))
                 .await
@@ -222,7 +231,8 @@ impl Harness {
                 break Some(status);
             }
         };
-        let all_sent = matches!(sent_rx.await, Ok(()));
+        // Whether the client had sent everything when the status line arrived.
+        let all_sent = matches!(sent_rx.try_recv(), Ok(()));
         writer.abort();
         let status = status.unwrap_or_else(|| {
             panic!(
@@ -232,6 +242,54 @@ impl Harness {
         });
         (status, all_sent)
     }
+
+    /// Opens a connection, writes `request` (a head and perhaps part of a body)
+    /// and then nothing more, keeping the connection open. Returns the reply
+    /// bytes up to the moment the server closed the connection, how long after
+    /// the request the first reply byte came, and how long the close. Panics if
+    /// the server neither answers nor closes within 15 s.
+    pub async fn raw_stall(&self, request: &[u8]) -> (String, Duration, Duration) {
+        let mut stream = TcpStream::connect(self.addr)
+            .await
+            .expect("connect to the test server");
+        stream.write_all(request).await.expect("send the request");
+        let sent = tokio::time::Instant::now();
+        let mut reply = Vec::new();
+        let mut buf = [0u8; 4096];
+        let mut answered_after = None;
+        loop {
+            let read = tokio::time::timeout(Duration::from_secs(15), stream.read(&mut buf))
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "the server neither closed the connection nor answered within 15 s; got {:?}",
+                        String::from_utf8_lossy(&reply)
+                    )
+                });
+            match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    answered_after.get_or_insert_with(|| sent.elapsed());
+                    reply.extend_from_slice(&buf[..n]);
+                }
+            }
+        }
+        let closed_after = sent.elapsed();
+        (
+            String::from_utf8_lossy(&reply).into_owned(),
+            answered_after.unwrap_or(closed_after),
+            closed_after,
+        )
+    }
+}
+
+/// The request head of a signed POST to the webhook path with these extra header lines.
+fn head(addr: SocketAddr, extra: &str) -> String {
+    let signature = SignedDelivery::now("{}", SECRET).unwrap().signature;
+    format!(
+        "POST {PATH} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         x-service-signature: {signature}\r\n{extra}\r\n"
+    )
 }
 
 fn parse_status(reply: &[u8]) -> Option<u16> {
@@ -342,17 +400,48 @@ pub async fn signed_invalid_payload_is_rejected(h: Harness) {
 }
 
 pub async fn oversized_body_with_content_length_is_413(h: Harness) {
-    let signature = SignedDelivery::now("{}", SECRET).unwrap().signature;
+    // The head alone, declaring 4 MiB, and not one byte of body: only a server
+    // that refuses from the header answers 413 (one that reads first would wait
+    // for the body and time out with 408), and it closes the connection rather
+    // than waiting for a body it will not read.
     let size = BODY_LIMIT * 64;
-    let head = format!(
-        "POST {PATH} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
-         x-service-signature: {signature}\r\ncontent-length: {size}\r\n\r\n",
-        h.addr
+    let request = head(h.addr, &format!("content-length: {size}\r\n"));
+    let (reply, answered_after, closed_after) = h.raw_stall(request.as_bytes()).await;
+    assert!(reply.starts_with("HTTP/1.1 413 "), "{reply:?}");
+    assert!(
+        reply.ends_with("Webhook Error: body is larger than the 65536-byte limit"),
+        "{reply:?}"
     );
-    let chunks = vec![vec![b' '; 16 * 1024]; size / (16 * 1024)];
-    let (status, all_sent) = h.raw_post(&head, chunks).await;
-    assert_eq!(status, 413);
-    assert!(!all_sent, "the server must answer before reading a 4 MiB body");
+    assert!(
+        answered_after < BODY_TIMEOUT,
+        "answered after {answered_after:?}, not before the body timeout: {reply:?}"
+    );
+    // Closed rather than kept alive for a body that will not be read (actix-web
+    // first lingers for its client_disconnect_timeout, 1 s by default).
+    assert!(closed_after < Duration::from_secs(5), "{closed_after:?}");
+    assert_eq!(h.calls.total(), 0);
+}
+
+pub async fn stalled_body_is_408_and_the_connection_closed(h: Harness) {
+    // Headers, Content-Length 100, ten bytes, then nothing: the server must not
+    // hold the connection (and the body's memory) for as long as the client likes.
+    let mut request = head(h.addr, "content-length: 100\r\n").into_bytes();
+    request.extend_from_slice(b"{\"id\":\"ev");
+    let (reply, answered_after, closed_after) = h.raw_stall(&request).await;
+    assert!(reply.starts_with("HTTP/1.1 408 "), "{reply:?}");
+    assert!(
+        reply.ends_with("Webhook Error: the request body did not arrive within 1s"),
+        "{reply:?}"
+    );
+    assert!(
+        reply.to_ascii_lowercase().contains("content-type: text/plain"),
+        "{reply:?}"
+    );
+    assert!(answered_after >= BODY_TIMEOUT, "{answered_after:?}");
+    assert!(
+        closed_after < BODY_TIMEOUT * 4,
+        "the connection stayed open {closed_after:?}"
+    );
     assert_eq!(h.calls.total(), 0);
 }
 
@@ -426,6 +515,9 @@ pub async fn concurrent_duplicates_run_the_handler_once(h: Harness) {
     }
     assert_eq!(h.calls.count(event.event_id()), 1, "statuses: {statuses:?}");
     assert!(statuses.contains(&200));
+    // While the first delivery's handler runs, the others are refused with 409
+    // (the sender retries later), not queued behind it.
+    assert!(statuses.contains(&409), "statuses: {statuses:?}");
     // Afterwards every delivery is a plain duplicate.
     assert_received(&h.post(signed.body, Some(&signed.signature)).await);
     assert_eq!(h.calls.count(event.event_id()), 1);
@@ -447,7 +539,13 @@ pub async fn handler_panic_releases_the_claim(h: Harness) {
     let event = EventBuilder::payment_intent_succeeded().id(Behaviour::PanicOnce.new_id());
     let signed = SignedDelivery::now(event.to_json(), SECRET).unwrap();
     match h.try_post(signed.body.clone(), Some(&signed.signature)).await {
-        Ok(answer) => assert_eq!(answer.status, 500, "{answer:?}"),
+        Ok(answer) => assert_eq!(
+            (answer.status, answer.body.as_str()),
+            (
+                500,
+                "Webhook Error: the handler panicked; the event was not acknowledged and will be delivered again"
+            )
+        ),
         Err(err) => assert!(!err.is_timeout(), "{err}"), // a dropped connection also says "not handled"
     }
     assert_eq!(h.calls.count(event.event_id()), 1);
@@ -516,6 +614,7 @@ pub async fn repeated_signature_header_is_rejected(h: Harness) {
 
 /// One `#[tokio::test]` per row of the table, against the server `$start` starts.
 /// `$start` is an `async fn(Calls) -> SocketAddr` that returns once it listens.
+#[allow(unused_macros)] // not every test binary runs the table
 macro_rules! behaviour_table {
     ($start:ident) => {
         $crate::support::behaviour_table!(@rows $start;
@@ -529,6 +628,7 @@ macro_rules! behaviour_table {
             malformed_header_is_rejected,
             signed_invalid_payload_is_rejected,
             oversized_body_with_content_length_is_413,
+            stalled_body_is_408_and_the_connection_closed,
             oversized_chunked_body_is_413,
             body_at_the_limit_is_accepted,
             duplicate_after_success_is_acknowledged_not_handled,
@@ -552,4 +652,5 @@ macro_rules! behaviour_table {
         }
     };
 }
+#[allow(unused_imports)]
 pub(crate) use behaviour_table;

@@ -4,6 +4,42 @@
 //! innermost registration wins, so one app can serve several endpoints with
 //! different secrets or namespaces.
 //!
+//! # Build the receiver once, outside `HttpServer::new`
+//!
+//! actix-web calls the `HttpServer::new` closure once per worker thread. A
+//! [`Receiver`] built *inside* it gets one in-memory dedupe store per worker, so
+//! a duplicate delivery that lands on another worker runs the handler again.
+//! Build it (or the `WebhookConfig`) once before the server and clone it into
+//! the closure — every clone shares one store:
+//!
+//! ```no_run
+//! use actix_web::{web, App, HttpResponse, HttpServer};
+//! use payhook_actix::{Webhook, WebhookConfig};
+//! use payhook_core::Receiver;
+//!
+//! async fn webhooks(webhook: Webhook) -> HttpResponse {
+//!     webhook.ack().await
+//! }
+//!
+//! #[actix_web::main]
+//! async fn main() -> std::io::Result<()> {
+//!     // Once, for every worker:
+//!     let config = WebhookConfig::new(Receiver::builder().secret("whsec_test_secret").build().expect("valid"));
+//!     HttpServer::new(move || {
+//!         App::new()
+//!             .app_data(config.clone())
+//!             .route("/webhooks", web::post().to(webhooks))
+//!     })
+//!     .bind(("127.0.0.1", 8080))?
+//!     .run()
+//!     .await
+//! }
+//! ```
+//!
+//! When a route is served by receivers with distinct in-memory stores (built per
+//! worker), the first request on each worker checks it and a warning is logged
+//! under target `payhook`.
+//!
 //! ```
 //! use actix_web::{web, App};
 //! use payhook_actix::WebhookConfig;
@@ -18,22 +54,36 @@
 //! ```
 
 use actix_web::{web, HttpRequest};
+use payhook_core::adapter::SplitStoreCheck;
 use payhook_core::Receiver;
 
 /// A configured [`Receiver`] for the [`Webhook`](crate::Webhook) extractor,
 /// registered with `App::app_data` (or wrapped in `web::Data`).
 ///
 /// The receiver holds everything a delivery is checked against: the secrets,
-/// the tolerance, the body limit, the dedupe store and the header name.
+/// the tolerance, the body limit, the dedupe store and the header name. Build
+/// it once, outside `HttpServer::new`, and clone it into the app factory (see
+/// the [module docs](self)).
 #[derive(Debug, Clone)]
 pub struct WebhookConfig {
     receiver: Receiver,
+    split_store_check: SplitStoreCheck,
 }
 
 impl WebhookConfig {
     /// Wraps a configured receiver.
     pub fn new(receiver: Receiver) -> Self {
-        Self { receiver }
+        Self {
+            receiver,
+            split_store_check: SplitStoreCheck::new(),
+        }
+    }
+
+    /// Warns (once per configuration) when `req`'s route is also served by a
+    /// receiver with another in-memory store.
+    pub(crate) fn check_split_store(&self, req: &HttpRequest) {
+        let route = req.match_pattern().unwrap_or_default();
+        self.split_store_check.check(&self.receiver, &route);
     }
 
     /// The receiver deliveries go through.

@@ -13,10 +13,11 @@ use actix_web::dev::Payload;
 use actix_web::http::header::{self, HeaderMap};
 use actix_web::http::StatusCode;
 use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
-use futures_util::StreamExt;
-use payhook_core::{event, ClaimGuard, Error, Event, HeaderLookup, Headers, Outcome, Receiver, Reply};
+use futures_util::Stream;
+use payhook_core::adapter::{not_configured, BodyIntake, HeaderLookup, Headers, Outcome};
+use payhook_core::{event, ClaimGuard, Event, Reply};
 use serde::de::DeserializeOwned;
 
 use crate::config::WebhookConfig;
@@ -45,7 +46,9 @@ use crate::config::WebhookConfig;
 ///
 /// `ack` is explicit because an extractor cannot see the handler's response:
 /// acknowledging only when asked means a forgotten `ack` costs a redelivery,
-/// never a lost event. [`release`](Self::release) gives the claim back
+/// never a lost event. To make it impossible to forget, write the handler to
+/// return `Result<(), E>` and wrap it with [`acking`](crate::acking) (or
+/// register it in [`EventHandlers`](crate::EventHandlers)): its `Ok` acknowledges. [`release`](Self::release) gives the claim back
 /// explicitly, waiting for the store (useful with a networked store, where the
 /// release on drop runs in the background).
 ///
@@ -140,23 +143,21 @@ async fn extract<T: DeserializeOwned + 'static>(
     mut payload: Payload,
 ) -> Result<Webhook<T>, Rejection> {
     let Some(config) = WebhookConfig::of(&req) else {
-        tracing::error!(
-            target: "payhook",
-            path = req.path(),
-            "no WebhookConfig in the app data; register one with App::app_data(WebhookConfig::new(receiver))"
-        );
-        return Err(Rejection::new(Answer::MissingConfig));
+        return Err(Rejection::from(not_configured(ADD_THE_CONFIG)));
     };
+    config.check_split_store(&req);
     let receiver = config.receiver().clone();
-    let content_length = req.headers().get(header::CONTENT_LENGTH).map(|v| v.as_bytes());
-    let body = match read_body(&receiver, content_length, &mut payload).await {
-        Ok(body) => body,
-        Err(error @ Error::BodyTooLarge { .. }) => {
-            return Err(Rejection::with_unread(receiver.body_error(&error), payload))
-        }
-        Err(error) => return Err(Rejection::from(receiver.body_error(&error))),
+    let headers = ActixHeaders(req.headers());
+    let read = match BodyIntake::new(&receiver, &headers) {
+        Ok(intake) => intake.read(|cx| Pin::new(&mut payload).poll_next(cx)).await,
+        Err(refusal) => Err(refusal),
     };
-    let delivery = match receiver.receive(&ActixHeaders(req.headers()), body).await {
+    let body = match read {
+        Ok(body) => body,
+        Err(refusal) if refusal.closes_connection() => return Err(Rejection::with_unread(refusal, payload)),
+        Err(refusal) => return Err(Rejection::from(refusal)),
+    };
+    let delivery = match receiver.receive(&headers, body).await {
         Outcome::Respond(reply) => return Err(Rejection::from(reply)),
         Outcome::Deliver(delivery) => delivery,
     };
@@ -166,7 +167,7 @@ async fn extract<T: DeserializeOwned + 'static>(
         Err(error) => {
             tracing::warn!(
                 target: "payhook",
-                event_id = claim.event_id(),
+                event_id = %payhook_core::untrusted::Untrusted::value(claim.event_id()),
                 status = 400,
                 reason = %error,
                 payload_type = std::any::type_name::<T>(),
@@ -178,37 +179,8 @@ async fn extract<T: DeserializeOwned + 'static>(
     }
 }
 
-/// Smaller than most limits, so a `Content-Length` alone cannot make every open
-/// connection allocate a full limit's worth up front.
-const MAX_INITIAL_CAPACITY: usize = 64 * 1024;
-
-/// Reads the whole body, answering [`Error::BodyTooLarge`] from `Content-Length`
-/// before reading anything, and otherwise as soon as the chunks read pass the
-/// limit: the rest of an oversized body is never buffered.
-async fn read_body(
-    receiver: &Receiver,
-    content_length: Option<&[u8]>,
-    payload: &mut Payload,
-) -> Result<Bytes, Error> {
-    receiver.check_content_length(content_length)?;
-    let limit = receiver.body_limit();
-    let declared = content_length
-        .and_then(|value| std::str::from_utf8(value).ok())
-        .and_then(|value| value.trim().parse::<usize>().ok());
-    let capacity = declared.unwrap_or(0).min(MAX_INITIAL_CAPACITY);
-    let mut body = BytesMut::with_capacity(capacity);
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|err| Error::BodyRead(err.to_string()))?;
-        if chunk.len() > limit - body.len() {
-            return Err(Error::BodyTooLarge { limit });
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body.freeze())
-}
-
 /// actix-web 4's header map (on `http` 0.2) seen through the core's [`Headers`].
-struct ActixHeaders<'a>(&'a HeaderMap);
+pub(crate) struct ActixHeaders<'a>(pub(crate) &'a HeaderMap);
 
 impl Headers for ActixHeaders<'_> {
     fn lookup(&self, name: &str) -> HeaderLookup<'_> {
@@ -216,10 +188,13 @@ impl Headers for ActixHeaders<'_> {
     }
 }
 
-fn reply_to_response(reply: Reply) -> HttpResponse {
-    HttpResponse::build(actix_status(&reply))
-        .insert_header((header::CONTENT_TYPE, reply.content_type()))
-        .body(reply.into_body())
+pub(crate) fn reply_to_response(reply: Reply) -> HttpResponse {
+    let mut response = HttpResponse::build(actix_status(&reply));
+    response.insert_header((header::CONTENT_TYPE, reply.content_type()));
+    if reply.closes_connection() {
+        response.force_close();
+    }
+    response.body(reply.into_body())
 }
 
 /// The core is on `http` 1, actix-web 4 on `http` 0.2: the number is the bridge.
@@ -237,94 +212,75 @@ fn actix_status(reply: &Reply) -> StatusCode {
 ///
 /// Extract `Result<Webhook, Rejection>` to see it in the handler.
 pub struct Rejection {
-    answer: Answer,
-    /// The rest of an oversized body, held until the reply is written.
+    reply: Reply,
+    /// The rest of an unread body (over the limit, or stalled), held until the
+    /// reply is written so that actix-web closes the connection instead of
+    /// draining it.
     unread: RefCell<Option<Payload>>,
 }
 
-#[derive(Debug)]
-enum Answer {
-    Reply(Reply),
-    MissingConfig,
-}
-
 impl Rejection {
-    fn new(answer: Answer) -> Self {
+    fn with_unread(reply: Reply, unread: Payload) -> Self {
         Self {
-            answer,
-            unread: RefCell::new(None),
+            reply,
+            unread: RefCell::new(Some(unread)),
         }
     }
 
-    fn with_unread(reply: Reply, unread: Payload) -> Self {
-        Self {
-            answer: Answer::Reply(reply),
-            unread: RefCell::new(Some(unread)),
-        }
+    /// The reply sent instead of running the handler.
+    pub fn reply(&self) -> &Reply {
+        &self.reply
+    }
+
+    /// `true` for a duplicate of an already handled event, acknowledged with 200.
+    pub fn is_duplicate(&self) -> bool {
+        self.reply.status().is_success()
     }
 }
 
 impl From<Reply> for Rejection {
     fn from(reply: Reply) -> Self {
-        Self::new(Answer::Reply(reply))
+        Self {
+            reply,
+            unread: RefCell::new(None),
+        }
     }
 }
 
 impl fmt::Debug for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Rejection").field(&self.answer).finish()
+        f.debug_tuple("Rejection").field(&self.reply).finish()
     }
 }
 
-const MISSING_CONFIG: &str =
-    "Webhook Error: server misconfigured: no payhook_actix::WebhookConfig in the app data \
-     (register one with App::app_data(WebhookConfig::new(receiver)))";
-
-impl Rejection {
-    /// The core's reply, unless the route has no [`WebhookConfig`].
-    pub fn reply(&self) -> Option<&Reply> {
-        match &self.answer {
-            Answer::Reply(reply) => Some(reply),
-            Answer::MissingConfig => None,
-        }
-    }
-
-    /// `true` for a duplicate of an already handled event, acknowledged with 200.
-    pub fn is_duplicate(&self) -> bool {
-        self.reply().is_some_and(|reply| reply.status().is_success())
-    }
-}
+/// What a route without a [`WebhookConfig`] is missing, in the
+/// `500 Webhook Error: server misconfigured: …` reply.
+const ADD_THE_CONFIG: &str =
+    "register a payhook_actix::WebhookConfig with App::app_data(WebhookConfig::new(receiver))";
 
 impl fmt::Display for Rejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.answer {
-            Answer::Reply(reply) => f.write_str(reply.body()),
-            Answer::MissingConfig => f.write_str(MISSING_CONFIG),
-        }
+        f.write_str(self.reply.body())
     }
 }
 
 impl ResponseError for Rejection {
     fn status_code(&self) -> StatusCode {
-        match &self.answer {
-            Answer::Reply(reply) => actix_status(reply),
-            Answer::MissingConfig => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+        actix_status(&self.reply)
     }
 
     fn error_response(&self) -> HttpResponse {
-        match (&self.answer, self.unread.borrow_mut().take()) {
-            (Answer::Reply(reply), None) => reply_to_response(reply.clone()),
-            (Answer::Reply(reply), Some(unread)) => HttpResponse::build(actix_status(reply))
+        let reply = &self.reply;
+        match self.unread.borrow_mut().take() {
+            None => reply_to_response(reply.clone()),
+            Some(unread) => HttpResponse::build(actix_status(reply))
                 .insert_header((header::CONTENT_TYPE, reply.content_type()))
+                .force_close()
                 .body(ClosingBody {
                     len: reply.body().len() as u64,
                     reply: Some(Bytes::copy_from_slice(reply.body().as_bytes())),
                     _unread: unread,
                 }),
-            (Answer::MissingConfig, _) => HttpResponse::InternalServerError()
-                .content_type("text/plain; charset=utf-8")
-                .body(MISSING_CONFIG),
         }
     }
 }

@@ -4,13 +4,16 @@
 //! Register a [`WebhookConfig`] wrapping a configured
 //! [`Receiver`](payhook_core::Receiver) as app data, take [`Webhook`] (or
 //! `Webhook<YourType>`) in the handler, and return [`Webhook::ack`] once the event
-//! is handled. The extractor answers everything else itself — bad signatures,
+//! is handled — or write handlers that return `Result<(), E>` and let
+//! [`acking`] or [`EventHandlers`] (one handler per event type) acknowledge
+//! their `Ok` for you (see [`handlers`]). The extractor answers everything else itself — bad signatures,
 //! oversized bodies, duplicates, events in flight elsewhere — with the core's
 //! replies, so the handler only runs for new, genuine events; and a handler that
 //! fails, panics or never acknowledges leaves the event to be delivered again.
 //!
-//! All protocol logic lives in `payhook-core`; this crate only reads the body,
-//! translates headers and renders replies.
+//! All protocol logic lives in `payhook-core` (its `adapter` module is the whole
+//! interface this crate uses); this crate only translates actix-web's payload,
+//! headers and responses.
 //!
 //! ```
 //! use actix_web::{test, web, App, HttpResponse};
@@ -56,15 +59,23 @@
 //! # });
 //! ```
 //!
-//! # Bodies over the limit
+//! # Bodies over the limit, and stalled bodies
 //!
 //! A `Content-Length` over the receiver's body limit is answered with `413` before
-//! anything is read; a chunked body is read only until it passes the limit. The
-//! rest is never buffered: the connection is closed after the `413`, once
-//! actix-web's lingering close (`HttpServer::client_disconnect_timeout`, 1 s by
-//! default) has given the client time to read the reply — during which actix-web
-//! reads and discards whatever the client still sends. Lower that timeout to
-//! cut oversized uploads off sooner.
+//! anything is read; a chunked body is read only until it passes the limit. A body
+//! that has not arrived in full within the receiver's
+//! [body timeout](payhook_core::ReceiverBuilder::body_timeout) (5 s by default)
+//! is answered with `408`. In both cases the rest is never buffered and the
+//! connection is closed after the reply.
+//!
+//! # Client disconnects
+//!
+//! actix-web keeps running a handler whose client has closed its connection
+//! unless the server is told not to allow half-closed connections. With
+//! `HttpServer::h1_allow_half_closed(false)` a disconnect cancels the handler and
+//! its claim is released, so the sender's retry runs it again; with actix-web's
+//! default the handler runs on, the event stays in flight (`409` to a retry)
+//! until it finishes, and its [`ack`](Webhook::ack) still marks it done.
 //!
 //! # Tracing
 //!
@@ -75,9 +86,17 @@
 #![warn(missing_docs)]
 
 mod config;
+pub mod expect;
 mod extract;
+pub mod handlers;
+#[cfg(feature = "inbox")]
+mod inbox;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use config::WebhookConfig;
+pub use expect::ExpectContinue;
 pub use extract::{Rejection, Webhook};
+pub use handlers::{acking, EventHandlers};
+#[cfg(feature = "inbox")]
+pub use inbox::inbox_route;

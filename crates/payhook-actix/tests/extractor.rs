@@ -108,6 +108,12 @@ async fn custom_type_is_parsed_and_a_misfit_releases_the_claim() {
         (200, format!("evt_payout_1 {amount} ba_9").as_str())
     );
     assert_eq!(runs.get(), 1);
+    // `ack()` marked it done: the next delivery is a duplicate, not a second run.
+    assert_eq!(
+        send!(&app, signed(&payout(Some("ba_9")))),
+        (200, r#"{"received":true}"#.to_owned())
+    );
+    assert_eq!(runs.get(), 1);
 }
 
 async fn event_handler(webhook: Webhook) -> HttpResponse {
@@ -145,6 +151,8 @@ async fn default_type_is_the_pipelines_event() {
             delivery.body.len()
         )
     );
+    // `ack()` marked it done: the handler's summary is not produced again.
+    assert_eq!(send!(&app, &delivery), (200, r#"{"received":true}"#.to_owned()));
 }
 
 async fn releasing_handler(webhook: Webhook, runs: web::Data<Runs>) -> HttpResponse {
@@ -179,7 +187,7 @@ async fn observing_handler(webhook: Result<Webhook, Rejection>) -> HttpResponse 
         Err(rejection) => HttpResponse::Ok().body(format!(
             "duplicate={} status={} {rejection}",
             rejection.is_duplicate(),
-            rejection.reply().map_or(0, |reply| reply.status().as_u16()),
+            rejection.reply().status().as_u16(),
         )),
     }
 }

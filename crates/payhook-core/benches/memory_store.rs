@@ -23,7 +23,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
-use payhook_core::store::{Claim, MemoryStore, Store};
+use payhook_core::store::{Claim, Completion, MemoryStore, Store};
 
 /// Counts live and peak heap bytes; the cost is two relaxed atomics per call.
 struct Counting;
@@ -107,9 +107,12 @@ fn claim_complete(store: &MemoryStore, id: &str) {
     let Claim::Claimed(token) = store.claim_now(NS, id, LEASE).expect("store has room") else {
         panic!("{id} is new");
     };
-    assert!(store
-        .complete_now(NS, id, token, RETENTION)
-        .expect("store has room"));
+    assert_eq!(
+        store
+            .complete_now(NS, id, token, RETENTION)
+            .expect("store has room"),
+        Completion::Completed
+    );
 }
 
 fn now<F: Future>(future: F) -> F::Output {
@@ -217,7 +220,10 @@ fn bench_store(c: &mut Criterion) {
                     let Claim::Claimed(token) = now(store.claim(NS, id, LEASE)).expect("room") else {
                         panic!("{id} is new");
                     };
-                    assert!(now(store.complete(NS, id, token, RETENTION)).expect("room"));
+                    assert_eq!(
+                        now(store.complete(NS, id, token, RETENTION)).expect("room"),
+                        Completion::Completed
+                    );
                 }
                 elapsed += started.elapsed();
                 next += run;

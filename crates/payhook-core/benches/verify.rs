@@ -8,6 +8,16 @@
 //!   call with `hmac` + `sha2`.
 //! * `verify_parse/1KiB_{4,16}_metadata`: `Receiver::check` (verify + typed `Event`) on a realistic
 //!   payment event against HMAC + `serde_json::from_slice::<Value>`.
+//! * `verify_parse_order/{type_first,data_first,raw_hmac_serde_value}/{1KiB,16KiB,1MiB}`:
+//!   `Receiver::check` on a payment event with `type` before `data` and with
+//!   `type` after `data` (the order of the service's sibling format), against
+//!   HMAC + `serde_json::from_slice::<Value>` of the same body. Past 1 KiB the
+//!   event grows by a list of on-chain transfers inside the payment intent, a
+//!   field payhook does not type (forward compatibility), as a sender adding
+//!   fields would make it.
+//! * `hex_compare/{subtle_slice,word_fold}`: the constant-time comparison of the
+//!   64 expected hex digits with a candidate: `subtle`'s slice `ct_eq` against the
+//!   word-folding comparison `signature.rs` uses (copied here, as it is private).
 //! * `pipeline/1KiB`: verify + parse against the full `receive` → `complete` round
 //!   with the in-memory store, every delivery a new event id.
 
@@ -21,8 +31,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use hmac::{Hmac, Mac};
+use payhook_core::adapter::Outcome;
 use payhook_core::testing::EventBuilder;
-use payhook_core::{sign, FixedClock, MemoryStore, Outcome, Receiver, Secret, Store, Verifier};
+use payhook_core::{sign, FixedClock, MemoryStore, Receiver, Secret, Store, Verifier};
 use sha2::Sha256;
 
 const SECRET: &str = "whsec_5f0c1d8e2b7a4c9d3e6f8a1b2c4d6e8f";
@@ -192,6 +203,108 @@ fn bench_verify_parse(c: &mut Criterion) {
     group.finish();
 }
 
+/// A payment event of about `len` bytes, with `type` before or after `data`.
+fn sized_event(len: usize, data_first: bool) -> String {
+    let mut body = realistic_event("evt_1PqX7bLkdIwHu7ixQ2cVbN0k");
+    if len > body.len() {
+        let mut transfers = String::from(r#""transfers":["#);
+        let mut i = 0u64;
+        while body.len() + transfers.len() + 1 < len {
+            if i > 0 {
+                transfers.push(',');
+            }
+            transfers.push_str(&format!(
+                r#"{{"tx_hash":"0x{i:064x}","confirmations":{},"amount":"{}","network":"ethereum-mainnet"}}"#,
+                12 + i % 7,
+                1_000_000_000_000_000 + i
+            ));
+            i += 1;
+        }
+        transfers.push_str("],");
+        body = body.replacen(r#""metadata":{"#, &format!(r#"{transfers}"metadata":{{"#), 1);
+    }
+    let type_item = r#""type":"payment_intent.succeeded","#;
+    assert!(body.contains(type_item), "the builder writes type before data");
+    if data_first {
+        body = body.replacen(type_item, "", 1);
+        body.truncate(body.len() - 1);
+        body.push_str(r#","type":"payment_intent.succeeded"}"#);
+    }
+    body
+}
+
+fn bench_verify_parse_order(c: &mut Criterion) {
+    let receiver = Receiver::builder()
+        .secret(SECRET)
+        .clock(FixedClock::new(T as i64))
+        .body_limit(2 * 1024 * 1024)
+        .build()
+        .expect("valid receiver");
+    let mut group = c.benchmark_group("verify_parse_order");
+    for (label, len) in [("1KiB", 1024), ("16KiB", 16 * 1024), ("1MiB", 1024 * 1024)] {
+        let type_first = sized_event(len, false);
+        let data_first = sized_event(len, true);
+        assert_eq!(type_first.len(), data_first.len());
+        group.throughput(Throughput::Bytes(type_first.len() as u64));
+        group.bench_function(BenchmarkId::new("raw_hmac_serde_value", label), |b| {
+            b.iter(|| {
+                let body = black_box(type_first.as_bytes());
+                let mac = raw_hmac(SECRET.as_bytes(), b"1732264800", body);
+                let value: serde_json::Value = serde_json::from_slice(body).expect("valid JSON");
+                (mac, value)
+            })
+        });
+        for (order, body) in [("type_first", &type_first), ("data_first", &data_first)] {
+            let headers = signed_headers(body.as_bytes());
+            let event = receiver
+                .check(&headers, body.as_bytes())
+                .expect("genuine delivery");
+            assert_eq!(event.payment_intent().map(|pi| pi.metadata.len()), Some(16));
+            group.bench_function(BenchmarkId::new(order, label), |b| {
+                b.iter(|| {
+                    receiver
+                        .check(black_box(&headers), black_box(body.as_bytes()))
+                        .expect("genuine delivery")
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+/// The comparison in `signature.rs` (`hex_ct_eq`), copied: eight 8-byte words
+/// folded into one difference, one `subtle` call for the result.
+fn word_fold_ct_eq(expected: &[u8; 64], candidate: &[u8]) -> subtle::Choice {
+    use subtle::ConstantTimeEq;
+    if candidate.len() != expected.len() {
+        return subtle::Choice::from(0);
+    }
+    let mut diff = 0u64;
+    for (a, b) in expected.chunks_exact(8).zip(candidate.chunks_exact(8)) {
+        let mut wa = [0u8; 8];
+        let mut wb = [0u8; 8];
+        wa.copy_from_slice(a);
+        wb.copy_from_slice(b);
+        diff |= u64::from_ne_bytes(wa) ^ u64::from_ne_bytes(wb);
+    }
+    diff.ct_eq(&0)
+}
+
+fn bench_hex_compare(c: &mut Criterion) {
+    use subtle::ConstantTimeEq;
+    let expected: [u8; 64] = *b"47e6632c169b959135c86d19df2cb565cdbea26c53beb45123d38a1437d37287";
+    let mut candidate = expected;
+    candidate[63] = b'8';
+    let mut group = c.benchmark_group("hex_compare");
+    group.bench_function("subtle_slice", |b| {
+        b.iter(|| black_box(&expected[..]).ct_eq(black_box(&candidate[..])))
+    });
+    group.bench_function("word_fold", |b| {
+        b.iter(|| word_fold_ct_eq(black_box(&expected), black_box(&candidate[..])))
+    });
+    group.finish();
+}
+
 /// Pre-signed deliveries, each with its own event id.
 struct Pool {
     deliveries: Vec<(http::HeaderMap, Bytes)>,
@@ -270,8 +383,51 @@ fn bench_pipeline(c: &mut Criterion) {
             elapsed
         })
     });
+
+    // The same inside a tokio runtime, as under axum or actix-web: each claim then
+    // also starts (and its settle stops) the task that renews its lease.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    group.bench_function(BenchmarkId::new("receive_complete_in_runtime", "1KiB"), |b| {
+        b.iter_custom(|iters| {
+            runtime.block_on(async {
+                let mut elapsed = Duration::ZERO;
+                let mut left = iters;
+                while left > 0 {
+                    if cursor == POOL {
+                        pass += 1;
+                        cursor = 0;
+                        receiver = receiver_for(pass);
+                    }
+                    let run = left.min((POOL - cursor) as u64) as usize;
+                    let started = Instant::now();
+                    for (headers, body) in &pool.deliveries[cursor..cursor + run] {
+                        match receiver.receive(black_box(headers), body.clone()).await {
+                            Outcome::Deliver(delivery) => {
+                                black_box(delivery.into_claim().complete().await);
+                            }
+                            Outcome::Respond(reply) => panic!("not delivered: {}", reply.body()),
+                        }
+                    }
+                    elapsed += started.elapsed();
+                    cursor += run;
+                    left -= run as u64;
+                }
+                elapsed
+            })
+        })
+    });
     group.finish();
 }
 
-criterion_group!(benches, bench_verify, bench_verify_parse, bench_pipeline);
+criterion_group!(
+    benches,
+    bench_verify,
+    bench_verify_parse,
+    bench_verify_parse_order,
+    bench_hex_compare,
+    bench_pipeline
+);
 criterion_main!(benches);

@@ -3,9 +3,13 @@
 //! [`Error`]'s `Display` is exactly the text a receiver puts after
 //! `Webhook Error: ` in its reply, so tests can match it; [`Error::status`] is the
 //! HTTP status that goes with it. Neither ever contains a secret or an expected
-//! signature.
+//! signature, and request-derived text in it (an event id, a quoted value) is
+//! shown through [`Untrusted`]: control characters escaped, at most 64
+//! characters of each value.
 
 use http::{HeaderName, StatusCode};
+
+use crate::untrusted::Untrusted;
 
 /// Why a delivery was not handed to the handler.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,7 +47,7 @@ pub enum Error {
         tolerance: u64,
     },
     /// The body is signed correctly but is not a valid event.
-    #[error("invalid payload: {0}")]
+    #[error("invalid payload: {}", Untrusted::message(.0))]
     InvalidPayload(String),
     /// The body is larger than the configured limit.
     #[error("body is larger than the {limit}-byte limit")]
@@ -51,11 +55,15 @@ pub enum Error {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The body did not arrive in full within the receiver's body timeout (a
+    /// stalled or trickling upload); the connection is closed.
+    #[error("the request body did not arrive within {0:?}")]
+    BodyTimeout(std::time::Duration),
     /// The body could not be read completely (client went away, truncated upload).
-    #[error("could not read the request body: {0}")]
+    #[error("could not read the request body: {}", Untrusted::message(.0))]
     BodyRead(String),
     /// Another request is handling this event right now.
-    #[error("event {0} is being handled by another delivery; retry later")]
+    #[error("event {} is being handled by another delivery; retry later", Untrusted::value(.0))]
     InFlight(String),
     /// The dedupe store could not be reached; nothing was acknowledged or marked.
     #[error("dedupe store unavailable: {0}")]
@@ -67,6 +75,7 @@ impl Error {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::InFlight(_) => StatusCode::CONFLICT,
             Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::BAD_REQUEST,
@@ -90,6 +99,14 @@ pub enum ConfigError {
     /// A setting is out of its range; the text says which.
     #[error("invalid setting: {0}")]
     InvalidSetting(&'static str),
+    /// A store was given without a namespace. A store passed in may be shared
+    /// with other endpoints (Redis always is), and under one default namespace
+    /// whoever holds any endpoint's secret could mark another's events done.
+    #[error(
+        "a store set with store() or shared_store() needs namespace(...) too, \
+         one per endpoint, so endpoints sharing it cannot mark each other's events done"
+    )]
+    NamespaceRequired,
 }
 
 /// A dedupe store failure: unreachable, timed out, or full of in-flight claims.

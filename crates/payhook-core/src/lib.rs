@@ -6,8 +6,10 @@
 //! * [`event`] — typed events: [`Event`], [`EventKind`], [`PaymentIntent`] with
 //!   exact amounts.
 //! * [`store`] — dedupe by event id: the [`Store`] trait and [`MemoryStore`].
-//! * [`receiver`] — the pipeline the adapters call: [`Receiver::receive`] turns
-//!   headers and a raw body into a [`Reply`] or a claimed [`Delivery`].
+//! * [`receiver`] — one endpoint's configuration and pipeline: [`Receiver::receive`]
+//!   turns headers and a raw body into a [`Reply`] or a claimed delivery.
+//! * [`adapter`] — the one interface framework adapters use: body intake under
+//!   the limit and timeout, settling a claim from the handler's outcome, replies.
 //! * [`reply`] and [`error`] — what is sent back, and why.
 //! * `testing` (feature `testing`) — signed deliveries and event builders for
 //!   users' tests, and the store conformance suite.
@@ -17,7 +19,8 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use payhook_core::{sign, EventKind, Outcome, Receiver, Secret};
+//! use payhook_core::adapter::Outcome;
+//! use payhook_core::{sign, EventKind, Receiver, Secret};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let receiver = Receiver::builder()
@@ -48,10 +51,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod adapter;
 mod clock;
 pub mod error;
 pub mod event;
 mod headers;
+pub mod metrics;
 pub mod receiver;
 pub mod reply;
 mod secret;
@@ -59,13 +64,13 @@ pub mod signature;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod untrusted;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use error::{ConfigError, Error, StoreError};
 pub use event::{Event, EventKind, PaymentIntent, PaymentIntentStatus, PaymentMethod};
-pub use headers::{HeaderLookup, Headers};
-pub use receiver::{ClaimGuard, Delivery, Outcome, Receiver, ReceiverBuilder};
+pub use receiver::{ClaimGuard, Receiver, ReceiverBuilder};
 pub use reply::Reply;
 pub use secret::Secret;
 pub use signature::{sign, SignatureScheme, Verifier};
-pub use store::{Claim, ClaimToken, MemoryStore, Store};
+pub use store::{Claim, ClaimToken, Completion, MemoryStore, Store};

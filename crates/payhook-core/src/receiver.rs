@@ -13,7 +13,8 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use payhook_core::{sign, Outcome, Receiver, Secret};
+//! use payhook_core::adapter::Outcome;
+//! use payhook_core::{sign, Receiver, Secret};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
@@ -37,6 +38,8 @@
 
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -49,9 +52,11 @@ use crate::clock::Clock;
 use crate::error::{ConfigError, Error};
 use crate::event::Event;
 use crate::headers::Headers;
+use crate::metrics;
 use crate::reply::Reply;
 use crate::signature::{SignatureScheme, VerifierBuilder};
-use crate::store::{Claim, ClaimToken, MemoryStore, Store};
+use crate::store::{Claim, ClaimToken, Completion, MemoryStore, Store};
+use crate::untrusted::Untrusted;
 
 /// The body size limit unless configured otherwise: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
@@ -60,8 +65,24 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How long an in-flight claim lasts before another delivery may take the id
 /// over, unless configured otherwise: 5 minutes.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(300);
-/// The store namespace unless configured otherwise.
+/// How long a request body may take to arrive in full unless configured
+/// otherwise: 5 seconds. The payment service gives up on a reply after 10 s, so a
+/// body still arriving after 5 s leaves too little time to handle it; a client
+/// that stalls (or trickles) past it gets `408` and a closed connection instead
+/// of holding a connection and up to a body limit of memory for as long as it likes.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(5);
+/// The store namespace of a receiver that keeps its own in-memory store. A
+/// receiver given a store with [`ReceiverBuilder::store`] or
+/// [`ReceiverBuilder::shared_store`] must name its namespace.
 pub const DEFAULT_NAMESPACE: &str = "payhook";
+/// The longest lease or retention [`ReceiverBuilder::build`] accepts: 100 years
+/// (365-day years). Longer values, such as `Duration::MAX` meant as "forever",
+/// are refused with a [`ConfigError`] rather than overflowing a clock later.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// The shortest lease [`ReceiverBuilder::build`] accepts: 1 second. The lease is
+/// renewed while the handler runs, so it only needs to outlast a crashed
+/// worker's silence, not the slowest handler.
+pub const MIN_LEASE: Duration = Duration::from_secs(1);
 
 /// One webhook endpoint's configuration and pipeline. Cheap to clone (an `Arc`).
 #[derive(Clone)]
@@ -76,6 +97,9 @@ struct Inner {
     lease: Duration,
     retention: Duration,
     body_limit: usize,
+    body_timeout: Duration,
+    /// The store is the in-memory one the builder made for this receiver alone.
+    own_store: bool,
 }
 
 impl fmt::Debug for Receiver {
@@ -85,6 +109,7 @@ impl fmt::Debug for Receiver {
             .field("lease", &self.inner.lease)
             .field("retention", &self.inner.retention)
             .field("body_limit", &self.inner.body_limit)
+            .field("body_timeout", &self.inner.body_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -144,6 +169,21 @@ impl Receiver {
         self.inner.body_limit
     }
 
+    /// How long a request body may take to arrive in full; past it the adapters
+    /// answer `408` ([`Error::BodyTimeout`]) and close the connection.
+    pub fn body_timeout(&self) -> Duration {
+        self.inner.body_timeout
+    }
+
+    /// The namespace, and the store when it is the receiver's own in-memory
+    /// store (none was set on the builder): what tells two receivers built
+    /// alike apart when their dedupe is not shared.
+    pub(crate) fn own_store(&self) -> Option<(&str, std::sync::Weak<dyn Store>)> {
+        self.inner
+            .own_store
+            .then(|| (&*self.inner.namespace, Arc::downgrade(&self.inner.store)))
+    }
+
     /// Runs the pipeline on one request.
     ///
     /// Verification and parsing happen before this returns (the future does not
@@ -160,10 +200,14 @@ impl Receiver {
         async move {
             match checked {
                 Err(error) => {
+                    metrics::rejected(&error);
                     tracing::warn!(target: "payhook", status = error.status().as_u16(), reason = %error, "delivery rejected");
                     Outcome::Respond(Reply::error(&error))
                 }
-                Ok(event) => claim(inner, event, body, started).await,
+                Ok(event) => {
+                    metrics::verified();
+                    claim(inner, event, body, started).await
+                }
             }
         }
     }
@@ -182,60 +226,45 @@ impl Receiver {
         self.inner.scheme.verify(headers, body)?;
         Event::from_slice(body)
     }
-
-    /// Refuses a body from its declared `Content-Length` alone, before any of it
-    /// is read. A value that is not a number is left to the framework (which
-    /// rejects it) and the limit is then enforced while reading.
-    ///
-    /// # Errors
-    /// [`Error::BodyTooLarge`] when the declared length is over the limit.
-    pub fn check_content_length(&self, content_length: Option<&[u8]>) -> Result<(), Error> {
-        let declared = content_length
-            .and_then(|value| std::str::from_utf8(value).ok())
-            .and_then(|value| value.trim().parse::<u64>().ok());
-        let limit = self.inner.body_limit;
-        match declared {
-            Some(length) if length > u64::try_from(limit).unwrap_or(u64::MAX) => {
-                Err(Error::BodyTooLarge { limit })
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// The reply for a body that could not be read: over the limit, or cut short.
-    pub fn body_error(&self, error: &Error) -> Reply {
-        tracing::warn!(target: "payhook", status = error.status().as_u16(), reason = %error, "delivery rejected");
-        Reply::error(error)
-    }
 }
 
 async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Option<Instant>) -> Outcome {
-    let span = tracing::info_span!(target: "payhook", "delivery", event_id = %event.id(), event_type = %event.event_type());
+    let span = tracing::info_span!(target: "payhook", "delivery", event_id = %Untrusted::value(event.id()), event_type = %Untrusted::value(event.event_type()));
+    let claim_span = span.clone();
     async move {
         match inner.store.claim(&inner.namespace, event.id(), inner.lease).await {
             Ok(Claim::Claimed(token)) => {
                 tracing::debug!(target: "payhook", "event claimed");
+                let id = event.id().to_owned();
+                let lease_lost = Arc::new(AtomicBool::new(false));
+                let renewal = LeaseRenewal::start(&inner, &id, token, &lease_lost, &claim_span);
                 let claim = ClaimGuard {
                     state: Some(ClaimState {
-                        id: event.id().to_owned(),
-                        event_type: event.event_type().to_owned(),
+                        id,
                         inner,
                         token,
                         started,
+                        handed_out: Instant::now(),
+                        span: claim_span,
+                        renewal,
+                        lease_lost,
                     }),
                 };
                 Outcome::Deliver(Delivery { event, body, claim })
             }
             Ok(Claim::Done) => {
+                metrics::duplicate();
                 tracing::info!(target: "payhook", "duplicate delivery acknowledged; the event was processed before");
                 Outcome::Respond(Reply::received())
             }
             Ok(Claim::InFlight) => {
+                metrics::in_flight();
                 let error = Error::InFlight(event.id().to_owned());
                 tracing::info!(target: "payhook", status = 409, "delivery refused: the event is in flight elsewhere");
                 Outcome::Respond(Reply::error(&error))
             }
             Err(err) => {
+                metrics::store_error();
                 let error = Error::from(err);
                 tracing::error!(target: "payhook", status = 503, reason = %error, "dedupe store unavailable");
                 Outcome::Respond(Reply::error(&error))
@@ -253,6 +282,18 @@ async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Option<Ins
 /// the handler's status. If it is dropped unsettled — the handler returned early,
 /// panicked, or the request was cancelled — the claim is released in the
 /// background, so the sender's retry is handled rather than refused.
+///
+/// While the guard lives, its lease is renewed every third of the lease (a task
+/// on the tokio runtime), so a handler slower than the lease keeps the event and
+/// concurrent retries keep getting 409. If the lease is lost anyway (the store
+/// was unreachable for the rest of the lease), an ERROR is logged, and the late
+/// completion is refused with another ERROR: the event may then be handled twice.
+///
+/// Settling is cancel-safe: once `complete`, `release` or `finish` has been
+/// called, the store call runs to its end even if the future awaiting it is
+/// dropped (the client disconnected, an outer timeout fired). The rest of the
+/// call then finishes on the tokio runtime in the background, so the id always
+/// ends up done or released — never stuck in flight until its lease runs out.
 #[must_use = "an unsettled claim is released when dropped"]
 pub struct ClaimGuard {
     state: Option<ClaimState>,
@@ -261,15 +302,99 @@ pub struct ClaimGuard {
 struct ClaimState {
     inner: Arc<Inner>,
     id: String,
-    event_type: String,
     token: ClaimToken,
     started: Option<Instant>,
+    /// When the event was handed to the handler, for `payhook_handler_seconds`.
+    handed_out: Instant,
+    span: tracing::Span,
+    renewal: LeaseRenewal,
+    /// Set once the lease is known lost, so it is counted once per claim.
+    lease_lost: Arc<AtomicBool>,
+}
+
+/// The task that renews a claim's lease every third of it while the handler
+/// runs, so a handler slower than its lease keeps its claim and a concurrent
+/// retry is refused rather than run a second time. It stops when the claim is
+/// settled (or dropped); a crashed worker stops renewing, so its claim still
+/// expires with the lease.
+struct LeaseRenewal(Option<tokio::task::AbortHandle>);
+
+impl LeaseRenewal {
+    fn start(
+        inner: &Arc<Inner>,
+        id: &str,
+        token: ClaimToken,
+        lease_lost: &Arc<AtomicBool>,
+        span: &tracing::Span,
+    ) -> Self {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // Once per process: a program that polls the pipeline outside tokio
+            // does so for every delivery.
+            static WARNED: AtomicBool = AtomicBool::new(false);
+            if !WARNED.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    target: "payhook",
+                    parent: span,
+                    "no tokio runtime: leases are not renewed while handlers run"
+                );
+            }
+            return Self(None);
+        };
+        let renew = renew_while_handled(Arc::clone(inner), id.to_owned(), token, Arc::clone(lease_lost))
+            .instrument(span.clone());
+        Self(Some(runtime.spawn(renew).abort_handle()))
+    }
+
+    fn stop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for LeaseRenewal {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn renew_while_handled(inner: Arc<Inner>, id: String, token: ClaimToken, lease_lost: Arc<AtomicBool>) {
+    // The builder keeps the lease at 1 s or more, so this is never zero.
+    let every = inner.lease / 3;
+    loop {
+        tokio::time::sleep(every).await;
+        match inner.store.renew(&inner.namespace, &id, token, inner.lease).await {
+            Ok(true) => tracing::trace!(target: "payhook", "lease renewed"),
+            Ok(false) => {
+                if !lease_lost.swap(true, Ordering::Relaxed) {
+                    metrics::lease_lost();
+                }
+                tracing::error!(
+                    target: "payhook",
+                    "lease lost while the handler runs: it ran out before it could be renewed, \
+                     so another delivery may be handling the event at the same time"
+                );
+                return;
+            }
+            // The lease is still good for two more thirds: try again then.
+            Err(err) => {
+                metrics::store_failed("renew");
+                tracing::warn!(target: "payhook", reason = %err, "lease could not be renewed; trying again");
+            }
+        }
+    }
 }
 
 impl fmt::Debug for ClaimGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClaimGuard")
-            .field("event_id", &self.state.as_ref().map(|s| s.id.as_str()))
+            .field(
+                "event_id",
+                &self
+                    .state
+                    .as_ref()
+                    .map(|s| format!("{}", Untrusted::value(&s.id))),
+            )
             .finish()
     }
 }
@@ -280,6 +405,19 @@ impl ClaimGuard {
         self.state.as_ref().map_or("", |s| s.id.as_str())
     }
 
+    /// The delivery's span (`payhook` target, with the event id and type), for
+    /// the handler's log lines and the settling ones.
+    pub(crate) fn span(&self) -> tracing::Span {
+        self.state
+            .as_ref()
+            .map_or_else(tracing::Span::none, |s| s.span.clone())
+    }
+
+    /// When the claim was taken, if the completion log that reports it is enabled.
+    pub(crate) fn started(&self) -> Option<Instant> {
+        self.state.as_ref().and_then(|s| s.started)
+    }
+
     /// Marks the event done and returns the `200 {"received":true}` reply.
     ///
     /// If the store fails at this point the handler has already run, so the
@@ -288,32 +426,7 @@ impl ClaimGuard {
     /// expires with its lease.
     pub async fn complete(mut self) -> Reply {
         if let Some(state) = self.state.take() {
-            let span = state.span();
-            async move {
-                let inner = &state.inner;
-                match inner
-                    .store
-                    .complete(&inner.namespace, &state.id, state.token, inner.retention)
-                    .await
-                {
-                    Ok(true) => tracing::info!(
-                        target: "payhook",
-                        elapsed_ms = state.started.map(|started| started.elapsed().as_millis() as u64),
-                        "delivery completed"
-                    ),
-                    Ok(false) => tracing::warn!(
-                        target: "payhook",
-                        "handler finished after its lease ran out and another delivery took the event over"
-                    ),
-                    Err(err) => tracing::error!(
-                        target: "payhook",
-                        reason = %err,
-                        "handler succeeded but the event could not be marked done; acknowledging anyway"
-                    ),
-                }
-            }
-            .instrument(span)
-            .await;
+            Settling::new(state.complete()).await;
         }
         Reply::received()
     }
@@ -321,8 +434,7 @@ impl ClaimGuard {
     /// Gives the id back so the next delivery of the event is handled.
     pub async fn release(mut self) {
         if let Some(state) = self.state.take() {
-            let span = state.span();
-            state.release("handler failed").instrument(span).await;
+            Settling::new(state.release("handler failed")).await;
         }
     }
 
@@ -337,22 +449,73 @@ impl ClaimGuard {
 }
 
 impl ClaimState {
-    fn span(&self) -> tracing::Span {
-        tracing::info_span!(target: "payhook", "delivery", event_id = %self.id, event_type = %self.event_type)
+    fn complete(mut self) -> impl Future<Output = ()> + Send + 'static {
+        self.renewal.stop();
+        metrics::settled(true, self.handed_out.elapsed());
+        let span = self.span.clone();
+        async move {
+            let inner = &self.inner;
+            match inner
+                .store
+                .complete(&inner.namespace, &self.id, self.token, inner.retention)
+                .await
+            {
+                Ok(Completion::Completed) => tracing::info!(
+                    target: "payhook",
+                    elapsed_ms = self.started.map(|started| u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)),
+                    "delivery completed"
+                ),
+                // The store cannot tell which happened, so the log says both.
+                Ok(Completion::AlreadyDone) => tracing::warn!(
+                    target: "payhook",
+                    "handler finished and the event was already marked done: an earlier attempt \
+                     of this completion was applied and its reply lost, or this delivery's lease \
+                     ran out and another delivery handled the event meanwhile"
+                ),
+                Ok(Completion::NotOwner) => {
+                    if !self.lease_lost.swap(true, Ordering::Relaxed) {
+                        metrics::lease_lost();
+                    }
+                    tracing::error!(
+                        target: "payhook",
+                        "handler finished but its lease was lost: another delivery holds the event now, \
+                         so this completion was refused and the event may be handled again"
+                    );
+                }
+                Err(err) => {
+                    metrics::store_failed("complete");
+                    tracing::error!(
+                        target: "payhook",
+                        reason = %err,
+                        "handler succeeded but the event could not be marked done; acknowledging anyway"
+                    );
+                }
+            }
+        }
+        .instrument(span)
     }
 
-    async fn release(self, why: &'static str) {
-        let inner = &self.inner;
-        match inner.store.release(&inner.namespace, &self.id, self.token).await {
-            Ok(_) => {
-                tracing::warn!(target: "payhook", reason = why, "claim released; the next delivery of the event runs the handler again")
+    fn release(mut self, why: &'static str) -> impl Future<Output = ()> + Send + 'static {
+        self.renewal.stop();
+        metrics::settled(false, self.handed_out.elapsed());
+        let span = self.span.clone();
+        async move {
+            let inner = &self.inner;
+            match inner.store.release(&inner.namespace, &self.id, self.token).await {
+                Ok(_) => {
+                    tracing::warn!(target: "payhook", reason = why, "claim released; the next delivery of the event runs the handler again")
+                }
+                Err(err) => {
+                    metrics::store_failed("release");
+                    tracing::error!(
+                        target: "payhook",
+                        reason = %err,
+                        "claim could not be released; a retry is refused until the lease runs out"
+                    );
+                }
             }
-            Err(err) => tracing::error!(
-                target: "payhook",
-                reason = %err,
-                "claim could not be released; a retry is refused until the lease runs out"
-            ),
         }
+        .instrument(span)
     }
 }
 
@@ -361,23 +524,58 @@ impl Drop for ClaimGuard {
         let Some(state) = self.state.take() else {
             return;
         };
-        let span = state.span();
-        let mut release = Box::pin(state.release("handler did not finish").instrument(span));
+        let mut release = Settling::new(state.release("handler did not finish"));
         // In-process stores answer at once: finish here without needing a runtime.
-        if release
-            .as_mut()
-            .poll(&mut Context::from_waker(std::task::Waker::noop()))
-            == Poll::Ready(())
-        {
-            return;
+        // Otherwise dropping `release` hands the rest to the runtime.
+        let _ = Pin::new(&mut release).poll(&mut Context::from_waker(std::task::Waker::noop()));
+    }
+}
+
+/// A store call that settles a claim, finished even if whoever awaits it goes away.
+///
+/// Awaiting it drives the call; dropping it before the end (a cancelled request,
+/// an outer timeout) spawns the rest onto the current tokio runtime instead of
+/// abandoning it half-way, which would leave the id in flight with nobody to
+/// complete or release it.
+struct Settling {
+    future: Option<Pin<Box<dyn Future<Output = ()> + Send + 'static>>>,
+}
+
+impl Settling {
+    fn new(future: impl Future<Output = ()> + Send + 'static) -> Self {
+        Self {
+            future: Some(Box::pin(future)),
         }
+    }
+}
+
+impl Future for Settling {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(future) = self.future.as_mut() {
+            if future.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.future = None;
+        }
+        Poll::Ready(())
+    }
+}
+
+impl Drop for Settling {
+    fn drop(&mut self) {
+        let Some(future) = self.future.take() else {
+            return;
+        };
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
-                handle.spawn(release);
+                handle.spawn(future);
             }
             Err(_) => tracing::error!(
                 target: "payhook",
-                "claim dropped outside a tokio runtime; it is released when its lease runs out"
+                "claim settled outside a tokio runtime and the store did not answer at once; \
+                 it is released when its lease runs out"
             ),
         }
     }
@@ -388,10 +586,11 @@ pub struct ReceiverBuilder {
     verifier: VerifierBuilder,
     scheme: Option<Arc<dyn SignatureScheme>>,
     store: Option<Arc<dyn Store>>,
-    namespace: String,
+    namespace: Option<String>,
     lease: Duration,
     retention: Duration,
     body_limit: usize,
+    body_timeout: Duration,
 }
 
 impl Default for ReceiverBuilder {
@@ -400,10 +599,11 @@ impl Default for ReceiverBuilder {
             verifier: VerifierBuilder::default(),
             scheme: None,
             store: None,
-            namespace: DEFAULT_NAMESPACE.to_owned(),
+            namespace: None,
             lease: DEFAULT_LEASE,
             retention: DEFAULT_RETENTION,
             body_limit: DEFAULT_BODY_LIMIT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
         }
     }
 }
@@ -416,6 +616,7 @@ impl fmt::Debug for ReceiverBuilder {
             .field("lease", &self.lease)
             .field("retention", &self.retention)
             .field("body_limit", &self.body_limit)
+            .field("body_timeout", &self.body_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -468,71 +669,157 @@ impl ReceiverBuilder {
         self
     }
 
-    /// The dedupe store (default: a [`MemoryStore`] of its own).
+    /// The dedupe store (default: a [`MemoryStore`] of its own). Requires a
+    /// [`namespace`](Self::namespace): see there.
     pub fn store(mut self, store: impl Store) -> Self {
         self.store = Some(Arc::new(store));
         self
     }
 
-    /// A store shared with other receivers.
+    /// A store shared with other receivers. Requires a
+    /// [`namespace`](Self::namespace): see there.
     pub fn shared_store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
         self
     }
 
-    /// The namespace event ids are kept under in the store (default `payhook`).
-    /// Give each endpoint its own when several share one store.
+    /// The namespace event ids are kept under in the store.
+    ///
+    /// Required with [`store`](Self::store) or [`shared_store`](Self::shared_store):
+    /// a store passed in may serve other endpoints too (a Redis store usually
+    /// does), and two endpoints under one namespace share their "done" ids — a
+    /// holder of one endpoint's secret (say, a test-mode one) could then mark the
+    /// other endpoint's events handled. Give each endpoint its own namespace, and
+    /// the replicas of one endpoint the same one. [`build`](Self::build) answers
+    /// [`ConfigError::NamespaceRequired`] when it is missing. A receiver with its
+    /// own in-memory store uses [`DEFAULT_NAMESPACE`] unless told otherwise.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use payhook_core::{ConfigError, MemoryStore, Receiver, Store};
+    ///
+    /// let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    /// let live = Receiver::builder()
+    ///     .secret("whsec_live")
+    ///     .shared_store(store.clone())
+    ///     .namespace("payments-live")
+    ///     .build()?;
+    /// let test = Receiver::builder()
+    ///     .secret("whsec_test")
+    ///     .shared_store(store.clone())
+    ///     .namespace("payments-test")
+    ///     .build()?;
+    /// let unnamed = Receiver::builder().secret("whsec_test").shared_store(store).build();
+    /// assert_eq!(unnamed.unwrap_err(), ConfigError::NamespaceRequired);
+    /// # Ok::<(), ConfigError>(())
+    /// ```
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = namespace.into();
+        self.namespace = Some(namespace.into());
         self
     }
 
     /// How long a claim lasts before another delivery may take the event over
-    /// (default 5 minutes). Make it longer than your slowest handler.
+    /// (default 5 minutes; from [`MIN_LEASE`] to [`MAX_DURATION`]). While the
+    /// handler runs the lease is renewed every third of it, so a slow handler
+    /// keeps its claim; the lease only decides how soon the event is handed on
+    /// when a worker crashed mid-handler.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
     }
 
-    /// How long a handled event id is remembered (default 7 days).
+    /// How long a handled event id is remembered (default 7 days; from 1 second
+    /// to [`MAX_DURATION`]). Keep it longer than the sender retries an event.
     pub fn retention(mut self, retention: Duration) -> Self {
         self.retention = retention;
         self
     }
 
-    /// The largest body accepted, in bytes (default 1 MiB).
+    /// The largest body accepted, in bytes (default 1 MiB; at least 1).
     pub fn body_limit(mut self, limit: usize) -> Self {
         self.body_limit = limit;
         self
     }
 
+    /// How long a request body may take to arrive in full (default 5 s, see
+    /// [`DEFAULT_BODY_TIMEOUT`]). Counted from the moment the adapter starts
+    /// reading the body; a body that is not complete by then gets
+    /// `408 Webhook Error: the request body did not arrive within …` and the
+    /// connection is closed. Both the tower/axum and the actix adapter honour it.
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
     /// Checks the configuration and builds the receiver.
     ///
+    /// Every setting is checked here, so a receiver that builds never fails or
+    /// panics later because of its configuration.
+    ///
     /// # Errors
-    /// A [`ConfigError`]: no secret, an empty secret, a bad header name, an empty
-    /// namespace, or a zero lease or retention.
+    /// A [`ConfigError`]:
+    ///
+    /// | setting | error message |
+    /// |---|---|
+    /// | no secret / an empty secret | `no signing secret configured` / `a signing secret is empty` |
+    /// | `store(…)`/`shared_store(…)` without `namespace(…)` | [`ConfigError::NamespaceRequired`]: `a store set with store() or shared_store() needs namespace(...) too, …` |
+    /// | `namespace("")` | `invalid setting: namespace must not be empty` |
+    /// | `lease` under [`MIN_LEASE`] | `invalid setting: lease must be at least 1 second` |
+    /// | `lease` over [`MAX_DURATION`] | `invalid setting: lease must be at most 100 years` |
+    /// | `retention` under 1 second | `invalid setting: retention must be at least 1 second` |
+    /// | `retention` over [`MAX_DURATION`] | `invalid setting: retention must be at most 100 years` |
+    /// | `body_limit(0)` | `invalid setting: body limit must be at least 1 byte` |
+    /// | `body_timeout(Duration::ZERO)` | `invalid setting: body timeout must be longer than zero` |
+    ///
+    /// A `body_limit` up to `usize::MAX`, a `tolerance` up to `Duration::MAX`
+    /// and a `body_timeout` up to `Duration::MAX` are accepted as they are (no
+    /// limit, any timestamp passes, no body timeout).
     pub fn build(self) -> Result<Receiver, ConfigError> {
         let scheme = match self.scheme {
             Some(scheme) => scheme,
             None => Arc::new(self.verifier.build()?),
         };
-        if self.namespace.is_empty() {
+        let namespace = match (self.namespace, &self.store) {
+            (Some(namespace), _) => namespace,
+            (None, Some(_)) => return Err(ConfigError::NamespaceRequired),
+            (None, None) => DEFAULT_NAMESPACE.to_owned(),
+        };
+        if namespace.is_empty() {
             return Err(ConfigError::InvalidSetting("namespace must not be empty"));
         }
-        if self.lease.is_zero() {
-            return Err(ConfigError::InvalidSetting("lease must be longer than zero"));
+        if self.lease < MIN_LEASE {
+            return Err(ConfigError::InvalidSetting("lease must be at least 1 second"));
         }
-        if self.retention.is_zero() {
-            return Err(ConfigError::InvalidSetting("retention must be longer than zero"));
+        if self.lease > MAX_DURATION {
+            return Err(ConfigError::InvalidSetting("lease must be at most 100 years"));
         }
+        if self.retention < Duration::from_secs(1) {
+            return Err(ConfigError::InvalidSetting("retention must be at least 1 second"));
+        }
+        if self.retention > MAX_DURATION {
+            return Err(ConfigError::InvalidSetting("retention must be at most 100 years"));
+        }
+        if self.body_limit == 0 {
+            return Err(ConfigError::InvalidSetting("body limit must be at least 1 byte"));
+        }
+        if self.body_timeout.is_zero() {
+            return Err(ConfigError::InvalidSetting(
+                "body timeout must be longer than zero",
+            ));
+        }
+        // Descriptions go to whichever metrics recorder is installed by now.
+        metrics::describe();
+        let own_store = self.store.is_none();
         Ok(Receiver {
             inner: Arc::new(Inner {
                 scheme,
+                own_store,
                 store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
-                namespace: self.namespace.into(),
+                namespace: namespace.into(),
                 lease: self.lease,
                 retention: self.retention,
                 body_limit: self.body_limit,
+                body_timeout: self.body_timeout,
             }),
         })
     }

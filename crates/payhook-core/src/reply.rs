@@ -10,6 +10,9 @@
 //! | body over the limit | 413 | `Webhook Error: …` |
 //! | the same event is being handled by another request | 409 | `Webhook Error: …` |
 //! | the dedupe store is unreachable | 503 | `Webhook Error: …` |
+//! | the body did not arrive within the body timeout | 408 | `Webhook Error: …`, connection closed |
+//! | the handler panicked | 500 | [`HANDLER_PANICKED`] |
+//! | the route has no receiver (adapter not set up) | 500 | `Webhook Error: server misconfigured: …` |
 //!
 //! ```
 //! use payhook_core::{Error, Reply};
@@ -29,13 +32,20 @@ use crate::error::Error;
 /// The JSON body that acknowledges a delivery.
 pub const RECEIVED_BODY: &str = r#"{"received":true}"#;
 
+/// The body of the `500` reply sent when the handler panicked.
+pub const HANDLER_PANICKED: &str =
+    "Webhook Error: the handler panicked; the event was not acknowledged and will be delivered again";
+
 /// A complete reply: status, content type and body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     status: StatusCode,
     content_type: &'static str,
     body: Cow<'static, str>,
+    close: bool,
 }
+
+const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
 
 impl Reply {
     /// `200 application/json {"received":true}`.
@@ -44,6 +54,7 @@ impl Reply {
             status: StatusCode::OK,
             content_type: "application/json",
             body: Cow::Borrowed(RECEIVED_BODY),
+            close: false,
         }
     }
 
@@ -51,9 +62,48 @@ impl Reply {
     pub fn error(error: &Error) -> Self {
         Self {
             status: error.status(),
-            content_type: "text/plain; charset=utf-8",
+            content_type: TEXT_PLAIN,
             body: Cow::Owned(format!("Webhook Error: {error}")),
+            close: false,
         }
+    }
+
+    /// `500` [`HANDLER_PANICKED`]: the handler panicked, so the event was not
+    /// acknowledged (its claim is released and the sender's retry is handled).
+    pub fn handler_panicked() -> Self {
+        Self {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            content_type: TEXT_PLAIN,
+            body: Cow::Borrowed(HANDLER_PANICKED),
+            close: false,
+        }
+    }
+
+    /// `500 Webhook Error: server misconfigured: …`: a webhook handler was reached
+    /// without a receiver for its route. `fix` names the adapter's missing setup
+    /// step, for example "add `.route_layer(WebhookLayer::new(receiver))` to its router".
+    pub fn not_configured(fix: &str) -> Self {
+        Self {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            content_type: TEXT_PLAIN,
+            body: Cow::Owned(format!(
+                "Webhook Error: server misconfigured: this webhook route has no payhook receiver; {fix}"
+            )),
+            close: false,
+        }
+    }
+
+    /// The same reply, asking the adapter to close the connection after it (for
+    /// a request whose body was not read to its end).
+    pub fn closing_connection(mut self) -> Self {
+        self.close = true;
+        self
+    }
+
+    /// Whether the connection must be closed after this reply: the request body
+    /// was left unread (over the limit) or never arrived (timed out).
+    pub fn closes_connection(&self) -> bool {
+        self.close
     }
 
     /// The HTTP status.
@@ -77,7 +127,8 @@ impl Reply {
     }
 
     /// Renders the reply as an `http::Response` with any body type that can be
-    /// made from a `String` or `&'static str`.
+    /// made from a `String` or `&'static str` (with `connection: close` when
+    /// [`closes_connection`](Self::closes_connection)).
     pub fn into_response<B>(self) -> http::Response<B>
     where
         B: From<String> + From<&'static str>,
@@ -92,6 +143,11 @@ impl Reply {
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static(self.content_type),
         );
+        if self.close {
+            response
+                .headers_mut()
+                .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+        }
         response
     }
 }

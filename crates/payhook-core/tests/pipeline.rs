@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderMap;
-use payhook_core::store::{Claim, ClaimToken, Store, StoreFuture};
+use payhook_core::adapter::Outcome;
+use payhook_core::store::{Claim, ClaimToken, Completion, Store, StoreFuture};
 use payhook_core::testing::{unix_now, EventBuilder, SignedDelivery};
-use payhook_core::{
-    EventKind, FixedClock, MemoryStore, Outcome, Receiver, ReceiverBuilder, Reply, StoreError,
-};
+use payhook_core::{EventKind, FixedClock, MemoryStore, Receiver, ReceiverBuilder, Reply, StoreError};
 
 const SECRET: &str = "whsec_pipeline";
 
@@ -223,7 +222,16 @@ impl Store for CountingStore {
         self.claims.fetch_add(1, Ordering::SeqCst);
         self.inner.claim(ns, id, lease)
     }
-    fn complete<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken, r: Duration) -> StoreFuture<'a, bool> {
+    fn renew<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken, l: Duration) -> StoreFuture<'a, bool> {
+        self.inner.renew(ns, id, t, l)
+    }
+    fn complete<'a>(
+        &'a self,
+        ns: &'a str,
+        id: &'a str,
+        t: ClaimToken,
+        r: Duration,
+    ) -> StoreFuture<'a, Completion> {
         self.inner.complete(ns, id, t, r)
     }
     fn release<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken) -> StoreFuture<'a, bool> {
@@ -234,14 +242,35 @@ impl Store for CountingStore {
 #[tokio::test]
 async fn unsigned_requests_never_reach_the_store() {
     let store = Arc::new(CountingStore::default());
-    let receiver = builder().shared_store(store.clone()).build().unwrap();
+    let receiver = builder()
+        .shared_store(store.clone())
+        .namespace("counting")
+        .build()
+        .unwrap();
     let event = EventBuilder::payment_intent_succeeded();
     let forged = SignedDelivery::now(event.to_json(), "whsec_attacker").unwrap();
     let stale = SignedDelivery::at(event.to_json(), SECRET, unix_now() - 3600).unwrap();
-    for signed in [&forged, &stale] {
-        let _ = reply_to(&receiver, &headers(&signed.signature), signed.body.clone()).await;
+    for (signed, message) in [
+        (
+            &forged,
+            "no signature matches the expected signature for this payload and timestamp",
+        ),
+        (&stale, "timestamp is 3600 s old, outside the 300 s tolerance"),
+    ] {
+        let reply = reply_to(&receiver, &headers(&signed.signature), signed.body.clone()).await;
+        // A second old: the clock may tick between signing and checking.
+        let message = if reply.body().contains("3601 s old") {
+            "timestamp is 3601 s old, outside the 300 s tolerance"
+        } else {
+            message
+        };
+        assert_error(&reply, 400, message);
     }
-    let _ = reply_to(&receiver, &HeaderMap::new(), event.to_json()).await;
+    assert_error(
+        &reply_to(&receiver, &HeaderMap::new(), event.to_json()).await,
+        400,
+        "missing x-service-signature header",
+    );
     assert_eq!(
         store.claims.load(Ordering::SeqCst),
         0,
@@ -348,7 +377,16 @@ impl Store for DownStore {
     fn claim<'a>(&'a self, _: &'a str, _: &'a str, _: Duration) -> StoreFuture<'a, Claim> {
         Box::pin(async { Err(StoreError::new("connection refused")) })
     }
-    fn complete<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken, _: Duration) -> StoreFuture<'a, bool> {
+    fn renew<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken, _: Duration) -> StoreFuture<'a, bool> {
+        Box::pin(async { Err(StoreError::new("connection refused")) })
+    }
+    fn complete<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: ClaimToken,
+        _: Duration,
+    ) -> StoreFuture<'a, Completion> {
         Box::pin(async { Err(StoreError::new("connection refused")) })
     }
     fn release<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken) -> StoreFuture<'a, bool> {
@@ -358,7 +396,7 @@ impl Store for DownStore {
 
 #[tokio::test]
 async fn store_down_is_503_and_nothing_is_handed_out() {
-    let receiver = builder().store(DownStore).build().unwrap();
+    let receiver = builder().store(DownStore).namespace("down").build().unwrap();
     let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
     assert_error(
         &reply_to(&receiver, &headers(&signed.signature), signed.body).await,
@@ -388,8 +426,65 @@ async fn namespaces_keep_endpoints_apart_on_one_store() {
         else {
             panic!("namespaces leaked into each other")
         };
-        let _ = d.into_claim().complete().await;
+        assert_eq!(d.into_claim().complete().await, Reply::received());
     }
+}
+
+#[tokio::test]
+async fn a_store_passed_in_needs_a_namespace_so_endpoints_cannot_mark_each_others_events() {
+    use payhook_core::ConfigError;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    // A live endpoint and a test endpoint share one store; neither names a namespace.
+    let live = Receiver::builder()
+        .secret("whsec_live_endpoint")
+        .shared_store(store.clone())
+        .build();
+    let test = Receiver::builder()
+        .secret("whsec_test_endpoint")
+        .store(Arc::clone(&store))
+        .build();
+    for refused in [live, test] {
+        let err = refused.unwrap_err();
+        assert_eq!(err, ConfigError::NamespaceRequired);
+        assert!(
+            err.to_string()
+                .starts_with("a store set with store() or shared_store() needs namespace(...) too"),
+            "{err}"
+        );
+    }
+    // Named, the test secret's holder marks an id done in its own namespace only:
+    // the same id sent to the live endpoint is still handled there.
+    let live = Receiver::builder()
+        .secret("whsec_live_endpoint")
+        .shared_store(store.clone())
+        .namespace("live")
+        .build()
+        .unwrap();
+    let test = Receiver::builder()
+        .secret("whsec_test_endpoint")
+        .shared_store(store)
+        .namespace("test")
+        .build()
+        .unwrap();
+    let event = EventBuilder::payment_intent_succeeded();
+    let by_attacker = SignedDelivery::now(event.to_json(), "whsec_test_endpoint").unwrap();
+    let Outcome::Deliver(d) = test
+        .receive(&headers(&by_attacker.signature), by_attacker.body)
+        .await
+    else {
+        panic!("not delivered")
+    };
+    assert_eq!(d.into_claim().complete().await, Reply::received());
+    let genuine = SignedDelivery::now(event.to_json(), "whsec_live_endpoint").unwrap();
+    assert!(
+        matches!(
+            live.receive(&headers(&genuine.signature), genuine.body).await,
+            Outcome::Deliver(_)
+        ),
+        "the test endpoint marked the live endpoint's event done"
+    );
+    // A receiver with its own in-memory store keeps the default namespace.
+    assert!(builder().build().is_ok());
 }
 
 #[test]
@@ -401,36 +496,38 @@ fn configuration_mistakes_fail_at_build_time() {
         message(builder().namespace("")),
         "invalid setting: namespace must not be empty"
     );
-    assert_eq!(
-        message(builder().lease(Duration::ZERO)),
-        "invalid setting: lease must be longer than zero"
-    );
-    assert_eq!(
-        message(builder().retention(Duration::ZERO)),
-        "invalid setting: retention must be longer than zero"
-    );
+    let cases = [
+        (builder().lease(Duration::ZERO), "lease must be at least 1 second"),
+        (
+            builder().lease(Duration::from_millis(999)),
+            "lease must be at least 1 second",
+        ),
+        (builder().lease(Duration::MAX), "lease must be at most 100 years"),
+        (
+            builder().lease(Duration::from_secs(u64::MAX)),
+            "lease must be at most 100 years",
+        ),
+        (
+            builder().retention(Duration::ZERO),
+            "retention must be at least 1 second",
+        ),
+        (
+            builder().retention(Duration::MAX),
+            "retention must be at most 100 years",
+        ),
+        (
+            builder().retention(payhook_core::receiver::MAX_DURATION + Duration::from_nanos(1)),
+            "retention must be at most 100 years",
+        ),
+        (builder().body_limit(0), "body limit must be at least 1 byte"),
+    ];
+    for (builder, expected) in cases {
+        assert_eq!(message(builder), format!("invalid setting: {expected}"));
+    }
     let shown = format!("{:?}", builder().build().unwrap());
     assert!(!shown.contains(SECRET), "{shown}");
     let shown = format!("{:?}", builder());
     assert!(!shown.contains(SECRET), "{shown}");
-}
-
-#[test]
-fn declared_lengths_over_the_limit_are_refused_before_reading() {
-    let receiver = builder().body_limit(100).build().unwrap();
-    assert_eq!(receiver.check_content_length(Some(b"100")), Ok(()));
-    assert_eq!(receiver.check_content_length(None), Ok(()));
-    // Not a number: the framework rejects it, and the limit still applies while reading.
-    assert_eq!(receiver.check_content_length(Some(b"lots")), Ok(()));
-    for too_long in [&b"101"[..], b"18446744073709551615", b" 4096 "] {
-        assert_eq!(
-            receiver
-                .check_content_length(Some(too_long))
-                .unwrap_err()
-                .to_string(),
-            "body is larger than the 100-byte limit"
-        );
-    }
 }
 
 #[test]
@@ -467,4 +564,593 @@ fn payloads_come_in_the_type_the_handler_asks_for() {
     assert_eq!(mine.r#type, "customer.created");
     assert!(mine.id.starts_with("evt_"));
     assert!(into_payload::<Vec<u8>>(None, other.as_bytes()).is_err());
+}
+
+/// A store whose complete and release wait at a gate the test opens, like a
+/// remote store whose reply is slow; it counts the settles that reached the
+/// in-memory store behind it.
+struct GatedStore {
+    inner: MemoryStore,
+    gate: tokio::sync::Semaphore,
+    settled: tokio::sync::Notify,
+}
+
+impl Default for GatedStore {
+    fn default() -> Self {
+        Self {
+            inner: MemoryStore::new(),
+            gate: tokio::sync::Semaphore::new(0),
+            settled: tokio::sync::Notify::new(),
+        }
+    }
+}
+
+impl Store for GatedStore {
+    fn claim<'a>(&'a self, ns: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
+        self.inner.claim(ns, id, lease)
+    }
+    fn renew<'a>(
+        &'a self,
+        ns: &'a str,
+        id: &'a str,
+        t: ClaimToken,
+        lease: Duration,
+    ) -> StoreFuture<'a, bool> {
+        self.inner.renew(ns, id, t, lease)
+    }
+    fn complete<'a>(
+        &'a self,
+        ns: &'a str,
+        id: &'a str,
+        t: ClaimToken,
+        r: Duration,
+    ) -> StoreFuture<'a, Completion> {
+        Box::pin(async move {
+            let _permit = self
+                .gate
+                .acquire()
+                .await
+                .map_err(|_| StoreError::new("gate closed"))?;
+            let done = self.inner.complete(ns, id, t, r).await;
+            self.settled.notify_one();
+            done
+        })
+    }
+    fn release<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken) -> StoreFuture<'a, bool> {
+        Box::pin(async move {
+            let _permit = self
+                .gate
+                .acquire()
+                .await
+                .map_err(|_| StoreError::new("gate closed"))?;
+            let released = self.inner.release(ns, id, t).await;
+            self.settled.notify_one();
+            released
+        })
+    }
+}
+
+/// Cancels a settle while its store call is in flight (a client disconnect or an
+/// outer timeout), then lets the store answer: the id must end where the settle
+/// was taking it, not stuck in flight.
+async fn cancel_settle_mid_call(settle: impl FnOnce(payhook_core::ClaimGuard) -> Settle) -> Claim {
+    let store = Arc::new(GatedStore::default());
+    let receiver = builder()
+        .shared_store(store.clone())
+        .namespace("cancel")
+        .build()
+        .unwrap();
+    let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
+    let Outcome::Deliver(delivery) = receiver.receive(&headers(&signed.signature), signed.body).await else {
+        panic!("not delivered")
+    };
+    let id = delivery.event().id().to_owned();
+    let cancelled = tokio::time::timeout(Duration::from_millis(50), settle(delivery.into_claim())).await;
+    assert!(
+        cancelled.is_err(),
+        "the gated store answered before the gate opened"
+    );
+    // The settle was cancelled half-way; now the store answers.
+    store.gate.add_permits(1);
+    tokio::time::timeout(Duration::from_secs(5), store.settled.notified())
+        .await
+        .expect("the cancelled settle never reached the store");
+    store
+        .inner
+        .claim("cancel", &id, Duration::from_secs(60))
+        .await
+        .unwrap()
+}
+
+type Settle = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+#[tokio::test]
+async fn a_complete_cancelled_mid_call_still_marks_the_event_done() {
+    let state = cancel_settle_mid_call(|claim| {
+        Box::pin(async move {
+            assert_eq!(claim.complete().await, Reply::received());
+        })
+    })
+    .await;
+    assert_eq!(state, Claim::Done, "the id was left neither done nor released");
+}
+
+#[tokio::test]
+async fn a_release_cancelled_mid_call_still_releases_the_claim() {
+    let state = cancel_settle_mid_call(|claim| Box::pin(claim.finish(http::StatusCode::BAD_GATEWAY))).await;
+    assert!(
+        matches!(state, Claim::Claimed(_)),
+        "the id was left in flight: {state:?}"
+    );
+}
+
+/// Everything logged while the guard lives, as the plain text a log file gets.
+#[derive(Clone, Default)]
+struct CapturedLog(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl CapturedLog {
+    fn start(&self) -> tracing::subscriber::DefaultGuard {
+        let sink = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for CapturedLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_signed_event_id_cannot_forge_a_log_line() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let receiver = builder().build().unwrap();
+    let forged = "evt_1\n2026-01-01T00:00:00Z ERROR payhook: forged\u{1b}[2J";
+    let body = EventBuilder::other("customer.created\r\nforged")
+        .id(forged)
+        .to_json();
+    let signed = SignedDelivery::now(body, SECRET).unwrap();
+    let deliver = || receiver.receive(&headers(&signed.signature), signed.body.clone());
+    let Outcome::Deliver(delivery) = deliver().await else {
+        panic!("not delivered")
+    };
+    assert_eq!(delivery.event().id(), forged, "the handler gets the id as sent");
+    // The same id while the first is in flight: a 409 whose body quotes the id.
+    let busy = match deliver().await {
+        Outcome::Respond(reply) => reply,
+        Outcome::Deliver(_) => panic!("second delivery of an in-flight id"),
+    };
+    assert_error(
+        &busy,
+        409,
+        r"event evt_1\n2026-01-01T00:00:00Z ERROR payhook: forged\u{1b}[2J is being handled by another delivery; retry later",
+    );
+    assert_eq!(delivery.into_claim().complete().await, Reply::received());
+    assert_eq!(
+        reply_to(&receiver, &headers(&signed.signature), signed.body.clone()).await,
+        Reply::received()
+    );
+
+    let text = log.text();
+    assert!(!text.contains('\u{1b}'), "raw ESC reached the log:\n{text}");
+    assert!(!text.contains('\r'), "raw CR reached the log:\n{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines.len() >= 4,
+        "expected claim, 409, completion and duplicate lines:\n{text}"
+    );
+    for line in &lines {
+        // Every line is one the subscriber began: a timestamp of today, not 2026-01-01.
+        assert!(
+            line.len() > 30 && !line.starts_with("2026-01-01T00:00:00Z"),
+            "forged line: {line:?}"
+        );
+        assert!(line.contains("payhook"), "line not written by payhook: {line:?}");
+    }
+    assert!(
+        text.contains(r"event_id=evt_1\n2026-01-01T00:00:00Z ERROR payhook: forged\u{1b}[2J"),
+        "the id is not shown escaped:\n{text}"
+    );
+    assert!(text.contains(r"event_type=customer.created\r\nforged"), "{text}");
+}
+
+#[tokio::test]
+async fn a_huge_signed_amount_gets_a_short_precise_400() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let receiver = builder().build().unwrap();
+    let amount = format!("1{}", "0".repeat(200 * 1024));
+    let body = EventBuilder::payment_intent_succeeded()
+        .amount(777)
+        .to_json()
+        .replace(r#""amount":777"#, &format!(r#""amount":{amount}"#));
+    let signed = SignedDelivery::now(body, SECRET).unwrap();
+    let reply = reply_to(&receiver, &headers(&signed.signature), signed.body).await;
+    assert_eq!(reply.status().as_u16(), 400);
+    assert!(
+        reply.body().starts_with(&format!(
+            "Webhook Error: invalid payload: data.object: amount 1{}… is larger than 2^128 - 1",
+            "0".repeat(63)
+        )),
+        "{reply:?}"
+    );
+    assert!(
+        reply.body().len() < 400,
+        "{} bytes: {}",
+        reply.body().len(),
+        reply.body()
+    );
+    let text = log.text();
+    assert!(text.contains("delivery rejected"), "{text}");
+    assert!(text.len() < 1000, "{} bytes of log for one rejection", text.len());
+}
+
+#[tokio::test]
+async fn a_megabyte_event_id_gets_a_short_409_and_short_logs() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let receiver = builder().body_limit(4 * 1024 * 1024).build().unwrap();
+    let id = format!("evt_{}", "x".repeat(1024 * 1024));
+    let signed =
+        SignedDelivery::now(EventBuilder::payment_intent_succeeded().id(&id).to_json(), SECRET).unwrap();
+    let Outcome::Deliver(first) = receiver
+        .receive(&headers(&signed.signature), signed.body.clone())
+        .await
+    else {
+        panic!("not delivered")
+    };
+    let busy = reply_to(&receiver, &headers(&signed.signature), signed.body.clone()).await;
+    assert_error(
+        &busy,
+        409,
+        &format!(
+            "event evt_{}… is being handled by another delivery; retry later",
+            "x".repeat(60)
+        ),
+    );
+    first.into_claim().release().await;
+    let text = log.text();
+    assert!(text.lines().count() >= 3, "{text}");
+    for line in text.lines() {
+        assert!(line.len() < 400, "a {}-byte log line", line.len());
+    }
+}
+
+#[tokio::test]
+async fn the_largest_accepted_settings_deliver_settle_and_dedupe_without_panicking() {
+    use payhook_core::receiver::MAX_DURATION;
+    let receiver = builder()
+        .lease(MAX_DURATION)
+        .retention(MAX_DURATION)
+        .body_limit(usize::MAX)
+        .tolerance(Duration::MAX)
+        .body_timeout(Duration::MAX)
+        .build()
+        .unwrap();
+    let mut declared = HeaderMap::new();
+    declared.insert("content-length", "18446744073709551615".parse().unwrap());
+    assert!(payhook_core::adapter::BodyIntake::new(&receiver, &declared).is_ok());
+    // A timestamp from 1970 passes an unbounded tolerance.
+    let event = EventBuilder::payment_intent_succeeded();
+    let signed = SignedDelivery::at(event.to_json(), SECRET, 0).unwrap();
+    let deliver = || receiver.receive(&headers(&signed.signature), signed.body.clone());
+    let Outcome::Deliver(first) = deliver().await else {
+        panic!("not delivered")
+    };
+    first.into_claim().release().await;
+    let Outcome::Deliver(second) = deliver().await else {
+        panic!("release did not give the id back")
+    };
+    assert_eq!(second.into_claim().complete().await, Reply::received());
+    assert!(matches!(deliver().await, Outcome::Respond(r) if r == Reply::received()));
+}
+
+#[tokio::test]
+async fn the_builders_tolerance_is_the_one_checked_and_zero_means_exactly_now() {
+    let now = 2_000_000_000;
+    let body = EventBuilder::payment_intent_succeeded().to_json();
+    let at = |t: u64| SignedDelivery::at(body.clone(), SECRET, t).unwrap();
+    let ten = builder()
+        .clock(FixedClock::new(now as i64))
+        .tolerance(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    for inside in [at(now - 10), at(now + 10)] {
+        let outcome = ten.receive(&headers(&inside.signature), inside.body).await;
+        assert!(matches!(outcome, Outcome::Deliver(_)), "{outcome:?}");
+    }
+    let old = at(now - 11);
+    assert_error(
+        &reply_to(&ten, &headers(&old.signature), old.body).await,
+        400,
+        "timestamp is 11 s old, outside the 10 s tolerance",
+    );
+    let zero = builder()
+        .clock(FixedClock::new(now as i64))
+        .tolerance(Duration::ZERO)
+        .build()
+        .unwrap();
+    let exact = at(now);
+    assert!(matches!(
+        zero.receive(&headers(&exact.signature), exact.body).await,
+        Outcome::Deliver(_)
+    ));
+    let ahead = at(now + 1);
+    assert_error(
+        &reply_to(&zero, &headers(&ahead.signature), ahead.body).await,
+        400,
+        "timestamp is 1 s in the future, outside the 0 s tolerance",
+    );
+}
+
+/// A memory store with knobs: renewals that fail, a complete whose reply is
+/// "lost" and retried, and a count of renewals.
+#[derive(Default)]
+struct FlakyStore {
+    inner: MemoryStore,
+    renewals: AtomicUsize,
+    renew_fails: bool,
+    complete_retried: bool,
+}
+
+impl Store for FlakyStore {
+    fn claim<'a>(&'a self, ns: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
+        self.inner.claim(ns, id, lease)
+    }
+    fn renew<'a>(
+        &'a self,
+        ns: &'a str,
+        id: &'a str,
+        t: ClaimToken,
+        lease: Duration,
+    ) -> StoreFuture<'a, bool> {
+        self.renewals.fetch_add(1, Ordering::SeqCst);
+        if self.renew_fails {
+            return Box::pin(async { Err(StoreError::new("timed out")) });
+        }
+        self.inner.renew(ns, id, t, lease)
+    }
+    fn complete<'a>(
+        &'a self,
+        ns: &'a str,
+        id: &'a str,
+        t: ClaimToken,
+        r: Duration,
+    ) -> StoreFuture<'a, Completion> {
+        Box::pin(async move {
+            if self.complete_retried {
+                // Applied, but the reply never came back; the call is retried.
+                let _lost = self.inner.complete(ns, id, t, r).await?;
+            }
+            self.inner.complete(ns, id, t, r).await
+        })
+    }
+    fn release<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken) -> StoreFuture<'a, bool> {
+        self.inner.release(ns, id, t)
+    }
+}
+
+#[tokio::test]
+async fn a_handler_running_three_leases_long_runs_once_under_concurrent_retries() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let store = Arc::new(FlakyStore::default());
+    let lease = Duration::from_secs(1);
+    let receiver = builder()
+        .shared_store(store.clone())
+        .namespace("slow")
+        .lease(lease)
+        .build()
+        .unwrap();
+    let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
+    let deliver = || receiver.receive(&headers(&signed.signature), signed.body.clone());
+    let Outcome::Deliver(slow) = deliver().await else {
+        panic!("not delivered")
+    };
+    // The handler runs for three leases; the sender retries all along.
+    let handler_ends = tokio::time::Instant::now() + 3 * lease + Duration::from_millis(200);
+    let mut retries = 0;
+    while tokio::time::Instant::now() < handler_ends {
+        match deliver().await {
+            Outcome::Deliver(_) => panic!("a retry ran the handler a second time after {retries} retries"),
+            Outcome::Respond(reply) => assert_eq!(reply.status().as_u16(), 409, "{reply:?}"),
+        }
+        retries += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(retries > 25, "only {retries} retries");
+    let renewed = store.renewals.load(Ordering::SeqCst);
+    assert!(
+        renewed >= 8,
+        "the lease was renewed {renewed} times in 3.2 leases"
+    );
+    assert_eq!(slow.into_claim().complete().await, Reply::received());
+    assert!(log.text().contains("delivery completed"), "{}", log.text());
+    assert!(matches!(deliver().await, Outcome::Respond(r) if r == Reply::received()));
+    // Settled: the renewals stop.
+    tokio::time::sleep(lease).await;
+    assert_eq!(
+        store.renewals.load(Ordering::SeqCst),
+        renewed,
+        "renewal kept running"
+    );
+}
+
+#[tokio::test]
+async fn a_completion_refused_because_the_lease_was_lost_is_an_error() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let store = Arc::new(FlakyStore {
+        renew_fails: true,
+        ..FlakyStore::default()
+    });
+    let lease = Duration::from_secs(1);
+    let receiver = builder()
+        .shared_store(store.clone())
+        .namespace("lost")
+        .lease(lease)
+        .build()
+        .unwrap();
+    let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
+    let deliver = || receiver.receive(&headers(&signed.signature), signed.body.clone());
+    let Outcome::Deliver(first) = deliver().await else {
+        panic!("not delivered")
+    };
+    // The store cannot renew; the lease runs out and a retry takes the event over.
+    tokio::time::sleep(lease + Duration::from_millis(300)).await;
+    let Outcome::Deliver(second) = deliver().await else {
+        panic!("the expired claim was not handed on")
+    };
+    // The first handler finishes late: still acknowledged, but the refusal is an ERROR.
+    assert_eq!(first.into_claim().complete().await, Reply::received());
+    let text = log.text();
+    assert!(
+        text.contains("WARN") && text.contains("lease could not be renewed; trying again reason=timed out"),
+        "{text}"
+    );
+    let refused: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("handler finished but its lease was lost"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{text}");
+    assert!(refused[0].contains("ERROR"), "{}", refused[0]);
+    assert!(!text.contains("delivery completed"), "{text}");
+    // The new owner's completion is the one that counts.
+    assert_eq!(second.into_claim().complete().await, Reply::received());
+    assert!(log.text().contains("delivery completed"));
+}
+
+#[tokio::test]
+async fn a_completion_applied_twice_says_what_is_known() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let store = Arc::new(FlakyStore {
+        complete_retried: true,
+        ..FlakyStore::default()
+    });
+    let receiver = builder()
+        .shared_store(store.clone())
+        .namespace("retried")
+        .build()
+        .unwrap();
+    let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
+    let Outcome::Deliver(delivery) = receiver
+        .receive(&headers(&signed.signature), signed.body.clone())
+        .await
+    else {
+        panic!("not delivered")
+    };
+    assert_eq!(delivery.into_claim().complete().await, Reply::received());
+    let text = log.text();
+    let line = text
+        .lines()
+        .find(|line| line.contains("the event was already marked done"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("WARN"), "{line}");
+    assert!(
+        line.contains("an earlier attempt of this completion was applied and its reply lost"),
+        "{line}"
+    );
+    assert!(!text.contains("took the event over"), "{text}");
+    assert!(!text.contains("ERROR"), "{text}");
+    assert_eq!(
+        reply_to(&receiver, &headers(&signed.signature), signed.body).await,
+        Reply::received()
+    );
+}
+
+/// A memory store that stops answering after the claim, like a Redis that went
+/// away while the handler ran.
+#[derive(Default)]
+struct GoneAfterClaim {
+    inner: MemoryStore,
+}
+
+impl Store for GoneAfterClaim {
+    fn claim<'a>(&'a self, ns: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
+        self.inner.claim(ns, id, lease)
+    }
+    fn renew<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken, _: Duration) -> StoreFuture<'a, bool> {
+        Box::pin(async { Err(StoreError::new("connection reset")) })
+    }
+    fn complete<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: ClaimToken,
+        _: Duration,
+    ) -> StoreFuture<'a, Completion> {
+        Box::pin(async { Err(StoreError::new("connection reset")) })
+    }
+    fn release<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken) -> StoreFuture<'a, bool> {
+        Box::pin(async { Err(StoreError::new("connection reset")) })
+    }
+}
+
+#[tokio::test]
+async fn a_store_failing_after_the_claim_still_acknowledges_success_and_logs_both_failures() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let receiver = builder()
+        .store(GoneAfterClaim::default())
+        .namespace("gone")
+        .build()
+        .unwrap();
+    let handled = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
+    let Outcome::Deliver(delivery) = receiver.receive(&headers(&handled.signature), handled.body).await
+    else {
+        panic!("not delivered")
+    };
+    // The handler succeeded: 200, not 503, or the sender would run it again.
+    assert_eq!(delivery.into_claim().complete().await, Reply::received());
+
+    let failed = SignedDelivery::now(EventBuilder::payment_intent_failed().to_json(), SECRET).unwrap();
+    let deliver = || receiver.receive(&headers(&failed.signature), failed.body.clone());
+    let Outcome::Deliver(delivery) = deliver().await else {
+        panic!("not delivered")
+    };
+    delivery.into_claim().release().await;
+    // The release never reached the store: the retry is refused until the lease ends.
+    let Outcome::Respond(reply) = deliver().await else {
+        panic!("handed out while the unreleased claim lasts")
+    };
+    assert_eq!(reply.status().as_u16(), 409);
+
+    let text = log.text();
+    let line_with = |text: &str, words: &str| {
+        text.lines()
+            .find(|line| line.contains(words))
+            .unwrap_or_else(|| panic!("no {words:?} in:\n{text}"))
+            .to_owned()
+    };
+    let completed = line_with(
+        &text,
+        "handler succeeded but the event could not be marked done; acknowledging anyway",
+    );
+    assert!(
+        completed.contains("ERROR") && completed.contains("reason=connection reset"),
+        "{completed}"
+    );
+    let released = line_with(
+        &text,
+        "claim could not be released; a retry is refused until the lease runs out",
+    );
+    assert!(
+        released.contains("ERROR") && released.contains("reason=connection reset"),
+        "{released}"
+    );
 }

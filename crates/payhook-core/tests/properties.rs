@@ -37,6 +37,11 @@ fn header_like() -> impl Strategy<Value = Vec<u8>> {
         Just(b"=".to_vec()),
         Just(b"+".to_vec()),
         Just(b" ".to_vec()),
+        Just("\u{a0}".as_bytes().to_vec()),
+        Just("\u{3000}".as_bytes().to_vec()),
+        Just(b"\t".to_vec()),
+        Just(b"t".to_vec()),
+        Just(b"v1".to_vec()),
         "[0-9]{1,22}".prop_map(String::into_bytes),
         lower_hex(64).prop_map(String::into_bytes),
         (63usize..=65)
@@ -76,6 +81,27 @@ proptest! {
     }
 }
 
+/// The spaces both official libraries skip before the digits of `t`, and
+/// (with U+0085) after them.
+const LEADING_SPACES: &[char] = &[
+    '\t', '\n', '\u{b}', '\u{c}', '\r', ' ', '\u{a0}', '\u{1680}', '\u{2000}', '\u{2001}', '\u{2002}',
+    '\u{2003}', '\u{2004}', '\u{2005}', '\u{2006}', '\u{2007}', '\u{2008}', '\u{2009}', '\u{200a}',
+    '\u{2028}', '\u{2029}', '\u{202f}', '\u{205f}', '\u{3000}',
+];
+
+/// A `t` value read as the rules say: spaces, an optional `+`, ASCII digits,
+/// spaces (U+0085 too).
+fn reference_timestamp(value: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(value).ok()?;
+    let text = text.trim_start_matches(LEADING_SPACES);
+    let text = text.trim_end_matches(|c| LEADING_SPACES.contains(&c) || c == '\u{85}');
+    let digits = text.strip_prefix('+').unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 /// The header rules read as literally as possible (split on `,`, key before
 /// the first `=`, value up to the next `=`), to check the parser against.
 fn reference_parse(header: &[u8]) -> Option<(u64, Vec<&[u8]>)> {
@@ -87,14 +113,15 @@ fn reference_parse(header: &[u8]) -> Option<(u64, Vec<&[u8]>)> {
     for item in header.split(|&b| b == b',') {
         let mut parts = item.split(|&b| b == b'=');
         let key = parts.next()?;
-        let Some(value) = parts.next() else { continue };
+        let Some(value) = parts.next() else {
+            if key == b"t" || key == b"v1" {
+                return None;
+            }
+            continue;
+        };
         match key {
             b"t" => {
-                let digits = value.strip_prefix(b"+").unwrap_or(value);
-                if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-                    return None;
-                }
-                let parsed: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+                let parsed = reference_timestamp(value)?;
                 if t.is_some_and(|prev| prev != parsed) {
                     return None;
                 }
@@ -244,6 +271,136 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
     })
 }
 
+/// What the protocol says a parsed event holds.
+#[derive(Debug)]
+struct ExpectedEvent {
+    id: String,
+    event_type: String,
+    intent: Option<ExpectedIntent>,
+}
+
+#[derive(Debug)]
+struct ExpectedIntent {
+    amount: u128,
+    status: String,
+    metadata: BTreeMap<String, String>,
+    methods: Vec<String>,
+}
+
+/// The protocol's verdict on event-shaped JSON, read from the value itself
+/// (a second, independent reading of SPEC's rules for the parser to agree with).
+fn expected_event(value: &serde_json::Value) -> Result<ExpectedEvent, &'static str> {
+    use serde_json::Value;
+    let id = value["id"].as_str().ok_or("id is not a string")?;
+    if id.is_empty() {
+        return Err("empty id");
+    }
+    let event_type = value["type"].as_str().ok_or("type is not a string")?;
+    let is_payment = matches!(
+        event_type,
+        "payment_intent.succeeded" | "payment.succeeded" | "payment_intent.failed"
+    );
+    let intent = if is_payment {
+        let data = value["data"].as_object().ok_or("data is not an object")?;
+        let pi = match data.get("object") {
+            Some(Value::Object(pi)) => pi,
+            None | Some(Value::Null) => return Err("no data.object"),
+            Some(_) => return Err("data.object is not an object"),
+        };
+        let string = |key: &str| pi.get(key).and_then(Value::as_str);
+        let optional = |key: &str, ok: fn(&Value) -> bool| pi.get(key).is_none_or(|v| v.is_null() || ok(v));
+        string("id").ok_or("intent id")?;
+        if pi
+            .get("object")
+            .is_some_and(|o| o.as_str() != Some("payment_intent"))
+        {
+            return Err("not a payment_intent");
+        }
+        let amount = pi.get("amount").and_then(Value::as_u64).ok_or("amount")?;
+        if pi.get("amount_received").is_some_and(|v| !v.is_u64()) {
+            return Err("amount_received");
+        }
+        string("currency").ok_or("currency")?;
+        let status = string("status").ok_or("status")?;
+        if !optional("created", Value::is_i64) || !optional("description", Value::is_string) {
+            return Err("created or description");
+        }
+        let metadata = match pi.get("metadata") {
+            None | Some(Value::Null) => BTreeMap::new(),
+            // Strings as their text, anything else as its JSON text.
+            Some(Value::Object(map)) => map
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
+                .collect(),
+            Some(_) => return Err("metadata is not an object"),
+        };
+        let methods = match pi.get("payment_method_types") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|m| m.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .ok_or("a payment method is not a string")?,
+            Some(_) => return Err("payment_method_types is not an array"),
+        };
+        Some(ExpectedIntent {
+            amount: u128::from(amount),
+            status: status.to_owned(),
+            metadata,
+            methods,
+        })
+    } else {
+        None
+    };
+    Ok(ExpectedEvent {
+        id: id.to_owned(),
+        event_type: event_type.to_owned(),
+        intent,
+    })
+}
+
+/// A valid payment intent with fields of every allowed kind (metadata values
+/// of any JSON type, optional fields absent or null).
+fn valid_intent() -> impl Strategy<Value = serde_json::Value> {
+    let optional = |v: serde_json::Value, present: u8| match present % 3 {
+        0 => None,
+        1 => Some(serde_json::Value::Null),
+        _ => Some(v),
+    };
+    (
+        any::<u64>(),
+        "[a-z_]{1,12}",
+        btree_map("[a-z_]{1,8}", json_value(), 0..5),
+        vec("[a-z]{1,8}", 0..3),
+        any::<[u8; 4]>(),
+        json_value(),
+    )
+        .prop_map(move |(amount, status, metadata, methods, present, extra)| {
+            let mut pi = serde_json::json!({
+                "id": "pi_1", "amount": amount, "currency": "eth", "status": status,
+                "unknown_field": extra,
+            });
+            let fields = [
+                ("object", serde_json::json!("payment_intent")),
+                (
+                    "metadata",
+                    serde_json::Value::Object(metadata.into_iter().collect()),
+                ),
+                ("payment_method_types", serde_json::json!(methods)),
+                ("description", serde_json::json!("text")),
+            ];
+            for ((key, value), present) in fields.into_iter().zip(present) {
+                if key == "object" && present % 3 == 1 {
+                    continue; // `object` may be absent, but not null
+                }
+                if let Some(value) = optional(value, present) {
+                    pi[key] = value;
+                }
+            }
+            pi
+        })
+}
+
 /// Event-shaped JSON: the envelope keys with values of any kind, and payment
 /// intents whose fields may be of the wrong kind.
 fn event_like() -> impl Strategy<Value = serde_json::Value> {
@@ -270,6 +427,10 @@ fn event_like() -> impl Strategy<Value = serde_json::Value> {
     let data = prop_oneof![
         intent.prop_map(|pi| serde_json::json!({ "object": pi })),
         json_value()
+    ];
+    let data = prop_oneof![
+        3 => valid_intent().prop_map(|pi| serde_json::json!({ "object": pi })),
+        2 => data,
     ];
     (json_value(), event_type, data, any::<bool>(), any::<bool>()).prop_map(
         |(id, event_type, data, id_is_string, type_first)| {
@@ -306,15 +467,26 @@ proptest! {
     }
 
     #[test]
-    fn event_parser_accepts_or_explains_event_shaped_json(value in event_like()) {
+    fn event_parser_accepts_exactly_the_valid_events(value in event_like()) {
         let text = value.to_string();
-        match Event::from_slice(text.as_bytes()) {
-            Ok(event) => {
-                prop_assert_eq!(Some(event.id()), value["id"].as_str());
-                prop_assert_eq!(Some(event.event_type()), value["type"].as_str());
+        match (Event::from_slice(text.as_bytes()), expected_event(&value)) {
+            (Ok(event), Ok(expected)) => {
+                prop_assert_eq!(event.id(), expected.id.as_str());
+                prop_assert_eq!(event.event_type(), expected.event_type.as_str());
+                match (event.kind(), expected.intent) {
+                    (EventKind::PaymentIntentSucceeded(pi) | EventKind::PaymentIntentFailed(pi), Some(want)) => {
+                        prop_assert_eq!(pi.amount, want.amount);
+                        prop_assert_eq!(pi.status.as_str(), want.status.as_str());
+                        prop_assert_eq!(&pi.metadata, &want.metadata);
+                        let methods: Vec<&str> = pi.payment_method_types.iter().map(|m| m.as_str()).collect();
+                        prop_assert_eq!(methods, want.methods.iter().map(String::as_str).collect::<Vec<_>>());
+                    }
+                    (EventKind::Other { data }, None) => prop_assert_eq!(data.get(), value["data"].to_string()),
+                    (kind, want) => prop_assert!(false, "kind {:?}, expected intent {:?}", kind, want),
+                }
             }
-            Err(Error::InvalidPayload(reason)) => prop_assert!(!reason.is_empty()),
-            Err(other) => prop_assert!(false, "not a payload error: {other:?}"),
+            (Err(Error::InvalidPayload(reason)), Err(why)) => prop_assert!(!reason.is_empty(), "{}", why),
+            (got, want) => prop_assert!(false, "{}\nparser: {:?}\nexpected: {:?}", text, got.map(|e| e.id().to_owned()), want.map(|e| e.id)),
         }
     }
 

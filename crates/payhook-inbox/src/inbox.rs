@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use payhook_core::{Error, Event, Headers, Receiver, Reply};
+use payhook_core::adapter::Headers;
+use payhook_core::{Error, Event, Receiver, Reply};
 use sqlx::Acquire;
 use tokio::sync::{mpsc, oneshot, Mutex, Notify};
 
@@ -164,7 +165,10 @@ impl Inbox {
         async move {
             match checked {
                 Ok(row) => store(&inner, row).await,
-                Err(error) => inner.receiver.body_error(&error),
+                Err(error) => {
+                    tracing::warn!(target: "payhook", status = error.status().as_u16(), reason = %error, "delivery rejected");
+                    Reply::error(&error)
+                }
             }
         }
     }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
-use payhook_core::store::{Claim, ClaimToken, Store};
+use payhook_core::store::{Claim, ClaimToken, Completion, Store};
 use payhook_redis::RedisStore;
 use redis::aio::ConnectionManager;
 
@@ -88,11 +88,13 @@ impl Op {
                 else {
                     panic!("a new id is claimed");
                 };
-                assert!(fx
-                    .store
-                    .complete(&fx.namespace, &id, token, RETENTION)
-                    .await
-                    .expect("complete"));
+                assert_eq!(
+                    fx.store
+                        .complete(&fx.namespace, &id, token, RETENTION)
+                        .await
+                        .expect("complete"),
+                    Completion::Completed
+                );
             }
             Op::RawSetNxGet => {
                 let _: Option<String> = redis::cmd("SET")
@@ -192,10 +194,13 @@ fn benches(c: &mut Criterion) {
         let Claim::Claimed(token) = store.claim(&namespace, "evt_done", LEASE).await.unwrap() else {
             panic!("fresh namespace");
         };
-        assert!(store
-            .complete(&namespace, "evt_done", token, RETENTION)
-            .await
-            .unwrap());
+        assert_eq!(
+            store
+                .complete(&namespace, "evt_done", token, RETENTION)
+                .await
+                .unwrap(),
+            Completion::Completed
+        );
         Arc::new(Fixture {
             store,
             conn,

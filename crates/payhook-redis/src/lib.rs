@@ -36,8 +36,10 @@
 //!
 //! * claim — `SET key token NX PX lease GET`: takes a free key, or in the same
 //!   round trip reads whether the event is `done` or in flight;
+//! * renew — a Lua script: `PEXPIRE`s the key if the value is the caller's token;
 //! * complete — a Lua script: sets `done` if the value is the caller's token, or
-//!   if the key is gone (the caller's lease ran out and nobody claimed it since);
+//!   if the key is gone (the caller's lease ran out and nobody claimed it since),
+//!   and says whether the key was `done` already or held by another token;
 //! * release — a Lua script: deletes the key if the value is the caller's token.
 //!
 //! A delivery that succeeds costs two round trips (claim, complete), a

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use payhook_core::store::{Claim, ClaimToken, Store, StoreFuture};
+use payhook_core::store::{Claim, ClaimToken, Completion, Store, StoreFuture, MAX_TTL};
 use payhook_core::StoreError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Cmd, IntoConnectionInfo, RedisError};
@@ -18,17 +18,31 @@ use crate::key::event_key;
 /// so no token can be mistaken for it.
 const DONE: &str = "done";
 
-/// Redis refuses `PX` values that overflow its clock; no sensible lease or
-/// retention comes near this (about 100 years).
-const MAX_TTL_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
+/// Redis refuses `PX` values that overflow its clock; every store clamps
+/// leases and retentions to the same [`MAX_TTL`] (about 100 years).
+const MAX_TTL_MS: u64 = MAX_TTL.as_secs() * 1000;
 
 /// Marks the event done if the caller still owns it, or if the caller's lease
-/// ran out and nobody claimed the event since (the key is gone).
+/// ran out and nobody claimed the event since (the key is gone): 1. An event
+/// already done: 2 (a retry whose first reply was lost lands here). Another
+/// owner: 0.
 const COMPLETE_SCRIPT: &str = r"
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] or current == false then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
+end
+if current == ARGV[2] then
+  return 2
+end
+return 0
+";
+
+/// Extends the lease only if the caller owns the claim (an expired claim's key
+/// is gone, a done event's value is not a token).
+const RENEW_SCRIPT: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
 ";
@@ -213,7 +227,7 @@ fn script(source: &str, key: &[u8]) -> Cmd {
 }
 
 /// Milliseconds for `PX`: rounded up (a 1.5 ms lease must not become 1 ms, nor
-/// a sub-millisecond one 0, which Redis rejects) and capped.
+/// a sub-millisecond one 0, which Redis rejects) and capped at [`MAX_TTL`].
 fn ttl_millis(duration: Duration) -> u64 {
     let millis = duration.as_nanos().div_ceil(1_000_000);
     u64::try_from(millis).unwrap_or(u64::MAX).clamp(1, MAX_TTL_MS)
@@ -260,7 +274,7 @@ impl RedisStore {
         id: &str,
         token: ClaimToken,
         retention: Duration,
-    ) -> Result<bool, Failure> {
+    ) -> Result<Completion, Failure> {
         let key = event_key(&self.shared.prefix, namespace, id);
         let mut cmd = script(COMPLETE_SCRIPT, &key);
         cmd.arg(token.to_string()).arg(DONE).arg(ttl_millis(retention));
@@ -270,7 +284,30 @@ impl RedisStore {
                 async move { cmd.query_async(&mut conn).await }
             })
             .await?;
-        Ok(marked == 1)
+        Ok(match marked {
+            1 => Completion::Completed,
+            2 => Completion::AlreadyDone,
+            _ => Completion::NotOwner,
+        })
+    }
+
+    async fn try_renew(
+        &self,
+        namespace: &str,
+        id: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, Failure> {
+        let key = event_key(&self.shared.prefix, namespace, id);
+        let mut cmd = script(RENEW_SCRIPT, &key);
+        cmd.arg(token.to_string()).arg(ttl_millis(lease));
+        let renewed: i64 = self
+            .call(|mut conn| {
+                let cmd = &cmd;
+                async move { cmd.query_async(&mut conn).await }
+            })
+            .await?;
+        Ok(renewed == 1)
     }
 
     async fn try_release(&self, namespace: &str, id: &str, token: ClaimToken) -> Result<bool, Failure> {
@@ -292,13 +329,23 @@ impl Store for RedisStore {
         Box::pin(async move { Ok(self.try_claim(namespace, id, lease).await?) })
     }
 
+    fn renew<'a>(
+        &'a self,
+        namespace: &'a str,
+        id: &'a str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(async move { Ok(self.try_renew(namespace, id, token, lease).await?) })
+    }
+
     fn complete<'a>(
         &'a self,
         namespace: &'a str,
         id: &'a str,
         token: ClaimToken,
         retention: Duration,
-    ) -> StoreFuture<'a, bool> {
+    ) -> StoreFuture<'a, Completion> {
         Box::pin(async move { Ok(self.try_complete(namespace, id, token, retention).await?) })
     }
 

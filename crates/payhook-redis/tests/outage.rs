@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::TestServer;
-use payhook_core::store::{Claim, ClaimToken, Store};
+use payhook_core::store::{Claim, ClaimToken, Completion, Store};
 use payhook_core::StoreError;
 use payhook_redis::{BuildError, RedisStore};
 
@@ -46,6 +46,7 @@ async fn fails_fast<T: std::fmt::Debug>(
 async fn all_calls_fail_fast(store: &RedisStore, server: &TestServer, token: ClaimToken) -> Vec<StoreError> {
     let errors = vec![
         fails_fast("claim", store.claim("ns", "evt_new", LEASE)).await,
+        fails_fast("renew", store.renew("ns", "evt_1", token, LEASE)).await,
         fails_fast("complete", store.complete("ns", "evt_1", token, RETENTION)).await,
         fails_fast("release", store.release("ns", "evt_1", token)).await,
     ];
@@ -115,7 +116,10 @@ async fn killed_then_restarted() {
     server.start_again();
     let (failures, token) = failures_until_claimed(&store, "evt_1", Duration::from_secs(5)).await;
     assert_eq!(failures, 0, "calls failed after Redis was back");
-    assert!(store.complete("ns", "evt_1", token, RETENTION).await.unwrap());
+    assert_eq!(
+        store.complete("ns", "evt_1", token, RETENTION).await.unwrap(),
+        Completion::Completed
+    );
     assert_eq!(store.claim("ns", "evt_1", LEASE).await.unwrap(), Claim::Done);
 }
 
@@ -128,7 +132,10 @@ async fn restarted_between_claim_and_complete() {
     // fail because of it.
     server.kill();
     server.start_again();
-    assert!(store.complete("ns", "evt_1", token, RETENTION).await.unwrap());
+    assert_eq!(
+        store.complete("ns", "evt_1", token, RETENTION).await.unwrap(),
+        Completion::Completed
+    );
     assert_eq!(store.claim("ns", "evt_1", LEASE).await.unwrap(), Claim::Done);
 }
 
@@ -179,7 +186,10 @@ async fn down_at_start_then_up() {
     server.start_again();
     let (failures, token) = failures_until_claimed(&store, "evt_1", Duration::from_secs(5)).await;
     assert_eq!(failures, 0);
-    assert!(store.complete("ns", "evt_1", token, RETENTION).await.unwrap());
+    assert_eq!(
+        store.complete("ns", "evt_1", token, RETENTION).await.unwrap(),
+        Completion::Completed
+    );
     store.ping().await.unwrap();
     RedisStore::builder(server.url()).connect().await.unwrap();
 }
@@ -195,7 +205,10 @@ async fn password_and_database_from_the_url() {
         .await
         .unwrap();
     let token = claimed(&store, "ns", "evt_1").await;
-    assert!(store.complete("ns", "evt_1", token, RETENTION).await.unwrap());
+    assert_eq!(
+        store.complete("ns", "evt_1", token, RETENTION).await.unwrap(),
+        Completion::Completed
+    );
 
     // The key went to database 3.
     let mut conn = common::connection(&url);

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::TestServer;
-use payhook_core::store::{Claim, ClaimToken, Store};
+use payhook_core::store::{Claim, ClaimToken, Completion, Store};
 use payhook_redis::RedisStore;
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -121,7 +121,10 @@ async fn a_successful_delivery_costs_two_round_trips() {
     // Warm up: the first call connects (HELLO/CLIENT SETINFO) and the first
     // complete loads its script; neither happens per delivery.
     let token = claimed(&store, "warm", "evt_0").await;
-    assert!(store.complete("warm", "evt_0", token, RETENTION).await.unwrap());
+    assert_eq!(
+        store.complete("warm", "evt_0", token, RETENTION).await.unwrap(),
+        Completion::Completed
+    );
     let token = claimed(&store, "warm", "evt_1").await;
     assert!(store.release("warm", "evt_1", token).await.unwrap());
 
@@ -132,7 +135,10 @@ async fn a_successful_delivery_costs_two_round_trips() {
     for n in 0..CYCLES {
         let id = format!("evt_{n}");
         let token = claimed(&store, "rt", &id).await;
-        assert!(store.complete("rt", &id, token, RETENTION).await.unwrap());
+        assert_eq!(
+            store.complete("rt", &id, token, RETENTION).await.unwrap(),
+            Completion::Completed
+        );
     }
     let requests = monitor.client_requests_until(&mut observer, "end-of-success-path");
     assert_eq!(requests.len() as u64, 2 * CYCLES, "{requests:#?}");
@@ -205,7 +211,10 @@ async fn keys_values_and_expiries() {
     );
     assert!(pttl > 25_000 && pttl <= 30_000, "lease as expiry: {pttl} ms");
 
-    assert!(store.complete("orders", "evt_1", token, RETENTION).await.unwrap());
+    assert_eq!(
+        store.complete("orders", "evt_1", token, RETENTION).await.unwrap(),
+        Completion::Completed
+    );
     let (value, pttl) = get(&mut conn, &key);
     assert_eq!(value.as_deref(), Some("done"));
     assert!(
@@ -230,7 +239,10 @@ async fn keys_values_and_expiries() {
         .arg(format!("{prefix}:orders:evt_3"))
         .query::<()>(&mut conn)
         .unwrap();
-    assert!(store.complete("orders", "evt_3", token, RETENTION).await.unwrap());
+    assert_eq!(
+        store.complete("orders", "evt_3", token, RETENTION).await.unwrap(),
+        Completion::Completed
+    );
     assert_eq!(store.claim("orders", "evt_3", LEASE).await.unwrap(), Claim::Done);
 }
 
@@ -247,7 +259,27 @@ async fn prefixes_keep_stores_apart() {
         .build()
         .unwrap();
     let token = claimed(&one, "ns", "evt_1").await;
-    assert!(one.complete("ns", "evt_1", token, RETENTION).await.unwrap());
+    assert_eq!(
+        one.complete("ns", "evt_1", token, RETENTION).await.unwrap(),
+        Completion::Completed
+    );
     assert_eq!(one.claim("ns", "evt_1", LEASE).await.unwrap(), Claim::Done);
     let _ = claimed(&two, "ns", "evt_1").await;
+}
+
+/// A huge call timeout is a valid setting: calls still run and answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_timeout_works() {
+    let url = common::shared_url();
+    for timeout in [Duration::MAX, Duration::from_secs(u64::MAX)] {
+        let store = RedisStore::builder(&url).timeout(timeout).build().unwrap();
+        let ns = format!("huge-timeout-{}", ClaimToken::random());
+        let token = claimed(&store, &ns, "evt_1").await;
+        assert!(store.renew(&ns, "evt_1", token, LEASE).await.unwrap());
+        assert_eq!(
+            store.complete(&ns, "evt_1", token, RETENTION).await.unwrap(),
+            Completion::Completed
+        );
+        assert_eq!(store.claim(&ns, "evt_1", LEASE).await.unwrap(), Claim::Done);
+    }
 }

@@ -2,15 +2,15 @@
 //! certificate from a throwaway CA, made with the `openssl` command.
 //!
 //! The CA is trusted through `SSL_CERT_FILE`, which the platform certificate
-//! loader reads; this binary holds a single test, so changing the variable
-//! races with nothing.
+//! loader reads; the tests of this binary take turns (one lock), so changing
+//! the variable races with nothing.
 #![cfg(feature = "tls")]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use payhook_core::store::{Claim, Store};
+use payhook_core::store::{Claim, Completion, Store};
 use payhook_redis::{BuildError, RedisStore};
 
 fn openssl(dir: &Path, args: &[&str]) {
@@ -84,6 +84,7 @@ fn certificates(dir: &Path) {
 struct TlsServer {
     child: Child,
     dir: PathBuf,
+    port: u16,
 }
 
 impl Drop for TlsServer {
@@ -94,40 +95,121 @@ impl Drop for TlsServer {
     }
 }
 
+/// Serialises the tests: each points `SSL_CERT_FILE` at its own CA.
+static CERT_FILE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+impl TlsServer {
+    /// A TLS-only `redis-server` on a free loopback port with a certificate
+    /// for 127.0.0.1; `extra_args` go to `redis-server`.
+    fn start(extra_args: &[&str]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = std::env::temp_dir().join(format!("payhook-redis-tls-{port}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        certificates(&dir);
+        let child = Command::new("redis-server")
+            .args([
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--tls-port",
+                &port.to_string(),
+            ])
+            .args(["--tls-cert-file", "server.crt", "--tls-key-file", "server.key"])
+            .args(["--tls-ca-cert-file", "ca.crt", "--tls-auth-clients", "no"])
+            .args(["--save", "", "--appendonly", "no", "--dir", "."])
+            .args(extra_args)
+            .current_dir(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server (run .ci/start-redis to install it)");
+        let server = TlsServer { child, dir, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    fn url(&self) -> String {
+        format!("rediss://127.0.0.1:{}/", self.port)
+    }
+
+    /// Whether an `openssl s_client` handshake with only `protocol` allowed
+    /// (`-tls1_2`, `-tls1_3`) succeeds.
+    fn accepts(&self, protocol: &str) -> bool {
+        Command::new("openssl")
+            .args([
+                "s_client",
+                "-connect",
+                &format!("127.0.0.1:{}", self.port),
+                protocol,
+            ])
+            .args(["-CAfile", "ca.crt", "-verify_return_error"])
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("the openssl command")
+            .success()
+    }
+}
+
+/// Claims and completes one id over the store: it works end to end.
+async fn round_trip(store: &RedisStore) {
+    let Claim::Claimed(token) = store
+        .claim("tls", "evt_1", Duration::from_secs(30))
+        .await
+        .unwrap()
+    else {
+        panic!("a new id is claimed");
+    };
+    assert_eq!(
+        store
+            .complete("tls", "evt_1", token, Duration::from_secs(60))
+            .await
+            .unwrap(),
+        Completion::Completed
+    );
+    assert_eq!(
+        store
+            .claim("tls", "evt_1", Duration::from_secs(30))
+            .await
+            .unwrap(),
+        Claim::Done
+    );
+}
+
+/// Some managed Redis services speak TLS 1.2 only: `rediss://` must reach them
+/// (rustls' `tls12` feature; without it the handshake fails with
+/// `ProtocolVersion`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rediss_to_a_server_that_speaks_only_tls_1_2() {
+    let _turn = CERT_FILE.lock().await;
+    let server = TlsServer::start(&["--tls-protocols", "TLSv1.2"]);
+    assert!(server.accepts("-tls1_2"), "the server speaks TLS 1.2");
+    assert!(!server.accepts("-tls1_3"), "the server refuses TLS 1.3");
+    std::env::set_var("SSL_CERT_FILE", server.dir.join("ca.crt"));
+    let store = RedisStore::builder(server.url())
+        .timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .expect("a TLS 1.2 handshake");
+    round_trip(&store).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rediss_url_with_a_trusted_certificate() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let dir = std::env::temp_dir().join(format!("payhook-redis-tls-{port}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    certificates(&dir);
-    let child = Command::new("redis-server")
-        .args([
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            "0",
-            "--tls-port",
-            &port.to_string(),
-        ])
-        .args(["--tls-cert-file", "server.crt", "--tls-key-file", "server.key"])
-        .args(["--tls-ca-cert-file", "ca.crt", "--tls-auth-clients", "no"])
-        .args(["--save", "", "--appendonly", "no", "--dir", "."])
-        .current_dir(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server (run .ci/start-redis to install it)");
-    let server = TlsServer { child, dir };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let url = format!("rediss://127.0.0.1:{port}/");
+    let _turn = CERT_FILE.lock().await;
+    let server = TlsServer::start(&[]);
+    let url = server.url();
 
     // A certificate nobody trusts: refused, without the URL in the error.
     std::env::set_var("SSL_CERT_FILE", server.dir.join("other-ca.crt"));
@@ -148,22 +230,7 @@ async fn rediss_url_with_a_trusted_certificate() {
         .connect()
         .await
         .unwrap();
-    let Claim::Claimed(token) = store
-        .claim("tls", "evt_1", Duration::from_secs(30))
-        .await
-        .unwrap()
-    else {
-        panic!("a new id is claimed");
-    };
-    assert!(store
-        .complete("tls", "evt_1", token, Duration::from_secs(60))
-        .await
-        .unwrap());
-    assert_eq!(
-        store
-            .claim("tls", "evt_1", Duration::from_secs(30))
-            .await
-            .unwrap(),
-        Claim::Done
-    );
+    round_trip(&store).await;
+    // TLS 1.3 is what this server negotiates by default.
+    assert!(server.accepts("-tls1_3"));
 }

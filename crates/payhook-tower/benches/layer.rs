@@ -18,8 +18,9 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
+use payhook_core::adapter::Outcome;
 use payhook_core::testing::{EventBuilder, SignedDelivery};
-use payhook_core::{Event, Outcome, Receiver};
+use payhook_core::{Event, Receiver};
 use payhook_tower::WebhookLayer;
 use tower::{service_fn, Layer, ServiceExt};
 
@@ -30,7 +31,6 @@ fn signed_request() -> Request<Full<Bytes>> {
     SignedDelivery::now(event.to_json(), SECRET)
         .expect("valid secret")
         .to_request("/webhooks")
-        .map(Full::new)
 }
 
 fn handler(event: &Event) -> Response<Full<Bytes>> {

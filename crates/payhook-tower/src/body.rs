@@ -1,11 +1,12 @@
-//! Reading the raw body under the receiver's limit.
+//! The request body, read through the core's [`BodyIntake`].
 
-use bytes::Bytes;
-use http::header::CONTENT_LENGTH;
+use std::task::Poll;
+
+use bytes::{Buf, Bytes};
 use http::HeaderMap;
 use http_body::Body;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
-use payhook_core::{Error, Receiver};
+use payhook_core::adapter::BodyIntake;
+use payhook_core::{Receiver, Reply};
 
 /// The raw request body of a verified delivery, exactly as signed.
 ///
@@ -15,25 +16,28 @@ use payhook_core::{Error, Receiver};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawBody(pub Bytes);
 
-/// Collects `body`, reading at most `limit` bytes of it.
-///
-/// A declared length over the limit is refused before anything is read; a body
-/// without one (chunked) is read only until it passes the limit.
-pub(crate) async fn read<B>(headers: &HeaderMap, body: B, receiver: &Receiver) -> Result<Bytes, Error>
+/// Collects `body` under the receiver's limit and body timeout; the refusal is
+/// the reply to send.
+pub(crate) async fn read<B>(headers: &HeaderMap, body: B, receiver: &Receiver) -> Result<Bytes, Reply>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let limit = receiver.body_limit();
-    let too_large = || Error::BodyTooLarge { limit };
-    receiver.check_content_length(headers.get(CONTENT_LENGTH).map(|value| value.as_bytes()))?;
+    let intake = BodyIntake::new(receiver, headers)?;
     // A body type may know its length without a header (a full in-memory body).
-    if body.size_hint().lower() > u64::try_from(limit).unwrap_or(u64::MAX) {
-        return Err(too_large());
-    }
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(err) if err.is::<LengthLimitError>() => Err(too_large()),
-        Err(err) => Err(Error::BodyRead(err.to_string())),
-    }
+    intake.refuse_over(body.size_hint().lower())?;
+    let mut body = std::pin::pin!(body);
+    intake
+        .read(|cx| loop {
+            return match body.as_mut().poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(mut data) => Poll::Ready(Some(Ok(data.copy_to_bytes(data.remaining())))),
+                    Err(_trailers) => continue,
+                },
+                Poll::Ready(Some(Err(err))) => Poll::Ready(Some(Err(err.into()))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            };
+        })
+        .await
 }

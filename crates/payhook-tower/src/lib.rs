@@ -18,10 +18,11 @@
 //! | new event | the inner service's response |
 //! | duplicate of an event handled before | `200 {"received":true}` |
 //! | bad signature, stale timestamp, invalid event, body cut short | `400 Webhook Error: …` |
-//! | body over the limit | `413 Webhook Error: …`, without reading the rest |
+//! | body over the limit | `413 Webhook Error: …`, without reading the rest; connection closed |
 //! | the same event in flight in another request | `409 Webhook Error: …` |
 //! | dedupe store unreachable | `503 Webhook Error: …` |
-//! | inner service panicked | `500` [`PANIC_REPLY`] |
+//! | body not complete within the receiver's body timeout | `408 Webhook Error: …`, connection closed |
+//! | inner service panicked | `500` [`HANDLER_PANICKED`](payhook_core::reply::HANDLER_PANICKED) |
 //!
 //! ```
 //! use std::convert::Infallible;
@@ -47,7 +48,7 @@
 //!
 //! let event = EventBuilder::payment_intent_succeeded();
 //! let delivery = SignedDelivery::now(event.to_json(), "whsec_test_secret").unwrap();
-//! let request = delivery.to_request("/webhooks").map(Full::new);
+//! let request = delivery.to_request("/webhooks");
 //! let response = service.clone().oneshot(request).await.unwrap();
 //! assert_eq!(response.status(), 200);
 //!
@@ -70,4 +71,4 @@ mod service;
 pub use body::RawBody;
 pub use future::ResponseFuture;
 pub use layer::WebhookLayer;
-pub use service::{WebhookService, PANIC_REPLY};
+pub use service::WebhookService;

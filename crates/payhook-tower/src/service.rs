@@ -2,21 +2,18 @@
 
 use std::panic::AssertUnwindSafe;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use bytes::Bytes;
 use futures_util::FutureExt;
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use http::{Request, Response};
 use http_body::Body;
-use payhook_core::{Outcome, Receiver};
+use payhook_core::adapter::{HandlerOutcome, Outcome};
+use payhook_core::{Receiver, Reply};
 use tower_service::Service;
 use tracing::Instrument;
 
 use crate::body::{self, RawBody};
 use crate::future::ResponseFuture;
-
-/// The body of the reply sent when the inner service panics.
-pub const PANIC_REPLY: &str = "Webhook Error: the handler panicked; the event was not acknowledged";
 
 /// Middleware that verifies, parses and deduplicates webhook deliveries before
 /// the inner service sees them. Built by [`WebhookLayer`](crate::WebhookLayer).
@@ -25,7 +22,9 @@ pub const PANIC_REPLY: &str = "Webhook Error: the handler panicked; the event wa
 ///
 /// 1. reads the raw body up to the receiver's limit (`413` at once when
 ///    `Content-Length` is over it; a chunked body is read only until it passes
-///    it; a body that breaks off is a `400`);
+///    it; a body that breaks off is a `400`; a body that has not arrived in full
+///    within the receiver's body timeout is a `408`; after a `413` or `408` the
+///    connection is closed);
 /// 2. runs [`Receiver::receive`]: rejections (`400`), duplicates of a handled
 ///    event (`200 {"received":true}`), events in flight elsewhere (`409`) and an
 ///    unreachable store (`503`) are answered here, without the inner service;
@@ -34,7 +33,8 @@ pub const PANIC_REPLY: &str = "Webhook Error: the handler panicked; the event wa
 ///    request body (rebuilt with `B: From<Bytes>`);
 /// 4. settles the claim on the event id by the inner response's status:
 ///    marked done for a 2xx, released otherwise. When the inner service returns
-///    an error, panics (the reply is then a `500` with [`PANIC_REPLY`]) or its
+///    an error, panics (the reply is then a `500` with
+///    [`HANDLER_PANICKED`](payhook_core::reply::HANDLER_PANICKED)) or its
 ///    future is dropped, the claim is released, so the sender's retry is handled.
 #[derive(Debug, Clone)]
 pub struct WebhookService<S> {
@@ -100,7 +100,7 @@ where
     let (mut parts, body) = request.into_parts();
     let bytes = match body::read(&parts.headers, body, &receiver).await {
         Ok(bytes) => bytes,
-        Err(error) => return Ok(receiver.body_error(&error).into_response()),
+        Err(refusal) => return Ok(refusal.into_response()),
     };
     let delivery = match receiver.receive(&parts.headers, bytes).await {
         Outcome::Respond(reply) => return Ok(reply.into_response()),
@@ -109,57 +109,32 @@ where
     // From here on the claim guard lives in this future: if the future is
     // dropped (the client went away), the guard releases the claim.
     let (event, bytes, claim) = delivery.into_parts();
-    let span = tracing::info_span!(
-        target: "payhook",
-        "delivery",
-        event_id = %event.id(),
-        event_type = %event.event_type()
-    );
     parts.extensions.insert(event);
     parts.extensions.insert(RawBody(bytes.clone()));
     let request = Request::from_parts(parts, B::from(bytes));
 
-    let started = Instant::now();
-    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| inner.call(request))) {
+    let called = std::panic::catch_unwind(AssertUnwindSafe(|| inner.call(request)));
+    let outcome = match called {
         Ok(future) => {
             AssertUnwindSafe(future)
                 .catch_unwind()
-                .instrument(span.clone())
+                .instrument(claim.delivery_span())
                 .await
         }
         Err(panic) => Err(panic),
     };
-    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     match outcome {
         Ok(Ok(response)) => {
-            let status = response.status();
-            if status.is_success() {
-                tracing::debug!(target: "payhook", parent: &span, status = status.as_u16(), elapsed_ms, "handler succeeded");
-            } else {
-                tracing::warn!(target: "payhook", parent: &span, status = status.as_u16(), elapsed_ms, "handler answered with an error status");
-            }
-            claim.finish(status).await;
+            claim.settle(HandlerOutcome::Responded(response.status())).await;
             Ok(response)
         }
         Ok(Err(error)) => {
-            tracing::warn!(target: "payhook", parent: &span, elapsed_ms, "inner service returned an error");
-            claim.release().await;
+            claim.settle(HandlerOutcome::Failed).await;
             Err(error)
         }
         Err(_panic) => {
-            tracing::error!(target: "payhook", parent: &span, elapsed_ms, "handler panicked");
-            claim.release().await;
-            Ok(panic_response())
+            claim.settle(HandlerOutcome::Panicked).await;
+            Ok(Reply::handler_panicked().into_response())
         }
     }
-}
-
-fn panic_response<ResBody: From<&'static str>>() -> Response<ResBody> {
-    let mut response = Response::new(ResBody::from(PANIC_REPLY));
-    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
 }

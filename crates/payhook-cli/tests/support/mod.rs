@@ -15,7 +15,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Response, StatusCode};
 use axum::routing::post;
 use axum::Router;
-use payhook_core::{Outcome, Receiver};
+use payhook_core::adapter::Outcome;
+use payhook_core::Receiver;
 
 /// What one run of the binary produced.
 #[derive(Debug)]

@@ -1,12 +1,13 @@
 //! The in-memory dedupe store, the embedded default.
 
+use std::cmp::Reverse;
 use std::collections::hash_map::RandomState;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::{Claim, ClaimToken, Store, StoreFuture};
+use super::{Claim, ClaimToken, Completion, Store, StoreFuture, MAX_TTL};
 use crate::error::{ConfigError, StoreError};
 
 /// How many ids a [`MemoryStore`] holds unless told otherwise.
@@ -32,11 +33,15 @@ fn lock(shard: &Shard) -> MutexGuard<'_, Inner> {
 
 /// An in-process dedupe store with bounded memory.
 ///
-/// * It holds at most `capacity` ids (done and in flight together). When full, the
-///   id that was marked done longest ago is forgotten first; an in-flight claim is
-///   never evicted. A store whose every slot is an in-flight claim answers
-///   [`StoreError`] to new claims, so those deliveries get 503 and are retried,
-///   instead of growing without bound.
+/// * It holds at most `capacity` ids (done and in flight together). Done ids whose
+///   retention is over and claims whose lease ran out are dropped first, whatever
+///   retention or lease each was given (namespaces sharing one store may use
+///   different ones). When the store is still full, the done id nearest to the end
+///   of its retention is forgotten first (with one retention for all: the id
+///   marked done longest ago); a live in-flight claim is never evicted. A store
+///   whose every slot is a live in-flight claim answers [`StoreError`] to new
+///   claims, so those deliveries get 503 and are retried, instead of growing
+///   without bound.
 /// * From 1 024 ids of capacity up, the store is split by key into 16 shards, each
 ///   with its own lock and a sixteenth of the capacity, so deliveries on several
 ///   threads rarely wait for each other. "Full" and "oldest" then apply per
@@ -46,21 +51,28 @@ fn lock(shard: &Shard) -> MutexGuard<'_, Inner> {
 ///   random per process, so nobody can craft two ids that collide; the chance of an
 ///   accidental collision among a million ids is about 10^-17.
 /// * Done ids expire after the retention passed to [`Store::complete`], measured
-///   in tenths of a second.
+///   in tenths of a second and rounded up. Leases and retentions longer than
+///   [`MAX_TTL`](super::MAX_TTL) count as that (as in every store); a retention
+///   reaching more than about 13 years past the store's creation keeps the id
+///   until it is evicted for room.
 ///
 /// It serves one process. Replicas of an app that share deliveries need a shared
 /// store (the Redis store).
 ///
 /// ```
 /// use std::time::Duration;
-/// use payhook_core::store::{Claim, MemoryStore, Store};
+/// use payhook_core::store::{Claim, Completion, MemoryStore, Store};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let store = MemoryStore::new();
 /// let lease = Duration::from_secs(30);
 /// let Claim::Claimed(token) = store.claim("ns", "evt_1", lease).await.unwrap() else { panic!() };
 /// assert_eq!(store.claim("ns", "evt_1", lease).await.unwrap(), Claim::InFlight);
-/// assert!(store.complete("ns", "evt_1", token, Duration::from_secs(60)).await.unwrap());
+/// assert!(store.renew("ns", "evt_1", token, lease).await.unwrap());
+/// assert_eq!(
+///     store.complete("ns", "evt_1", token, Duration::from_secs(60)).await.unwrap(),
+///     Completion::Completed
+/// );
 /// assert_eq!(store.claim("ns", "evt_1", lease).await.unwrap(), Claim::Done);
 /// # });
 /// ```
@@ -98,10 +110,18 @@ type Tick = u32;
 struct Inner {
     capacity: usize,
     done: HashMap<Key, Tick, BuildHasherDefault<KeyHasher>>,
-    /// Done ids in the order they were marked done, with the expiry they had
-    /// then; an entry whose expiry no longer matches the table is stale.
-    order: VecDeque<(Key, Tick)>,
+    /// Done ids by expiry, soonest first (a min-heap, since ids completed with
+    /// different retentions expire out of insertion order). An entry whose expiry
+    /// no longer matches the table is stale and skipped. A new entry usually has
+    /// the latest expiry, so pushing it costs one comparison. Within one tick the
+    /// completion count keeps completion order (it only breaks ties, so its
+    /// wrapping around is harmless).
+    expiries: BinaryHeap<Reverse<(Tick, u32, Key)>>,
+    completions: u32,
     in_flight: HashMap<Key, InFlight, BuildHasherDefault<KeyHasher>>,
+    /// No claim in `in_flight` ends before this (a lower bound): until then,
+    /// looking for expired claims would find none, so it costs one comparison.
+    first_lease_end: Option<Instant>,
     /// Claims made in this shard: the low bits of each token. An id always lands
     /// in the same shard, so two claims of one id never share a count; a counter
     /// per shard keeps the threads from writing to one shared line.
@@ -190,8 +210,10 @@ impl MemoryStore {
                 Shard(Mutex::new(Inner {
                     capacity: capacity / count + usize::from(i < capacity % count),
                     done: HashMap::default(),
-                    order: VecDeque::new(),
+                    expiries: BinaryHeap::new(),
+                    completions: 0,
                     in_flight: HashMap::default(),
+                    first_lease_end: None,
                     claims: 0,
                 }))
             })
@@ -263,7 +285,9 @@ impl MemoryStore {
 
     fn expiry(&self, now: Instant, retention: Duration) -> Tick {
         // Round up, so an id is never forgotten before its retention is over.
-        let ds = (now.duration_since(self.started) + retention)
+        let ds = now
+            .duration_since(self.started)
+            .saturating_add(retention.min(MAX_TTL))
             .as_millis()
             .div_ceil(100);
         Tick::try_from(ds).unwrap_or(Tick::MAX)
@@ -275,7 +299,7 @@ impl MemoryStore {
         let now = Instant::now();
         let tick = self.tick(now);
         let mut inner = self.shard(&key);
-        inner.purge_expired(tick);
+        inner.purge_expired(tick, now);
         if let Some(&expiry) = inner.done.get(&key) {
             if expiry > tick {
                 return Ok(Claim::Done);
@@ -292,15 +316,38 @@ impl MemoryStore {
         inner.make_room()?;
         inner.claims = inner.claims.wrapping_add(1);
         let token = token_for(key, inner.claims);
+        let until = lease_end(now, lease);
+        inner.note_lease_end(until);
         inner.in_flight.insert(
             key,
             InFlight {
                 token,
-                until: now + lease,
+                until,
                 check: fingerprint(namespace, id),
             },
         );
         Ok(Claim::Claimed(token))
+    }
+
+    /// The renew step, synchronous.
+    pub fn renew_now(&self, namespace: &str, id: &str, token: ClaimToken, lease: Duration) -> bool {
+        let now = Instant::now();
+        let check = fingerprint(namespace, id);
+        let until = lease_end(now, lease);
+        let renew = |inner: &mut Inner, key: &Key| match inner.in_flight.get_mut(key) {
+            Some(claim) if claim.token == token && claim.check == check && claim.until > now => {
+                claim.until = until;
+                inner.note_lease_end(until);
+                true
+            }
+            _ => false,
+        };
+        let issued_for = token_key(token);
+        if renew(&mut self.shard(&issued_for), &issued_for) {
+            return true;
+        }
+        let key = self.key(namespace, id);
+        renew(&mut self.shard(&key), &key)
     }
 
     /// The complete step, synchronous.
@@ -310,7 +357,7 @@ impl MemoryStore {
         id: &str,
         token: ClaimToken,
         retention: Duration,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Completion, StoreError> {
         let now = Instant::now();
         let check = fingerprint(namespace, id);
         // The usual case: the token still owns the claim it was issued for.
@@ -323,35 +370,32 @@ impl MemoryStore {
                 .is_some_and(|claim| claim.token == token && claim.check == check)
             {
                 inner.in_flight.remove(&issued_for);
-                let expiry = self.expiry(now, retention);
-                inner.done.insert(issued_for, expiry);
-                inner.order.push_back((issued_for, expiry));
-                return Ok(true);
+                inner.mark_done(issued_for, self.expiry(now, retention));
+                return Ok(Completion::Completed);
             }
         }
         let key = self.key(namespace, id);
         let tick = self.tick(now);
         let mut inner = self.shard(&key);
+        inner.purge_expired(tick, now);
         match inner.in_flight.get(&key) {
             Some(claim) if claim.token == token => {
                 inner.in_flight.remove(&key);
             }
             // Our lease ran out and another delivery claimed the id: leave it to them.
-            Some(claim) if claim.until > now => return Ok(false),
+            Some(claim) if claim.until > now => return Ok(Completion::NotOwner),
             Some(_) => {
                 inner.in_flight.remove(&key);
             }
             None => {
                 if inner.done.get(&key).is_some_and(|&expiry| expiry > tick) {
-                    return Ok(false);
+                    return Ok(Completion::AlreadyDone);
                 }
                 inner.make_room()?;
             }
         }
-        let expiry = self.expiry(now, retention);
-        inner.done.insert(key, expiry);
-        inner.order.push_back((key, expiry));
-        Ok(true)
+        inner.mark_done(key, self.expiry(now, retention));
+        Ok(Completion::Completed)
     }
 
     /// The release step, synchronous.
@@ -381,25 +425,54 @@ impl MemoryStore {
     }
 }
 
+/// `now + lease`, the lease clamped to [`MAX_TTL`]. A platform whose clock
+/// cannot reach that far gets the furthest end it can represent.
+fn lease_end(now: Instant, lease: Duration) -> Instant {
+    let mut lease = lease.min(MAX_TTL);
+    loop {
+        if let Some(end) = now.checked_add(lease) {
+            return end;
+        }
+        lease /= 2;
+    }
+}
+
 impl Inner {
-    /// Forgets done ids whose retention is over, oldest first.
-    fn purge_expired(&mut self, tick: Tick) {
-        while let Some(&(key, expiry)) = self.order.front() {
+    fn mark_done(&mut self, key: Key, expiry: Tick) {
+        self.done.insert(key, expiry);
+        self.completions = self.completions.wrapping_add(1);
+        self.expiries.push(Reverse((expiry, self.completions, key)));
+    }
+
+    fn note_lease_end(&mut self, until: Instant) {
+        self.first_lease_end = Some(self.first_lease_end.map_or(until, |first| first.min(until)));
+    }
+
+    /// Forgets done ids whose retention is over and claims whose lease ran out.
+    fn purge_expired(&mut self, tick: Tick, now: Instant) {
+        while let Some(&Reverse((expiry, _, key))) = self.expiries.peek() {
             if expiry > tick {
                 break;
             }
-            self.order.pop_front();
+            self.expiries.pop();
             if self.done.get(&key) == Some(&expiry) {
                 self.done.remove(&key);
             }
         }
+        if self.first_lease_end.is_some_and(|first| first <= now) {
+            // The holders of these claims crashed or hung past their lease;
+            // their ids are free to claim again, and they no longer take room.
+            self.in_flight.retain(|_, claim| claim.until > now);
+            self.first_lease_end = self.in_flight.values().map(|claim| claim.until).min();
+        }
     }
 
-    /// Makes room for one more id by forgetting the oldest done id, or fails when
-    /// every slot is an in-flight claim.
+    /// Makes room for one more id by forgetting the done id nearest to its
+    /// expiry, or fails when every slot is a live in-flight claim. Expired
+    /// entries are gone already ([`purge_expired`](Self::purge_expired) runs first).
     fn make_room(&mut self) -> Result<(), StoreError> {
         while self.done.len() + self.in_flight.len() >= self.capacity {
-            let Some((key, expiry)) = self.order.pop_front() else {
+            let Some(Reverse((expiry, _, key))) = self.expiries.pop() else {
                 return Err(StoreError::new(format!(
                     "memory store is full: all {} slots for this id hold in-flight claims",
                     self.capacity
@@ -418,13 +491,25 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(self.claim_now(namespace, id, lease)))
     }
 
+    fn renew<'a>(
+        &'a self,
+        namespace: &'a str,
+        id: &'a str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(
+            Ok(self.renew_now(namespace, id, token, lease)),
+        ))
+    }
+
     fn complete<'a>(
         &'a self,
         namespace: &'a str,
         id: &'a str,
         token: ClaimToken,
         retention: Duration,
-    ) -> StoreFuture<'a, bool> {
+    ) -> StoreFuture<'a, Completion> {
         Box::pin(std::future::ready(
             self.complete_now(namespace, id, token, retention),
         ))
@@ -470,7 +555,11 @@ mod tests {
     const KEEP: Duration = Duration::from_secs(3600);
 
     fn claimed(store: &MemoryStore, id: &str) -> ClaimToken {
-        match store.claim_now("ns", id, LEASE).unwrap() {
+        claimed_in(store, "ns", id)
+    }
+
+    fn claimed_in(store: &MemoryStore, namespace: &str, id: &str) -> ClaimToken {
+        match store.claim_now(namespace, id, LEASE).unwrap() {
             Claim::Claimed(token) => token,
             other => panic!("{id}: {other:?}"),
         }
@@ -483,7 +572,10 @@ mod tests {
         for i in 0..10 {
             let id = format!("evt_{i}");
             let token = claimed(&store, &id);
-            assert!(store.complete_now("ns", &id, token, KEEP).unwrap());
+            assert_eq!(
+                store.complete_now("ns", &id, token, KEEP).unwrap(),
+                Completion::Completed
+            );
             assert!(store.len() <= 4, "len {} after {id}", store.len());
         }
         // The in-flight claim survived every eviction.
@@ -520,6 +612,127 @@ mod tests {
     }
 
     #[test]
+    fn any_duration_is_accepted_and_clamped() {
+        let store = MemoryStore::new();
+        for (i, huge) in [Duration::MAX, Duration::from_secs(u64::MAX), MAX_TTL * 2]
+            .into_iter()
+            .enumerate()
+        {
+            let id = format!("evt_{i}");
+            let token = match store.claim_now("ns", &id, huge).unwrap() {
+                Claim::Claimed(token) => token,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(store.claim_now("ns", &id, LEASE).unwrap(), Claim::InFlight);
+            assert!(store.renew_now("ns", &id, token, huge));
+            assert_eq!(
+                store.complete_now("ns", &id, token, huge).unwrap(),
+                Completion::Completed
+            );
+            assert_eq!(store.claim_now("ns", &id, LEASE).unwrap(), Claim::Done);
+        }
+        // A huge retention for an id whose claim is gone takes the slow path.
+        assert_eq!(
+            store
+                .complete_now("ns", "evt_unclaimed", ClaimToken::random(), Duration::MAX)
+                .unwrap(),
+            Completion::Completed
+        );
+        assert_eq!(
+            store.claim_now("ns", "evt_unclaimed", LEASE).unwrap(),
+            Claim::Done
+        );
+        // The clamp: past MAX_TTL every setting means the same.
+        let now = Instant::now();
+        assert_eq!(store.expiry(now, Duration::MAX), store.expiry(now, MAX_TTL));
+        assert_eq!(lease_end(now, Duration::MAX), lease_end(now, MAX_TTL));
+        assert!(lease_end(now, Duration::MAX) > now + Duration::from_secs(99 * 365 * 86_400));
+    }
+
+    /// Namespaces with different retentions share a store: the short-lived ids
+    /// expire first, and the long-retention id is still known.
+    #[test]
+    fn expired_ids_go_before_live_ones_whatever_their_order() {
+        let store = MemoryStore::builder().capacity(4).build().unwrap();
+        let long = claimed_in(&store, "long", "evt_long");
+        assert_eq!(
+            store.complete_now("long", "evt_long", long, KEEP).unwrap(),
+            Completion::Completed
+        );
+        for i in 0..3 {
+            let id = format!("evt_short_{i}");
+            let token = claimed_in(&store, "short", &id);
+            assert_eq!(
+                store
+                    .complete_now("short", &id, token, Duration::from_millis(100))
+                    .unwrap(),
+                Completion::Completed
+            );
+        }
+        assert_eq!(store.len(), 4);
+        std::thread::sleep(Duration::from_millis(350));
+        // The next claim purges every expired id, not only those ahead of the
+        // first live one in completion order.
+        let fresh = claimed(&store, "evt_new");
+        assert_eq!(store.len(), 2, "{store:?}");
+        assert_eq!(store.claim_now("long", "evt_long", LEASE).unwrap(), Claim::Done);
+        for i in 0..3 {
+            assert!(matches!(
+                store
+                    .claim_now("short", &format!("evt_short_{i}"), LEASE)
+                    .unwrap(),
+                Claim::Claimed(_)
+            ));
+        }
+        assert!(store.release_now("ns", "evt_new", fresh));
+    }
+
+    /// When full of live ids, the one nearest to its expiry goes first, not
+    /// the one completed first.
+    #[test]
+    fn a_full_store_forgets_the_id_nearest_to_expiry() {
+        let store = MemoryStore::builder().capacity(2).build().unwrap();
+        for (id, keep) in [("evt_long", KEEP), ("evt_short", Duration::from_secs(60))] {
+            let token = claimed(&store, id);
+            assert_eq!(
+                store.complete_now("ns", id, token, keep).unwrap(),
+                Completion::Completed
+            );
+        }
+        let _ = claimed(&store, "evt_new");
+        assert_eq!(store.claim_now("ns", "evt_long", LEASE).unwrap(), Claim::Done);
+        assert_eq!(store.len(), 2);
+    }
+
+    /// Claims whose lease ran out (handlers that hung) do not fill the store.
+    #[test]
+    fn expired_claims_are_cleaned_up_and_take_no_room() {
+        let store = MemoryStore::builder().capacity(3).build().unwrap();
+        let mut stale = Vec::new();
+        for i in 0..3 {
+            match store
+                .claim_now("ns", &format!("evt_{i}"), Duration::from_millis(100))
+                .unwrap()
+            {
+                Claim::Claimed(token) => stale.push(token),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(
+            store.claim_now("ns", "evt_3", LEASE).is_err(),
+            "full of live claims"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let fresh = claimed(&store, "evt_3");
+        assert_eq!(store.len(), 1, "{store:?}");
+        // The lost claims can no longer be renewed or released; their ids are free.
+        assert!(!store.renew_now("ns", "evt_0", stale[0], LEASE));
+        assert!(!store.release_now("ns", "evt_1", stale[1]));
+        let _ = claimed(&store, "evt_0");
+        assert!(store.release_now("ns", "evt_3", fresh));
+    }
+
+    #[test]
     fn zero_capacity_is_a_config_error() {
         assert!(MemoryStore::builder().capacity(0).build().is_err());
     }
@@ -532,7 +745,10 @@ mod tests {
         for i in 0..10_000 {
             let id = format!("evt_{i}");
             let token = claimed(&store, &id);
-            assert!(store.complete_now("ns", &id, token, KEEP).unwrap());
+            assert_eq!(
+                store.complete_now("ns", &id, token, KEEP).unwrap(),
+                Completion::Completed
+            );
         }
         assert!(store.len() <= 2048, "len {}", store.len());
         assert!(store.len() > 2048 - SHARDS * 16, "len {}", store.len());
@@ -544,7 +760,10 @@ mod tests {
                 Claim::Done
             );
         }
-        assert!(store.complete_now("ns", "evt_busy", busy, KEEP).unwrap());
+        assert_eq!(
+            store.complete_now("ns", "evt_busy", busy, KEEP).unwrap(),
+            Completion::Completed
+        );
     }
 
     #[test]
@@ -555,9 +774,15 @@ mod tests {
         assert!(!store.release_now("ns", "evt_b", token));
         assert!(!store.release_now("other", "evt_a", token));
         assert_eq!(store.claim_now("ns", "evt_a", LEASE).unwrap(), Claim::InFlight);
-        assert!(store.complete_now("ns", "evt_b", token, KEEP).unwrap());
+        assert_eq!(
+            store.complete_now("ns", "evt_b", token, KEEP).unwrap(),
+            Completion::Completed
+        );
         assert_eq!(store.claim_now("ns", "evt_a", LEASE).unwrap(), Claim::InFlight);
-        assert!(store.complete_now("ns", "evt_a", token, KEEP).unwrap());
+        assert_eq!(
+            store.complete_now("ns", "evt_a", token, KEEP).unwrap(),
+            Completion::Completed
+        );
         assert_eq!(store.claim_now("ns", "evt_a", LEASE).unwrap(), Claim::Done);
     }
 
@@ -570,9 +795,19 @@ mod tests {
         };
         let new = claimed(&store, "evt_1");
         assert_ne!(old, new);
-        assert!(!store.complete_now("ns", "evt_1", old, KEEP).unwrap());
+        assert_eq!(
+            store.complete_now("ns", "evt_1", old, KEEP).unwrap(),
+            Completion::NotOwner
+        );
         assert!(!store.release_now("ns", "evt_1", old));
         assert_eq!(store.claim_now("ns", "evt_1", LEASE).unwrap(), Claim::InFlight);
-        assert!(store.complete_now("ns", "evt_1", new, KEEP).unwrap());
+        assert_eq!(
+            store.complete_now("ns", "evt_1", new, KEEP).unwrap(),
+            Completion::Completed
+        );
+        assert_eq!(
+            store.complete_now("ns", "evt_1", old, KEEP).unwrap(),
+            Completion::AlreadyDone
+        );
     }
 }

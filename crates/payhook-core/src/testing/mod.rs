@@ -3,8 +3,9 @@
 //! * [`EventBuilder`] makes realistic events of every known type (and unknown
 //!   ones), with sensible defaults and overrides;
 //! * [`SignedDelivery`] signs a body with a secret at a chosen time and turns it
-//!   into an `http::Request` for tower/axum tests (the actix adapter has its own
-//!   helper for actix test requests);
+//!   into an `http::Request` that an axum `Router` or any tower service takes as
+//!   it is (`app.oneshot(delivery.to_request("/webhooks"))`); the actix adapter
+//!   has its own helper for actix test requests;
 //! * [`store_conformance`] is the suite every [`Store`](crate::Store) must pass.
 //!
 //! ```
@@ -21,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use http_body_util::Full;
 
 use crate::error::ConfigError;
 use crate::event::{PAYMENT_INTENT_FAILED, PAYMENT_INTENT_SUCCEEDED, PAYMENT_SUCCEEDED};
@@ -297,13 +299,17 @@ impl SignedDelivery {
 
     /// A `POST` request to `uri` with the body, `content-type: application/json`
     /// and the signature in `x-service-signature`.
-    pub fn to_request(&self, uri: &str) -> http::Request<Bytes> {
+    ///
+    /// Its body is an [`http_body_util::Full`]`<Bytes>`, an `http_body::Body`: an
+    /// axum `Router` takes the request as it is (`app.oneshot(request)`), and so
+    /// does any tower service over `http::Request<B>` with such a body.
+    pub fn to_request(&self, uri: &str) -> http::Request<Full<Bytes>> {
         self.to_request_with_header(uri, DEFAULT_HEADER)
     }
 
     /// The same, with the signature in another header.
-    pub fn to_request_with_header(&self, uri: &str, header: &str) -> http::Request<Bytes> {
-        let mut request = http::Request::new(self.body.clone());
+    pub fn to_request_with_header(&self, uri: &str, header: &str) -> http::Request<Full<Bytes>> {
+        let mut request = http::Request::new(Full::new(self.body.clone()));
         *request.method_mut() = http::Method::POST;
         if let Ok(uri) = uri.parse() {
             *request.uri_mut() = uri;

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::store::{Claim, ClaimToken, Store};
+use crate::store::{Claim, ClaimToken, Completion, Store, MAX_TTL};
 
 const LEASE: Duration = Duration::from_secs(30);
 const RETENTION: Duration = Duration::from_secs(3600);
@@ -47,12 +47,18 @@ pub async fn claim_complete_release<S: Store + ?Sized>(store: &S) {
     );
     let second = claimed(store, &ns, "evt_1", LEASE).await;
     assert_ne!(first, second, "each claim has its own token");
-    assert!(
+    assert_eq!(
         store.complete(&ns, "evt_1", second, RETENTION).await.unwrap(),
+        Completion::Completed,
         "owner's complete"
     );
     assert_eq!(state(store, &ns, "evt_1").await, Claim::Done);
     assert_eq!(state(store, &ns, "evt_1").await, Claim::Done, "done stays done");
+    assert_eq!(
+        store.complete(&ns, "evt_1", second, RETENTION).await.unwrap(),
+        Completion::AlreadyDone,
+        "a repeated complete (its first reply lost) says the id is done"
+    );
     assert!(
         !store.release(&ns, "evt_1", second).await.unwrap(),
         "a done id is not released"
@@ -67,8 +73,12 @@ pub async fn token_ownership<S: Store + ?Sized>(store: &S) {
     let stranger = ClaimToken::random();
     assert!(!store.release(&ns, "evt_1", stranger).await.unwrap());
     assert_eq!(state(store, &ns, "evt_1").await, Claim::InFlight);
-    assert!(!store.complete(&ns, "evt_1", stranger, RETENTION).await.unwrap());
+    assert_eq!(
+        store.complete(&ns, "evt_1", stranger, RETENTION).await.unwrap(),
+        Completion::NotOwner
+    );
     assert_eq!(state(store, &ns, "evt_1").await, Claim::InFlight);
+    assert!(!store.renew(&ns, "evt_1", stranger, LEASE).await.unwrap());
     assert!(store.release(&ns, "evt_1", owner).await.unwrap());
     let _ = claimed(store, &ns, "evt_1", LEASE).await;
 }
@@ -86,23 +96,35 @@ pub async fn lease_expiry<S: Store + ?Sized>(store: &S) {
         !store.release(&ns, "evt_1", crashed).await.unwrap(),
         "stale owner cannot release"
     );
-    assert!(
-        !store.complete(&ns, "evt_1", crashed, RETENTION).await.unwrap(),
+    assert_eq!(
+        store.complete(&ns, "evt_1", crashed, RETENTION).await.unwrap(),
+        Completion::NotOwner,
         "stale owner cannot complete"
     );
     assert_eq!(state(store, &ns, "evt_1").await, Claim::InFlight);
-    assert!(store.complete(&ns, "evt_1", next, RETENTION).await.unwrap());
+    assert_eq!(
+        store.complete(&ns, "evt_1", next, RETENTION).await.unwrap(),
+        Completion::Completed
+    );
     assert_eq!(state(store, &ns, "evt_1").await, Claim::Done);
+    assert_eq!(
+        store.complete(&ns, "evt_1", crashed, RETENTION).await.unwrap(),
+        Completion::AlreadyDone,
+        "a late complete after another delivery finished finds the id done"
+    );
 }
 
 /// A done id is forgotten after its retention, and handled again.
 pub async fn retention_expiry<S: Store + ?Sized>(store: &S) {
     let ns = namespace("retention");
     let token = claimed(store, &ns, "evt_1", LEASE).await;
-    assert!(store
-        .complete(&ns, "evt_1", token, Duration::from_millis(300))
-        .await
-        .unwrap());
+    assert_eq!(
+        store
+            .complete(&ns, "evt_1", token, Duration::from_millis(300))
+            .await
+            .unwrap(),
+        Completion::Completed
+    );
     assert_eq!(state(store, &ns, "evt_1").await, Claim::Done);
     tokio::time::sleep(Duration::from_millis(800)).await;
     let _ = claimed(store, &ns, "evt_1", LEASE).await;
@@ -135,12 +157,118 @@ pub async fn concurrent_claims<S: Store>(store: Arc<S>) {
         .collect();
     assert_eq!(winners.len(), 1, "exactly one of 64 claims wins: {results:?}");
     assert_eq!(results.iter().filter(|c| **c == Claim::InFlight).count(), 63);
-    assert!(store
-        .complete(&ns, "evt_hot", winners[0], RETENTION)
-        .await
-        .unwrap());
+    assert_eq!(
+        store
+            .complete(&ns, "evt_hot", winners[0], RETENTION)
+            .await
+            .unwrap(),
+        Completion::Completed
+    );
     let results = race(Arc::clone(&store), Arc::clone(&ns)).await;
     assert!(results.iter().all(|c| *c == Claim::Done), "{results:?}");
+}
+
+/// Renewing keeps a claim alive past its first lease: no other delivery can
+/// take the id over while the handler still runs, and the owner completes it.
+pub async fn renew_extends_lease<S: Store + ?Sized>(store: &S) {
+    let ns = namespace("renew");
+    let owner = claimed(store, &ns, "evt_1", Duration::from_millis(1000)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        store.renew(&ns, "evt_1", owner, LEASE).await.unwrap(),
+        "the owner renews a live claim"
+    );
+    // Well past the first lease: still in flight, so a concurrent copy waits.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    assert_eq!(state(store, &ns, "evt_1").await, Claim::InFlight);
+    assert!(
+        store.renew(&ns, "evt_1", owner, LEASE).await.unwrap(),
+        "renew again"
+    );
+    assert_eq!(
+        store.complete(&ns, "evt_1", owner, RETENTION).await.unwrap(),
+        Completion::Completed
+    );
+    // A renewal can also shorten the lease: it is `lease` from now, not added.
+    let short = claimed(store, &ns, "evt_2", LEASE).await;
+    assert!(store
+        .renew(&ns, "evt_2", short, Duration::from_millis(300))
+        .await
+        .unwrap());
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let _ = claimed(store, &ns, "evt_2", LEASE).await;
+}
+
+/// A token that no longer owns a live claim cannot renew: not after its lease
+/// ran out and the id was claimed again, not once the id is done, not for
+/// another id, and not after a release.
+pub async fn renew_refused_without_ownership<S: Store + ?Sized>(store: &S) {
+    let ns = namespace("renew-stale");
+    let stale = claimed(store, &ns, "evt_1", Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        !store.renew(&ns, "evt_1", stale, LEASE).await.unwrap(),
+        "a claim whose lease ran out is lost, even before anyone took it over"
+    );
+    let next = claimed(store, &ns, "evt_1", Duration::from_millis(300)).await;
+    assert!(
+        !store.renew(&ns, "evt_1", stale, LEASE).await.unwrap(),
+        "stale token after a takeover"
+    );
+    assert!(
+        !store.renew(&ns, "evt_other", next, LEASE).await.unwrap(),
+        "a token renews only its own id"
+    );
+    // The refused renewals left the new owner's short lease as it was.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let next = claimed(store, &ns, "evt_1", LEASE).await;
+    assert_eq!(
+        store.complete(&ns, "evt_1", next, RETENTION).await.unwrap(),
+        Completion::Completed
+    );
+    assert!(
+        !store.renew(&ns, "evt_1", next, LEASE).await.unwrap(),
+        "renew after done"
+    );
+    assert_eq!(state(store, &ns, "evt_1").await, Claim::Done);
+
+    let released = claimed(store, &ns, "evt_2", LEASE).await;
+    assert!(store.release(&ns, "evt_2", released).await.unwrap());
+    assert!(
+        !store.renew(&ns, "evt_2", released, LEASE).await.unwrap(),
+        "renew after release"
+    );
+    let _ = claimed(store, &ns, "evt_2", LEASE).await;
+}
+
+/// Any `Duration` is a valid lease or retention: huge ones (up to
+/// `Duration::MAX`) are clamped to `MAX_TTL` and mean "keep", never a panic or
+/// an error; a zero lease ends at once.
+pub async fn extreme_durations<S: Store + ?Sized>(store: &S) {
+    let ns = namespace("durations");
+    for (i, huge) in [Duration::MAX, Duration::from_secs(u64::MAX), MAX_TTL]
+        .into_iter()
+        .enumerate()
+    {
+        let id = format!("evt_{i}");
+        let token = claimed(store, &ns, &id, huge).await;
+        assert_eq!(state(store, &ns, &id).await, Claim::InFlight, "lease {huge:?}");
+        assert!(
+            store.renew(&ns, &id, token, huge).await.unwrap(),
+            "renew {huge:?}"
+        );
+        assert_eq!(state(store, &ns, &id).await, Claim::InFlight, "renewed {huge:?}");
+        assert_eq!(
+            store.complete(&ns, &id, token, huge).await.unwrap(),
+            Completion::Completed,
+            "retention {huge:?}"
+        );
+        assert_eq!(state(store, &ns, &id).await, Claim::Done, "retention {huge:?}");
+    }
+    let zero = claimed(store, &ns, "evt_zero", Duration::ZERO).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let next = claimed(store, &ns, "evt_zero", LEASE).await;
+    assert_ne!(zero, next, "a zero lease has ended");
 }
 
 /// Namespaces never see each other's ids, and no (namespace, id) split can be
@@ -149,14 +277,20 @@ pub async fn namespaces_isolated<S: Store + ?Sized>(store: &S) {
     let a = namespace("ns-a");
     let b = namespace("ns-b");
     let token = claimed(store, &a, "evt_1", LEASE).await;
-    assert!(store.complete(&a, "evt_1", token, RETENTION).await.unwrap());
+    assert_eq!(
+        store.complete(&a, "evt_1", token, RETENTION).await.unwrap(),
+        Completion::Completed
+    );
     assert_eq!(state(store, &a, "evt_1").await, Claim::Done);
     let _ = claimed(store, &b, "evt_1", LEASE).await;
     // `x:y` + `z` must not be the same key as `x` + `y:z`.
     let base = namespace("split");
     let joined = format!("{base}:y");
     let token = claimed(store, &joined, "z", LEASE).await;
-    assert!(store.complete(&joined, "z", token, RETENTION).await.unwrap());
+    assert_eq!(
+        store.complete(&joined, "z", token, RETENTION).await.unwrap(),
+        Completion::Completed
+    );
     let _ = claimed(store, &base, "y:z", LEASE).await;
 }
 
@@ -208,6 +342,18 @@ macro_rules! store_conformance_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn retention_expiry() {
                 suite::retention_expiry(&$make).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn renew_extends_lease() {
+                suite::renew_extends_lease(&$make).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn renew_refused_without_ownership() {
+                suite::renew_refused_without_ownership(&$make).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn extreme_durations() {
+                suite::extreme_durations(&$make).await;
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn concurrent_claims() {

@@ -6,17 +6,16 @@ use ::axum::body::Body;
 use ::axum::extract::FromRequestParts;
 use ::axum::response::{IntoResponse, Response};
 use http::request::Parts;
-use http::{header, HeaderValue, StatusCode};
 use payhook_core::event::into_payload;
 use payhook_core::{Error, Event, Reply};
 use serde::de::DeserializeOwned;
 
 use crate::RawBody;
 
-/// The reply body when [`Webhook`] or [`EventHandlers`](super::EventHandlers) is
-/// used on a route that [`WebhookLayer`](crate::WebhookLayer) does not cover.
-pub const MISSING_LAYER_REPLY: &str = "payhook: this webhook handler runs without payhook's WebhookLayer; \
-     add `.route_layer(WebhookLayer::new(receiver))` to its router so deliveries are verified first";
+/// What a route without [`WebhookLayer`](crate::WebhookLayer) is missing, in the
+/// `500 Webhook Error: server misconfigured: …` reply.
+const ADD_THE_LAYER: &str =
+    "add `.route_layer(WebhookLayer::new(receiver))` to its router so deliveries are verified first";
 
 /// Extracts the verified event of the delivery (set by
 /// [`WebhookLayer`](crate::WebhookLayer)), as `T`:
@@ -29,7 +28,8 @@ pub const MISSING_LAYER_REPLY: &str = "payhook: this webhook handler runs withou
 ///
 /// It reads the request extensions only, so it goes in any position, next to
 /// `State`, `HeaderMap` or even a body extractor. Without the layer it answers
-/// `500` with [`MISSING_LAYER_REPLY`].
+/// `500 Webhook Error: server misconfigured: this webhook route has no payhook
+/// receiver; add `.route_layer(WebhookLayer::new(receiver))` …`.
 ///
 /// ```
 /// use payhook_tower::axum::{Received, Webhook};
@@ -89,7 +89,7 @@ where
 #[non_exhaustive]
 pub enum WebhookRejection {
     /// The route is not behind [`WebhookLayer`](crate::WebhookLayer): a setup
-    /// mistake, answered with `500` and [`MISSING_LAYER_REPLY`].
+    /// mistake, answered with `500 Webhook Error: server misconfigured: …`.
     MissingLayer,
     /// The verified body does not fit the requested type: `400 Webhook Error: invalid payload: …`.
     InvalidPayload(Error),
@@ -98,7 +98,7 @@ pub enum WebhookRejection {
 impl fmt::Display for WebhookRejection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::MissingLayer => f.write_str(MISSING_LAYER_REPLY),
+            Self::MissingLayer => f.write_str(Reply::not_configured(ADD_THE_LAYER).body()),
             Self::InvalidPayload(error) => error.fmt(f),
         }
     }
@@ -119,14 +119,7 @@ impl IntoResponse for WebhookRejection {
 }
 
 pub(super) fn missing_layer() -> Response {
-    tracing::error!(target: "payhook", "webhook handler reached without WebhookLayer on its route");
-    let mut response = Response::new(Body::from(MISSING_LAYER_REPLY));
-    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
+    payhook_core::adapter::not_configured(ADD_THE_LAYER).into_response::<Body>()
 }
 
 /// `200 application/json {"received":true}`: what a handler returns when it is

@@ -1,5 +1,6 @@
-//! [`EventHandlers`]: one axum handler per event kind, as a single handler.
+//! [`EventHandlers`]: one axum handler per event type, as a single handler.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -13,8 +14,15 @@ use super::extract::{missing_layer, Received};
 
 type BoxedHandler<S> = Arc<dyn Fn(Request, S) -> BoxFuture<'static, Response> + Send + Sync>;
 
-/// Sends each verified event to the handler registered for its kind, for apps
+/// Sends each verified event to the handler registered for its type, for apps
 /// that prefer that to a `match` on [`EventKind`].
+///
+/// [`on`](Self::on) takes any type string (`"payment_intent.succeeded"`,
+/// `"payout.paid"`, a type payhook has never heard of); the shortcuts
+/// [`payment_succeeded`](Self::payment_succeeded) (both spellings of the
+/// success event) and [`payment_failed`](Self::payment_failed) go by kind, and
+/// [`other`](Self::other) takes what nothing else does. A handler registered
+/// with `on` for the exact type wins over a shortcut.
 ///
 /// Each handler is an ordinary axum handler: it takes any extractors
 /// (`State`, [`Webhook`](super::Webhook)`<PaymentIntent>`, …) and returns any
@@ -40,12 +48,21 @@ type BoxedHandler<S> = Arc<dyn Fn(Request, S) -> BoxFuture<'static, Response> + 
 /// }
 ///
 /// let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
-/// let handlers = EventHandlers::new().payment_succeeded(paid).other(anything_else);
+/// async fn payout(Webhook(event): Webhook<Event>) -> Received {
+///     println!("payout event {}", event.id());
+///     Received
+/// }
+///
+/// let handlers = EventHandlers::new()
+///     .payment_succeeded(paid)
+///     .on("payout.paid", payout)
+///     .other(anything_else);
 /// let app: Router = Router::new()
 ///     .route("/webhooks", post(handlers))
 ///     .route_layer(WebhookLayer::new(receiver));
 /// ```
 pub struct EventHandlers<S = ()> {
+    by_type: Arc<HashMap<String, BoxedHandler<S>>>,
     payment_succeeded: Option<BoxedHandler<S>>,
     payment_failed: Option<BoxedHandler<S>>,
     other: Option<BoxedHandler<S>>,
@@ -58,10 +75,22 @@ where
     /// No handlers yet: every event is acknowledged.
     pub fn new() -> Self {
         Self {
+            by_type: Arc::default(),
             payment_succeeded: None,
             payment_failed: None,
             other: None,
         }
+    }
+
+    /// Handles events whose `type` is exactly `event_type`, whether payhook knows
+    /// the type or not. Registering the same type again replaces its handler.
+    pub fn on<H, T>(mut self, event_type: impl Into<String>, handler: H) -> Self
+    where
+        H: Handler<T, S>,
+        T: 'static,
+    {
+        Arc::make_mut(&mut self.by_type).insert(event_type.into(), boxed(handler));
+        self
     }
 
     /// Handles `payment_intent.succeeded` and `payment.succeeded`.
@@ -111,11 +140,16 @@ where
     type Future = BoxFuture<'static, Response>;
 
     fn call(self, request: Request, state: S) -> Self::Future {
-        let handler = match request.extensions().get::<Event>().map(Event::kind) {
-            None => return Box::pin(async { missing_layer() }),
-            Some(EventKind::PaymentIntentSucceeded(_)) => self.payment_succeeded,
-            Some(EventKind::PaymentIntentFailed(_)) => self.payment_failed,
-            Some(_) => self.other,
+        let Some(event) = request.extensions().get::<Event>() else {
+            return Box::pin(async { missing_layer() });
+        };
+        let handler = match self.by_type.get(event.event_type()) {
+            Some(handler) => Some(Arc::clone(handler)),
+            None => match event.kind() {
+                EventKind::PaymentIntentSucceeded(_) => self.payment_succeeded,
+                EventKind::PaymentIntentFailed(_) => self.payment_failed,
+                _ => self.other,
+            },
         };
         match handler {
             Some(handler) => handler(request, state),
@@ -127,6 +161,7 @@ where
 impl<S> Clone for EventHandlers<S> {
     fn clone(&self) -> Self {
         Self {
+            by_type: Arc::clone(&self.by_type),
             payment_succeeded: self.payment_succeeded.clone(),
             payment_failed: self.payment_failed.clone(),
             other: self.other.clone(),
@@ -146,6 +181,7 @@ where
 impl<S> fmt::Debug for EventHandlers<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EventHandlers")
+            .field("types", &self.by_type.keys().collect::<Vec<_>>())
             .field("payment_succeeded", &self.payment_succeeded.is_some())
             .field("payment_failed", &self.payment_failed.is_some())
             .field("other", &self.other.is_some())

@@ -22,7 +22,7 @@
 //! handler can still take it again as `Bytes` or `String`.
 //!
 //! ```
-//! use axum::{body::Body, extract::State, http::StatusCode, routing::{get, post}, Router};
+//! use axum::{extract::State, http::StatusCode, routing::{get, post}, Router};
 //! use payhook_core::testing::{EventBuilder, SignedDelivery};
 //! use payhook_core::{Event, EventKind, Receiver};
 //! use payhook_tower::axum::{Received, Webhook};
@@ -49,14 +49,22 @@
 //!     .route("/health", get(|| async { "ok" }))
 //!     .with_state(Shop);
 //!
+//! // Testing the app: a signed delivery is a request the router takes as it is.
 //! let delivery = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), "whsec_test_secret").unwrap();
-//! let response = app.oneshot(delivery.to_request("/webhooks").map(Body::from)).await.unwrap();
+//! let response = app.clone().oneshot(delivery.to_request("/webhooks")).await.unwrap();
+//! assert_eq!(response.status(), StatusCode::OK);
+//! // The same event again is acknowledged without running the handler.
+//! let response = app.oneshot(delivery.to_request("/webhooks")).await.unwrap();
 //! assert_eq!(response.status(), StatusCode::OK);
 //! # });
 //! ```
 
 mod extract;
 mod handlers;
+#[cfg(feature = "inbox")]
+mod inbox;
 
-pub use extract::{Received, Webhook, WebhookRejection, MISSING_LAYER_REPLY};
+pub use extract::{Received, Webhook, WebhookRejection};
 pub use handlers::EventHandlers;
+#[cfg(feature = "inbox")]
+pub use inbox::inbox_route;

@@ -1,0 +1,387 @@
+//! The envelope: [`Event`], [`EventKind`], and the parse of a body into them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{invalid, payload_error, PaymentIntent};
+use crate::error::Error;
+
+/// The type string of a succeeded payment intent.
+pub const PAYMENT_INTENT_SUCCEEDED: &str = "payment_intent.succeeded";
+/// The other spelling of the success event that the service may emit.
+pub const PAYMENT_SUCCEEDED: &str = "payment.succeeded";
+/// The type string of a failed payment intent.
+pub const PAYMENT_INTENT_FAILED: &str = "payment_intent.failed";
+
+/// A verified webhook event.
+#[derive(Debug, Clone)]
+pub struct Event {
+    id: String,
+    event_type: String,
+    kind: EventKind,
+    extra: BTreeMap<String, Box<RawValue>>,
+}
+
+/// What an event is about.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum EventKind {
+    /// `payment_intent.succeeded` or `payment.succeeded`.
+    PaymentIntentSucceeded(PaymentIntent),
+    /// `payment_intent.failed`.
+    PaymentIntentFailed(PaymentIntent),
+    /// Any other type; [`Event::event_type`] has its type string.
+    Other {
+        /// The event's raw `data` (JSON `null` when absent).
+        data: Box<RawValue>,
+    },
+}
+
+impl Event {
+    /// Parses a raw body into an event.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPayload`] saying what is wrong: not JSON, not an object, no
+    /// `id` or `type`, or a payment event whose `data.object` is not a valid
+    /// payment intent (for example a negative or fractional amount).
+    pub fn from_slice(body: &[u8]) -> Result<Self, Error> {
+        // JSON text is UTF-8 (RFC 8259). Checking the whole body once, up front,
+        // rejects invalid bytes even inside fields that are skipped unread, and
+        // lets serde_json read the body as text without checking each string.
+        let text = std::str::from_utf8(body)
+            .map_err(|err| Error::InvalidPayload(format!("body is not UTF-8 text: {err}")))?;
+        let envelope = match read_envelope(text, DataFirst::Speculate) {
+            Ok(envelope) if !envelope.needs_raw_data() => envelope,
+            // Nothing was guessed, so a second read would fail alike.
+            Err(Failed {
+                error,
+                speculated: false,
+            }) => return Err(error),
+            // `data` came first and was not the payment intent it was taken for.
+            _ => read_envelope(text, DataFirst::KeepRaw).map_err(|failed| failed.error)?,
+        };
+        let id = envelope.id.ok_or_else(|| invalid("event has no id"))?;
+        if id.is_empty() {
+            return Err(invalid("event id is empty"));
+        }
+        let event_type = envelope.event_type.ok_or_else(|| invalid("event has no type"))?;
+        let kind = match event_type.as_str() {
+            PAYMENT_INTENT_SUCCEEDED | PAYMENT_SUCCEEDED => {
+                EventKind::PaymentIntentSucceeded(payment_intent(envelope.data)?)
+            }
+            PAYMENT_INTENT_FAILED => EventKind::PaymentIntentFailed(payment_intent(envelope.data)?),
+            _ => EventKind::Other {
+                data: match envelope.data {
+                    DataField::Raw(data) => data.to_owned(),
+                    // Read as a payment intent only once `type` said so.
+                    DataField::Absent | DataField::Intent(_) => null_raw(),
+                },
+            },
+        };
+        Ok(Self {
+            id,
+            event_type,
+            kind,
+            extra: envelope.extra,
+        })
+    }
+
+    /// The event id (`evt_…`), the key deliveries are deduplicated by.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The literal `type` string, for example `payment.succeeded`.
+    pub fn event_type(&self) -> &str {
+        &self.event_type
+    }
+
+    /// What the event is about.
+    pub fn kind(&self) -> &EventKind {
+        &self.kind
+    }
+
+    /// Takes the kind out of the event.
+    pub fn into_kind(self) -> EventKind {
+        self.kind
+    }
+
+    /// The payment intent of a payment event, if this is one.
+    pub fn payment_intent(&self) -> Option<&PaymentIntent> {
+        match &self.kind {
+            EventKind::PaymentIntentSucceeded(pi) | EventKind::PaymentIntentFailed(pi) => Some(pi),
+            EventKind::Other { .. } => None,
+        }
+    }
+
+    /// Another top-level field (for example `created`, `livemode`,
+    /// `api_version`), exactly as it was sent.
+    pub fn field(&self, name: &str) -> Option<&RawValue> {
+        self.extra.get(name).map(AsRef::as_ref)
+    }
+
+    /// Every other top-level field, by name.
+    pub fn fields(&self) -> impl Iterator<Item = (&str, &RawValue)> {
+        self.extra.iter().map(|(k, v)| (k.as_str(), v.as_ref()))
+    }
+
+    /// The top-level `created` field as unix seconds, when present and an integer.
+    pub fn created(&self) -> Option<i64> {
+        self.field("created")
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+    }
+
+    /// The top-level `livemode` field, when present and a boolean.
+    pub fn livemode(&self) -> Option<bool> {
+        self.field("livemode")
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+    }
+}
+
+/// Deserializes an event with exactly the rules of [`Event::from_slice`], so an
+/// `Event` can stand wherever a `DeserializeOwned` type is expected (a generic
+/// `parse_as::<T>`, a field of the caller's own struct). JSON only: the raw
+/// `data` is kept as JSON text, which needs `serde_json`'s deserializer.
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        Event::from_slice(raw.get().as_bytes()).map_err(|err| match err {
+            Error::InvalidPayload(message) => de::Error::custom(message),
+            other => de::Error::custom(other),
+        })
+    }
+}
+
+fn null_raw() -> Box<RawValue> {
+    RawValue::from_string("null".to_owned()).unwrap_or_else(|_| unreachable_null())
+}
+
+#[cold]
+fn unreachable_null() -> Box<RawValue> {
+    // `null` is always valid JSON; this path exists only to avoid a panic path.
+    serde_json::value::to_raw_value(&()).unwrap_or_default()
+}
+
+/// The `data` of a payment event.
+#[derive(Deserialize)]
+struct Data {
+    object: Option<PaymentIntent>,
+}
+
+/// What [`read_envelope`] does with a `data` that comes before `type`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DataFirst {
+    /// Reads it as a payment intent, on the guess that this is a payment event
+    /// (the events payhook types, and the ones that carry large bodies). If the
+    /// guess is wrong the body is read again with [`KeepRaw`](Self::KeepRaw).
+    Speculate,
+    /// Keeps it as raw JSON, to read as a payment intent once `type` says so.
+    KeepRaw,
+}
+
+/// A failed envelope read, and whether it read `data` on a guess (then a
+/// [`DataFirst::KeepRaw`] read may succeed, or fail with another message).
+struct Failed {
+    error: Error,
+    speculated: bool,
+}
+
+/// Reads the envelope and checks that nothing follows it. An error met while
+/// reading a payment intent in the same pass is reported as a `data.object`
+/// error, as it is when the intent is read from the kept raw `data`.
+fn read_envelope(text: &str, data_first: DataFirst) -> Result<Envelope<'_>, Failed> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let mut progress = Progress {
+        in_intent: false,
+        speculated: false,
+    };
+    let envelope = EnvelopeSeed {
+        data_first,
+        progress: &mut progress,
+    }
+    .deserialize(&mut de)
+    .and_then(|envelope| de.end().map(|()| envelope));
+    envelope.map_err(|err| Failed {
+        error: match (progress.in_intent, err.classify()) {
+            (true, serde_json::error::Category::Data) => Error::InvalidPayload(format!("data.object: {err}")),
+            _ => payload_error(err),
+        },
+        speculated: progress.speculated,
+    })
+}
+
+fn payment_intent(data: DataField<'_>) -> Result<PaymentIntent, Error> {
+    let object = match data {
+        DataField::Absent => return Err(invalid("payment event has no data")),
+        DataField::Intent(object) => object,
+        DataField::Raw(data) => {
+            serde_json::from_str::<Data>(data.get())
+                .map_err(|e| Error::InvalidPayload(format!("data.object: {e}")))?
+                .object
+        }
+    };
+    let pi = object.ok_or_else(|| invalid("payment event has no data.object"))?;
+    if pi.object != PaymentIntent::OBJECT {
+        return Err(Error::InvalidPayload(format!(
+            "data.object is a {:?}, not a payment_intent",
+            pi.object
+        )));
+    }
+    Ok(pi)
+}
+
+/// The first parsing step: the fields every event has, with every other field
+/// kept as raw JSON.
+struct Envelope<'a> {
+    id: Option<String>,
+    event_type: Option<String>,
+    data: DataField<'a>,
+    extra: BTreeMap<String, Box<RawValue>>,
+    /// `data` came before `type` and was read as a payment intent.
+    speculated: bool,
+}
+
+impl Envelope<'_> {
+    /// Whether `data` was read as a payment intent, but `type` (or its absence)
+    /// says the event needs it raw.
+    fn needs_raw_data(&self) -> bool {
+        self.speculated && !self.event_type.as_deref().is_some_and(is_payment_type)
+    }
+}
+
+/// How `data` was read. When `type` comes first (the order the service
+/// documents) and names a payment event, or when `data` comes first (the order
+/// of the service's sibling format) under [`DataFirst::Speculate`], `data` is
+/// read straight into the payment intent: one pass over the body instead of a
+/// scan to keep it raw and a second to parse it.
+// Lives on the stack for one parse and is moved once: boxing the intent would
+// add an allocation to every payment event.
+#[allow(clippy::large_enum_variant)]
+enum DataField<'a> {
+    Absent,
+    Raw(&'a RawValue),
+    Intent(Option<PaymentIntent>),
+}
+
+fn is_payment_type(event_type: &str) -> bool {
+    matches!(
+        event_type,
+        PAYMENT_INTENT_SUCCEEDED | PAYMENT_SUCCEEDED | PAYMENT_INTENT_FAILED
+    )
+}
+
+/// Deserializes an [`Envelope`], noting where it got to.
+struct EnvelopeSeed<'f> {
+    data_first: DataFirst,
+    progress: &'f mut Progress,
+}
+
+/// Where an envelope read got to, for its error.
+struct Progress {
+    /// Inside a payment intent whose `type` is known.
+    in_intent: bool,
+    /// `data` was read as a payment intent before `type` was known.
+    speculated: bool,
+}
+
+enum EnvelopeKey {
+    Id,
+    Type,
+    Data,
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for EnvelopeKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = EnvelopeKey;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<EnvelopeKey, E> {
+                Ok(match key {
+                    "id" => EnvelopeKey::Id,
+                    "type" => EnvelopeKey::Type,
+                    "data" => EnvelopeKey::Data,
+                    other => EnvelopeKey::Other(other.to_owned()),
+                })
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+impl<'de> de::DeserializeSeed<'de> for EnvelopeSeed<'_> {
+    type Value = Envelope<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Envelope<'de>, D::Error> {
+        struct EnvelopeVisitor<'f> {
+            data_first: DataFirst,
+            progress: &'f mut Progress,
+        }
+        impl<'de> Visitor<'de> for EnvelopeVisitor<'_> {
+            type Value = Envelope<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an event object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'de>, A::Error> {
+                let mut envelope = Envelope {
+                    id: None,
+                    event_type: None,
+                    data: DataField::Absent,
+                    extra: BTreeMap::new(),
+                    speculated: false,
+                };
+                while let Some(key) = map.next_key::<EnvelopeKey>()? {
+                    match key {
+                        EnvelopeKey::Id => {
+                            if envelope.id.is_some() {
+                                return Err(de::Error::duplicate_field("id"));
+                            }
+                            envelope.id = Some(map.next_value::<String>()?);
+                        }
+                        EnvelopeKey::Type => {
+                            if envelope.event_type.is_some() {
+                                return Err(de::Error::duplicate_field("type"));
+                            }
+                            envelope.event_type = Some(map.next_value::<String>()?);
+                        }
+                        EnvelopeKey::Data => {
+                            if !matches!(envelope.data, DataField::Absent) {
+                                return Err(de::Error::duplicate_field("data"));
+                            }
+                            envelope.data = match envelope.event_type.as_deref() {
+                                Some(event_type) if is_payment_type(event_type) => {
+                                    self.progress.in_intent = true;
+                                    let data = map.next_value::<Data>()?;
+                                    self.progress.in_intent = false;
+                                    DataField::Intent(data.object)
+                                }
+                                None if self.data_first == DataFirst::Speculate => {
+                                    self.progress.speculated = true;
+                                    envelope.speculated = true;
+                                    DataField::Intent(map.next_value::<Data>()?.object)
+                                }
+                                _ => DataField::Raw(map.next_value::<&'de RawValue>()?),
+                            };
+                        }
+                        EnvelopeKey::Other(name) => {
+                            let value = map.next_value::<Box<RawValue>>()?;
+                            envelope.extra.insert(name, value);
+                        }
+                    }
+                }
+                Ok(envelope)
+            }
+        }
+        deserializer.deserialize_map(EnvelopeVisitor {
+            data_first: self.data_first,
+            progress: self.progress,
+        })
+    }
+}

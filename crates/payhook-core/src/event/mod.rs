@@ -1,0 +1,335 @@
+//! Typed events.
+//!
+//! An [`Event`] is parsed from the verified raw body in one pass over it: the
+//! envelope (`id`, `type`, `data`; every other top-level field kept as raw
+//! JSON) and, for payment events, the payment intent read from `data` straight
+//! into its typed fields, whether `type` comes before `data` or after it.
+//! Parsing straight into the typed fields is what keeps amounts exact:
+//! `amount` is read into a `u128` and never passes through `f64` (1 ETH is
+//! 10^18 wei, so amounts beyond 2^64 are ordinary).
+//!
+//! When `data` comes before `type`, it is read as a payment intent on the guess
+//! that the event is a payment event. If `type` then names another event, or
+//! `data` is not a valid payment intent, the body is read a second time keeping
+//! `data` as raw JSON (for [`EventKind::Other`], or for the precise error): the
+//! second pass is paid only by such events, and the result is the same as with
+//! `type` first.
+//!
+//! | `type` | [`EventKind`] |
+//! |---|---|
+//! | `payment_intent.succeeded` | [`EventKind::PaymentIntentSucceeded`] |
+//! | `payment.succeeded` (the other spelling the service uses) | [`EventKind::PaymentIntentSucceeded`] |
+//! | `payment_intent.failed` | [`EventKind::PaymentIntentFailed`] |
+//! | anything else | [`EventKind::Other`] with the raw `data` |
+//!
+//! Unknown fields anywhere are ignored, unknown `status` values and payment
+//! methods are kept as strings, and an unknown event type is never an error.
+//!
+//! ```
+//! use payhook_core::{Event, EventKind, PaymentIntentStatus};
+//!
+//! let body = br#"{"id":"evt_1","type":"payment.succeeded","livemode":false,
+//!   "data":{"object":{"id":"pi_1","object":"payment_intent",
+//!   "amount":1500000000000000000000,"currency":"eth","status":"succeeded",
+//!   "payment_method_types":["ethereum"]}}}"#;
+//! let event = Event::from_slice(body).unwrap();
+//! assert_eq!(event.event_type(), "payment.succeeded");
+//! match event.kind() {
+//!     EventKind::PaymentIntentSucceeded(pi) => {
+//!         assert_eq!(pi.amount, 1_500_000_000_000_000_000_000); // 1 500 ETH in wei, exact
+//!         assert_eq!(pi.status, PaymentIntentStatus::Succeeded);
+//!     }
+//!     other => panic!("unexpected {other:?}"),
+//! }
+//! assert_eq!(event.field("livemode").map(|raw| raw.get()), Some("false"));
+//! ```
+//!
+//! The module is split by concern: the envelope ([`Event`], [`EventKind`]), the
+//! payment intent model ([`PaymentIntent`], [`PaymentIntentStatus`],
+//! [`PaymentMethod`]) and payload conversion ([`into_payload`], [`parse_as`]);
+//! everything is used from here, `payhook_core::event::…`.
+
+mod envelope;
+mod intent;
+mod payload;
+
+pub use envelope::{Event, EventKind, PAYMENT_INTENT_FAILED, PAYMENT_INTENT_SUCCEEDED, PAYMENT_SUCCEEDED};
+pub use intent::{PaymentIntent, PaymentIntentStatus, PaymentMethod};
+pub use payload::{into_payload, parse_as};
+
+use crate::error::Error;
+
+fn invalid(message: &str) -> Error {
+    Error::InvalidPayload(message.to_owned())
+}
+
+fn payload_error(err: serde_json::Error) -> Error {
+    Error::InvalidPayload(err.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
+
+    use super::*;
+
+    fn pi_body(event_type: &str, amount: &str) -> String {
+        format!(
+            r#"{{"id":"evt_9","type":"{event_type}","created":1732264800,"api_version":"v1",
+            "data":{{"object":{{"id":"pi_9","object":"payment_intent","amount":{amount},
+            "amount_received":{amount},"currency":"eth","payment_method_types":["ethereum","lightning"],
+            "status":"requires_capture","created":1732264000,"description":null,
+            "metadata":{{"order":"42"}},"new_field":{{"x":[1,2]}}}},"previous_attributes":{{}}}}}}"#
+        )
+    }
+
+    #[test]
+    fn deserialize_matches_from_slice() {
+        let body = pi_body("payment_intent.failed", "10000000000000000000000");
+        let direct = Event::from_slice(body.as_bytes()).unwrap();
+        let generic: Event = parse_as(body.as_bytes()).unwrap();
+        assert_eq!(
+            (generic.id(), generic.event_type()),
+            (direct.id(), direct.event_type())
+        );
+        assert_eq!(generic.payment_intent(), direct.payment_intent());
+        assert_eq!(generic.field("api_version").map(RawValue::get), Some(r#""v1""#));
+        let err = parse_as::<Event>(br#"{"type":"x"}"#).unwrap_err();
+        assert_eq!(err.to_string(), "invalid payload: event has no id");
+    }
+
+    #[test]
+    fn wei_amounts_beyond_u64_stay_exact() {
+        let amount = "340282366920938463463374607431768211455"; // u128::MAX
+        let event = Event::from_slice(pi_body(PAYMENT_INTENT_SUCCEEDED, amount).as_bytes()).unwrap();
+        let pi = event.payment_intent().unwrap();
+        assert_eq!(pi.amount, u128::MAX);
+        assert_eq!(pi.amount_received, u128::MAX);
+        let big = "18446744073709551617"; // 2^64 + 1
+        let event = Event::from_slice(pi_body(PAYMENT_INTENT_FAILED, big).as_bytes()).unwrap();
+        assert!(matches!(event.kind(), EventKind::PaymentIntentFailed(pi) if pi.amount == (1u128 << 64) + 1));
+    }
+
+    #[test]
+    fn unknown_values_are_kept_not_errors() {
+        let event = Event::from_slice(pi_body(PAYMENT_SUCCEEDED, "5").as_bytes()).unwrap();
+        assert_eq!(event.event_type(), PAYMENT_SUCCEEDED);
+        let pi = event.payment_intent().unwrap();
+        assert_eq!(pi.status, PaymentIntentStatus::Other("requires_capture".into()));
+        assert_eq!(
+            pi.payment_method_types,
+            vec![PaymentMethod::Ethereum, PaymentMethod::Other("lightning".into())]
+        );
+        assert_eq!(pi.metadata.get("order").map(String::as_str), Some("42"));
+        assert_eq!(pi.description, None);
+        assert_eq!(event.created(), Some(1732264800));
+        assert_eq!(event.field("api_version").unwrap().get(), r#""v1""#);
+    }
+
+    #[test]
+    fn bad_amounts_are_payload_errors_with_a_reason() {
+        for (amount, needle) in [
+            ("-5", "got the negative number -5"),
+            ("-0", "negative"),
+            ("1.5", "got the non-integer number 1.5"),
+            ("1e3", "non-integer"),
+            ("2.0", "non-integer"),
+            (r#""100""#, r#"got the value "100""#),
+            ("null", "got the value null"),
+            ("340282366920938463463374607431768211456", "larger than 2^128 - 1"), // u128::MAX + 1
+        ] {
+            let err = Event::from_slice(pi_body(PAYMENT_INTENT_SUCCEEDED, amount).as_bytes()).unwrap_err();
+            let Error::InvalidPayload(msg) = &err else {
+                panic!("{err:?}")
+            };
+            assert!(msg.contains(needle), "{amount}: {msg}");
+        }
+    }
+
+    #[test]
+    fn other_types_keep_raw_data() {
+        let event = Event::from_slice(br#"{"id":"evt_2","type":"transfer.created","data":{"amount":1e400}}"#)
+            .unwrap();
+        let EventKind::Other { data } = event.kind() else {
+            panic!()
+        };
+        assert_eq!(data.get(), r#"{"amount":1e400}"#);
+        let event = Event::from_slice(br#"{"type":"x.y","id":"evt_3"}"#).unwrap();
+        assert!(matches!(event.kind(), EventKind::Other { data } if data.get() == "null"));
+    }
+
+    #[test]
+    fn envelope_errors_say_what_is_missing() {
+        let msg = |body: &str| match Event::from_slice(body.as_bytes()) {
+            Err(Error::InvalidPayload(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert!(msg("not json").contains("expected"));
+        assert!(msg("[1,2]").contains("an event object"));
+        assert_eq!(msg(r#"{"type":"a"}"#), "event has no id");
+        assert_eq!(msg(r#"{"id":"evt_1"}"#), "event has no type");
+        assert_eq!(msg(r#"{"id":"","type":"a"}"#), "event id is empty");
+        assert!(msg(r#"{"id":"evt_1","id":"evt_2","type":"a"}"#).contains("duplicate field `id`"));
+        assert_eq!(
+            msg(r#"{"id":"evt_1","type":"payment_intent.failed"}"#),
+            "payment event has no data"
+        );
+        assert_eq!(
+            msg(r#"{"id":"evt_1","type":"payment_intent.failed","data":{}}"#),
+            "payment event has no data.object"
+        );
+        assert!(msg(r#"{"id":"evt_1","type":"payment_intent.failed","data":{"object":{"id":"pi_1","object":"charge","amount":1,"currency":"btc","status":"succeeded"}}}"#)
+            .contains("not a payment_intent"));
+        assert!(msg(r#"{"id":"evt_1","type":"payment_intent.failed","data":{"object":{"id":"pi_1","currency":"btc","status":"succeeded"}}}"#)
+            .contains("missing field `amount`"));
+        assert!(
+            msg(r#"{"id":"evt_1","type":"payment_intent.failed","data":{"object":{"id":"pi_1"#)
+                .contains("EOF")
+        );
+    }
+
+    /// The service documents string values, but a signed event with other
+    /// values must not become a permanent 400: they are kept as JSON text.
+    #[test]
+    fn metadata_values_of_any_json_type_are_kept_as_text() {
+        let body = r#"{"id":"evt_m","type":"payment_intent.succeeded","data":{"object":{
+            "id":"pi_m","object":"payment_intent","amount":1,"currency":"btc","status":"succeeded",
+            "metadata":{"order_id":42,"gift":true,"note":null,"price":1.50,"big":123456789012345678901234567890,
+              "tags":["a", "b"],"nested":{"k": {"x":1}},"text":"plain","quoted":"say \"hi\"\n","digits":"42"}}}}"#;
+        let event = Event::from_slice(body.as_bytes()).unwrap();
+        let metadata = &event.payment_intent().unwrap().metadata;
+        let expected: BTreeMap<String, String> = [
+            ("order_id", "42"),
+            ("gift", "true"),
+            ("note", "null"),
+            ("price", "1.50"),
+            ("big", "123456789012345678901234567890"),
+            ("tags", r#"["a", "b"]"#),
+            ("nested", r#"{"k": {"x":1}}"#),
+            ("text", "plain"),
+            ("quoted", "say \"hi\"\n"),
+            ("digits", "42"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        assert_eq!(metadata, &expected);
+        // `type` after `data` reads the intent the same way.
+        let reordered = body
+            .replacen(r#""type":"payment_intent.succeeded","#, "", 1)
+            .replacen("}}}}", r#"}}},"type":"payment_intent.succeeded"}"#, 1);
+        let event = Event::from_slice(reordered.as_bytes()).unwrap();
+        assert_eq!(&event.payment_intent().unwrap().metadata, &expected);
+    }
+
+    /// `type` after `data` gives exactly what `type` before `data` gives:
+    /// the same event, or the same error, for payment events, other events and
+    /// invalid ones alike.
+    #[test]
+    fn key_order_never_changes_the_result() {
+        let intent = |amount: &str, object: &str| {
+            format!(
+                r#"{{"object":{{"id":"pi_1","object":"{object}","amount":{amount},"currency":"btc","status":"succeeded","metadata":{{"n":1}}}}}}"#
+            )
+        };
+        let datas = [
+            intent("5", "payment_intent"),
+            intent("-5", "payment_intent"),
+            intent("1.5", "payment_intent"),
+            intent("5", "charge"),
+            r#"{"object":{"id":"pi_1"}}"#.to_owned(),
+            r#"{"object":null}"#.to_owned(),
+            r#"{"other":{"amount":1e400}}"#.to_owned(),
+            "{}".to_owned(),
+            "null".to_owned(),
+            "[1,2]".to_owned(),
+            r#""text""#.to_owned(),
+        ];
+        let types = [
+            PAYMENT_INTENT_SUCCEEDED,
+            PAYMENT_SUCCEEDED,
+            PAYMENT_INTENT_FAILED,
+            "transfer.created",
+            "payment_intent.created",
+        ];
+        // The position in an error is counted from the start of `data` when
+        // `data` was kept raw, so only the message is compared.
+        let outcome = |body: &str| match Event::from_slice(body.as_bytes()) {
+            Ok(event) => Ok(format!("{event:?}")),
+            Err(err) => {
+                let text = err.to_string();
+                Err(text.split(" at line ").next().unwrap_or_default().to_owned())
+            }
+        };
+        for data in &datas {
+            for event_type in types {
+                let type_first =
+                    format!(r#"{{"id":"evt_1","type":"{event_type}","data":{data},"livemode":false}}"#);
+                let data_first =
+                    format!(r#"{{"id":"evt_1","data":{data},"livemode":false,"type":"{event_type}"}}"#);
+                assert_eq!(outcome(&type_first), outcome(&data_first), "{data_first}");
+            }
+            let no_type = format!(r#"{{"data":{data},"id":"evt_1"}}"#);
+            assert_eq!(
+                outcome(&no_type),
+                Err("invalid payload: event has no type".to_owned())
+            );
+        }
+        // Valid payment events in either order, and an other event's raw data.
+        let data_first = format!(
+            r#"{{"data":{},"type":"payment.succeeded","id":"evt_1"}}"#,
+            intent("7", "payment_intent")
+        );
+        let event = Event::from_slice(data_first.as_bytes()).unwrap();
+        assert_eq!(event.payment_intent().map(|pi| pi.amount), Some(7));
+        let event =
+            Event::from_slice(br#"{"data":{"object":{"id":"tr_1"}},"type":"transfer.created","id":"evt_2"}"#)
+                .unwrap();
+        assert!(
+            matches!(event.kind(), EventKind::Other { data } if data.get() == r#"{"object":{"id":"tr_1"}}"#)
+        );
+        // Syntax errors after a guessed `data` are reported as such.
+        let err = Event::from_slice(
+            format!(
+                r#"{{"data":{},"type":"payment.succeeded""#,
+                intent("7", "payment_intent")
+            )
+            .as_bytes(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("EOF"), "{err}");
+    }
+
+    #[test]
+    fn amount_received_absent_is_zero() {
+        let body = br#"{"id":"evt_r","type":"payment_intent.failed","data":{"object":{"id":"pi_r","amount":250,"currency":"btc","status":"failed"}}}"#;
+        let pi = Event::from_slice(body)
+            .unwrap()
+            .payment_intent()
+            .cloned()
+            .unwrap();
+        assert_eq!((pi.amount, pi.amount_received), (250, 0));
+        let with_null = std::str::from_utf8(body)
+            .unwrap()
+            .replace(r#""status""#, r#""amount_received":null,"status""#);
+        let err = Event::from_slice(with_null.as_bytes()).unwrap_err();
+        assert!(
+            err.to_string().contains("amount must be a non-negative integer"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn custom_types_parse_from_the_same_body() {
+        #[derive(Deserialize)]
+        struct Mine {
+            id: String,
+        }
+        let mine: Mine = parse_as(br#"{"id":"evt_5","type":"x"}"#).unwrap();
+        assert_eq!(mine.id, "evt_5");
+        assert!(matches!(parse_as::<Mine>(b"{}"), Err(Error::InvalidPayload(_))));
+    }
+}

@@ -1,0 +1,121 @@
+//! A receiver built inside actix-web's per-worker app factory gets one in-memory
+//! store per worker: the dedupe splits, and payhook says so in the log. Built
+//! once outside and cloned in, one store serves every worker. Real two-worker
+//! servers on loopback; the log is captured process-wide (this file is its own
+//! test binary for that reason).
+
+mod support;
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::{Arc, Mutex};
+
+use actix_web::{web, App, HttpResponse, HttpServer};
+use payhook::actix::{Webhook, WebhookConfig};
+use payhook::testing::{EventBuilder, SignedDelivery};
+use support::{Calls, SECRET};
+
+/// Everything logged, as text.
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Log {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Log {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+async fn handler(webhook: Webhook, calls: web::Data<Calls>) -> HttpResponse {
+    calls.record_run(webhook.event_id());
+    webhook.ack().await
+}
+
+/// Two workers; `config` makes each worker's `WebhookConfig`.
+fn serve(
+    calls: Calls,
+    route: &'static str,
+    config: impl Fn() -> WebhookConfig + Send + Clone + 'static,
+) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let addr = listener.local_addr().expect("local address");
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(config())
+            .app_data(web::Data::new(calls.clone()))
+            .route(route, web::post().to(handler))
+    })
+    .workers(2)
+    .disable_signals()
+    .shutdown_timeout(0)
+    .listen(listener)
+    .expect("listen")
+    .run();
+    tokio::spawn(server);
+    addr
+}
+
+/// Delivers the same event `times` times, each on a new connection (actix-web
+/// hands new connections to its workers in turn).
+async fn deliver_repeatedly(addr: SocketAddr, route: &str, event: &EventBuilder, times: usize) {
+    for _ in 0..times {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap();
+        let signed = SignedDelivery::now(event.to_json(), SECRET).unwrap();
+        let response = client
+            .post(format!("http://{addr}{route}"))
+            .header("x-service-signature", &signed.signature)
+            .body(signed.body)
+            .send()
+            .await
+            .expect("reaches the server");
+        assert_eq!(response.status(), 200);
+    }
+}
+
+const WARNING: &str = "this route is served by several receivers, each with its own in-memory store";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_per_worker_is_warned_about_and_one_built_outside_dedupes_across_workers() {
+    let log = Log::default();
+    let writer = log.clone();
+    tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .init();
+
+    // Built once outside and cloned into every worker: one store, one run.
+    let calls = Calls::default();
+    let shared = WebhookConfig::new(support::receiver_builder().build().unwrap());
+    let addr = serve(calls.clone(), "/shared", move || shared.clone());
+    let event = EventBuilder::payment_intent_succeeded();
+    deliver_repeatedly(addr, "/shared", &event, 6).await;
+    assert_eq!(calls.count(event.event_id()), 1);
+    assert!(!log.text().contains(WARNING), "{}", log.text());
+
+    // Built inside the factory: one store per worker. The dedupe splits (the
+    // handler runs once per worker), and the log says why.
+    let calls = Calls::default();
+    let addr = serve(calls.clone(), "/per-worker", || {
+        WebhookConfig::new(support::receiver_builder().build().unwrap())
+    });
+    let event = EventBuilder::payment_intent_succeeded();
+    deliver_repeatedly(addr, "/per-worker", &event, 6).await;
+    assert_eq!(calls.count(event.event_id()), 2, "one run per worker's store");
+    let text = log.text();
+    assert!(text.contains(WARNING), "{text}");
+    assert!(text.contains("route=/per-worker"), "{text}");
+    assert!(text.contains("build the Receiver once"), "{text}");
+}
