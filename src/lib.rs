@@ -12,6 +12,8 @@
 //! | `actix` | [`actix`]: the [`Webhook`](actix::Webhook) extractor for actix-web 4 |
 //! | `redis` | [`redis`]: the [`RedisStore`](redis::RedisStore), for apps with several replicas |
 //! | `redis-tls` | the Redis store with `rediss://` URLs |
+//! | `emulator` | [`emulator`]: the payment service in test mode (its API and signed deliveries with retries and faults), for your tests |
+//! | `inbox-sqlite`, `inbox-postgres` | [`inbox`]: a durable inbox — acknowledge at once, process after, effects exactly once |
 //! | `testing` | [`testing`]: [`SignedDelivery`](testing::SignedDelivery) and [`EventBuilder`](testing::EventBuilder) for your tests, and [`actix::testing`] with `actix` |
 //!
 //! With feature `axum` (and `axum = "0.8"`, `tokio` with `macros`,
@@ -74,9 +76,15 @@ pub use payhook_actix as actix;
 #[doc(inline)]
 pub use payhook_redis as redis;
 
-/// The payment service in test mode: its API and signed deliveries with retries and faults.
 #[cfg(feature = "emulator")]
+#[cfg_attr(docsrs, doc(cfg(feature = "emulator")))]
+#[doc(inline)]
 pub use payhook_emulator as emulator;
+
+#[cfg(any(feature = "inbox-sqlite", feature = "inbox-postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "inbox-sqlite", feature = "inbox-postgres"))))]
+#[doc(inline)]
+pub use payhook_inbox as inbox;
 
 /// The README's code blocks, compiled (and the runnable ones run) as doctests so
 /// the quick starts cannot drift from the API.

@@ -90,6 +90,8 @@ mod config;
 pub mod expect;
 mod extract;
 pub mod handlers;
+#[cfg(feature = "inbox")]
+mod inbox;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
@@ -98,3 +100,5 @@ pub use config::WebhookConfig;
 pub use expect::ExpectContinue;
 pub use extract::{Rejection, Webhook};
 pub use handlers::{acking, EventHandlers};
+#[cfg(feature = "inbox")]
+pub use inbox::inbox_route;

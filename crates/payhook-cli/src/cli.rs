@@ -60,6 +60,9 @@ pub enum Command {
     /// Run the payment service in test mode: its API, and signed deliveries with retries and faults.
     #[cfg(feature = "emulate")]
     Emulate(crate::emulate::EmulateArgs),
+    /// Look into a durable inbox: list, show, retry, replay and purge events.
+    #[cfg(feature = "inbox")]
+    Inbox(crate::inbox::InboxArgs),
 }
 
 /// Where the one secret of `sign` and `send` comes from.

@@ -6,6 +6,7 @@
 //!   checks every reply;
 //! * `payhook emulate` (feature `emulate`, on by default) runs the payment
 //!   service in test mode: its API, and signed deliveries with retries and faults.
+//! * `payhook inbox` lists, shows, retries, replays and purges durable-inbox events.
 //!
 //! All protocol work (signing, verifying, parsing, the reply texts) is done by
 //! `payhook-core`; this crate only reads input, talks HTTP and reports.
@@ -14,6 +15,8 @@ mod cli;
 #[cfg(feature = "emulate")]
 mod emulate;
 mod failure;
+#[cfg(feature = "inbox")]
+mod inbox;
 mod input;
 mod output;
 mod secret;
@@ -35,6 +38,8 @@ fn main() -> ExitCode {
         Command::Send(args) => send::run(&args),
         #[cfg(feature = "emulate")]
         Command::Emulate(args) => emulate::run(&args),
+        #[cfg(feature = "inbox")]
+        Command::Inbox(args) => inbox::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

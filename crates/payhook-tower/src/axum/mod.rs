@@ -61,6 +61,10 @@
 
 mod extract;
 mod handlers;
+#[cfg(feature = "inbox")]
+mod inbox;
 
 pub use extract::{Received, Webhook, WebhookRejection};
 pub use handlers::EventHandlers;
+#[cfg(feature = "inbox")]
+pub use inbox::inbox_route;

@@ -1,0 +1,344 @@
+//! The durable inbox over loopback HTTP and in process, each figure beside its
+//! reference from the same run (see BENCHMARKS.md, "Durable inbox"):
+//!
+//! 1. ack p99 with 2-second handlers ÷ ack p99 with no-op handlers;
+//! 2. ingest over HTTP ÷ the same database's single-row inserts from the same
+//!    number of concurrent clients without HTTP;
+//! 3. no-op workers, events/s;
+//! 4. resident memory while 100 000 events pass through.
+//!
+//! ```text
+//! cargo bench --bench inbox                        # SQLite in a temp dir
+//! PAYHOOK_TEST_DATABASE_URL=postgres://… cargo bench --bench inbox   # PostgreSQL too
+//! PAYHOOK_BENCH_QUICK=1 cargo bench --bench inbox  # fewer requests (a smoke run)
+//! ```
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Response};
+use axum::routing::post;
+use axum::Router;
+use payhook::inbox::sqlx;
+use payhook::inbox::{Inbox, Job};
+use payhook::{sign, Receiver, Secret};
+
+const SECRET: &str = "whsec_bench_inbox";
+const CLIENTS: usize = 16;
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn quick() -> bool {
+    std::env::var_os("PAYHOOK_BENCH_QUICK").is_some()
+}
+
+fn sqlite_url() -> String {
+    let dir = std::env::temp_dir().join(unique("payhook-inbox-bench"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    format!("sqlite://{}", dir.join("inbox.db").display())
+}
+
+/// A fresh database on the PostgreSQL server, when one is configured.
+async fn postgres_url() -> Option<String> {
+    let base = std::env::var("PAYHOOK_TEST_DATABASE_URL").ok()?;
+    sqlx::any::install_default_drivers();
+    let admin = sqlx::AnyPool::connect(&base).await.expect("PostgreSQL reachable");
+    let name = unique("payhook_bench");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&admin)
+        .await
+        .expect("create database");
+    admin.close().await;
+    let (server, _) = base.rsplit_once('/').expect("URL with a database");
+    Some(format!("{server}/{name}"))
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+}
+
+fn body(id: &str) -> String {
+    format!(
+        r#"{{"id":"{id}","type":"payment_intent.succeeded","created":1732264800,"data":{{"object":{{"id":"pi_{id}","object":"payment_intent","amount":2500,"currency":"btc","status":"succeeded","created":1732264800,"metadata":{{"order":"42"}}}}}}}}"#
+    )
+}
+
+async fn connect(url: &str, concurrency: usize) -> Inbox {
+    let receiver = Receiver::builder().secret(SECRET).build().expect("receiver");
+    Inbox::builder(receiver)
+        .namespace(unique("bench"))
+        .concurrency(concurrency)
+        .poll_interval(Duration::from_millis(20))
+        .connect(url)
+        .await
+        .expect("inbox")
+}
+
+async fn webhook(State(inbox): State<Inbox>, headers: HeaderMap, body: Bytes) -> Response<Body> {
+    inbox.ingest(&headers, body).await.into_response()
+}
+
+async fn serve(inbox: Inbox) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = Router::new().route("/webhooks", post(webhook)).with_state(inbox);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}/webhooks")
+}
+
+/// `total` signed POSTs from `CLIENTS` concurrent clients; each latency.
+async fn load(url: &str, total: usize) -> (Duration, Vec<Duration>) {
+    let client = reqwest::Client::new();
+    let next = Arc::new(AtomicUsize::new(0));
+    let prefix = unique("evt");
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let (client, next, url, prefix) = (client.clone(), Arc::clone(&next), url.to_owned(), prefix.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    return latencies;
+                }
+                let body = body(&format!("{prefix}_{i}"));
+                let signature = sign(body.as_bytes(), &Secret::new(SECRET).expect("secret"), now());
+                let sent = Instant::now();
+                let response = client
+                    .post(&url)
+                    .header("x-service-signature", signature)
+                    .body(body)
+                    .send()
+                    .await
+                    .expect("reply");
+                assert_eq!(response.status().as_u16(), 200);
+                let _ = response.bytes().await;
+                latencies.push(sent.elapsed());
+            }
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.expect("client"));
+    }
+    (started.elapsed(), all)
+}
+
+fn percentile(latencies: &mut [Duration], p: f64) -> Duration {
+    latencies.sort();
+    let index = ((latencies.len() as f64 - 1.0) * p).round() as usize;
+    latencies[index]
+}
+
+async fn ack_p99(url: &str, requests: usize, handler_delay: Duration) -> Duration {
+    let inbox = connect(url, 32).await;
+    let workers = inbox.start(move |_job: Job| async move {
+        tokio::time::sleep(handler_delay).await;
+        Ok(())
+    });
+    let endpoint = serve(inbox).await;
+    let _ = load(&endpoint, 200).await; // warm-up
+    let (_, mut latencies) = load(&endpoint, requests).await;
+    drop(workers); // left running; the process ends soon
+    percentile(&mut latencies, 0.99)
+}
+
+async fn raw_inserts_per_second(url: &str, total: usize) -> f64 {
+    let inbox = connect(url, 1).await; // creates the table
+    let pool = inbox.pool().clone();
+    let namespace = unique("raw");
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let (pool, next, namespace) = (pool.clone(), Arc::clone(&next), namespace.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    return;
+                }
+                let id = format!("evt_raw_{i}");
+                sqlx::query(
+                    "INSERT INTO payhook_inbox (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at) \
+                     VALUES ($1, $2, 'payment_intent.succeeded', $3, 1732264800, $4, 0, 'pending', 0, 0) \
+                     ON CONFLICT (namespace, event_id) DO NOTHING",
+                )
+                .bind(&namespace)
+                .bind(&id)
+                .bind(format!("pi_{id}"))
+                .bind(body(&id))
+                .execute(&pool)
+                .await
+                .expect("insert");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("client");
+    }
+    total as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn http_ingest_per_second(url: &str, total: usize) -> f64 {
+    let inbox = connect(url, 1).await; // no workers: ingest alone
+    let endpoint = serve(inbox).await;
+    let _ = load(&endpoint, 200).await;
+    let (elapsed, _) = load(&endpoint, total).await;
+    total as f64 / elapsed.as_secs_f64()
+}
+
+async fn store(inbox: &Inbox, count: usize, prefix: &str) {
+    let secret = Secret::new(SECRET).expect("secret");
+    let mut pending = Vec::new();
+    for i in 0..count {
+        let body = Bytes::from(body(&format!("{prefix}_{i}")));
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "x-service-signature",
+            sign(&body, &secret, now()).parse().expect("header"),
+        );
+        pending.push(inbox.ingest(&headers, body));
+        if pending.len() == 512 {
+            for reply in futures_util::future::join_all(pending.drain(..)).await {
+                assert_eq!(reply.status().as_u16(), 200);
+            }
+        }
+    }
+    for reply in futures_util::future::join_all(pending).await {
+        assert_eq!(reply.status().as_u16(), 200);
+    }
+}
+
+async fn workers_per_second(url: &str, total: usize) -> f64 {
+    let inbox = connect(url, 16).await;
+    let prefix = unique("evt_w");
+    store(&inbox, total, &prefix).await;
+    let done = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&done);
+    let started = Instant::now();
+    let workers = inbox.start(move |_job: Job| {
+        let counter = Arc::clone(&counter);
+        async move {
+            counter.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    });
+    // Handler calls are counted before their mark commits: wait for the marks.
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM payhook_inbox WHERE state <> 'done' AND event_id LIKE $1",
+        )
+        .bind(format!("{prefix}%"))
+        .fetch_one(inbox.pool())
+        .await
+        .expect("count");
+        if waiting == 0 && done.load(Ordering::Relaxed) >= total {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let rate = total as f64 / started.elapsed().as_secs_f64();
+    workers.shutdown().await;
+    rate
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("VmRSS:"))
+                .and_then(|line| line.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+async fn memory_while_passing(url: &str, total: usize) {
+    let inbox = connect(url, 16).await;
+    let done = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&done);
+    let workers = inbox.start(move |_job: Job| {
+        let counter = Arc::clone(&counter);
+        async move {
+            counter.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    });
+    let step = total / 10;
+    let prefix = unique("evt_m");
+    let mut samples = Vec::new();
+    for chunk in 0..10 {
+        store(&inbox, step, &format!("{prefix}_{chunk}")).await;
+        while done.load(Ordering::Relaxed) < step * (chunk + 1) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        samples.push(rss_kib());
+    }
+    workers.shutdown().await;
+    let text: Vec<String> = samples
+        .iter()
+        .map(|kib| format!("{:.1}", *kib as f64 / 1024.0))
+        .collect();
+    println!("  RSS (MiB) after each {step} events: {}", text.join(", "));
+    let first = samples[1] as f64; // after warm-up (pools, caches)
+    let last = samples[9] as f64;
+    println!(
+        "  growth from 20% to 100% of the events: {:+.1} %",
+        (last / first - 1.0) * 100.0
+    );
+}
+
+async fn run(name: &str, url: impl Fn() -> String) {
+    let q = quick();
+    let requests = if q { 1000 } else { 4000 };
+    println!("== {name}");
+    let noop = ack_p99(&url(), requests, Duration::ZERO).await;
+    let slow = ack_p99(&url(), requests, Duration::from_secs(2)).await;
+    println!(
+        "1. ack p99, {CLIENTS} clients: no-op handlers {:.2} ms, 2 s handlers {:.2} ms: ratio {:.2}",
+        noop.as_secs_f64() * 1e3,
+        slow.as_secs_f64() * 1e3,
+        slow.as_secs_f64() / noop.as_secs_f64()
+    );
+    let raw = raw_inserts_per_second(&url(), requests).await;
+    let http = http_ingest_per_second(&url(), requests).await;
+    println!(
+        "2. ingest, {CLIENTS} clients: HTTP {http:.0}/s, raw single-row inserts {raw:.0}/s: ratio {:.2}",
+        http / raw
+    );
+    let events = if q { 2000 } else { 10_000 };
+    let rate = workers_per_second(&url(), events).await;
+    println!("3. no-op workers (16), {events} events: {rate:.0} events/s");
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    // `cargo bench` passes `--bench`; nothing else is accepted.
+    run("SQLite (file in WAL mode)", sqlite_url).await;
+    let events = if quick() { 20_000 } else { 100_000 };
+    println!("4. memory, SQLite, {events} events through ingest and no-op workers");
+    memory_while_passing(&sqlite_url(), events).await;
+    if let Some(url) = postgres_url().await {
+        // One fresh database serves every PostgreSQL figure; namespaces keep runs apart.
+        run("PostgreSQL", || url.clone()).await;
+    } else {
+        println!("(PostgreSQL skipped: PAYHOOK_TEST_DATABASE_URL is not set)");
+    }
+}

@@ -1,0 +1,59 @@
+//! The inbox route for actix-web: one line mounts it.
+//!
+//! ```
+//! use actix_web::App;
+//! use payhook_core::Receiver;
+//! use payhook_inbox::{Inbox, Job};
+//!
+//! # actix_web::rt::System::new().block_on(async {
+//! # let dir = std::env::temp_dir().join(format!("payhook-actix-inbox-doc-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! # let url = format!("sqlite://{}", dir.join("inbox.db").display());
+//! let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
+//! let inbox = Inbox::connect(receiver, &url).await.unwrap(); // e.g. "sqlite://inbox.db"
+//! let workers = inbox.start(|job: Job| async move {
+//!     println!("processing {}", job.event().id());
+//!     Ok(())
+//! });
+//! let app = move || App::new().route("/webhooks", payhook_actix::inbox_route(inbox.clone()));
+//! # let _ = app;
+//! # workers.shutdown().await;
+//! # });
+//! ```
+//!
+//! The route reads the body through the core's intake (size limit, body
+//! timeout), then [`Inbox::ingest`] verifies, parses and stores the delivery:
+//! `200 {"received":true}` once it is committed (new or repeat), `400`/`413`/`408`
+//! for what fails the checks, `503` when the database is down.
+
+use std::pin::Pin;
+
+use actix_web::{web, HttpRequest, HttpResponse, Route};
+use futures_util::Stream;
+use payhook_core::adapter::BodyIntake;
+use payhook_inbox::Inbox;
+
+use crate::extract::{reply_to_response, ActixHeaders};
+
+/// `POST` route that stores verified deliveries in `inbox` and acknowledges
+/// them; mount it with `App::route("/webhooks", inbox_route(inbox))`.
+pub fn inbox_route(inbox: Inbox) -> Route {
+    web::post().to(move |req: HttpRequest, payload: web::Payload| {
+        let inbox = inbox.clone();
+        async move { ingest(&inbox, &req, payload).await }
+    })
+}
+
+async fn ingest(inbox: &Inbox, req: &HttpRequest, payload: web::Payload) -> HttpResponse {
+    let headers = ActixHeaders(req.headers());
+    let mut payload = payload.into_inner();
+    let read = match BodyIntake::new(inbox.receiver(), &headers) {
+        Ok(intake) => intake.read(|cx| Pin::new(&mut payload).poll_next(cx)).await,
+        Err(refusal) => Err(refusal),
+    };
+    let reply = match read {
+        Ok(body) => inbox.ingest(&headers, body).await,
+        Err(refusal) => refusal,
+    };
+    reply_to_response(reply)
+}

@@ -1,0 +1,320 @@
+//! `payhook inbox`: look into a durable inbox and act on its events.
+//!
+//! * `list` — events, newest first, filtered by state, type and age;
+//! * `show ID` — one event: state, attempts, last error, body;
+//! * `retry ID` / `retry --dead` — make a dead (or waiting) event due now;
+//! * `replay --since TIME` — run done events again, explicitly;
+//! * `purge --done-before TIME` — delete done events.
+//!
+//! TIME is Unix seconds (`1732264800`), an RFC 3339 UTC time
+//! (`2026-11-23T04:00:00Z`), or an age (`30m`, `2h`, `7d`: that long ago).
+//! Exit codes: 0 done, 1 no such event, 2 usage error or unreachable database.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::builder::NonEmptyStringValueParser;
+use clap::{Args, Subcommand};
+use payhook_inbox::admin::{Admin, Filter, State, StoredEvent};
+use payhook_inbox::InboxError;
+
+use crate::failure::Failure;
+use crate::output::say;
+
+/// `payhook inbox`.
+#[derive(Debug, Args)]
+pub struct InboxArgs {
+    /// The inbox database: `sqlite://FILE` or `postgres://USER@HOST/DB`.
+    #[arg(long, env = "PAYHOOK_DATABASE_URL", hide_env_values = true, value_parser = NonEmptyStringValueParser::new())]
+    pub database_url: String,
+
+    /// The namespace the receiver stores events under.
+    #[arg(long, default_value = payhook_inbox::DEFAULT_NAMESPACE, value_parser = NonEmptyStringValueParser::new())]
+    pub namespace: String,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub action: InboxAction,
+}
+
+/// The `payhook inbox` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum InboxAction {
+    /// List events, newest first: id, state, type, attempts, age, last error.
+    List {
+        /// Only events in this state.
+        #[arg(long, value_parser = parse_state)]
+        state: Option<State>,
+        /// Only events of this type.
+        #[arg(long = "type", value_name = "TYPE", value_parser = NonEmptyStringValueParser::new())]
+        event_type: Option<String>,
+        /// Only events received at least this long ago (`90s`, `30m`, `2h`, `7d`).
+        #[arg(long, value_name = "AGE", value_parser = parse_age)]
+        older_than: Option<Duration>,
+        /// Only events received at most this long ago.
+        #[arg(long, value_name = "AGE", value_parser = parse_age)]
+        newer_than: Option<Duration>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        limit: u32,
+    },
+    /// Show one event: its state, attempts, last error and body.
+    Show {
+        /// The event id (`evt_…`).
+        id: String,
+    },
+    /// Make a dead or waiting event due now (one more attempt), or every dead one.
+    Retry {
+        /// The event id.
+        #[arg(required_unless_present = "dead", conflicts_with = "dead")]
+        id: Option<String>,
+        /// Every dead event.
+        #[arg(long)]
+        dead: bool,
+    },
+    /// Run done events received since TIME again (their handlers run once more).
+    Replay {
+        /// Unix seconds, RFC 3339 UTC, or an age like `2h`.
+        #[arg(long, value_name = "TIME", value_parser = parse_time)]
+        since: i64,
+    },
+    /// Delete done events marked done before TIME.
+    Purge {
+        /// Unix seconds, RFC 3339 UTC, or an age like `7d`.
+        #[arg(long, value_name = "TIME", value_parser = parse_time)]
+        done_before: i64,
+    },
+}
+
+/// Runs `payhook inbox`.
+pub fn run(args: &InboxArgs) -> Result<(), Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| Failure::usage(format!("cannot start the runtime: {err}")))?;
+    runtime.block_on(run_async(args))
+}
+
+async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
+    // The URL may hold a password: never print it.
+    let admin = Admin::connect(&args.database_url, &args.namespace)
+        .await
+        .map_err(|err| Failure::usage(format!("cannot open the inbox at --database-url: {err}")))?;
+    match &args.action {
+        InboxAction::List {
+            state,
+            event_type,
+            older_than,
+            newer_than,
+            limit,
+        } => {
+            let filter = Filter {
+                state: *state,
+                event_type: event_type.clone(),
+                older_than: *older_than,
+                newer_than: *newer_than,
+                limit: Some(*limit),
+            };
+            let events = admin.list(&filter).await.map_err(failure)?;
+            say!("EVENT\tSTATE\tTYPE\tATTEMPTS\tAGE\tLAST ERROR");
+            for event in events {
+                say!(
+                    "{}\t{}\t{}\t{}\t{}\t{}",
+                    event.event_id,
+                    event.state,
+                    event.event_type,
+                    event.attempts,
+                    age(event.received_at),
+                    one_line(event.last_error.as_deref().unwrap_or("-"))
+                );
+            }
+        }
+        InboxAction::Show { id } => {
+            let event = admin.show(id).await.map_err(failure)?;
+            show(&event);
+        }
+        InboxAction::Retry { id: Some(id), .. } => {
+            admin.retry(id).await.map_err(failure)?;
+            say!("{id} is due now");
+        }
+        InboxAction::Retry { id: None, .. } => {
+            let count = admin.retry_dead().await.map_err(failure)?;
+            say!("{count} dead event(s) due now");
+        }
+        InboxAction::Replay { since } => {
+            let count = admin
+                .replay_since(since.saturating_mul(1000))
+                .await
+                .map_err(failure)?;
+            say!("{count} done event(s) due again");
+        }
+        InboxAction::Purge { done_before } => {
+            let count = admin
+                .purge_done_before(done_before.saturating_mul(1000))
+                .await
+                .map_err(failure)?;
+            say!("{count} done event(s) purged");
+        }
+    }
+    Ok(())
+}
+
+fn failure(err: InboxError) -> Failure {
+    match err {
+        InboxError::NotFound(_) => {
+            crate::output::note!("error: {err}");
+            Failure::Rejected
+        }
+        other => Failure::usage(other),
+    }
+}
+
+fn show(event: &StoredEvent) {
+    say!("event: {}", event.event_id);
+    say!("type: {}", event.event_type);
+    say!("payment intent: {}", event.intent_id.as_deref().unwrap_or("-"));
+    say!("state: {}", event.state);
+    say!("attempts: {}", event.attempts);
+    say!("created: {}", event.created);
+    say!("received: {} ago", age(event.received_at));
+    if let Some(at) = event.last_attempt_at {
+        say!("last attempt: {} ago", age(at));
+    }
+    say!(
+        "last error: {}",
+        one_line(event.last_error.as_deref().unwrap_or("-"))
+    );
+    if let Some(at) = event.done_at {
+        say!("done: {} ago", age(at));
+    }
+    say!("body: {}", event.body.as_deref().unwrap_or(""));
+}
+
+/// Error texts come from handlers: keep each on one line.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+fn now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// How long ago a Unix-milliseconds time was, rounded to a readable unit.
+fn age(at_ms: i64) -> String {
+    let seconds = now_secs().saturating_sub(at_ms / 1000).max(0);
+    match seconds {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+fn parse_state(value: &str) -> Result<State, String> {
+    value.parse()
+}
+
+/// `90s`, `30m`, `2h`, `7d`.
+fn parse_age(value: &str) -> Result<Duration, String> {
+    let error = || format!("{value:?} is not an age like 90s, 30m, 2h or 7d");
+    let (unit_at, _) = value.char_indices().last().ok_or_else(error)?;
+    let (number, unit) = value.split_at(unit_at);
+    let number: u64 = number.parse().map_err(|_| error())?;
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(error()),
+    };
+    number
+        .checked_mul(scale)
+        .map(Duration::from_secs)
+        .ok_or_else(error)
+}
+
+/// Unix seconds, RFC 3339 UTC (`2026-11-23T04:00:00Z`), or an age ago.
+fn parse_time(value: &str) -> Result<i64, String> {
+    if let Ok(seconds) = value.parse::<i64>() {
+        return Ok(seconds);
+    }
+    if let Ok(age) = parse_age(value) {
+        return Ok(now_secs().saturating_sub(i64::try_from(age.as_secs()).unwrap_or(i64::MAX)));
+    }
+    parse_rfc3339_utc(value).ok_or_else(|| {
+        format!("{value:?} is not a time: use Unix seconds, 2026-11-23T04:00:00Z, or an age like 2h")
+    })
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` (a fraction is ignored) to Unix seconds.
+fn parse_rfc3339_utc(value: &str) -> Option<i64> {
+    let value = value.strip_suffix('Z').or_else(|| value.strip_suffix('z'))?;
+    let (date, time) = value.split_once(['T', 't', ' '])?;
+    let mut date = date.splitn(3, '-').map(str::parse::<i64>);
+    let (year, month, day) = (date.next()?.ok()?, date.next()?.ok()?, date.next()?.ok()?);
+    let time = time.split_once('.').map_or(time, |(whole, _)| whole);
+    let mut time = time.splitn(3, ':').map(str::parse::<i64>);
+    let (hour, minute, second) = (time.next()?.ok()?, time.next()?.ok()?, time.next()?.ok()?);
+    let valid = (1970..=9999).contains(&year)
+        && (1..=12).contains(&month)
+        && (1..=31).contains(&day)
+        && (0..24).contains(&hour)
+        && (0..60).contains(&minute)
+        && (0..=60).contains(&second);
+    if !valid {
+        return None;
+    }
+    // Days from 1970-01-01 of a proleptic Gregorian date (years from March, so
+    // the leap day is last).
+    let shifted = if month <= 2 { year - 1 } else { year };
+    let era = shifted / 400;
+    let year_of_era = shifted - era * 400;
+    let month_from_march = (month + 9) % 12;
+    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    Some(days * 86_400 + hour * 3600 + minute * 60 + second)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_in_every_form() {
+        assert_eq!(parse_time("1732264800"), Ok(1_732_264_800));
+        assert_eq!(parse_rfc3339_utc("2024-11-22T08:40:00Z"), Some(1_732_264_800));
+        assert_eq!(parse_rfc3339_utc("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_rfc3339_utc("2000-03-01T00:00:00.5Z"), Some(951_868_800));
+        let two_hours_ago = parse_time("2h").unwrap();
+        assert!((now_secs() - 7200 - two_hours_ago).abs() <= 1);
+        for bad in [
+            "",
+            "yesterday",
+            "2024-13-01T00:00:00Z",
+            "2024-11-22T08:40:00",
+            "5w",
+            "99999999999999999999d",
+        ] {
+            assert!(parse_time(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ages_parse() {
+        assert_eq!(parse_age("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_age("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert!(parse_age("h").is_err());
+        assert!(parse_age("-1h").is_err());
+        assert!(parse_age("5é").is_err());
+    }
+}

@@ -1,0 +1,213 @@
+//! `payhook inbox`, run as the real binary against inboxes on SQLite files and
+//! on PostgreSQL (`PAYHOOK_TEST_DATABASE_URL`, from `.ci/start-postgres`; the
+//! PostgreSQL test fails when it is unset or unreachable). Events are stored
+//! and processed by real inbox workers; the command lists them, shows them,
+//! brings a dead one back, replays and purges.
+#![cfg(feature = "inbox")]
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use payhook_core::testing::unix_now;
+use payhook_core::{sign, Receiver, Secret};
+use payhook_inbox::{HandlerError, Inbox, Job};
+use support::{payhook_with_env, Run};
+
+const SECRET: &str = "whsec_cli_inbox";
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{prefix}_{}_{}_{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn inbox_cli(url: &str, namespace: &str, args: &[&str]) -> Run {
+    let mut full = vec!["inbox", "--namespace", namespace];
+    full.extend_from_slice(args);
+    // The URL comes from the environment, as it would in production (it may
+    // hold a password).
+    payhook_with_env(&full, b"", &[("PAYHOOK_DATABASE_URL", url)])
+}
+
+async fn ingest(inbox: &Inbox, id: &str, event_type: &str) {
+    let body = Bytes::from(format!(
+        r#"{{"id":"{id}","type":"{event_type}","created":1,"data":{{"object":{{"id":"pi_{id}","amount":5,"currency":"btc","status":"x"}}}}}}"#
+    ));
+    let mut headers = http::HeaderMap::new();
+    let header = sign(&body, &Secret::new(SECRET).unwrap(), unix_now());
+    headers.insert("x-service-signature", header.parse().unwrap());
+    let reply = inbox.ingest(&headers, body).await;
+    assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
+}
+
+async fn wait_for(url: &str, namespace: &str, id: &str, state: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let run = inbox_cli(url, namespace, &["show", id]);
+        if run.stdout.contains(&format!("state: {state}\n")) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{id} never became {state}: {run:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn dead_event_is_brought_back(url: String) {
+    let namespace = unique("cli");
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let inbox = Inbox::builder(receiver)
+        .namespace(&namespace)
+        .max_attempts(2)
+        .backoff(Duration::from_millis(50), Duration::from_millis(100))
+        .poll_interval(Duration::from_millis(20))
+        .connect(&url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"));
+    let fixed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let switch = std::sync::Arc::clone(&fixed);
+    let workers = inbox.start(move |job: Job| {
+        let fixed = std::sync::Arc::clone(&switch);
+        async move {
+            if job.event().event_type() == "payment_intent.failed" && !fixed.load(Ordering::SeqCst) {
+                return Err::<(), HandlerError>("the downstream ledger\nis down".into());
+            }
+            Ok(())
+        }
+    });
+    ingest(&inbox, "evt_good", "payment_intent.succeeded").await;
+    ingest(&inbox, "evt_bad", "payment_intent.failed").await;
+    wait_for(&url, &namespace, "evt_bad", "dead").await;
+    wait_for(&url, &namespace, "evt_good", "done").await;
+
+    // list: filters by state, type and age.
+    let run = inbox_cli(&url, &namespace, &["list", "--state", "dead"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{run:?}");
+    assert!(
+        lines[1].starts_with("evt_bad\tdead\tpayment_intent.failed\t2\t"),
+        "{run:?}"
+    );
+    // The handler's error text stays on one line.
+    assert!(lines[1].ends_with("the downstream ledger\\nis down"), "{run:?}");
+    let run = inbox_cli(&url, &namespace, &["list", "--type", "payment_intent.succeeded"]);
+    assert_eq!(
+        run.stdout
+            .lines()
+            .skip(1)
+            .map(|l| l.split('\t').next().unwrap())
+            .collect::<Vec<_>>(),
+        ["evt_good"]
+    );
+    let run = inbox_cli(&url, &namespace, &["list", "--older-than", "1h"]);
+    assert_eq!(run.stdout.lines().count(), 1, "{run:?}");
+    let run = inbox_cli(&url, &namespace, &["list", "--newer-than", "1h"]);
+    assert_eq!(run.stdout.lines().count(), 3, "{run:?}");
+
+    // show: attempts, last error, body.
+    let run = inbox_cli(&url, &namespace, &["show", "evt_bad"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("attempts: 2\n"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("last error: the downstream ledger\\nis down\n"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains(r#"body: {"id":"evt_bad","type":"payment_intent.failed""#),
+        "{run:?}"
+    );
+    let run = inbox_cli(&url, &namespace, &["show", "evt_missing"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("no event evt_missing"), "{run:?}");
+
+    // Dead stays dead until the command brings it back.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_for(&url, &namespace, "evt_bad", "dead").await;
+    fixed.store(true, Ordering::SeqCst);
+    let run = inbox_cli(&url, &namespace, &["retry", "--dead"]);
+    assert_eq!(
+        (run.code, run.stdout.as_str()),
+        (0, "1 dead event(s) due now\n"),
+        "{run:?}"
+    );
+    wait_for(&url, &namespace, "evt_bad", "done").await;
+    let run = inbox_cli(&url, &namespace, &["retry", "evt_bad"]);
+    assert_eq!(run.code, 1, "a done event is not retried: {run:?}");
+
+    // replay: done events run again; purge: done events go.
+    let run = inbox_cli(&url, &namespace, &["replay", "--since", "1h"]);
+    assert_eq!(
+        (run.code, run.stdout.as_str()),
+        (0, "2 done event(s) due again\n"),
+        "{run:?}"
+    );
+    wait_for(&url, &namespace, "evt_bad", "done").await;
+    wait_for(&url, &namespace, "evt_good", "done").await;
+    let run = inbox_cli(&url, &namespace, &["show", "evt_good"]);
+    assert!(run.stdout.contains("attempts: 2\n"), "replayed once: {run:?}");
+    workers.shutdown().await;
+    let run = inbox_cli(
+        &url,
+        &namespace,
+        &["purge", "--done-before", "2999-01-01T00:00:00Z"],
+    );
+    assert_eq!(
+        (run.code, run.stdout.as_str()),
+        (0, "2 done event(s) purged\n"),
+        "{run:?}"
+    );
+    let run = inbox_cli(&url, &namespace, &["list"]);
+    assert_eq!(run.stdout.lines().count(), 1, "{run:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_dead_event_is_brought_back() {
+    let dir = std::env::temp_dir().join(unique("payhook-cli-inbox"));
+    std::fs::create_dir_all(&dir).unwrap();
+    dead_event_is_brought_back(format!("sqlite://{}", dir.join("inbox.db").display())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_dead_event_is_brought_back() {
+    let url = std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
+        "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"` (or run .ci/test)",
+    );
+    dead_event_is_brought_back(url).await;
+}
+
+#[test]
+fn bad_arguments_are_usage_errors_and_hide_the_url() {
+    let run = inbox_cli("postgres://user:hunter2@127.0.0.1:1/db", "payhook", &["list"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        !run.stderr.contains("hunter2") && !run.stdout.contains("hunter2"),
+        "{run:?}"
+    );
+    let run = inbox_cli("mysql://x", "payhook", &["list"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("unsupported database URL"), "{run:?}");
+    let run = inbox_cli("sqlite://unused.db", "payhook", &["list", "--state", "lost"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("pending, running, done or dead"), "{run:?}");
+    let run = inbox_cli(
+        "sqlite://unused.db",
+        "payhook",
+        &["replay", "--since", "last tuesday"],
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    let run = inbox_cli("sqlite://unused.db", "payhook", &["retry"]);
+    assert_eq!(run.code, 2, "{run:?}");
+}

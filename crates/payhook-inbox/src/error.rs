@@ -1,0 +1,51 @@
+//! What can go wrong in the inbox.
+
+/// An inbox failure.
+///
+/// The text never contains the database URL (it may hold a password): database
+/// errors are reported by their kind and the server's message only.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InboxError {
+    /// The database URL is neither `sqlite:` nor `postgres:`/`postgresql:`, or
+    /// names a backend this build was compiled without.
+    #[error("unsupported database URL: {0}")]
+    UnsupportedUrl(&'static str),
+    /// A setting is out of its range; the text says which.
+    #[error("invalid setting: {0}")]
+    InvalidSetting(&'static str),
+    /// The database could not be reached or a statement failed.
+    #[error("database error: {0}")]
+    Database(String),
+    /// The event's lease ran out and another worker took it over: this worker's
+    /// transaction was rolled back and must not commit anything.
+    #[error("the lease on event {0} was lost to another worker; its transaction was rolled back")]
+    LeaseLost(String),
+    /// The handler already committed this attempt's transaction with
+    /// [`Job::commit`](crate::Job::commit).
+    #[error("the transaction of event {0} was already committed")]
+    Committed(String),
+    /// No event with this id in the namespace.
+    #[error("no event {0} in the inbox")]
+    NotFound(String),
+}
+
+impl From<sqlx::Error> for InboxError {
+    fn from(err: sqlx::Error) -> Self {
+        Self::Database(describe(&err))
+    }
+}
+
+/// A database error as text that is safe to log and to put in a reply.
+pub(crate) fn describe(err: &sqlx::Error) -> String {
+    match err {
+        sqlx::Error::Database(db) => db.message().to_owned(),
+        sqlx::Error::Io(io) => format!("i/o error: {}", io.kind()),
+        sqlx::Error::PoolTimedOut => "timed out waiting for a database connection".to_owned(),
+        sqlx::Error::PoolClosed => "the connection pool is closed".to_owned(),
+        sqlx::Error::Configuration(_) => "invalid database configuration".to_owned(),
+        sqlx::Error::Tls(_) => "TLS error talking to the database".to_owned(),
+        sqlx::Error::Protocol(message) => format!("protocol error: {message}"),
+        other => format!("{other}"),
+    }
+}

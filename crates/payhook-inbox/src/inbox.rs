@@ -1,0 +1,462 @@
+//! The inbox: connect, ingest a delivery, configure the workers.
+//!
+//! Ingest runs the core's verify-then-parse ([`Receiver::check`]) and only then
+//! writes: nothing unsigned or invalid ever becomes a row. Concurrent ingests are
+//! grouped by a few writer tasks into one transaction each, so many deliveries
+//! share one commit (and, on SQLite, one turn of the single write lock); every
+//! delivery still gets its reply only after the commit that holds it.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use payhook_core::adapter::Headers;
+use payhook_core::{Error, Event, Receiver, Reply};
+use sqlx::Acquire;
+use tokio::sync::{mpsc, oneshot, Mutex, Notify};
+
+use crate::db::{now_ms, Backend, Database};
+use crate::error::{describe, InboxError};
+use crate::metrics as m;
+use crate::schema;
+use crate::worker::{Handler, Workers};
+
+/// The namespace unless configured otherwise (the core receiver's default too).
+pub const DEFAULT_NAMESPACE: &str = payhook_core::receiver::DEFAULT_NAMESPACE;
+/// How long a done event is kept (the dedupe window) unless configured otherwise.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long a claim lasts before it must be renewed, unless configured otherwise.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// The first retry delay unless configured otherwise.
+pub const DEFAULT_BACKOFF_BASE: Duration = Duration::from_secs(1);
+/// The longest retry delay unless configured otherwise.
+pub const DEFAULT_BACKOFF_CAP: Duration = Duration::from_secs(3600);
+/// How many times an event is tried before it is dead, unless configured otherwise.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
+/// How many handlers run at once unless configured otherwise.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+
+/// Most deliveries written in one ingest transaction.
+const INGEST_BATCH: usize = 256;
+
+/// A durable inbox: verified events are written to a database and acknowledged,
+/// and [`Workers`] hand them to a handler afterwards. Cheap to clone.
+#[derive(Clone)]
+pub struct Inbox {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) receiver: Receiver,
+    pub(crate) db: Database,
+    pub(crate) config: Config,
+    ingest: mpsc::Sender<Pending>,
+    /// Woken after each ingest commit so idle workers look at once.
+    pub(crate) arrived: Notify,
+}
+
+/// The worker-side settings.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) namespace: String,
+    pub(crate) lease: Duration,
+    pub(crate) retention: Duration,
+    pub(crate) backoff_base: Duration,
+    pub(crate) backoff_cap: Duration,
+    pub(crate) max_attempts: u32,
+    pub(crate) concurrency: usize,
+    pub(crate) poll_interval: Duration,
+}
+
+impl fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inbox")
+            .field("backend", &self.inner.db.backend)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One delivery waiting for its ingest commit.
+struct Pending {
+    row: Row,
+    done: oneshot::Sender<Result<bool, String>>,
+}
+
+/// The columns ingest writes.
+struct Row {
+    event_id: String,
+    event_type: String,
+    intent_id: Option<String>,
+    created: i64,
+    body: String,
+    received_at: i64,
+}
+
+impl Inbox {
+    /// Starts a builder around a configured [`Receiver`] (its secrets, header,
+    /// tolerance and body limit are used; its dedupe store is not).
+    pub fn builder(receiver: Receiver) -> InboxBuilder {
+        InboxBuilder {
+            receiver,
+            config: Config {
+                namespace: DEFAULT_NAMESPACE.to_owned(),
+                lease: DEFAULT_LEASE,
+                retention: DEFAULT_RETENTION,
+                backoff_base: DEFAULT_BACKOFF_BASE,
+                backoff_cap: DEFAULT_BACKOFF_CAP,
+                max_attempts: DEFAULT_MAX_ATTEMPTS,
+                concurrency: DEFAULT_CONCURRENCY,
+                poll_interval: Duration::from_millis(200),
+            },
+            migrate: true,
+            acquire_timeout: Duration::from_secs(5),
+            sqlite_full_sync: false,
+        }
+    }
+
+    /// Connects with the default settings and runs the migrations.
+    ///
+    /// # Errors
+    /// See [`InboxBuilder::connect`].
+    pub async fn connect(receiver: Receiver, url: &str) -> Result<Self, InboxError> {
+        Self::builder(receiver).connect(url).await
+    }
+
+    /// Creates the inbox table when it is missing. [`InboxBuilder::connect`] does
+    /// this unless [`InboxBuilder::skip_migrations`] was set.
+    ///
+    /// # Errors
+    /// The database could not be reached or refused the statements.
+    pub async fn migrate(&self) -> Result<(), InboxError> {
+        schema::migrate(&self.inner.db.pool, self.inner.db.backend).await
+    }
+
+    /// The receiver that verifies and parses deliveries.
+    pub fn receiver(&self) -> &Receiver {
+        &self.inner.receiver
+    }
+
+    /// The database pool, for the app's own queries outside handlers.
+    pub fn pool(&self) -> &sqlx::AnyPool {
+        &self.inner.db.pool
+    }
+
+    /// Verifies, parses and stores one delivery, and returns the reply to send.
+    ///
+    /// * not signed correctly, or not a valid event → the core's `400`/`413`
+    ///   reply, and nothing is written;
+    /// * new or already in the inbox → `200 {"received":true}` once the row is
+    ///   committed;
+    /// * the database is unreachable or failing → `503 Webhook Error: …`:
+    ///   nothing was acknowledged, so the sender delivers again.
+    ///
+    /// Verification and parsing happen before this returns (the future does not
+    /// borrow `headers`); the returned future only waits for the commit.
+    pub fn ingest(&self, headers: &dyn Headers, body: Bytes) -> impl Future<Output = Reply> + Send + 'static {
+        let checked = self
+            .inner
+            .receiver
+            .check(headers, &body)
+            .and_then(|event| row_of(&event, &body));
+        let inner = Arc::clone(&self.inner);
+        async move {
+            match checked {
+                Ok(row) => store(&inner, row).await,
+                Err(error) => {
+                    tracing::warn!(target: "payhook", status = error.status().as_u16(), reason = %error, "delivery rejected");
+                    Reply::error(&error)
+                }
+            }
+        }
+    }
+
+    /// Starts the workers that hand stored events to `handler`, with the
+    /// concurrency, lease and retry settings of the builder. Call it once per
+    /// process, beside the server; stop them with [`Workers::shutdown`].
+    ///
+    /// Must be called inside a tokio runtime.
+    pub fn start<H: Handler>(&self, handler: H) -> Workers {
+        Workers::start(self.clone(), handler)
+    }
+}
+
+async fn store(inner: &Inner, row: Row) -> Reply {
+    let (done, answer) = oneshot::channel();
+    let event_id = row.event_id.clone();
+    if inner.ingest.send(Pending { row, done }).await.is_err() {
+        return unavailable("the inbox writer has stopped");
+    }
+    match answer.await {
+        Ok(Ok(new)) => {
+            let namespace = inner.config.namespace.clone();
+            if new {
+                m::ingested(namespace);
+                inner.arrived.notify_one();
+                tracing::debug!(target: "payhook", event_id = %payhook_escape(&event_id), "event stored in the inbox");
+            } else {
+                m::duplicate(namespace);
+                tracing::info!(target: "payhook", event_id = %payhook_escape(&event_id), "duplicate delivery acknowledged; the event is already in the inbox");
+            }
+            Reply::received()
+        }
+        Ok(Err(message)) => unavailable(&message),
+        Err(_) => unavailable("the inbox writer has stopped"),
+    }
+}
+
+/// Event ids come from the sender: cap and escape them before they reach a log.
+pub(crate) fn payhook_escape(text: &str) -> String {
+    text.chars().take(128).flat_map(char::escape_default).collect()
+}
+
+fn unavailable(message: &str) -> Reply {
+    let error = Error::StoreUnavailable(format!("inbox database unavailable: {message}"));
+    tracing::error!(target: "payhook", status = 503, reason = %error, "delivery not stored");
+    Reply::error(&error)
+}
+
+/// The columns of a verified event. The order key is the event's `created`
+/// (seconds), or the time of arrival when the event has none.
+fn row_of(event: &Event, body: &[u8]) -> Result<Row, Error> {
+    let received_at = now_ms();
+    let body = std::str::from_utf8(body)
+        .map_err(|_| Error::InvalidPayload("body is not UTF-8".to_owned()))?
+        .to_owned();
+    Ok(Row {
+        event_id: event.id().to_owned(),
+        event_type: event.event_type().to_owned(),
+        intent_id: event.payment_intent().map(|intent| intent.id.clone()),
+        created: event.created().unwrap_or(received_at / 1000),
+        body,
+        received_at,
+    })
+}
+
+/// Builder for [`Inbox`].
+#[derive(Debug)]
+pub struct InboxBuilder {
+    receiver: Receiver,
+    config: Config,
+    migrate: bool,
+    acquire_timeout: Duration,
+    sqlite_full_sync: bool,
+}
+
+impl InboxBuilder {
+    /// The namespace events are kept under (default `payhook`). Endpoints that
+    /// share one database each need their own.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.config.namespace = namespace.into();
+        self
+    }
+
+    /// How long a claim on an event lasts (default 30 s). It is renewed every
+    /// third of it while the handler runs, so it only runs out when the worker
+    /// stopped (crashed, paused, cut off from the database).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
+    }
+
+    /// How long done events are kept, and so how long a repeated delivery is
+    /// recognised (default 7 days). Workers purge older ones.
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.config.retention = retention;
+        self
+    }
+
+    /// Retry delays: the first failure waits about `base`, each further one twice
+    /// as long, never more than `cap`; each delay is jittered between half and
+    /// all of its value (defaults 1 s and 1 h).
+    pub fn backoff(mut self, base: Duration, cap: Duration) -> Self {
+        self.config.backoff_base = base;
+        self.config.backoff_cap = cap;
+        self
+    }
+
+    /// How many attempts an event gets before it is dead (default 10).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.config.max_attempts = attempts;
+        self
+    }
+
+    /// How many handlers run at once in this process (default 8).
+    pub fn concurrency(mut self, handlers: usize) -> Self {
+        self.config.concurrency = handlers;
+        self
+    }
+
+    /// How often idle workers look for due events (default 200 ms). Events
+    /// ingested by this process wake them at once; this bounds the delay for
+    /// retries and for events ingested by other processes.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.config.poll_interval = interval;
+        self
+    }
+
+    /// How long to wait for a database connection before answering `503`
+    /// (default 5 s).
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// SQLite only: sync the write-ahead log to disk at every commit
+    /// (`synchronous = FULL`), so acknowledged events also survive a power loss
+    /// or an operating-system crash. By default (`NORMAL`) a commit survives a
+    /// crash or kill of the process, and the log is synced at checkpoints: many
+    /// times the commit rate on ordinary disks.
+    pub fn sqlite_full_sync(mut self) -> Self {
+        self.sqlite_full_sync = true;
+        self
+    }
+
+    /// Does not create the table on connect; call [`Inbox::migrate`] instead.
+    pub fn skip_migrations(mut self) -> Self {
+        self.migrate = false;
+        self
+    }
+
+    /// Connects to `sqlite://FILE` (created when missing) or `postgres://…` and,
+    /// unless told otherwise, runs the migrations. Must be called inside a tokio
+    /// runtime: it starts the ingest writers.
+    ///
+    /// # Errors
+    /// An unsupported URL, a setting out of range, or (when migrating) a
+    /// database that cannot be reached.
+    pub async fn connect(self, url: &str) -> Result<Inbox, InboxError> {
+        let config = self.config;
+        if config.namespace.is_empty() {
+            return Err(InboxError::InvalidSetting("namespace must not be empty"));
+        }
+        if config.lease < Duration::from_millis(300) {
+            return Err(InboxError::InvalidSetting("lease must be at least 300 ms"));
+        }
+        if config.retention.is_zero() {
+            return Err(InboxError::InvalidSetting("retention must be longer than zero"));
+        }
+        if config.max_attempts == 0 {
+            return Err(InboxError::InvalidSetting("max_attempts must be at least 1"));
+        }
+        if config.concurrency == 0 {
+            return Err(InboxError::InvalidSetting("concurrency must be at least 1"));
+        }
+        if config.backoff_base.is_zero() || config.backoff_cap < config.backoff_base {
+            return Err(InboxError::InvalidSetting(
+                "backoff base must be above zero and not above the cap",
+            ));
+        }
+        if config.poll_interval.is_zero() {
+            return Err(InboxError::InvalidSetting("poll interval must be above zero"));
+        }
+        let connections = u32::try_from(config.concurrency)
+            .unwrap_or(u32::MAX)
+            .saturating_add(6);
+        let db = Database::connect(url, connections, self.acquire_timeout, self.sqlite_full_sync).await?;
+        if self.migrate {
+            schema::migrate(&db.pool, db.backend).await?;
+        }
+        // SQLite has one writer whatever we do: one ingest task batches best.
+        // PostgreSQL commits in parallel, so a few tasks keep it busy.
+        let writers = match db.backend {
+            Backend::Sqlite => 1,
+            Backend::Postgres => 4,
+        };
+        let (ingest, queue) = mpsc::channel(4 * INGEST_BATCH);
+        let queue = Arc::new(Mutex::new(queue));
+        for _ in 0..writers {
+            tokio::spawn(write_batches(
+                db.clone(),
+                config.namespace.clone(),
+                Arc::clone(&queue),
+            ));
+        }
+        Ok(Inbox {
+            inner: Arc::new(Inner {
+                receiver: self.receiver,
+                db,
+                config,
+                ingest,
+                arrived: Notify::new(),
+            }),
+        })
+    }
+}
+
+const INSERT: &str = "INSERT INTO payhook_inbox \
+    (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $7) \
+    ON CONFLICT (namespace, event_id) DO NOTHING";
+
+/// One ingest writer: takes every delivery waiting, writes them in one
+/// transaction, answers each after the commit. Ends when the inbox is dropped.
+async fn write_batches(db: Database, namespace: String, queue: Arc<Mutex<mpsc::Receiver<Pending>>>) {
+    let mut batch = Vec::with_capacity(INGEST_BATCH);
+    loop {
+        {
+            let mut queue = queue.lock().await;
+            if queue.recv_many(&mut batch, INGEST_BATCH).await == 0 {
+                return;
+            }
+        }
+        let rows: Vec<&Row> = batch.iter().map(|pending| &pending.row).collect();
+        let result = insert_all(&db, &namespace, &rows).await;
+        match result {
+            Ok(new) => {
+                for (pending, new) in batch.drain(..).zip(new) {
+                    let _ = pending.done.send(Ok(new));
+                }
+            }
+            Err(err) => {
+                let message = describe(&err);
+                for pending in batch.drain(..) {
+                    let _ = pending.done.send(Err(message.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Inserts the rows in one transaction; for each, whether it was new.
+async fn insert_all(db: &Database, namespace: &str, rows: &[&Row]) -> Result<Vec<bool>, sqlx::Error> {
+    let mut conn = db.pool.acquire().await?;
+    let mut tx = conn.begin().await?;
+    // Insert in id order so two writers holding the same ids in their batches
+    // wait for each other instead of deadlocking (PostgreSQL).
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&a, &b| rows[a].event_id.cmp(&rows[b].event_id));
+    let mut new = vec![false; rows.len()];
+    for index in order {
+        let row = rows[index];
+        let result = sqlx::query(INSERT)
+            .bind(namespace)
+            .bind(&row.event_id)
+            .bind(&row.event_type)
+            .bind(row.intent_id.as_deref())
+            .bind(row.created)
+            .bind(&row.body)
+            .bind(row.received_at)
+            .execute(&mut *tx)
+            .await?;
+        new[index] = result.rows_affected() > 0;
+    }
+    tx.commit().await?;
+    Ok(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_caps_and_escapes() {
+        let long = "é\n".repeat(200);
+        let escaped = payhook_escape(&long);
+        assert!(!escaped.contains('\n'));
+        assert!(escaped.chars().count() <= 128 * 10);
+        assert!(escaped.starts_with("\\u{e9}\\n"));
+    }
+}

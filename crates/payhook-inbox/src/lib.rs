@@ -1,0 +1,70 @@
+//! A durable inbox for payhook: acknowledge each verified webhook event as soon
+//! as it is stored, process it afterwards, and make every event's effect happen
+//! exactly once.
+//!
+//! * [`Inbox::ingest`] verifies and parses a delivery with the core's
+//!   [`Receiver`](payhook_core::Receiver), stores it keyed by (namespace, event
+//!   id) — a repeat is a no-op — and returns `200 {"received":true}` once the row
+//!   is committed, or `503` when the database is down (nothing acknowledged).
+//! * [`Inbox::start`] starts workers beside the server. Each stored event is
+//!   handed to your handler as a [`Job`]; [`Job::transaction`] opens the
+//!   database transaction in which payhook marks the event done, so the
+//!   handler's own writes commit atomically with the mark. Failures are retried
+//!   with exponential backoff and jitter, and the event is *dead* after the last
+//!   attempt (see [`admin`] to list, retry or replay events).
+//! * Events of one payment intent run one at a time, in `created` order.
+//!
+//! Backends (features): `sqlite` (default; bundled, a file in WAL mode) and
+//! `postgres` (for several replicas of one app). The table is created on
+//! connect, or by [`Inbox::migrate`] with [`InboxBuilder::skip_migrations`].
+//!
+//! ```
+//! use payhook_core::Receiver;
+//! use payhook_inbox::{HandlerError, Inbox, Job};
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! # let dir = std::env::temp_dir().join(format!("payhook-doc-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! # let url = format!("sqlite://{}", dir.join("inbox.db").display());
+//! let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
+//! let inbox = Inbox::connect(receiver, &url).await.unwrap(); // e.g. "sqlite://inbox.db"
+//! sqlx::query("CREATE TABLE IF NOT EXISTS orders_paid (event_id TEXT, amount TEXT)")
+//!     .execute(inbox.pool()).await.unwrap();
+//!
+//! let workers = inbox.start(|job: Job| async move {
+//!     let Some(intent) = job.event().payment_intent().cloned() else { return Ok(()) };
+//!     // Slow external work goes here, before the transaction is opened.
+//!     let mut tx = job.transaction().await?;
+//!     sqlx::query("INSERT INTO orders_paid (event_id, amount) VALUES ($1, $2)")
+//!         .bind(job.event().id())
+//!         .bind(intent.amount.to_string())
+//!         .execute(&mut *tx)
+//!         .await?;
+//!     Ok::<(), HandlerError>(()) // payhook commits the insert and the done mark together
+//! });
+//!
+//! // In the web handler: `let reply = inbox.ingest(&headers, body).await;`
+//! workers.shutdown().await; // on shutdown: running handlers finish first
+//! # });
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod admin;
+mod db;
+mod error;
+mod inbox;
+pub mod metrics;
+mod schema;
+mod worker;
+
+pub use error::InboxError;
+pub use inbox::{
+    Inbox, InboxBuilder, DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_CONCURRENCY, DEFAULT_LEASE,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_NAMESPACE, DEFAULT_RETENTION,
+};
+pub use schema::TABLE;
+pub use worker::{Handler, HandlerError, HandlerFuture, Job, JobTransaction, Workers};
+
+/// The database crate the inbox runs on, so handlers use the same version.
+pub use sqlx;

@@ -1,0 +1,60 @@
+//! The inbox's metrics, through the [`metrics`] facade: install any exporter
+//! (Prometheus, StatsD, …) in the app and they appear there. Every metric has a
+//! `namespace` label.
+//!
+//! | name | kind | what |
+//! |---|---|---|
+//! | `payhook_inbox_ingested_total` | counter | new events stored |
+//! | `payhook_inbox_duplicates_total` | counter | deliveries of events already stored |
+//! | `payhook_inbox_processed_total` | counter | events whose handler succeeded and whose mark committed |
+//! | `payhook_inbox_failed_total` | counter | failed attempts (error, panic, lost lease) |
+//! | `payhook_inbox_dead_total` | counter | events that used their last attempt |
+//! | `payhook_inbox_pending` | gauge | events waiting (pending or running) |
+//! | `payhook_inbox_oldest_pending_age_seconds` | gauge | age of the oldest waiting event |
+//! | `payhook_inbox_handler_seconds` | histogram | time in the handler, commit included |
+
+/// New events stored.
+pub const INGESTED: &str = "payhook_inbox_ingested_total";
+/// Deliveries of events already stored.
+pub const DUPLICATES: &str = "payhook_inbox_duplicates_total";
+/// Events processed (handler succeeded, mark committed).
+pub const PROCESSED: &str = "payhook_inbox_processed_total";
+/// Failed attempts.
+pub const FAILED: &str = "payhook_inbox_failed_total";
+/// Events that became dead.
+pub const DEAD: &str = "payhook_inbox_dead_total";
+/// Events waiting to be processed.
+pub const PENDING: &str = "payhook_inbox_pending";
+/// Age of the oldest waiting event, in seconds.
+pub const OLDEST_PENDING_AGE: &str = "payhook_inbox_oldest_pending_age_seconds";
+/// Handler time, in seconds.
+pub const HANDLER_SECONDS: &str = "payhook_inbox_handler_seconds";
+
+pub(crate) fn ingested(namespace: String) {
+    metrics::counter!(INGESTED, "namespace" => namespace).increment(1);
+}
+
+pub(crate) fn duplicate(namespace: String) {
+    metrics::counter!(DUPLICATES, "namespace" => namespace).increment(1);
+}
+
+pub(crate) fn processed(namespace: String, seconds: f64) {
+    metrics::histogram!(HANDLER_SECONDS, "namespace" => namespace.clone()).record(seconds);
+    metrics::counter!(PROCESSED, "namespace" => namespace).increment(1);
+}
+
+pub(crate) fn failed(namespace: String, seconds: f64, dead: bool) {
+    metrics::histogram!(HANDLER_SECONDS, "namespace" => namespace.clone()).record(seconds);
+    if dead {
+        metrics::counter!(DEAD, "namespace" => namespace.clone()).increment(1);
+    }
+    metrics::counter!(FAILED, "namespace" => namespace).increment(1);
+}
+
+pub(crate) fn depth(namespace: String, pending: i64, oldest_age_seconds: f64) {
+    // Gauges are f64; a depth beyond 2^53 is not a concern.
+    #[allow(clippy::cast_precision_loss)]
+    let pending = pending as f64;
+    metrics::gauge!(PENDING, "namespace" => namespace.clone()).set(pending);
+    metrics::gauge!(OLDEST_PENDING_AGE, "namespace" => namespace).set(oldest_age_seconds);
+}

@@ -1,0 +1,609 @@
+//! Workers: claim due events with a lease, run the handler, mark the event done
+//! in the handler's own transaction, or schedule a retry.
+//!
+//! The life of an event: `pending` → (claimed) `running` → `done`, or back to
+//! `pending` with a later `due_at` after a failed attempt, or `dead` after the
+//! last one. A claim sets a random lease token and a lease deadline; the worker
+//! renews the deadline while the handler runs. Every later write about the event
+//! — renew, mark done, record a failure — names the token, so a worker whose
+//! event was taken over (its lease ran out) changes nothing.
+//!
+//! Marking done is the first statement of the transaction the handler gets from
+//! [`Job::transaction`]: the handler's own writes and the mark commit together or
+//! not at all. The transaction is opened only when the handler asks for it, so
+//! slow work done before that (HTTP calls, e-mail) holds no transaction and no
+//! SQLite write lock.
+//!
+//! Events of one payment intent are claimed one at a time, in the order of their
+//! `created` time and then of arrival: an event is due only when no earlier
+//! event of its intent is still waiting and none is running.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use payhook_core::Event;
+use sqlx::AnyConnection;
+use sqlx::{Any, Row, Transaction};
+use tokio::sync::{watch, Mutex, OwnedMappedMutexGuard, OwnedMutexGuard, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::db::{millis, now_ms, random_u64, Backend, Database};
+use crate::error::{describe, InboxError};
+use crate::inbox::{payhook_escape, Config, Inbox};
+use crate::metrics as m;
+use crate::schema::PG_LOCK_KEY;
+
+/// What a handler returns when it fails: any error, boxed. Its text is kept as
+/// the event's last error.
+pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The future a [`Handler`] returns.
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), HandlerError>> + Send>>;
+
+/// The user's code for stored events: any `Fn(Job) -> impl Future<Output =
+/// Result<(), HandlerError>>` that is `Send + Sync + 'static`.
+pub trait Handler: Send + Sync + 'static {
+    /// Handles one attempt at one event.
+    fn handle(&self, job: Job) -> HandlerFuture;
+}
+
+impl<F, Fut> Handler for F
+where
+    F: Fn(Job) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
+{
+    fn handle(&self, job: Job) -> HandlerFuture {
+        Box::pin(self(job))
+    }
+}
+
+/// One attempt at one stored event, handed to the [`Handler`].
+pub struct Job {
+    event: Event,
+    attempt: u32,
+    claim: Arc<ClaimRef>,
+    slot: Arc<Mutex<Slot>>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("event_id", &self.event.id())
+            .field("attempt", &self.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What identifies a claim: the row and the lease token.
+struct ClaimRef {
+    db: Database,
+    arrival: i64,
+    token: i64,
+    event_id: String,
+    /// Set once the transaction is open: the row is then locked by it, and the
+    /// lease no longer needs renewing.
+    opened: AtomicBool,
+}
+
+#[derive(Default)]
+struct Slot {
+    tx: Option<Transaction<'static, Any>>,
+    lost: bool,
+    /// The handler committed through [`Job::commit`]: the event is done.
+    committed: bool,
+}
+
+/// The transaction in which the event is marked done, from
+/// [`Job::transaction`]. Use it as a connection (`&mut *tx`) for the handler's
+/// own writes; payhook commits it after the handler returns `Ok`, and rolls it
+/// back after an error or a panic.
+pub struct JobTransaction {
+    guard: OwnedMappedMutexGuard<Slot, Transaction<'static, Any>>,
+}
+
+impl std::fmt::Debug for JobTransaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JobTransaction")
+    }
+}
+
+impl std::ops::Deref for JobTransaction {
+    type Target = AnyConnection;
+    fn deref(&self) -> &AnyConnection {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for JobTransaction {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        &mut self.guard
+    }
+}
+
+const MARK_DONE: &str = "UPDATE payhook_inbox SET state = 'done', done_at = $1, \
+    lease_token = NULL, lease_until = NULL \
+    WHERE arrival = $2 AND lease_token = $3 AND state = 'running'";
+
+impl Job {
+    /// The typed event.
+    pub fn event(&self) -> &Event {
+        &self.event
+    }
+
+    /// Which attempt this is: 1 for the first.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// Opens (on the first call) the database transaction in which the event is
+    /// marked done, and returns it for the handler's own writes. Do slow
+    /// external work before calling this: the transaction holds the event's row
+    /// (and, on SQLite, the database's write lock) until the handler returns.
+    /// Hold one [`JobTransaction`] at a time.
+    ///
+    /// # Errors
+    /// [`InboxError::LeaseLost`] when another worker has taken the event over
+    /// (return the error: nothing this attempt does may commit), or a database
+    /// error.
+    pub async fn transaction(&self) -> Result<JobTransaction, InboxError> {
+        let mut slot: OwnedMutexGuard<Slot> = Arc::clone(&self.slot).lock_owned().await;
+        if slot.lost {
+            return Err(InboxError::LeaseLost(payhook_escape(&self.claim.event_id)));
+        }
+        if slot.committed {
+            return Err(InboxError::Committed(payhook_escape(&self.claim.event_id)));
+        }
+        if slot.tx.is_none() {
+            let mut tx = self.claim.db.pool.begin().await?;
+            let marked = sqlx::query(MARK_DONE)
+                .bind(now_ms())
+                .bind(self.claim.arrival)
+                .bind(self.claim.token)
+                .execute(&mut *tx)
+                .await?;
+            if marked.rows_affected() == 0 {
+                slot.lost = true;
+                drop(tx); // rolled back
+                return Err(InboxError::LeaseLost(payhook_escape(&self.claim.event_id)));
+            }
+            self.claim.opened.store(true, Ordering::Release);
+            slot.tx = Some(tx);
+        }
+        OwnedMutexGuard::try_map(slot, |slot| slot.tx.as_mut())
+            .map(|guard| JobTransaction { guard })
+            .map_err(|_| InboxError::LeaseLost(payhook_escape(&self.claim.event_id)))
+    }
+}
+
+impl Job {
+    /// Commits the transaction now — the handler's writes and the done mark —
+    /// instead of after the handler returns, for handlers that act on the
+    /// commit (print, notify). Opens the transaction first if the handler has
+    /// not. Drop every [`JobTransaction`] before calling this. Once it
+    /// returns `Ok` the event is done, whatever the handler returns afterwards.
+    ///
+    /// # Errors
+    /// [`InboxError::LeaseLost`] (nothing was committed), or a database error
+    /// (the outcome is then unknown; the event is retried if nothing committed).
+    pub async fn commit(&self) -> Result<(), InboxError> {
+        drop(self.transaction().await?);
+        let mut slot = self.slot.lock().await;
+        match slot.tx.take() {
+            Some(tx) => {
+                tx.commit().await?;
+                slot.committed = true;
+                Ok(())
+            }
+            None => Err(InboxError::LeaseLost(payhook_escape(&self.claim.event_id))),
+        }
+    }
+}
+
+/// The running workers of one process. Dropping this handle leaves them
+/// running; [`shutdown`](Self::shutdown) stops them gracefully.
+#[derive(Debug)]
+pub struct Workers {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Workers {
+    pub(crate) fn start<H: Handler>(inbox: Inbox, handler: H) -> Self {
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(dispatch(inbox, Arc::new(handler), stopped));
+        Self { stop, task }
+    }
+
+    /// Stops claiming events and waits until the running handlers have
+    /// finished and their results are recorded.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// A claimed row.
+struct Claimed {
+    arrival: i64,
+    event_id: String,
+    body: String,
+    attempts: i64,
+    token: i64,
+}
+
+async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::Receiver<bool>) {
+    let config = inbox.inner.config.clone();
+    let permits = Arc::new(Semaphore::new(config.concurrency));
+    let mut running = JoinSet::new();
+    let mut next_depth = Instant::now();
+    let mut next_purge = Instant::now();
+    loop {
+        if *stopped.borrow() {
+            break;
+        }
+        while running.try_join_next().is_some() {}
+        let now = Instant::now();
+        if now >= next_depth {
+            report_depth(&inbox.inner.db, &config).await;
+            next_depth = now + Duration::from_secs(5);
+        }
+        if now >= next_purge {
+            purge_expired(&inbox.inner.db, &config).await;
+            next_purge = now + Duration::from_secs(60);
+        }
+        let free = permits.available_permits();
+        // Claim in batches: wait until half the handlers are free (or none
+        // runs) rather than claiming one event per finished handler.
+        if free == 0 || (free < config.concurrency.div_ceil(2) && !running.is_empty()) {
+            tokio::select! {
+                _ = running.join_next() => {}
+                _ = stopped.changed() => {}
+            }
+            continue;
+        }
+        match claim(&inbox.inner.db, &config, free).await {
+            Ok(claimed) if !claimed.is_empty() => {
+                for claimed in claimed {
+                    let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+                        break;
+                    };
+                    let inbox = inbox.clone();
+                    let handler = Arc::clone(&handler);
+                    running.spawn(async move {
+                        process(&inbox, handler.as_ref(), claimed).await;
+                        drop(permit);
+                    });
+                }
+                continue;
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(target: "payhook", reason = %describe(&err), "could not claim inbox events; retrying");
+            }
+        }
+        tokio::select! {
+            () = inbox.inner.arrived.notified() => {}
+            () = tokio::time::sleep(config.poll_interval) => {}
+            _ = stopped.changed() => {}
+        }
+    }
+    while running.join_next().await.is_some() {}
+}
+
+/// The claim: due events whose intent has nothing earlier waiting and nothing
+/// running, oldest due first. `{lock}` is the PostgreSQL row-locking clause.
+const CLAIM: &str = "UPDATE payhook_inbox SET state = 'running', lease_token = $4, \
+    lease_until = $3, attempts = attempts + 1, last_attempt_at = $2 \
+    WHERE arrival IN ( \
+      SELECT c.arrival FROM payhook_inbox c \
+      WHERE c.namespace = $1 \
+        AND ((c.state = 'pending' AND c.due_at <= $2) OR (c.state = 'running' AND c.lease_until < $2)) \
+        AND (c.intent_id IS NULL OR NOT EXISTS ( \
+          SELECT 1 FROM payhook_inbox e \
+          WHERE e.namespace = c.namespace AND e.intent_id = c.intent_id AND e.arrival <> c.arrival \
+            AND ((e.state = 'running' AND e.lease_until >= $2) \
+              OR (e.state IN ('pending', 'running') \
+                  AND (e.created < c.created OR (e.created = c.created AND e.arrival < c.arrival)))))) \
+      ORDER BY c.due_at, c.arrival \
+      LIMIT $5 {lock}) \
+    RETURNING arrival, event_id, body, attempts";
+
+async fn claim(db: &Database, config: &Config, limit: usize) -> Result<Vec<Claimed>, sqlx::Error> {
+    let now = now_ms();
+    let token = crate::db::new_token();
+    let limit = i64::try_from(limit.min(256)).unwrap_or(256);
+    let lease_until = now.saturating_add(millis(config.lease));
+    let rows = match db.backend {
+        Backend::Sqlite => {
+            sqlx::query(&CLAIM.replace("{lock}", ""))
+                .bind(&config.namespace)
+                .bind(now)
+                .bind(lease_until)
+                .bind(token)
+                .bind(limit)
+                .fetch_all(&db.pool)
+                .await?
+        }
+        Backend::Postgres => {
+            // Claims are serialized (one short statement each, many events per
+            // claim) so that two workers never pick two events of one intent
+            // from snapshots that cannot see each other's claim.
+            let mut tx = db.pool.begin().await?;
+            sqlx::query("SELECT 1 FROM pg_advisory_xact_lock($1)")
+                .bind(PG_LOCK_KEY)
+                .execute(&mut *tx)
+                .await?;
+            let rows = sqlx::query(&CLAIM.replace("{lock}", "FOR UPDATE SKIP LOCKED"))
+                .bind(&config.namespace)
+                .bind(now)
+                .bind(lease_until)
+                .bind(token)
+                .bind(limit)
+                .fetch_all(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            rows
+        }
+    };
+    rows.into_iter()
+        .map(|row| {
+            Ok(Claimed {
+                arrival: row.try_get("arrival")?,
+                event_id: row.try_get("event_id")?,
+                body: row.try_get("body")?,
+                attempts: row.try_get("attempts")?,
+                token,
+            })
+        })
+        .collect()
+}
+
+async fn process(inbox: &Inbox, handler: &dyn Handler, claimed: Claimed) {
+    let db = &inbox.inner.db;
+    let config = &inbox.inner.config;
+    let started = Instant::now();
+    let claim = Arc::new(ClaimRef {
+        db: db.clone(),
+        arrival: claimed.arrival,
+        token: claimed.token,
+        event_id: claimed.event_id.clone(),
+        opened: AtomicBool::new(false),
+    });
+    let event = match Event::from_slice(claimed.body.as_bytes()) {
+        Ok(event) => event,
+        Err(err) => {
+            // Only verified, parsed events are stored; this needs a changed parser.
+            let message = format!("stored body does not parse: {err}");
+            record_failure(inbox, &claimed, &message, started).await;
+            return;
+        }
+    };
+    let slot = Arc::new(Mutex::new(Slot::default()));
+    let job = Job {
+        event,
+        attempt: u32::try_from(claimed.attempts).unwrap_or(u32::MAX),
+        claim: Arc::clone(&claim),
+        slot: Arc::clone(&slot),
+    };
+    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| handler.handle(job))) {
+        Err(panic) => Err(panic),
+        Ok(future) => {
+            tokio::select! {
+                outcome = AssertUnwindSafe(future).catch_unwind() => outcome,
+                () = renew(&claim, config.lease) => Ok(Err("lease renewal stopped".into())),
+            }
+        }
+    };
+    let tx = {
+        let mut slot = slot.lock().await;
+        if slot.committed {
+            Err(true)
+        } else if slot.lost {
+            Err(false)
+        } else {
+            Ok(slot.tx.take())
+        }
+    };
+    let id = payhook_escape(&claimed.event_id);
+    let failure = match (outcome, tx) {
+        (outcome, Err(true)) => {
+            if !matches!(outcome, Ok(Ok(()))) {
+                tracing::warn!(target: "payhook", event_id = %id, "handler failed after committing; the event stays done");
+            }
+            None
+        }
+        (_, Err(false)) => Some("the lease was lost to another worker".to_owned()),
+        (Ok(Ok(())), Ok(Some(tx))) => match tx.commit().await {
+            Ok(()) => None,
+            Err(err) => Some(format!("commit failed: {}", describe(&err))),
+        },
+        (Ok(Ok(())), Ok(None)) => {
+            let marked = sqlx::query(MARK_DONE)
+                .bind(now_ms())
+                .bind(claimed.arrival)
+                .bind(claimed.token)
+                .execute(&db.pool)
+                .await;
+            match marked {
+                Ok(done) if done.rows_affected() > 0 => None,
+                Ok(_) => Some("the lease was lost to another worker".to_owned()),
+                Err(err) => Some(format!("marking done failed: {}", describe(&err))),
+            }
+        }
+        (Ok(Err(err)), _) => Some(err.to_string()),
+        (Err(panic), _) => {
+            let text = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".to_owned());
+            Some(format!("handler panicked: {text}"))
+        }
+    };
+    match failure {
+        None => {
+            m::processed(config.namespace.clone(), started.elapsed().as_secs_f64());
+            tracing::debug!(target: "payhook", event_id = %id, "inbox event processed");
+        }
+        Some(message) => record_failure(inbox, &claimed, &message, started).await,
+    }
+}
+
+/// Renews the lease every third of it until the transaction is open; never
+/// returns unless the lease is gone.
+async fn renew(claim: &ClaimRef, lease: Duration) {
+    let mut every = tokio::time::interval(lease / 3);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        if claim.opened.load(Ordering::Acquire) {
+            continue;
+        }
+        let renewed = sqlx::query(
+            "UPDATE payhook_inbox SET lease_until = $1 \
+             WHERE arrival = $2 AND lease_token = $3 AND state = 'running'",
+        )
+        .bind(now_ms().saturating_add(millis(lease)))
+        .bind(claim.arrival)
+        .bind(claim.token)
+        .execute(&claim.db.pool)
+        .await;
+        match renewed {
+            Ok(done) if done.rows_affected() == 0 && !claim.opened.load(Ordering::Acquire) => {
+                tracing::warn!(target: "payhook", event_id = %payhook_escape(&claim.event_id), "lease lost to another worker while the handler ran");
+                // Let the handler finish: it cannot commit, and stopping it
+                // half-way could leave its external work in an unknown state.
+                std::future::pending::<()>().await;
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(target: "payhook", reason = %describe(&err), "could not renew a lease; trying again");
+            }
+        }
+    }
+}
+
+/// The delay before attempt `failed + 1`: `base · 2^(failed-1)`, capped, then
+/// jittered to between half and all of it so retries of many events spread out.
+pub(crate) fn backoff(config: &Config, failed: u32) -> Duration {
+    let exponent = failed.saturating_sub(1).min(30);
+    let delay = config
+        .backoff_base
+        .saturating_mul(1u32 << exponent)
+        .min(config.backoff_cap);
+    let half = delay / 2;
+    let spread = u64::try_from(half.as_millis()).unwrap_or(u64::MAX);
+    let jitter = if spread == 0 {
+        0
+    } else {
+        random_u64() % (spread + 1)
+    };
+    half + Duration::from_millis(jitter)
+}
+
+async fn record_failure(inbox: &Inbox, claimed: &Claimed, message: &str, started: Instant) {
+    let config = &inbox.inner.config;
+    let attempts = u32::try_from(claimed.attempts).unwrap_or(u32::MAX);
+    let dead = attempts >= config.max_attempts;
+    let due = now_ms().saturating_add(millis(backoff(config, attempts)));
+    let message: String = message.chars().take(2000).collect();
+    let recorded = sqlx::query(
+        "UPDATE payhook_inbox SET state = $1, due_at = $2, last_error = $3, \
+         lease_token = NULL, lease_until = NULL \
+         WHERE arrival = $4 AND lease_token = $5 AND state = 'running'",
+    )
+    .bind(if dead { "dead" } else { "pending" })
+    .bind(due)
+    .bind(&message)
+    .bind(claimed.arrival)
+    .bind(claimed.token)
+    .execute(&inbox.inner.db.pool)
+    .await;
+    let id = payhook_escape(&claimed.event_id);
+    m::failed(config.namespace.clone(), started.elapsed().as_secs_f64(), dead);
+    let message = payhook_escape(&message);
+    match recorded {
+        Ok(done) if done.rows_affected() > 0 && dead => {
+            tracing::error!(target: "payhook", event_id = %id, attempts, reason = %message, "inbox event is dead after its last attempt");
+        }
+        Ok(done) if done.rows_affected() > 0 => {
+            tracing::warn!(target: "payhook", event_id = %id, attempts, reason = %message, "inbox handler failed; retry scheduled");
+        }
+        Ok(_) => {
+            tracing::warn!(target: "payhook", event_id = %id, reason = %message, "attempt ended after its lease was lost; another worker has the event");
+        }
+        Err(err) => {
+            tracing::error!(target: "payhook", event_id = %id, reason = %describe(&err), "could not record a failed attempt; the event is retried after its lease");
+        }
+    }
+}
+
+async fn report_depth(db: &Database, config: &Config) {
+    let row = sqlx::query(
+        "SELECT COUNT(*) AS waiting, MIN(received_at) AS oldest FROM payhook_inbox \
+         WHERE namespace = $1 AND state IN ('pending', 'running')",
+    )
+    .bind(&config.namespace)
+    .fetch_one(&db.pool)
+    .await;
+    if let Ok(row) = row {
+        let waiting: i64 = row.try_get("waiting").unwrap_or(0);
+        let oldest: Option<i64> = row.try_get("oldest").unwrap_or(None);
+        let age = oldest.map_or(0.0, |oldest| {
+            Duration::from_millis(u64::try_from(now_ms().saturating_sub(oldest)).unwrap_or(0)).as_secs_f64()
+        });
+        m::depth(config.namespace.clone(), waiting, age);
+    }
+}
+
+async fn purge_expired(db: &Database, config: &Config) {
+    let before = now_ms().saturating_sub(millis(config.retention));
+    let purged = sqlx::query(
+        "DELETE FROM payhook_inbox WHERE arrival IN ( \
+           SELECT arrival FROM payhook_inbox \
+           WHERE namespace = $1 AND state = 'done' AND done_at < $2 LIMIT 5000)",
+    )
+    .bind(&config.namespace)
+    .bind(before)
+    .execute(&db.pool)
+    .await;
+    if let Err(err) = purged {
+        tracing::warn!(target: "payhook", reason = %describe(&err), "could not purge expired inbox events");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(base_ms: u64, cap_ms: u64) -> Config {
+        Config {
+            namespace: "t".into(),
+            lease: Duration::from_secs(1),
+            retention: Duration::from_secs(1),
+            backoff_base: Duration::from_millis(base_ms),
+            backoff_cap: Duration::from_millis(cap_ms),
+            max_attempts: 3,
+            concurrency: 1,
+            poll_interval: Duration::from_millis(10),
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_jitters_and_caps() {
+        let config = config(1000, 5000);
+        for _ in 0..50 {
+            let first = backoff(&config, 1);
+            assert!(first >= Duration::from_millis(500) && first <= Duration::from_millis(1000));
+            let third = backoff(&config, 3);
+            assert!(third >= Duration::from_millis(2000) && third <= Duration::from_millis(4000));
+            let late = backoff(&config, u32::MAX);
+            assert!(late >= Duration::from_millis(2500) && late <= Duration::from_millis(5000));
+        }
+    }
+}

@@ -1,0 +1,544 @@
+//! The inbox conformance suite: every test runs against SQLite (a file in a
+//! fresh temp dir) and against PostgreSQL (`PAYHOOK_TEST_DATABASE_URL`, started
+//! by `.ci/start-postgres`; the PostgreSQL tests fail when it is unset or
+//! unreachable). Each test uses its own namespace and tables, so they share one
+//! PostgreSQL database safely.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use payhook_core::{sign, Receiver, Secret};
+use payhook_inbox::admin::{Admin, Filter, State};
+use payhook_inbox::sqlx::{self, Row};
+use payhook_inbox::{HandlerError, Inbox, InboxError, Job};
+
+const SECRET: &str = "whsec_conformance";
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{prefix}_{}_{}_{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn sqlite_url() -> String {
+    let dir = std::env::temp_dir().join(unique("payhook-inbox-test"));
+    std::fs::create_dir_all(&dir).unwrap();
+    format!("sqlite://{}", dir.join("inbox.db").display())
+}
+
+fn postgres_url() -> String {
+    std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
+        "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"` \
+         (or run .ci/test); these tests never skip",
+    )
+}
+
+/// A test's inbox on a database, with its own namespace and ledger table.
+struct Setup {
+    url: String,
+    namespace: String,
+    ledger: String,
+}
+
+impl Setup {
+    fn new(url: String) -> Self {
+        let namespace = unique("ns");
+        let ledger = format!("ledger_{namespace}");
+        Self {
+            url,
+            namespace,
+            ledger,
+        }
+    }
+
+    async fn inbox(
+        &self,
+        configure: impl FnOnce(payhook_inbox::InboxBuilder) -> payhook_inbox::InboxBuilder,
+    ) -> Inbox {
+        let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+        let builder = Inbox::builder(receiver)
+            .namespace(&self.namespace)
+            .backoff(Duration::from_millis(50), Duration::from_millis(200))
+            .poll_interval(Duration::from_millis(20));
+        let inbox = configure(builder)
+            .connect(&self.url)
+            .await
+            .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"));
+        sqlx::query(&format!(
+            "CREATE TABLE IF NOT EXISTS {} (event_id TEXT, note TEXT)",
+            self.ledger
+        ))
+        .execute(inbox.pool())
+        .await
+        .unwrap();
+        inbox
+    }
+
+    async fn admin(&self) -> Admin {
+        Admin::connect(&self.url, &self.namespace).await.unwrap()
+    }
+
+    async fn ledger(&self, inbox: &Inbox) -> Vec<(String, String)> {
+        sqlx::query(&format!("SELECT event_id, note FROM {}", self.ledger))
+            .fetch_all(inbox.pool())
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| (row.get::<String, _>(0), row.get::<String, _>(1)))
+            .collect()
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+fn event(id: &str, intent: &str, created: i64) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"id":"{id}","type":"payment_intent.succeeded","created":{created},"data":{{"object":{{"id":"{intent}","object":"payment_intent","amount":100,"currency":"btc","status":"succeeded","created":1}}}}}}"#
+    ))
+}
+
+fn signed(body: &Bytes) -> http::HeaderMap {
+    let mut headers = http::HeaderMap::new();
+    let header = sign(body, &Secret::new(SECRET).unwrap(), now());
+    headers.insert("x-service-signature", header.parse().unwrap());
+    headers
+}
+
+async fn ingest_ok(inbox: &Inbox, body: &Bytes) {
+    let reply = inbox.ingest(&signed(body), body.clone()).await;
+    assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
+    assert_eq!(reply.body(), r#"{"received":true}"#);
+}
+
+/// Polls until `check` holds or 20 s pass.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn state_of(admin: &Admin, id: &str) -> String {
+    admin.show(id).await.unwrap().state
+}
+
+/// Writes one ledger row through the job's transaction.
+async fn write_ledger(job: &Job, table: &str, note: &str) -> Result<(), HandlerError> {
+    let mut tx = job.transaction().await?;
+    sqlx::query(&format!("INSERT INTO {table} (event_id, note) VALUES ($1, $2)"))
+        .bind(job.event().id())
+        .bind(note)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+
+async fn ingest_verifies_first_and_dedupes(url: String) {
+    let setup = Setup::new(url);
+    let inbox = setup.inbox(|b| b).await;
+    let admin = setup.admin().await;
+    let body = event("evt_a", "pi_a", 10);
+
+    // Unsigned and wrongly signed deliveries write nothing.
+    let reply = inbox.ingest(&http::HeaderMap::new(), body.clone()).await;
+    assert_eq!(reply.status().as_u16(), 400);
+    assert!(reply
+        .body()
+        .starts_with("Webhook Error: missing x-service-signature"));
+    let mut forged = signed(&body);
+    let tampered = Bytes::from(
+        body.iter()
+            .copied()
+            .map(|b| if b == b'1' { b'9' } else { b })
+            .collect::<Vec<_>>(),
+    );
+    let reply = inbox.ingest(&forged, tampered).await;
+    assert_eq!(reply.status().as_u16(), 400);
+    forged.clear();
+    // A signed body that is not an event writes nothing either.
+    let junk = Bytes::from_static(br#"{"no":"id"}"#);
+    let reply = inbox.ingest(&signed(&junk), junk).await;
+    assert_eq!(reply.status().as_u16(), 400);
+    assert!(admin.list(&Filter::default()).await.unwrap().is_empty());
+
+    // New and duplicate alike get 200; one row.
+    ingest_ok(&inbox, &body).await;
+    ingest_ok(&inbox, &body).await;
+    let rows = admin.list(&Filter::default()).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].event_id, "evt_a");
+    assert_eq!(rows[0].intent_id.as_deref(), Some("pi_a"));
+    assert_eq!(rows[0].created, 10);
+    assert_eq!(rows[0].state, "pending");
+    assert_eq!(
+        admin.show("evt_a").await.unwrap().body.as_deref(),
+        Some(std::str::from_utf8(&body).unwrap())
+    );
+
+    // Many concurrent deliveries of the same few events: still one row each.
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let inbox = inbox.clone();
+        tasks.push(tokio::spawn(async move {
+            let body = event(&format!("evt_c{}", i % 5), &format!("pi_c{i}"), 1);
+            ingest_ok(&inbox, &body).await;
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(admin.list(&Filter::default()).await.unwrap().len(), 6);
+}
+
+async fn handler_writes_commit_with_the_mark(url: String) {
+    let setup = Setup::new(url);
+    let inbox = setup.inbox(|b| b).await;
+    let admin = setup.admin().await;
+    for i in 0..20 {
+        ingest_ok(&inbox, &event(&format!("evt_{i}"), &format!("pi_{i}"), 1)).await;
+    }
+    ingest_ok(&inbox, &event("evt_notx", "pi_notx", 1)).await;
+    let table = setup.ledger.clone();
+    let workers = inbox.start(move |job: Job| {
+        let table = table.clone();
+        async move {
+            if job.event().id() == "evt_notx" {
+                return Ok(()); // never opens the transaction: still marked done
+            }
+            write_ledger(&job, &table, "ok").await
+        }
+    });
+    eventually("all done", || async {
+        admin
+            .list(&Filter {
+                state: Some(State::Done),
+                ..Filter::default()
+            })
+            .await
+            .unwrap()
+            .len()
+            == 21
+    })
+    .await;
+    workers.shutdown().await;
+    let ledger = setup.ledger(&inbox).await;
+    assert_eq!(ledger.len(), 20);
+    let shown = admin.show("evt_3").await.unwrap();
+    assert_eq!(shown.attempts, 1);
+    assert!(shown.done_at.is_some());
+    // A repeat of a done event is acknowledged and not run again.
+    ingest_ok(&inbox, &event("evt_3", "pi_3", 1)).await;
+    assert_eq!(state_of(&admin, "evt_3").await, "done");
+}
+
+async fn failures_retry_then_succeed_and_roll_back(url: String) {
+    let setup = Setup::new(url);
+    let inbox = setup.inbox(|b| b.max_attempts(5)).await;
+    let admin = setup.admin().await;
+    ingest_ok(&inbox, &event("evt_flaky", "pi_f", 1)).await;
+    ingest_ok(&inbox, &event("evt_panic", "pi_p", 1)).await;
+    let table = setup.ledger.clone();
+    let workers = inbox.start(move |job: Job| {
+        let table = table.clone();
+        async move {
+            // The row is written, then the attempt fails: the row must vanish.
+            write_ledger(&job, &table, &format!("attempt {}", job.attempt())).await?;
+            if job.attempt() <= 2 {
+                if job.event().id() == "evt_panic" {
+                    panic!("boom on attempt {}", job.attempt());
+                }
+                return Err(format!("failing attempt {}", job.attempt()).into());
+            }
+            Ok(())
+        }
+    });
+    eventually("both done", || async {
+        state_of(&admin, "evt_flaky").await == "done" && state_of(&admin, "evt_panic").await == "done"
+    })
+    .await;
+    workers.shutdown().await;
+    let mut ledger = setup.ledger(&inbox).await;
+    ledger.sort();
+    assert_eq!(
+        ledger,
+        vec![
+            ("evt_flaky".to_owned(), "attempt 3".to_owned()),
+            ("evt_panic".to_owned(), "attempt 3".to_owned())
+        ]
+    );
+    let flaky = admin.show("evt_flaky").await.unwrap();
+    assert_eq!(flaky.attempts, 3);
+    assert_eq!(flaky.last_error.as_deref(), Some("failing attempt 2"));
+    let panicked = admin.show("evt_panic").await.unwrap();
+    assert_eq!(
+        panicked.last_error.as_deref(),
+        Some("handler panicked: boom on attempt 2")
+    );
+}
+
+async fn dead_after_last_attempt_then_retry(url: String) {
+    let setup = Setup::new(url);
+    let inbox = setup.inbox(|b| b.max_attempts(2)).await;
+    let admin = setup.admin().await;
+    ingest_ok(&inbox, &event("evt_dead", "pi_d", 1)).await;
+    let table = setup.ledger.clone();
+    let workers = inbox.start(move |job: Job| {
+        let table = table.clone();
+        async move {
+            write_ledger(&job, &table, "x").await?;
+            if job.attempt() <= 2 {
+                return Err("not yet".into());
+            }
+            Ok(())
+        }
+    });
+    eventually("dead", || async { state_of(&admin, "evt_dead").await == "dead" }).await;
+    // Dead stays dead: no further attempts.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let dead = admin.show("evt_dead").await.unwrap();
+    assert_eq!((dead.state.as_str(), dead.attempts), ("dead", 2));
+    assert_eq!(dead.last_error.as_deref(), Some("not yet"));
+    let listed = admin
+        .list(&Filter {
+            state: Some(State::Dead),
+            ..Filter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(setup.ledger(&inbox).await.is_empty());
+
+    assert_eq!(admin.retry_dead().await.unwrap(), 1);
+    eventually("done after retry", || async {
+        state_of(&admin, "evt_dead").await == "done"
+    })
+    .await;
+    assert_eq!(setup.ledger(&inbox).await.len(), 1);
+    assert!(matches!(
+        admin.retry("evt_dead").await,
+        Err(InboxError::NotFound(_))
+    ));
+
+    // Replay makes done events run again, explicitly; purge removes done rows.
+    assert_eq!(admin.replay_since(0).await.unwrap(), 1);
+    eventually("done after replay", || async {
+        state_of(&admin, "evt_dead").await == "done"
+    })
+    .await;
+    assert_eq!(setup.ledger(&inbox).await.len(), 2);
+    workers.shutdown().await;
+    assert_eq!(admin.purge_done_before(i64::MAX).await.unwrap(), 1);
+    assert!(matches!(
+        admin.show("evt_dead").await,
+        Err(InboxError::NotFound(_))
+    ));
+}
+
+async fn one_intent_runs_in_created_order_never_concurrently(url: String) {
+    let setup = Setup::new(url);
+    let inbox = setup.inbox(|b| b.concurrency(8)).await;
+    let admin = setup.admin().await;
+    // A reversed pair (the later event arrives first), and a longer shuffled run.
+    ingest_ok(&inbox, &event("evt_second", "pi_pair", 200)).await;
+    ingest_ok(&inbox, &event("evt_first", "pi_pair", 100)).await;
+    for created in [5, 3, 9, 1, 7, 2, 8, 4, 6] {
+        ingest_ok(&inbox, &event(&format!("evt_run{created}"), "pi_run", created)).await;
+        ingest_ok(
+            &inbox,
+            &event(&format!("evt_other{created}"), &format!("pi_o{created}"), created),
+        )
+        .await;
+    }
+    let order: Arc<Mutex<HashMap<String, Vec<i64>>>> = Arc::default();
+    let running: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let overlap = Arc::new(AtomicUsize::new(0));
+    let (o, r, v) = (Arc::clone(&order), Arc::clone(&running), Arc::clone(&overlap));
+    let workers = inbox.start(move |job: Job| {
+        let (order, running, overlap) = (Arc::clone(&o), Arc::clone(&r), Arc::clone(&v));
+        async move {
+            let intent = job.event().payment_intent().unwrap().id.clone();
+            {
+                let mut running = running.lock().unwrap();
+                let now = running.entry(intent.clone()).or_default();
+                *now += 1;
+                if *now > 1 {
+                    overlap.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(15)).await;
+            order
+                .lock()
+                .unwrap()
+                .entry(intent.clone())
+                .or_default()
+                .push(job.event().created().unwrap());
+            *running.lock().unwrap().get_mut(&intent).unwrap() -= 1;
+            Ok(())
+        }
+    });
+    eventually("all done", || async {
+        admin
+            .list(&Filter {
+                state: Some(State::Done),
+                ..Filter::default()
+            })
+            .await
+            .unwrap()
+            .len()
+            == 20
+    })
+    .await;
+    workers.shutdown().await;
+    let order = order.lock().unwrap();
+    assert_eq!(order["pi_pair"], vec![100, 200]);
+    assert_eq!(order["pi_run"], (1..=9).collect::<Vec<_>>());
+    assert_eq!(
+        overlap.load(Ordering::Relaxed),
+        0,
+        "two events of one intent ran at once"
+    );
+}
+
+async fn lost_lease_rolls_back_the_late_commit(url: String) {
+    let setup = Setup::new(url);
+    // A long lease: no renewal happens during the test, so the take-over below
+    // is the only thing that moves the lease. One handler at a time: the
+    // stalled one keeps this process from claiming the event again itself.
+    let slow = setup
+        .inbox(|b| b.lease(Duration::from_secs(60)).concurrency(1))
+        .await;
+    let admin = setup.admin().await;
+    ingest_ok(&slow, &event("evt_lease", "pi_l", 1)).await;
+
+    let (started_tx, started) = tokio::sync::oneshot::channel::<()>();
+    let started_tx = Arc::new(Mutex::new(Some(started_tx)));
+    let (go_tx, go) = tokio::sync::watch::channel(false);
+    let outcome: Arc<Mutex<Option<String>>> = Arc::default();
+    let (table, out) = (setup.ledger.clone(), Arc::clone(&outcome));
+    let slow_workers = slow.start(move |job: Job| {
+        let (table, out, started_tx, mut go) = (
+            table.clone(),
+            Arc::clone(&out),
+            Arc::clone(&started_tx),
+            go.clone(),
+        );
+        async move {
+            if let Some(tx) = started_tx.lock().unwrap().take() {
+                let _ = tx.send(());
+            }
+            let _ = go.wait_for(|go| *go).await;
+            let result = write_ledger(&job, &table, "slow").await;
+            *out.lock().unwrap() = Some(match &result {
+                Ok(()) => "committed".to_owned(),
+                Err(err) => err.to_string(),
+            });
+            result
+        }
+    });
+    started.await.unwrap();
+    // The slow worker stalls past its lease (as a paused process would): make
+    // the lease run out, and let a second worker take the event over.
+    sqlx::query("UPDATE payhook_inbox SET lease_until = 0 WHERE namespace = $1 AND event_id = 'evt_lease'")
+        .bind(&setup.namespace)
+        .execute(slow.pool())
+        .await
+        .unwrap();
+    let fast = setup.inbox(|b| b).await;
+    let table = setup.ledger.clone();
+    let fast_workers = fast.start(move |job: Job| {
+        let table = table.clone();
+        async move { write_ledger(&job, &table, "fast").await }
+    });
+    eventually("taken over and done", || async {
+        state_of(&admin, "evt_lease").await == "done"
+    })
+    .await;
+    go_tx.send(true).unwrap();
+    eventually("slow attempt finished", || async {
+        outcome.lock().unwrap().is_some()
+    })
+    .await;
+    slow_workers.shutdown().await;
+    fast_workers.shutdown().await;
+    let outcome = outcome.lock().unwrap().clone().unwrap();
+    assert!(outcome.contains("lease on event evt_lease was lost"), "{outcome}");
+    assert_eq!(
+        setup.ledger(&slow).await,
+        vec![("evt_lease".to_owned(), "fast".to_owned())]
+    );
+    let shown = admin.show("evt_lease").await.unwrap();
+    assert_eq!((shown.state.as_str(), shown.attempts), ("done", 2));
+}
+
+async fn unreachable_database_is_a_clear_error(url: String) {
+    let _ = url;
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let err = Inbox::connect(receiver.clone(), "mysql://localhost/db")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("unsupported database URL"), "{err}");
+    let err = Inbox::builder(receiver.clone())
+        .max_attempts(0)
+        .connect("sqlite://x.db")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("max_attempts"), "{err}");
+    // Nothing listens on port 1: connecting fails, and the error holds no password.
+    let err = Inbox::builder(receiver)
+        .acquire_timeout(Duration::from_secs(2))
+        .connect("postgres://user:hunter2@127.0.0.1:1/db")
+        .await
+        .unwrap_err();
+    assert!(!err.to_string().contains("hunter2"), "{err}");
+}
+
+macro_rules! conformance {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test(super::sqlite_url()).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test(super::postgres_url()).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    ingest_verifies_first_and_dedupes,
+    handler_writes_commit_with_the_mark,
+    failures_retry_then_succeed_and_roll_back,
+    dead_after_last_attempt_then_retry,
+    one_intent_runs_in_created_order_never_concurrently,
+    lost_lease_rolls_back_the_late_commit,
+    unreachable_database_is_a_clear_error,
+);

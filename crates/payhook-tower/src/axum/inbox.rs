@@ -1,0 +1,52 @@
+//! The inbox route for axum: one line mounts it.
+//!
+//! ```
+//! use axum::Router;
+//! use payhook_core::Receiver;
+//! use payhook_inbox::{Inbox, Job};
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! # let dir = std::env::temp_dir().join(format!("payhook-tower-inbox-doc-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! # let url = format!("sqlite://{}", dir.join("inbox.db").display());
+//! let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
+//! let inbox = Inbox::connect(receiver, &url).await.unwrap(); // e.g. "sqlite://inbox.db"
+//! let workers = inbox.start(|job: Job| async move {
+//!     println!("processing {}", job.event().id());
+//!     Ok(())
+//! });
+//! let app: Router = Router::new().route("/webhooks", payhook_tower::axum::inbox_route(inbox));
+//! # drop(app);
+//! # workers.shutdown().await;
+//! # });
+//! ```
+//!
+//! The route reads the body through the core's intake (size limit, body
+//! timeout), then [`Inbox::ingest`] verifies, parses and stores the delivery:
+//! `200 {"received":true}` once it is committed (new or repeat), `400`/`413`/`408`
+//! for what fails the checks, `503` when the database is down.
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Response};
+use axum::routing::{post, MethodRouter};
+use payhook_inbox::Inbox;
+
+/// `POST` route that stores verified deliveries in `inbox` and acknowledges
+/// them; mount it with `Router::route("/webhooks", inbox_route(inbox))`.
+pub fn inbox_route<S>(inbox: Inbox) -> MethodRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    post(move |headers: HeaderMap, body: Body| {
+        let inbox = inbox.clone();
+        async move { ingest(&inbox, &headers, body).await }
+    })
+}
+
+async fn ingest(inbox: &Inbox, headers: &HeaderMap, body: Body) -> Response<Body> {
+    let reply = match crate::body::read(headers, body, inbox.receiver()).await {
+        Ok(bytes) => inbox.ingest(headers, bytes).await,
+        Err(refusal) => refusal,
+    };
+    reply.into_response()
+}

@@ -1,0 +1,163 @@
+//! A webhook receiver in inbox mode on axum: each verified event is stored and
+//! acknowledged at once, then handled by a worker, its effect committed in the
+//! same transaction as its done mark.
+//!
+//! ```text
+//! PAYHOOK_SECRET=whsec_… cargo run --example inbox_receiver
+//! PAYHOOK_SECRET=whsec_… PAYHOOK_DATABASE_URL=postgres://app@127.0.0.1/app cargo run --example inbox_receiver
+//! ```
+//!
+//! * `PAYHOOK_ADDR`: where to listen (default `127.0.0.1:3000`);
+//! * `PAYHOOK_SECRET`: the endpoint's signing secret (required: it refuses to
+//!   start without one);
+//! * `PAYHOOK_DATABASE_URL`: `sqlite://FILE` or `postgres://…` (default
+//!   `sqlite://payhook-inbox.db`). Several processes on one PostgreSQL database
+//!   are replicas of one app;
+//! * `PAYHOOK_HANDLER_DELAY_MS`: how long the handler sleeps before writing,
+//!   standing in for slow external work (default 0);
+//! * optional tuning: `PAYHOOK_INBOX_LEASE_MS`, `PAYHOOK_INBOX_MAX_ATTEMPTS`,
+//!   `PAYHOOK_INBOX_BACKOFF_MS` (first retry delay), `PAYHOOK_INBOX_CONCURRENCY`.
+//!
+//! It serves `POST /webhooks` and prints `listening on http://ADDR` once it
+//! accepts connections. For each event its handler sleeps the delay, then
+//! inserts one row into `ledger(event_id TEXT, event_type TEXT, amount TEXT)`
+//! (created when missing, deliberately without a unique constraint: the inbox
+//! alone keeps it to one row per event) through the transaction payhook hands
+//! it, commits, and prints `handled <event id> <event type>`. When the
+//! payment intent's `metadata.fail_attempts` is `"N"`, its first N attempts
+//! fail after writing the row, so a failed attempt must leave no row. Logs go
+//! to stderr (`RUST_LOG`, default `info`).
+
+use std::error::Error;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use axum::Router;
+use payhook::inbox::sqlx;
+use payhook::inbox::{HandlerError, Inbox, Job};
+use payhook::tower::axum::inbox_route;
+use payhook::Receiver;
+use tracing_subscriber::EnvFilter;
+
+const DEFAULT_ADDR: &str = "127.0.0.1:3000";
+const DEFAULT_DATABASE_URL: &str = "sqlite://payhook-inbox.db";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    match serve().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("inbox_receiver: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn env_number(name: &str) -> Result<Option<u64>, Box<dyn Error>> {
+    match std::env::var(name) {
+        Ok(value) => {
+            Ok(Some(value.parse().map_err(|_| {
+                format!("{name}={value:?} is not a whole number")
+            })?))
+        }
+        Err(_) => Ok(None),
+    }
+}
+
+async fn serve() -> Result<(), Box<dyn Error>> {
+    let addr = std::env::var("PAYHOOK_ADDR").unwrap_or_else(|_| DEFAULT_ADDR.to_owned());
+    let addr: SocketAddr = addr
+        .parse()
+        .map_err(|err| format!("PAYHOOK_ADDR={addr:?} is not an address like {DEFAULT_ADDR}: {err}"))?;
+    let secret = std::env::var("PAYHOOK_SECRET")
+        .ok()
+        .filter(|secret| !secret.is_empty())
+        .ok_or("PAYHOOK_SECRET is required: set it to the endpoint's signing secret (whsec_…)")?;
+    let url = std::env::var("PAYHOOK_DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
+    let delay = Duration::from_millis(env_number("PAYHOOK_HANDLER_DELAY_MS")?.unwrap_or(0));
+
+    let receiver = Receiver::builder().secret(secret).build()?;
+    let mut builder = Inbox::builder(receiver);
+    if let Some(lease) = env_number("PAYHOOK_INBOX_LEASE_MS")? {
+        builder = builder.lease(Duration::from_millis(lease));
+    }
+    if let Some(attempts) = env_number("PAYHOOK_INBOX_MAX_ATTEMPTS")? {
+        builder = builder.max_attempts(u32::try_from(attempts).unwrap_or(u32::MAX));
+    }
+    if let Some(base) = env_number("PAYHOOK_INBOX_BACKOFF_MS")? {
+        builder = builder.backoff(
+            Duration::from_millis(base),
+            Duration::from_secs(60).max(Duration::from_millis(base)),
+        );
+    }
+    if let Some(handlers) = env_number("PAYHOOK_INBOX_CONCURRENCY")? {
+        builder = builder.concurrency(usize::try_from(handlers).unwrap_or(usize::MAX));
+    }
+    // The URL may hold a password: errors name the variable, never its value.
+    let inbox = builder
+        .connect(&url)
+        .await
+        .map_err(|err| format!("cannot open the inbox at PAYHOOK_DATABASE_URL: {err}"))?;
+    sqlx::query("CREATE TABLE IF NOT EXISTS ledger (event_id TEXT, event_type TEXT, amount TEXT)")
+        .execute(inbox.pool())
+        .await
+        .map_err(|err| format!("cannot create the ledger table: {err}"))?;
+
+    let workers = inbox.start(move |job: Job| handle(job, delay));
+    // One line mounts the inbox: 200 once stored (new or repeat), 400/413/408
+    // for what fails the checks, 503 when the database is down.
+    let app = Router::new().route("/webhooks", inbox_route(inbox));
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|err| format!("cannot listen on {addr}: {err}"))?;
+    println!("listening on http://{}", listener.local_addr()?);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    // Running handlers finish before the process exits.
+    workers.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match terminate.as_mut() { Some(signal) => { signal.recv().await; } None => std::future::pending().await } } => {}
+    }
+}
+
+/// The worker's handler: one ledger row per event, committed with the mark.
+async fn handle(job: Job, delay: Duration) -> Result<(), HandlerError> {
+    // Slow work first, outside any transaction.
+    tokio::time::sleep(delay).await;
+    let event = job.event();
+    let intent = event.payment_intent();
+    let amount = intent.map(|intent| intent.amount.to_string());
+    let fail_attempts: u32 = intent
+        .and_then(|intent| intent.metadata.get("fail_attempts"))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0);
+    {
+        let mut tx = job.transaction().await?;
+        sqlx::query("INSERT INTO ledger (event_id, event_type, amount) VALUES ($1, $2, $3)")
+            .bind(event.id())
+            .bind(event.event_type())
+            .bind(amount)
+            .execute(&mut *tx)
+            .await?;
+    }
+    if job.attempt() <= fail_attempts {
+        // The row written above is rolled back with the attempt.
+        return Err(format!("failing attempt {} of {fail_attempts} on request", job.attempt()).into());
+    }
+    job.commit().await?;
+    println!("handled {} {}", event.id(), event.event_type());
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! The one-line inbox routes of both adapters, on real servers over loopback
+//! with real SQLite inboxes: a signed delivery is stored, acknowledged and
+//! processed once; unsigned, oversized and repeated deliveries get the core's
+//! replies.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use payhook::inbox::{Inbox, Job, Workers};
+use payhook::{sign, Receiver, Secret};
+
+const SECRET: &str = "whsec_inbox_adapters";
+const LIMIT: usize = 4096;
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+async fn inbox() -> (Inbox, Workers, Arc<AtomicUsize>) {
+    let dir = std::env::temp_dir().join(format!(
+        "payhook-inbox-adapters-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let receiver = Receiver::builder()
+        .secret(SECRET)
+        .body_limit(LIMIT)
+        .build()
+        .unwrap();
+    let inbox = Inbox::builder(receiver)
+        .poll_interval(Duration::from_millis(20))
+        .connect(&format!("sqlite://{}", dir.join("inbox.db").display()))
+        .await
+        .unwrap();
+    let handled = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&handled);
+    let workers = inbox.start(move |_job: Job| {
+        let counter = Arc::clone(&counter);
+        async move {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    });
+    (inbox, workers, handled)
+}
+
+async fn post(url: &str, body: String, signed: bool) -> (u16, String) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json");
+    if signed {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        request = request.header(
+            "x-service-signature",
+            sign(body.as_bytes(), &Secret::new(SECRET).unwrap(), now),
+        );
+    }
+    let response = request.body(body).send().await.unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+async fn behaves(url: &str, handled: &AtomicUsize) {
+    let body = r#"{"id":"evt_route","type":"payment_intent.succeeded","data":{"object":{"id":"pi_r","amount":1,"currency":"btc","status":"succeeded"}}}"#;
+    assert_eq!(
+        post(url, body.to_owned(), true).await,
+        (200, r#"{"received":true}"#.to_owned())
+    );
+    assert_eq!(
+        post(url, body.to_owned(), true).await,
+        (200, r#"{"received":true}"#.to_owned())
+    );
+    let (status, reply) = post(url, body.to_owned(), false).await;
+    assert_eq!(status, 400);
+    assert!(
+        reply.starts_with("Webhook Error: missing x-service-signature"),
+        "{reply}"
+    );
+    let (status, reply) = post(url, "x".repeat(LIMIT + 1), true).await;
+    assert_eq!(status, 413, "{reply}");
+    assert!(reply.starts_with("Webhook Error: "), "{reply}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while handled.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the stored event was never processed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(handled.load(Ordering::SeqCst), 1, "processed once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn axum_inbox_route() {
+    let (inbox, workers, handled) = inbox().await;
+    let app = axum::Router::new().route("/webhooks", payhook::tower::axum::inbox_route(inbox));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    behaves(&format!("http://{addr}/webhooks"), &handled).await;
+    workers.shutdown().await;
+}
+
+#[actix_web::test]
+async fn actix_inbox_route() {
+    let (inbox, workers, handled) = inbox().await;
+    let server = actix_web::HttpServer::new(move || {
+        actix_web::App::new().route("/webhooks", payhook::actix::inbox_route(inbox.clone()))
+    })
+    .workers(1)
+    .bind(("127.0.0.1", 0))
+    .unwrap();
+    let addr = server.addrs()[0];
+    let server = server.run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+    behaves(&format!("http://{addr}/webhooks"), &handled).await;
+    workers.shutdown().await;
+    handle.stop(true).await;
+}

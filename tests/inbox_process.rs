@@ -1,0 +1,436 @@
+//! `examples/inbox_receiver.rs` as real processes on real databases: SIGKILL
+//! in the middle of handlers and of deliveries, two replicas on one PostgreSQL,
+//! retries, dead events revived with the `payhook` command, and PostgreSQL
+//! going away and coming back.
+//!
+//! PostgreSQL comes from `PAYHOOK_TEST_DATABASE_URL` (`.ci/start-postgres`);
+//! each test makes its own database in it. Tests that need it fail when it is
+//! unset or unreachable.
+
+// Shared with the other example tests; this file uses part of it.
+#[allow(dead_code)]
+mod example_process;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use example_process::Example;
+use payhook::inbox::sqlx::{self, AnyPool, Row};
+use payhook::{sign, Secret};
+
+const SECRET: &str = "whsec_inbox_process";
+const EXAMPLE: &str = "inbox_receiver";
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{prefix}_{}_{}_{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+fn sqlite_url() -> String {
+    let dir = std::env::temp_dir().join(unique("payhook-inbox-process"));
+    std::fs::create_dir_all(&dir).unwrap();
+    format!("sqlite://{}", dir.join("inbox.db").display())
+}
+
+/// A fresh database in the test PostgreSQL server.
+async fn postgres_url() -> String {
+    let base = std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
+        "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"` \
+         (or run .ci/test); these tests never skip",
+    );
+    let name = unique("payhook_t");
+    let admin = pool(&base).await;
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&admin)
+        .await
+        .unwrap_or_else(|err| panic!("cannot create a test database on PostgreSQL: {err}"));
+    admin.close().await;
+    let (server, _) = base.rsplit_once('/').unwrap();
+    format!("{server}/{name}")
+}
+
+async fn pool(url: &str) -> AnyPool {
+    sqlx::any::install_default_drivers();
+    let url = if url.starts_with("sqlite:") {
+        format!("{url}?mode=rwc")
+    } else {
+        url.to_owned()
+    };
+    sqlx::any::AnyPoolOptions::new()
+        .max_connections(2)
+        .connect(&url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"))
+}
+
+fn event(id: &str, intent: &str, created: u64, fail_attempts: Option<u32>) -> String {
+    let metadata = fail_attempts.map_or(String::new(), |n| format!(r#""fail_attempts":"{n}""#));
+    format!(
+        r#"{{"id":"{id}","type":"payment_intent.succeeded","created":{created},"data":{{"object":{{"id":"{intent}","object":"payment_intent","amount":123456789012345678901234567890,"currency":"eth","status":"succeeded","created":1,"metadata":{{{metadata}}}}}}}}}"#
+    )
+}
+
+fn signature(body: &str) -> String {
+    sign(body.as_bytes(), &Secret::new(SECRET).unwrap(), unix_now())
+}
+
+async fn post(url: &str, body: &str) -> Result<(u16, String), reqwest::Error> {
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("x-service-signature", signature(body))
+        .timeout(Duration::from_secs(20))
+        .body(body.to_owned())
+        .send()
+        .await?;
+    let status = response.status().as_u16();
+    Ok((status, response.text().await?))
+}
+
+async fn post_ok(example: &Example, body: &str) {
+    let (status, reply) = post(&example.url(), body).await.expect("the example answers");
+    assert_eq!((status, reply.as_str()), (200, r#"{"received":true}"#));
+}
+
+fn start(url: &str, extra: &[(&str, &str)]) -> Example {
+    let mut env = vec![("PAYHOOK_SECRET", SECRET), ("PAYHOOK_DATABASE_URL", url)];
+    env.extend_from_slice(extra);
+    Example::start(EXAMPLE, &env)
+}
+
+/// Ledger rows per event id.
+async fn ledger_counts(pool: &AnyPool) -> BTreeMap<String, i64> {
+    sqlx::query("SELECT event_id, COUNT(*) AS n FROM ledger GROUP BY event_id")
+        .fetch_all(pool)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get::<String, _>("event_id"), row.get::<i64, _>("n")))
+        .collect()
+}
+
+async fn eventually<F, Fut>(timeout: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !check().await {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn sigkill_then_restart(url: String) {
+    let env = [
+        ("PAYHOOK_HANDLER_DELAY_MS", "150"),
+        ("PAYHOOK_INBOX_LEASE_MS", "1500"),
+    ];
+    let mut first = start(&url, &env);
+    let webhook = first.url();
+    // Deliveries keep coming while the process is killed: whatever got 200
+    // must end up in the ledger exactly once.
+    let poster = tokio::spawn(async move {
+        let mut acked = BTreeSet::new();
+        for i in 0..120 {
+            let id = format!("evt_kill_{i:03}");
+            let body = event(&id, &format!("pi_kill_{}", i % 7), 1000 + i, None);
+            match post(&webhook, &body).await {
+                Ok((200, _)) => {
+                    acked.insert(id);
+                }
+                Ok((status, reply)) => panic!("unexpected reply {status} {reply}"),
+                Err(_) => break, // the process is gone
+            }
+        }
+        acked
+    });
+    first.wait_for_lines(Duration::from_secs(30), 10, |line| line.starts_with("handled "));
+    drop(first); // SIGKILL, handlers running and deliveries in flight
+    let acked = poster.await.unwrap();
+    assert!(acked.len() >= 10, "{} acknowledged", acked.len());
+
+    let second = start(&url, &env);
+    // The sender's retries of what was not acknowledged.
+    for i in 0..120 {
+        let id = format!("evt_kill_{i:03}");
+        if !acked.contains(&id) {
+            post_ok(
+                &second,
+                &event(&id, &format!("pi_kill_{}", i % 7), 1000 + i, None),
+            )
+            .await;
+        }
+    }
+    let db = pool(&url).await;
+    eventually(
+        Duration::from_secs(120),
+        "all 120 events in the ledger",
+        || async { ledger_counts(&db).await.len() == 120 },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let counts = ledger_counts(&db).await;
+    assert!(
+        counts.values().all(|&n| n == 1),
+        "an event was applied twice: {counts:?}"
+    );
+    assert!(acked.iter().all(|id| counts.contains_key(id)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_sigkill_mid_handlers_then_restart_applies_each_event_once() {
+    sigkill_then_restart(sqlite_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sigkill_mid_handlers_then_restart_applies_each_event_once() {
+    sigkill_then_restart(postgres_url().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_postgres_apply_once_in_order() {
+    let url = postgres_url().await;
+    let env = [("PAYHOOK_HANDLER_DELAY_MS", "30")];
+    let a = start(&url, &env);
+    let b = start(&url, &env);
+    // 10 intents × 8 events, created in order, delivered alternately to both
+    // replicas, and every event delivered twice (once to each).
+    let mut tasks = Vec::new();
+    for intent in 0..10 {
+        let (a_url, b_url) = (a.url(), b.url());
+        tasks.push(tokio::spawn(async move {
+            for step in 0..8u64 {
+                let body = event(
+                    &format!("evt_rep_{intent}_{step}"),
+                    &format!("pi_rep_{intent}"),
+                    5000 + step,
+                    None,
+                );
+                for target in [&a_url, &b_url] {
+                    let (status, _) = post(target, &body).await.unwrap();
+                    assert_eq!(status, 200);
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let db = pool(&url).await;
+    eventually(Duration::from_secs(60), "80 events in the ledger", || async {
+        ledger_counts(&db).await.len() == 80
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let counts = ledger_counts(&db).await;
+    assert!(
+        counts.values().all(|&n| n == 1),
+        "an event was applied twice: {counts:?}"
+    );
+    // Both replicas worked.
+    let handled_by = |example: &Example| {
+        example
+            .lines()
+            .iter()
+            .filter(|l| l.starts_with("handled "))
+            .count()
+    };
+    assert!(
+        handled_by(&a) > 0 && handled_by(&b) > 0,
+        "a: {}, b: {}",
+        handled_by(&a),
+        handled_by(&b)
+    );
+    // Commit order per intent: each ledger row's inserting transaction id
+    // (events of one intent never overlap, so a later one starts after the
+    // earlier one committed).
+    let rows = sqlx::query("SELECT event_id, xmin::text AS tx FROM ledger")
+        .fetch_all(&db)
+        .await
+        .unwrap();
+    let mut per_intent: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
+    for row in rows {
+        let id: String = row.get("event_id");
+        let tx: u64 = row.get::<String, _>("tx").parse().unwrap();
+        let mut parts = id.rsplitn(2, '_');
+        let step: u64 = parts.next().unwrap().parse().unwrap();
+        per_intent
+            .entry(parts.next().unwrap().to_owned())
+            .or_default()
+            .push((tx, step));
+    }
+    for (intent, mut steps) in per_intent {
+        steps.sort();
+        let order: Vec<u64> = steps.iter().map(|(_, step)| *step).collect();
+        assert_eq!(order, (0..8).collect::<Vec<_>>(), "{intent} applied out of order");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fails_twice_then_succeeds_with_one_row() {
+    let url = sqlite_url();
+    let mut example = start(&url, &[("PAYHOOK_INBOX_BACKOFF_MS", "100")]);
+    post_ok(&example, &event("evt_twice", "pi_twice", 1, Some(2))).await;
+    let handled = example.wait_for_line(Duration::from_secs(30), |line| line.starts_with("handled "));
+    assert_eq!(handled, "handled evt_twice payment_intent.succeeded");
+    let db = pool(&url).await;
+    let row = sqlx::query("SELECT event_type, amount FROM ledger WHERE event_id = 'evt_twice'")
+        .fetch_all(&db)
+        .await
+        .unwrap();
+    assert_eq!(row.len(), 1, "failed attempts must leave no row");
+    assert_eq!(
+        row[0].get::<String, _>("amount"),
+        "123456789012345678901234567890"
+    );
+    let attempts: i64 = sqlx::query("SELECT attempts FROM payhook_inbox WHERE event_id = 'evt_twice'")
+        .fetch_one(&db)
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(attempts, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuses_to_start_without_a_secret() {
+    let output = example_process::command(EXAMPLE, &[("PAYHOOK_DATABASE_URL", &sqlite_url())])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("PAYHOOK_SECRET is required"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("listening on"));
+}
+
+/// A PostgreSQL cluster of this test's own, so it can be stopped and started.
+struct OwnCluster {
+    env: BTreeMap<String, String>,
+}
+
+impl OwnCluster {
+    fn start() -> Self {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/start-postgres");
+        let output = Command::new("bash").arg(script).output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let env = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| line.strip_prefix("export "))
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        Self { env }
+    }
+
+    fn pg_ctl(&self, args: &[&str]) {
+        let bin = format!("{}/pg_ctl", self.env["PAYHOOK_TEST_PG_BIN"]);
+        let data = format!("{}/data", self.env["PAYHOOK_TEST_PG_DIR"]);
+        let as_root = running_as_root();
+        let mut command = if as_root {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--", &bin]);
+            c
+        } else {
+            Command::new(&bin)
+        };
+        let status = command.args(["-D", &data]).args(args).status().unwrap();
+        assert!(status.success(), "pg_ctl {args:?}");
+    }
+
+    fn stop(&self) {
+        self.pg_ctl(&["stop", "-m", "fast", "-w"]);
+    }
+
+    fn restart(&self) {
+        let options = format!(
+            "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off",
+            self.env["PAYHOOK_TEST_PG_PORT"], self.env["PAYHOOK_TEST_PG_DIR"]
+        );
+        let log = format!("{}/postgres.log", self.env["PAYHOOK_TEST_PG_DIR"]);
+        self.pg_ctl(&["start", "-w", "-l", &log, "-o", &options]);
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let bin = format!("{}/pg_ctl", self.env["PAYHOOK_TEST_PG_BIN"]);
+        let data = format!("{}/data", self.env["PAYHOOK_TEST_PG_DIR"]);
+        let mut command = if running_as_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--", &bin]);
+            c
+        } else {
+            Command::new(&bin)
+        };
+        let _ = command.args(["-D", &data, "stop", "-m", "immediate"]).status();
+        let _ = std::fs::remove_dir_all(&self.env["PAYHOOK_TEST_PG_DIR"]);
+    }
+}
+
+fn running_as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_down_answers_503_then_resumes() {
+    let cluster = OwnCluster::start();
+    let url = cluster.env["PAYHOOK_TEST_DATABASE_URL"].clone();
+    let mut example = start(
+        &url,
+        &[
+            ("PAYHOOK_HANDLER_DELAY_MS", "2000"),
+            ("PAYHOOK_INBOX_LEASE_MS", "2000"),
+        ],
+    );
+    // Acknowledged, then the database goes away while its handler sleeps.
+    post_ok(&example, &event("evt_before", "pi_down_1", 1, None)).await;
+    cluster.stop();
+    let (status, reply) = post(&example.url(), &event("evt_during", "pi_down_2", 1, None))
+        .await
+        .unwrap();
+    assert_eq!(status, 503, "{reply}");
+    assert!(reply.starts_with("Webhook Error: "), "{reply}");
+    cluster.restart();
+    // The sender retries what got 503; what was acknowledged is still there.
+    post_ok(&example, &event("evt_during", "pi_down_2", 1, None)).await;
+    let handled = example.wait_for_lines(Duration::from_secs(60), 2, |line| line.starts_with("handled "));
+    assert_eq!(
+        handled.into_iter().collect::<BTreeSet<_>>(),
+        BTreeSet::from([
+            "handled evt_before payment_intent.succeeded".to_owned(),
+            "handled evt_during payment_intent.succeeded".to_owned()
+        ])
+    );
+    let db = pool(&url).await;
+    let counts = ledger_counts(&db).await;
+    assert_eq!(
+        counts,
+        BTreeMap::from([("evt_before".to_owned(), 1), ("evt_during".to_owned(), 1)])
+    );
+}
