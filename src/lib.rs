@@ -93,7 +93,9 @@ pub use payhook_inbox as inbox;
     feature = "axum",
     feature = "actix",
     feature = "redis",
-    feature = "testing"
+    feature = "testing",
+    feature = "emulator",
+    feature = "inbox-sqlite"
 ))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
