@@ -62,8 +62,11 @@ use payhook_core::Receiver;
 ///
 /// The receiver holds everything a delivery is checked against: the secrets,
 /// the tolerance, the body limit, the dedupe store and the header name. Build
-/// it once, outside `HttpServer::new`, and clone it into the app factory (see
-/// the [module docs](self)).
+/// it once, outside `HttpServer::new`, and clone it into the app factory:
+/// actix-web calls that closure once per worker thread, so a receiver built
+/// inside it gets one in-memory dedupe store per worker, and a duplicate that
+/// lands on another worker runs the handler again (payhook logs a `WARN` when
+/// it sees one route served by several such stores).
 #[derive(Debug, Clone)]
 pub struct WebhookConfig {
     receiver: Receiver,
