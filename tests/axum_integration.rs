@@ -500,3 +500,18 @@ async fn event_handlers_route_any_type_string_with_on() {
         ]
     );
 }
+
+#[tokio::test]
+async fn event_handlers_send_a_payment_without_its_shortcut_to_other() {
+    // The catch-all takes what nothing else does, known kinds included: the
+    // same rule as the actix adapter (payhook_core::adapter::HandlerTable).
+    let seen = Seen::default();
+    let app = Router::new()
+        .route("/webhooks", post(EventHandlers::new().other(other)))
+        .route_layer(layer())
+        .with_state(seen.clone());
+    let addr = serve(app).await;
+    let paid = EventBuilder::payment_intent_succeeded();
+    assert_eq!(deliver(addr, "/webhooks", &paid).await.body, RECEIVED);
+    assert_eq!(seen.all(), ["other payment_intent.succeeded".to_owned()]);
+}

@@ -45,7 +45,6 @@
 //! # drop(app);
 //! ```
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -55,8 +54,8 @@ use std::sync::Arc;
 use actix_web::{FromRequest, Handler, HttpResponse};
 use futures_util::future::LocalBoxFuture;
 use futures_util::FutureExt;
-use payhook_core::adapter::HandlerOutcome;
-use payhook_core::{ClaimGuard, Event, EventKind, Reply};
+use payhook_core::adapter::{HandlerOutcome, HandlerTable};
+use payhook_core::{ClaimGuard, Event, Reply};
 use serde::de::DeserializeOwned;
 
 use crate::extract::{reply_to_response, Webhook};
@@ -159,10 +158,7 @@ type BoxedHandler = Arc<dyn Fn(Event) -> LocalBoxFuture<'static, Result<(), acti
 /// [`WebhookConfig`](crate::WebhookConfig).
 #[derive(Clone, Default)]
 pub struct EventHandlers {
-    by_type: HashMap<String, BoxedHandler>,
-    payment_succeeded: Option<BoxedHandler>,
-    payment_failed: Option<BoxedHandler>,
-    other: Option<BoxedHandler>,
+    table: HandlerTable<BoxedHandler>,
 }
 
 fn boxed<F, Fut, E>(handler: F) -> BoxedHandler
@@ -191,7 +187,7 @@ impl EventHandlers {
         Fut: Future<Output = Result<(), E>> + 'static,
         E: Into<actix_web::Error> + 'static,
     {
-        self.by_type.insert(event_type.into(), boxed(handler));
+        self.table.on(event_type, boxed(handler));
         self
     }
 
@@ -202,7 +198,7 @@ impl EventHandlers {
         Fut: Future<Output = Result<(), E>> + 'static,
         E: Into<actix_web::Error> + 'static,
     {
-        self.payment_succeeded = Some(boxed(handler));
+        self.table.payment_succeeded(boxed(handler));
         self
     }
 
@@ -213,7 +209,7 @@ impl EventHandlers {
         Fut: Future<Output = Result<(), E>> + 'static,
         E: Into<actix_web::Error> + 'static,
     {
-        self.payment_failed = Some(boxed(handler));
+        self.table.payment_failed(boxed(handler));
         self
     }
 
@@ -224,19 +220,8 @@ impl EventHandlers {
         Fut: Future<Output = Result<(), E>> + 'static,
         E: Into<actix_web::Error> + 'static,
     {
-        self.other = Some(boxed(handler));
+        self.table.other(boxed(handler));
         self
-    }
-
-    fn handler_for(&self, event: &Event) -> Option<&BoxedHandler> {
-        self.by_type
-            .get(event.event_type())
-            .or(match event.kind() {
-                EventKind::PaymentIntentSucceeded(_) => self.payment_succeeded.as_ref(),
-                EventKind::PaymentIntentFailed(_) => self.payment_failed.as_ref(),
-                _ => None,
-            })
-            .or(self.other.as_ref())
     }
 }
 
@@ -245,7 +230,7 @@ impl Handler<(Webhook,)> for EventHandlers {
     type Future = LocalBoxFuture<'static, Self::Output>;
 
     fn call(&self, (webhook,): (Webhook,)) -> Self::Future {
-        let handler = self.handler_for(webhook.event()).cloned();
+        let handler = self.table.handler_for(webhook.event()).cloned();
         let (event, _body, claim) = webhook.into_parts();
         Box::pin(async move {
             match handler {
@@ -259,10 +244,7 @@ impl Handler<(Webhook,)> for EventHandlers {
 impl fmt::Debug for EventHandlers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EventHandlers")
-            .field("types", &self.by_type.keys().collect::<Vec<_>>())
-            .field("payment_succeeded", &self.payment_succeeded.is_some())
-            .field("payment_failed", &self.payment_failed.is_some())
-            .field("other", &self.other.is_some())
+            .field("handlers", &self.table)
             .finish()
     }
 }

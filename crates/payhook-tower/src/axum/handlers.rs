@@ -1,6 +1,5 @@
 //! [`EventHandlers`]: one axum handler per event type, as a single handler.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -8,21 +7,23 @@ use ::axum::extract::Request;
 use ::axum::handler::Handler;
 use ::axum::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
-use payhook_core::{Event, EventKind};
+use payhook_core::adapter::HandlerTable;
+use payhook_core::Event;
 
 use super::extract::{missing_layer, Received};
 
 type BoxedHandler<S> = Arc<dyn Fn(Request, S) -> BoxFuture<'static, Response> + Send + Sync>;
 
 /// Sends each verified event to the handler registered for its type, for apps
-/// that prefer that to a `match` on [`EventKind`].
+/// that prefer that to a `match` on [`EventKind`](payhook_core::EventKind).
 ///
 /// [`on`](Self::on) takes any type string (`"payment_intent.succeeded"`,
 /// `"payout.paid"`, a type payhook has never heard of); the shortcuts
 /// [`payment_succeeded`](Self::payment_succeeded) (both spellings of the
 /// success event) and [`payment_failed`](Self::payment_failed) go by kind, and
 /// [`other`](Self::other) takes what nothing else does. A handler registered
-/// with `on` for the exact type wins over a shortcut.
+/// with `on` for the exact type wins over a shortcut (the core's
+/// [`HandlerTable`] rule, shared with the actix adapter).
 ///
 /// Each handler is an ordinary axum handler: it takes any extractors
 /// (`State`, [`Webhook`](super::Webhook)`<PaymentIntent>`, …) and returns any
@@ -62,10 +63,7 @@ type BoxedHandler<S> = Arc<dyn Fn(Request, S) -> BoxFuture<'static, Response> + 
 ///     .route_layer(WebhookLayer::new(receiver));
 /// ```
 pub struct EventHandlers<S = ()> {
-    by_type: Arc<HashMap<String, BoxedHandler<S>>>,
-    payment_succeeded: Option<BoxedHandler<S>>,
-    payment_failed: Option<BoxedHandler<S>>,
-    other: Option<BoxedHandler<S>>,
+    table: HandlerTable<BoxedHandler<S>>,
 }
 
 impl<S> EventHandlers<S>
@@ -75,10 +73,7 @@ where
     /// No handlers yet: every event is acknowledged.
     pub fn new() -> Self {
         Self {
-            by_type: Arc::default(),
-            payment_succeeded: None,
-            payment_failed: None,
-            other: None,
+            table: HandlerTable::new(),
         }
     }
 
@@ -89,7 +84,7 @@ where
         H: Handler<T, S>,
         T: 'static,
     {
-        Arc::make_mut(&mut self.by_type).insert(event_type.into(), boxed(handler));
+        self.table.on(event_type, boxed(handler));
         self
     }
 
@@ -99,7 +94,7 @@ where
         H: Handler<T, S>,
         T: 'static,
     {
-        self.payment_succeeded = Some(boxed(handler));
+        self.table.payment_succeeded(boxed(handler));
         self
     }
 
@@ -109,17 +104,17 @@ where
         H: Handler<T, S>,
         T: 'static,
     {
-        self.payment_failed = Some(boxed(handler));
+        self.table.payment_failed(boxed(handler));
         self
     }
 
-    /// Handles every other event type (see [`Event::event_type`]).
+    /// Handles every event no other handler takes (see [`Event::event_type`]).
     pub fn other<H, T>(mut self, handler: H) -> Self
     where
         H: Handler<T, S>,
         T: 'static,
     {
-        self.other = Some(boxed(handler));
+        self.table.other(boxed(handler));
         self
     }
 }
@@ -143,14 +138,7 @@ where
         let Some(event) = request.extensions().get::<Event>() else {
             return Box::pin(async { missing_layer() });
         };
-        let handler = match self.by_type.get(event.event_type()) {
-            Some(handler) => Some(Arc::clone(handler)),
-            None => match event.kind() {
-                EventKind::PaymentIntentSucceeded(_) => self.payment_succeeded,
-                EventKind::PaymentIntentFailed(_) => self.payment_failed,
-                _ => self.other,
-            },
-        };
+        let handler = self.table.handler_for(event).map(Arc::clone);
         match handler {
             Some(handler) => handler(request, state),
             None => Box::pin(async { Received.into_response() }),
@@ -161,10 +149,7 @@ where
 impl<S> Clone for EventHandlers<S> {
     fn clone(&self) -> Self {
         Self {
-            by_type: Arc::clone(&self.by_type),
-            payment_succeeded: self.payment_succeeded.clone(),
-            payment_failed: self.payment_failed.clone(),
-            other: self.other.clone(),
+            table: self.table.clone(),
         }
     }
 }
@@ -181,10 +166,7 @@ where
 impl<S> fmt::Debug for EventHandlers<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EventHandlers")
-            .field("types", &self.by_type.keys().collect::<Vec<_>>())
-            .field("payment_succeeded", &self.payment_succeeded.is_some())
-            .field("payment_failed", &self.payment_failed.is_some())
-            .field("other", &self.other.is_some())
+            .field("handlers", &self.table)
             .finish()
     }
 }
