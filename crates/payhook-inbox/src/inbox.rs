@@ -209,7 +209,8 @@ async fn store(inner: &Inner, row: Row) -> Reply {
 
 /// Event ids come from the sender: cap and escape them before they reach a log.
 pub(crate) fn payhook_escape(text: &str) -> String {
-    text.chars().take(128).flat_map(char::escape_default).collect()
+    // The core's one rule for request-derived text in logs and replies.
+    payhook_core::untrusted::Untrusted::value(text).to_string()
 }
 
 fn unavailable(message: &str) -> Reply {
@@ -456,7 +457,12 @@ mod tests {
         let long = "é\n".repeat(200);
         let escaped = payhook_escape(&long);
         assert!(!escaped.contains('\n'));
-        assert!(escaped.chars().count() <= 128 * 10);
-        assert!(escaped.starts_with("\\u{e9}\\n"));
+        // The core's rule (payhook_core::untrusted): control characters escaped,
+        // readable text kept, at most 64 characters shown, then an ellipsis.
+        assert!(escaped.starts_with("é\\né\\n"), "{escaped}");
+        assert!(escaped.ends_with('…'), "{escaped}");
+        assert!(escaped.chars().count() <= 2 * 64 + 1, "{escaped}");
+        let forged = payhook_escape("evt_1\n2026-01-01 INFO payhook: forged\u{1b}[2J");
+        assert_eq!(forged, r"evt_1\n2026-01-01 INFO payhook: forged\u{1b}[2J");
     }
 }

@@ -526,7 +526,7 @@ async fn record_failure(inbox: &Inbox, claimed: &Claimed, message: &str, started
     .await;
     let id = payhook_escape(&claimed.event_id);
     m::failed(config.namespace.clone(), started.elapsed().as_secs_f64(), dead);
-    let message = payhook_escape(&message);
+    let message = payhook_core::untrusted::Untrusted::message(&message).to_string();
     match recorded {
         Ok(done) if done.rows_affected() > 0 && dead => {
             tracing::error!(target: "payhook", event_id = %id, attempts, reason = %message, "inbox event is dead after its last attempt");
