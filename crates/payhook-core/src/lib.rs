@@ -72,7 +72,7 @@ pub mod untrusted;
 
 pub use clock::{Clock, FixedClock, SystemClock};
 pub use error::{ConfigError, Error, StoreError};
-pub use event::{Event, EventKind, PaymentIntent, PaymentIntentStatus, PaymentMethod};
+pub use event::{Event, EventKind, Metadata, PaymentIntent, PaymentIntentStatus, PaymentMethod};
 pub use receiver::{ClaimGuard, Receiver, ReceiverBuilder};
 pub use reply::Reply;
 pub use secret::Secret;

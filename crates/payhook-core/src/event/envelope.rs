@@ -1,12 +1,13 @@
 //! The envelope: [`Event`], [`EventKind`], and the parse of a body into them.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::intent::IntentFields;
+use super::packed::PackedMap;
 use super::{invalid, payload_error, PaymentIntent};
 use crate::error::Error;
 
@@ -23,7 +24,8 @@ pub struct Event {
     id: String,
     event_type: String,
     kind: EventKind,
-    extra: BTreeMap<String, Box<RawValue>>,
+    /// Every other top-level field: its name and its JSON text, exactly as sent.
+    extra: PackedMap,
 }
 
 /// What an event is about.
@@ -121,12 +123,14 @@ impl Event {
     /// Another top-level field (for example `created`, `livemode`,
     /// `api_version`), exactly as it was sent.
     pub fn field(&self, name: &str) -> Option<&RawValue> {
-        self.extra.get(name).map(AsRef::as_ref)
+        self.extra.get(name).and_then(raw_value)
     }
 
     /// Every other top-level field, by name.
     pub fn fields(&self) -> impl Iterator<Item = (&str, &RawValue)> {
-        self.extra.iter().map(|(k, v)| (k.as_str(), v.as_ref()))
+        self.extra
+            .iter()
+            .filter_map(|(name, json)| Some((name, raw_value(json)?)))
     }
 
     /// The top-level `created` field as unix seconds, when present and an integer.
@@ -156,6 +160,12 @@ impl<'de> Deserialize<'de> for Event {
     }
 }
 
+/// A field's kept JSON text as a `RawValue`. The text was read as one JSON
+/// value by the parse, so this only re-scans it; `None` cannot happen.
+fn raw_value(json: &str) -> Option<&RawValue> {
+    serde_json::from_str(json).ok()
+}
+
 fn null_raw() -> Box<RawValue> {
     RawValue::from_string("null".to_owned()).unwrap_or_else(|_| unreachable_null())
 }
@@ -169,7 +179,7 @@ fn unreachable_null() -> Box<RawValue> {
 /// The `data` of a payment event.
 #[derive(Deserialize)]
 struct Data {
-    object: Option<PaymentIntent>,
+    object: Option<IntentFields>,
 }
 
 /// What [`read_envelope`] does with a `data` that comes before `type`.
@@ -224,7 +234,7 @@ fn payment_intent(data: DataField<'_>) -> Result<PaymentIntent, Error> {
                 .object
         }
     };
-    let pi = object.ok_or_else(|| invalid("payment event has no data.object"))?;
+    let pi = PaymentIntent::from(object.ok_or_else(|| invalid("payment event has no data.object"))?);
     if pi.object != PaymentIntent::OBJECT {
         return Err(Error::InvalidPayload(format!(
             "data.object is a {:?}, not a payment_intent",
@@ -240,7 +250,7 @@ struct Envelope<'a> {
     id: Option<String>,
     event_type: Option<String>,
     data: DataField<'a>,
-    extra: BTreeMap<String, Box<RawValue>>,
+    extra: PackedMap,
     /// `data` came before `type` and was read as a payment intent.
     speculated: bool,
 }
@@ -264,7 +274,7 @@ impl Envelope<'_> {
 enum DataField<'a> {
     Absent,
     Raw(&'a RawValue),
-    Intent(Option<PaymentIntent>),
+    Intent(Option<IntentFields>),
 }
 
 fn is_payment_type(event_type: &str) -> bool {
@@ -292,27 +302,39 @@ enum EnvelopeKey {
     Id,
     Type,
     Data,
-    Other(String),
+    /// Another field, whose name was appended to the envelope's kept fields.
+    Other,
 }
 
-impl<'de> Deserialize<'de> for EnvelopeKey {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl Visitor<'_> for KeyVisitor {
-            type Value = EnvelopeKey;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a field name")
+/// Reads a top-level key; the name of a field other than `id`, `type` and
+/// `data` is appended to `extra`'s buffer, so keeping it costs no allocation.
+struct EnvelopeKeySeed<'m>(&'m mut PackedMap);
+
+impl<'de> DeserializeSeed<'de> for EnvelopeKeySeed<'_> {
+    type Value = EnvelopeKey;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<EnvelopeKey, D::Error> {
+        deserializer.deserialize_identifier(self)
+    }
+}
+
+impl Visitor<'_> for EnvelopeKeySeed<'_> {
+    type Value = EnvelopeKey;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<EnvelopeKey, E> {
+        Ok(match key {
+            "id" => EnvelopeKey::Id,
+            "type" => EnvelopeKey::Type,
+            "data" => EnvelopeKey::Data,
+            other => {
+                self.0.text_mut().push_str(other);
+                EnvelopeKey::Other
             }
-            fn visit_str<E: de::Error>(self, key: &str) -> Result<EnvelopeKey, E> {
-                Ok(match key {
-                    "id" => EnvelopeKey::Id,
-                    "type" => EnvelopeKey::Type,
-                    "data" => EnvelopeKey::Data,
-                    other => EnvelopeKey::Other(other.to_owned()),
-                })
-            }
-        }
-        deserializer.deserialize_identifier(KeyVisitor)
+        })
     }
 }
 
@@ -334,10 +356,14 @@ impl<'de> de::DeserializeSeed<'de> for EnvelopeSeed<'_> {
                     id: None,
                     event_type: None,
                     data: DataField::Absent,
-                    extra: BTreeMap::new(),
+                    extra: PackedMap::with_capacity(8, 128),
                     speculated: false,
                 };
-                while let Some(key) = map.next_key::<EnvelopeKey>()? {
+                loop {
+                    let start = envelope.extra.text_len();
+                    let Some(key) = map.next_key_seed(EnvelopeKeySeed(&mut envelope.extra))? else {
+                        break;
+                    };
                     match key {
                         EnvelopeKey::Id => {
                             if envelope.id.is_some() {
@@ -370,12 +396,15 @@ impl<'de> de::DeserializeSeed<'de> for EnvelopeSeed<'_> {
                                 _ => DataField::Raw(map.next_value::<&'de RawValue>()?),
                             };
                         }
-                        EnvelopeKey::Other(name) => {
-                            let value = map.next_value::<Box<RawValue>>()?;
-                            envelope.extra.insert(name, value);
+                        EnvelopeKey::Other => {
+                            let name_end = envelope.extra.text_len();
+                            let value = map.next_value::<&'de RawValue>()?;
+                            envelope.extra.text_mut().push_str(value.get());
+                            envelope.extra.commit(start, name_end);
                         }
                     }
                 }
+                envelope.extra = envelope.extra.finish();
                 Ok(envelope)
             }
         }

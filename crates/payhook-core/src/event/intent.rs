@@ -4,80 +4,277 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
-use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
+
+use super::packed::{self, AppendStr, PackedMap};
 
 /// A payment intent: one customer payment.
 ///
 /// Amounts are in the currency's smallest unit (satoshi, wei, …) and exact.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+///
+/// It deserializes from any `serde_json` source (text, a reader, a
+/// `serde_json::Value`); an [`Event`](super::Event) reads it straight from the
+/// body, without the copy that takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PaymentIntent {
     /// Identifier, `pi_…`.
     pub id: String,
     /// Always `payment_intent` (assumed when absent; any other value is an error).
-    #[serde(default = "PaymentIntent::object_default")]
     pub object: String,
     /// The amount to pay, in the smallest unit of the currency.
-    #[serde(deserialize_with = "amount")]
     pub amount: u128,
     /// The amount received so far (0 when absent).
-    #[serde(default, deserialize_with = "amount")]
     pub amount_received: u128,
     /// Lowercase currency code (`btc`, `eth`, `usdc`, …).
     pub currency: String,
     /// Accepted payment methods (empty when absent).
-    #[serde(default, deserialize_with = "null_as_default")]
     pub payment_method_types: Vec<PaymentMethod>,
     /// Lifecycle status.
     pub status: PaymentIntentStatus,
     /// Creation time, unix seconds.
-    #[serde(default)]
     pub created: Option<i64>,
     /// Free text, when set.
-    #[serde(default)]
     pub description: Option<String>,
     /// The integrator's key–value pairs (empty when absent or null).
-    ///
-    /// The service sends string values. A value of another JSON type (`42`,
-    /// `true`, `null`, an array or an object) is kept as its JSON text exactly
-    /// as sent (`"order_id": 42` gives `"42"`, `"tags": ["a", "b"]` gives
-    /// `["a", "b"]`), so a correctly signed event is never refused over its
-    /// metadata; a string value is kept unescaped, so `"42"` and `42` both read
-    /// `42`.
-    #[serde(default, deserialize_with = "metadata")]
-    pub metadata: BTreeMap<String, String>,
+    pub metadata: Metadata,
 }
 
 impl PaymentIntent {
     /// The `object` value of every payment intent.
     pub const OBJECT: &'static str = "payment_intent";
+}
 
-    fn object_default() -> String {
-        Self::OBJECT.to_owned()
+impl<'de> Deserialize<'de> for PaymentIntent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // The fields borrow their JSON text (amounts, metadata) from the input,
+        // which only text deserializers can lend: take the intent's text first,
+        // from whatever source, and read the fields from it.
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        serde_json::from_str::<IntentFields>(raw.get())
+            .map(PaymentIntent::from)
+            .map_err(de::Error::custom)
     }
 }
 
-/// Reads `metadata` (an object, or null) by collecting the entries and building
-/// the map in one go: the service sends the keys sorted, and a sorted run is
-/// built without the search per key that inserting one by one costs. A
-/// repeated key keeps its last value, as inserting would.
-fn metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, String>, D::Error> {
+/// The fields of a [`PaymentIntent`] as read from JSON text, borrowing what
+/// they can from it: the event parser reads this straight from the body. One
+/// field list with the public struct, whose `Deserialize` goes through it.
+#[derive(Deserialize)]
+pub(super) struct IntentFields {
+    id: String,
+    #[serde(default = "object_default")]
+    object: String,
+    #[serde(deserialize_with = "amount")]
+    amount: u128,
+    #[serde(default, deserialize_with = "amount")]
+    amount_received: u128,
+    currency: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    payment_method_types: Vec<PaymentMethod>,
+    status: PaymentIntentStatus,
+    #[serde(default)]
+    created: Option<i64>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default, deserialize_with = "metadata")]
+    metadata: Metadata,
+}
+
+fn object_default() -> String {
+    PaymentIntent::OBJECT.to_owned()
+}
+
+impl From<IntentFields> for PaymentIntent {
+    fn from(fields: IntentFields) -> Self {
+        Self {
+            id: fields.id,
+            object: fields.object,
+            amount: fields.amount,
+            amount_received: fields.amount_received,
+            currency: fields.currency,
+            payment_method_types: fields.payment_method_types,
+            status: fields.status,
+            created: fields.created,
+            description: fields.description,
+            metadata: fields.metadata,
+        }
+    }
+}
+
+/// A payment intent's metadata: the integrator's key–value pairs, in key order.
+///
+/// The service sends string values. A value of another JSON type (`42`,
+/// `true`, `null`, an array or an object) is kept as its JSON text exactly as
+/// sent (`"order_id": 42` reads `42`, `"tags": ["a", "b"]` reads
+/// `["a", "b"]`), so a correctly signed event is never refused over its
+/// metadata; a string value is kept unescaped, so `"42"` and `42` both read
+/// `42`. Of a key sent twice, the last value is kept.
+///
+/// A read-only map: every key and value live in one buffer, so reading an
+/// event does not allocate per entry. [`to_map`](Self::to_map) gives a
+/// `BTreeMap` to edit.
+///
+/// ```
+/// use payhook::Metadata;
+///
+/// let metadata: Metadata = [("order_id", "ord_42"), ("plan", "pro")].into_iter().collect();
+/// assert_eq!(metadata.get("order_id"), Some("ord_42"));
+/// assert_eq!(metadata.get("coupon"), None);
+/// assert_eq!(metadata.iter().map(|(key, _)| key).collect::<Vec<_>>(), ["order_id", "plan"]);
+/// ```
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Metadata(PackedMap);
+
+impl Metadata {
+    /// No entries.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key)
+    }
+
+    /// Whether `key` is present.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.0.get(key).is_some()
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.0.len() == 0
+    }
+
+    /// The entries in key order.
+    pub fn iter(&self) -> MetadataIter<'_> {
+        MetadataIter(self.0.iter())
+    }
+
+    /// The entries as a map of owned strings.
+    pub fn to_map(&self) -> BTreeMap<String, String> {
+        self.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+    }
+}
+
+impl fmt::Debug for Metadata {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Metadata {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(entries: I) -> Self {
+        let mut packed = PackedMap::default();
+        for (key, value) in entries {
+            packed.push(key.as_ref(), value.as_ref());
+        }
+        Self(packed.finish())
+    }
+}
+
+impl From<BTreeMap<String, String>> for Metadata {
+    fn from(map: BTreeMap<String, String>) -> Self {
+        map.iter().collect()
+    }
+}
+
+impl From<Metadata> for BTreeMap<String, String> {
+    fn from(metadata: Metadata) -> Self {
+        metadata.to_map()
+    }
+}
+
+impl PartialEq<BTreeMap<String, String>> for Metadata {
+    fn eq(&self, other: &BTreeMap<String, String>) -> bool {
+        self.len() == other.len()
+            && self
+                .iter()
+                .zip(other)
+                .all(|((k, v), (other_k, other_v))| k == other_k && v == other_v)
+    }
+}
+
+impl std::ops::Index<&str> for Metadata {
+    type Output = str;
+
+    /// The value of `key`.
+    ///
+    /// # Panics
+    /// When `key` is absent, as indexing a `BTreeMap` does; use
+    /// [`get`](Metadata::get) for a key that may be missing.
+    fn index(&self, key: &str) -> &str {
+        match self.get(key) {
+            Some(value) => value,
+            None => panic!("no metadata key {key:?}"),
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Metadata {
+    type Item = (&'a str, &'a str);
+    type IntoIter = MetadataIter<'a>;
+
+    fn into_iter(self) -> MetadataIter<'a> {
+        self.iter()
+    }
+}
+
+impl Serialize for Metadata {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+/// The entries of a [`Metadata`], in key order.
+#[derive(Clone, Debug)]
+pub struct MetadataIter<'a>(packed::Iter<'a>);
+
+impl<'a> Iterator for MetadataIter<'a> {
+    type Item = (&'a str, &'a str);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for MetadataIter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.0.next_back()
+    }
+}
+
+impl ExactSizeIterator for MetadataIter<'_> {}
+
+/// Reads `metadata` (an object, or null) into one buffer: each key and string
+/// value is appended unescaped as it is read, any other value as its JSON text.
+fn metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Metadata, D::Error> {
     struct MetadataVisitor;
     impl<'de> Visitor<'de> for MetadataVisitor {
-        type Value = BTreeMap<String, String>;
+        type Value = Metadata;
 
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str("an object or null")
         }
 
         fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(BTreeMap::new())
+            Ok(Metadata::default())
         }
 
         fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(BTreeMap::new())
+            Ok(Metadata::default())
         }
 
         fn visit_some<D2: Deserializer<'de>>(self, deserializer: D2) -> Result<Self::Value, D2::Error> {
@@ -85,35 +282,39 @@ fn metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<Strin
         }
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
-            while let Some(entry) = map.next_entry::<String, MetadataValue>()? {
-                let (key, MetadataValue(value)) = entry;
-                entries.push((key, value));
+            // Room for a typical integrator's metadata without regrowing.
+            let mut packed = PackedMap::with_capacity(16, 512);
+            loop {
+                let start = packed.text_len();
+                if map.next_key_seed(AppendStr(packed.text_mut()))?.is_none() {
+                    break;
+                }
+                let key_end = packed.text_len();
+                let value = map.next_value::<&'de RawValue>()?;
+                append_metadata_value(packed.text_mut(), value.get())?;
+                packed.commit(start, key_end);
             }
-            Ok(entries.into_iter().collect())
+            Ok(Metadata(packed.finish()))
         }
     }
     deserializer.deserialize_option(MetadataVisitor)
 }
 
-/// One metadata value: a string as its text, anything else as its JSON text.
-struct MetadataValue(String);
-
-impl<'de> Deserialize<'de> for MetadataValue {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        // The raw text serves both cases: the service sends strings, whose
-        // text is the value between the quotes when nothing is escaped.
-        let raw: Box<str> = Box::<RawValue>::deserialize(deserializer)?.into();
-        let mut text = String::from(raw);
-        if !text.starts_with('"') {
-            return Ok(Self(text));
+/// Appends a metadata value: a string's text, anything else's JSON text.
+fn append_metadata_value<E: de::Error>(text: &mut String, json: &str) -> Result<(), E> {
+    match json.strip_prefix('"').and_then(|rest| rest.strip_suffix('"')) {
+        // Nothing escaped: the text between the quotes is the value.
+        Some(inner) if !inner.contains('\\') => {
+            text.push_str(inner);
+            Ok(())
         }
-        if text.contains('\\') {
-            return serde_json::from_str(&text).map(Self).map_err(de::Error::custom);
+        Some(_) => AppendStr(text)
+            .deserialize(&mut serde_json::Deserializer::from_str(json))
+            .map_err(de::Error::custom),
+        None => {
+            text.push_str(json);
+            Ok(())
         }
-        text.pop();
-        text.remove(0);
-        Ok(Self(text))
     }
 }
 
@@ -130,8 +331,7 @@ where
 /// text (rather than serde's number visitors) keeps integers beyond 2^64 exact
 /// and tells a negative number apart from one that is too large.
 fn amount<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u128, D::Error> {
-    let raw = Box::<RawValue>::deserialize(deserializer)?;
-    let text = raw.get();
+    let text = <&RawValue>::deserialize(deserializer)?.get();
     let fail = |what: &str| {
         de::Error::custom(format!(
             "amount must be a non-negative integer, got {what} {text}"
