@@ -6,7 +6,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::intent::IntentFields;
+use super::intent::{DataMetadataOnly, EventMetadataOnly, IntentFields};
 use super::packed::PackedMap;
 use super::{invalid, payload_error, PaymentIntent};
 use crate::error::Error;
@@ -73,9 +73,9 @@ impl Event {
         let event_type = envelope.event_type.ok_or_else(|| invalid("event has no type"))?;
         let kind = match event_type.as_str() {
             PAYMENT_INTENT_SUCCEEDED | PAYMENT_SUCCEEDED => {
-                EventKind::PaymentIntentSucceeded(payment_intent(envelope.data)?)
+                EventKind::PaymentIntentSucceeded(payment_intent(envelope.data, text)?)
             }
-            PAYMENT_INTENT_FAILED => EventKind::PaymentIntentFailed(payment_intent(envelope.data)?),
+            PAYMENT_INTENT_FAILED => EventKind::PaymentIntentFailed(payment_intent(envelope.data, text)?),
             _ => EventKind::Other {
                 data: match envelope.data {
                     DataField::Raw(data) => data.to_owned(),
@@ -224,17 +224,22 @@ fn read_envelope(text: &str, data_first: DataFirst) -> Result<Envelope<'_>, Fail
     })
 }
 
-fn payment_intent(data: DataField<'_>) -> Result<PaymentIntent, Error> {
-    let object = match data {
+/// The payment intent of a payment event's `data`; `body` is the whole event,
+/// for the rare metadata that must be read again for its exact text.
+fn payment_intent(data: DataField<'_>, body: &str) -> Result<PaymentIntent, Error> {
+    let data_object_error = |e: serde_json::Error| Error::InvalidPayload(format!("data.object: {e}"));
+    let pi = match data {
         DataField::Absent => return Err(invalid("payment event has no data")),
-        DataField::Intent(object) => object,
-        DataField::Raw(data) => {
-            serde_json::from_str::<Data>(data.get())
-                .map_err(|e| Error::InvalidPayload(format!("data.object: {e}")))?
-                .object
-        }
-    };
-    let pi = PaymentIntent::from(object.ok_or_else(|| invalid("payment event has no data.object"))?);
+        DataField::Intent(object) => object
+            .ok_or_else(|| invalid("payment event has no data.object"))?
+            .into_intent(|| Ok(serde_json::from_str::<EventMetadataOnly>(body)?.into_metadata())),
+        DataField::Raw(data) => serde_json::from_str::<Data>(data.get())
+            .map_err(data_object_error)?
+            .object
+            .ok_or_else(|| invalid("payment event has no data.object"))?
+            .into_intent(|| Ok(serde_json::from_str::<DataMetadataOnly>(data.get())?.into_metadata())),
+    }
+    .map_err(data_object_error)?;
     if pi.object != PaymentIntent::OBJECT {
         return Err(Error::InvalidPayload(format!(
             "data.object is a {:?}, not a payment_intent",

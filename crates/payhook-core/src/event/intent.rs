@@ -53,8 +53,11 @@ impl<'de> Deserialize<'de> for PaymentIntent {
         // which only text deserializers can lend: take the intent's text first,
         // from whatever source, and read the fields from it.
         let raw = Box::<RawValue>::deserialize(deserializer)?;
-        serde_json::from_str::<IntentFields>(raw.get())
-            .map(PaymentIntent::from)
+        let text = raw.get();
+        serde_json::from_str::<IntentFields>(text)
+            .and_then(|fields| {
+                fields.into_intent(|| Ok(serde_json::from_str::<MetadataOnly>(text)?.metadata))
+            })
             .map_err(de::Error::custom)
     }
 }
@@ -79,28 +82,79 @@ pub(super) struct IntentFields {
     created: Option<i64>,
     #[serde(default)]
     description: Option<String>,
-    #[serde(default, deserialize_with = "metadata")]
-    metadata: Metadata,
+    #[serde(default, deserialize_with = "metadata_in_place")]
+    metadata: MetadataRead,
 }
 
 fn object_default() -> String {
     PaymentIntent::OBJECT.to_owned()
 }
 
-impl From<IntentFields> for PaymentIntent {
-    fn from(fields: IntentFields) -> Self {
-        Self {
-            id: fields.id,
-            object: fields.object,
-            amount: fields.amount,
-            amount_received: fields.amount_received,
-            currency: fields.currency,
-            payment_method_types: fields.payment_method_types,
-            status: fields.status,
-            created: fields.created,
-            description: fields.description,
-            metadata: fields.metadata,
-        }
+impl IntentFields {
+    /// The payment intent. When a metadata value was of a type whose text
+    /// the in-place read cannot keep exactly, `exact_metadata` reads the
+    /// metadata again from the JSON text (rare: the service sends strings).
+    pub(super) fn into_intent(
+        self,
+        exact_metadata: impl FnOnce() -> Result<Metadata, serde_json::Error>,
+    ) -> Result<PaymentIntent, serde_json::Error> {
+        let metadata = if self.metadata.needs_exact_text {
+            exact_metadata()?
+        } else {
+            self.metadata.metadata
+        };
+        Ok(PaymentIntent {
+            id: self.id,
+            object: self.object,
+            amount: self.amount,
+            amount_received: self.amount_received,
+            currency: self.currency,
+            payment_method_types: self.payment_method_types,
+            status: self.status,
+            created: self.created,
+            description: self.description,
+            metadata,
+        })
+    }
+}
+
+/// Metadata as read in place, and whether a value needs its exact JSON text
+/// read again (a number with a fraction or beyond 64 bits, an array, an
+/// object): serde hands those over as `f64` or as parts, not as text.
+#[derive(Default)]
+struct MetadataRead {
+    metadata: Metadata,
+    needs_exact_text: bool,
+}
+
+/// The metadata of a payment intent's JSON text, read exactly.
+#[derive(Deserialize)]
+pub(super) struct MetadataOnly {
+    #[serde(default, deserialize_with = "metadata_exact")]
+    pub(super) metadata: Metadata,
+}
+
+/// The metadata of an event's `data`, read exactly.
+#[derive(Deserialize)]
+pub(super) struct DataMetadataOnly {
+    object: MetadataOnly,
+}
+
+impl DataMetadataOnly {
+    pub(super) fn into_metadata(self) -> Metadata {
+        self.object.metadata
+    }
+}
+
+/// The metadata of a whole event body, read exactly.
+#[derive(Deserialize)]
+pub(super) struct EventMetadataOnly {
+    data: DataMetadataOnly,
+}
+
+impl EventMetadataOnly {
+    pub(super) fn into_metadata(self) -> Metadata {
+        self.data.into_metadata()
     }
 }
 
@@ -258,50 +312,135 @@ impl DoubleEndedIterator for MetadataIter<'_> {
 
 impl ExactSizeIterator for MetadataIter<'_> {}
 
-/// Reads `metadata` (an object, or null) into one buffer: each key and string
-/// value is appended unescaped as it is read, any other value as its JSON text.
-fn metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Metadata, D::Error> {
-    struct MetadataVisitor;
-    impl<'de> Visitor<'de> for MetadataVisitor {
-        type Value = Metadata;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("an object or null")
-        }
-
-        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(Metadata::default())
-        }
-
-        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(Metadata::default())
-        }
-
-        fn visit_some<D2: Deserializer<'de>>(self, deserializer: D2) -> Result<Self::Value, D2::Error> {
-            deserializer.deserialize_map(self)
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            // Room for a typical integrator's metadata without regrowing.
-            let mut packed = PackedMap::with_capacity(16, 512);
-            loop {
-                let start = packed.text_len();
-                if map.next_key_seed(AppendStr(packed.text_mut()))?.is_none() {
-                    break;
-                }
-                let key_end = packed.text_len();
-                let value = map.next_value::<&'de RawValue>()?;
-                append_metadata_value(packed.text_mut(), value.get())?;
-                packed.commit(start, key_end);
-            }
-            Ok(Metadata(packed.finish()))
-        }
-    }
-    deserializer.deserialize_option(MetadataVisitor)
+/// Reads `metadata` (an object, or null) into one buffer in one pass: each
+/// key, string, boolean, null and integer value is appended as it is read.
+/// Another value (an array, an object, a number with a fraction or beyond 64
+/// bits) cannot be kept exactly this way and marks the read for
+/// [`metadata_exact`].
+fn metadata_in_place<'de, D: Deserializer<'de>>(deserializer: D) -> Result<MetadataRead, D::Error> {
+    deserializer.deserialize_option(MetadataVisitor { exact: false })
 }
 
-/// Appends a metadata value: a string's text, anything else's JSON text.
-fn append_metadata_value<E: de::Error>(text: &mut String, json: &str) -> Result<(), E> {
+/// Reads `metadata` keeping every non-string value's JSON text exactly.
+fn metadata_exact<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Metadata, D::Error> {
+    deserializer
+        .deserialize_option(MetadataVisitor { exact: true })
+        .map(|read| read.metadata)
+}
+
+struct MetadataVisitor {
+    /// Every value through its raw JSON text (borrowed from the input).
+    exact: bool,
+}
+
+impl<'de> Visitor<'de> for MetadataVisitor {
+    type Value = MetadataRead;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object or null")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(MetadataRead::default())
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(MetadataRead::default())
+    }
+
+    fn visit_some<D2: Deserializer<'de>>(self, deserializer: D2) -> Result<Self::Value, D2::Error> {
+        deserializer.deserialize_map(self)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        // Room for a typical integrator's metadata without regrowing.
+        let mut packed = PackedMap::with_capacity(16, 512);
+        let mut needs_exact_text = false;
+        loop {
+            let start = packed.text_len();
+            if map.next_key_seed(AppendStr(packed.text_mut()))?.is_none() {
+                break;
+            }
+            let key_end = packed.text_len();
+            if self.exact {
+                let value = map.next_value::<&'de RawValue>()?;
+                append_exact_value(packed.text_mut(), value.get())?;
+            } else if !map.next_value_seed(AppendValue(packed.text_mut()))? {
+                needs_exact_text = true;
+            }
+            packed.commit(start, key_end);
+        }
+        Ok(MetadataRead {
+            metadata: Metadata(packed.finish()),
+            needs_exact_text,
+        })
+    }
+}
+
+/// Appends a metadata value read in place; `false` when its exact text is
+/// not known (see [`metadata_in_place`]).
+struct AppendValue<'b>(&'b mut String);
+
+impl<'de> DeserializeSeed<'de> for AppendValue<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for AppendValue<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<bool, E> {
+        self.0.push_str(value);
+        Ok(true)
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<bool, E> {
+        self.0.push_str(if value { "true" } else { "false" });
+        Ok(true)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        self.0.push_str("null");
+        Ok(true)
+    }
+
+    // JSON writes an integer one way only (no sign on positives, no leading
+    // zeros), so printing it gives back the text sent.
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<bool, E> {
+        self.0.push_str(itoa::Buffer::new().format(value));
+        Ok(true)
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<bool, E> {
+        self.0.push_str(itoa::Buffer::new().format(value));
+        Ok(true)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+        Ok(false)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        while map.next_entry::<de::IgnoredAny, de::IgnoredAny>()?.is_some() {}
+        Ok(false)
+    }
+}
+
+/// Appends a metadata value from its JSON text: a string's text, anything
+/// else's JSON text.
+fn append_exact_value<E: de::Error>(text: &mut String, json: &str) -> Result<(), E> {
     match json.strip_prefix('"').and_then(|rest| rest.strip_suffix('"')) {
         // Nothing escaped: the text between the quotes is the value.
         Some(inner) if !inner.contains('\\') => {
@@ -339,6 +478,10 @@ fn amount<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u128, D::Error> 
     };
     match text.as_bytes().first() {
         Some(b'-') => Err(fail("the negative number")),
+        // Up to 19 digits fit a u64, whose parse costs a fraction of u128's.
+        Some(b'0'..=b'9') if text.len() <= 19 && text.bytes().all(|b| b.is_ascii_digit()) => {
+            text.parse::<u64>().map(u128::from).map_err(|_| fail("the value"))
+        }
         Some(b'0'..=b'9') if text.bytes().all(|b| b.is_ascii_digit()) => text
             .parse::<u128>()
             .map_err(|_| de::Error::custom(format!("amount {text} is larger than 2^128 - 1"))),

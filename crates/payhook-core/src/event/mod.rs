@@ -361,6 +361,24 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("negative"), "{err}");
+        // Values whose text only the exact read keeps, through the same path.
+        let odd = r#"{"id":"pi_1","amount":1,"currency":"btc","status":"x",
+            "metadata":{"price":1.50,"tags":["a", "b"],"big":123456789012345678901234567890,"n":-7}}"#;
+        for intent in [
+            serde_json::from_str::<PaymentIntent>(odd).unwrap(),
+            serde_json::from_reader::<_, PaymentIntent>(odd.as_bytes()).unwrap(),
+        ] {
+            let got: Vec<(&str, &str)> = intent.metadata.iter().collect();
+            assert_eq!(
+                got,
+                [
+                    ("big", "123456789012345678901234567890"),
+                    ("n", "-7"),
+                    ("price", "1.50"),
+                    ("tags", r#"["a", "b"]"#)
+                ]
+            );
+        }
     }
 
     /// Metadata keys in any order, repeated keys, escaped keys and values: the
