@@ -36,7 +36,11 @@ const SQLITE: &[&str] = &[
         done_at BIGINT,
         UNIQUE (namespace, event_id)
     )",
-    "CREATE INDEX IF NOT EXISTS payhook_inbox_due ON payhook_inbox (namespace, state, due_at)",
+    // Claims read pending rows in (due_at, arrival) order straight from this
+    // index and stop at their limit; the depth metric and `list` use its prefix.
+    "CREATE INDEX IF NOT EXISTS payhook_inbox_claim ON payhook_inbox (namespace, state, due_at, arrival)",
+    // Earlier versions' index: a prefix of the one above, so not needed beside it.
+    "DROP INDEX IF EXISTS payhook_inbox_due",
     "CREATE INDEX IF NOT EXISTS payhook_inbox_intent ON payhook_inbox (namespace, intent_id, created, arrival)",
 ];
 
@@ -60,7 +64,11 @@ const POSTGRES: &[&str] = &[
         done_at BIGINT,
         UNIQUE (namespace, event_id)
     )",
-    "CREATE INDEX IF NOT EXISTS payhook_inbox_due ON payhook_inbox (namespace, state, due_at)",
+    // Claims read pending rows in (due_at, arrival) order straight from this
+    // index and stop at their limit; the depth metric and `list` use its prefix.
+    "CREATE INDEX IF NOT EXISTS payhook_inbox_claim ON payhook_inbox (namespace, state, due_at, arrival)",
+    // Earlier versions' index: a prefix of the one above, so not needed beside it.
+    "DROP INDEX IF EXISTS payhook_inbox_due",
     "CREATE INDEX IF NOT EXISTS payhook_inbox_intent ON payhook_inbox (namespace, intent_id, created, arrival)",
 ];
 

@@ -14,6 +14,9 @@
 //! slow work done before that (HTTP calls, e-mail) holds no transaction and no
 //! SQLite write lock.
 //!
+//! Claims take many due events in one statement. An event whose lease ran out
+//! is put back in the queue (with its old token void) by the next claim.
+//!
 //! Events of one payment intent are claimed one at a time, in the order of their
 //! `created` time and then of arrival: an event is due only when no earlier
 //! event of its intent is still waiting and none is running.
@@ -295,19 +298,32 @@ async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::R
     while running.join_next().await.is_some() {}
 }
 
-/// The claim: due events whose intent has nothing earlier waiting and nothing
-/// running, oldest due first. `{lock}` is the PostgreSQL row-locking clause.
+/// Gives events whose lease ran out (their worker crashed, hung or lost the
+/// database) back to the queue, as they were due before. Their old token no
+/// longer matches, so the late worker changes nothing. `{lock}` is the
+/// PostgreSQL row-locking clause: rows a worker is marking right now are
+/// skipped rather than waited for.
+const REQUEUE_EXPIRED: &str = "UPDATE payhook_inbox SET state = 'pending', \
+    lease_token = NULL, lease_until = NULL \
+    WHERE arrival IN ( \
+      SELECT arrival FROM payhook_inbox \
+      WHERE namespace = $1 AND state = 'running' AND lease_until < $2 {lock})";
+
+/// The claim: due pending events whose intent has nothing earlier waiting and
+/// nothing running, oldest due first. Only `pending` rows are candidates, so
+/// the scan follows the `(namespace, state, due_at)` index in claim order and
+/// stops after `LIMIT` rows, however many done rows the table keeps.
+/// `{lock}` is the PostgreSQL row-locking clause.
 const CLAIM: &str = "UPDATE payhook_inbox SET state = 'running', lease_token = $4, \
     lease_until = $3, attempts = attempts + 1, last_attempt_at = $2 \
     WHERE arrival IN ( \
       SELECT c.arrival FROM payhook_inbox c \
-      WHERE c.namespace = $1 \
-        AND ((c.state = 'pending' AND c.due_at <= $2) OR (c.state = 'running' AND c.lease_until < $2)) \
+      WHERE c.namespace = $1 AND c.state = 'pending' AND c.due_at <= $2 \
         AND (c.intent_id IS NULL OR NOT EXISTS ( \
           SELECT 1 FROM payhook_inbox e \
           WHERE e.namespace = c.namespace AND e.intent_id = c.intent_id AND e.arrival <> c.arrival \
-            AND ((e.state = 'running' AND e.lease_until >= $2) \
-              OR (e.state IN ('pending', 'running') \
+            AND (e.state = 'running' \
+              OR (e.state = 'pending' \
                   AND (e.created < c.created OR (e.created = c.created AND e.arrival < c.arrival)))))) \
       ORDER BY c.due_at, c.arrival \
       LIMIT $5 {lock}) \
@@ -318,38 +334,36 @@ async fn claim(db: &Database, config: &Config, limit: usize) -> Result<Vec<Claim
     let token = crate::db::new_token();
     let limit = i64::try_from(limit.min(256)).unwrap_or(256);
     let lease_until = now.saturating_add(millis(config.lease));
-    let rows = match db.backend {
-        Backend::Sqlite => {
-            sqlx::query(&CLAIM.replace("{lock}", ""))
-                .bind(&config.namespace)
-                .bind(now)
-                .bind(lease_until)
-                .bind(token)
-                .bind(limit)
-                .fetch_all(&db.pool)
-                .await?
-        }
-        Backend::Postgres => {
-            // Claims are serialized (one short statement each, many events per
-            // claim) so that two workers never pick two events of one intent
-            // from snapshots that cannot see each other's claim.
-            let mut tx = db.pool.begin().await?;
-            sqlx::query("SELECT 1 FROM pg_advisory_xact_lock($1)")
-                .bind(PG_LOCK_KEY)
-                .execute(&mut *tx)
-                .await?;
-            let rows = sqlx::query(&CLAIM.replace("{lock}", "FOR UPDATE SKIP LOCKED"))
-                .bind(&config.namespace)
-                .bind(now)
-                .bind(lease_until)
-                .bind(token)
-                .bind(limit)
-                .fetch_all(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            rows
-        }
+    let lock = match db.backend {
+        Backend::Sqlite => "",
+        Backend::Postgres => "FOR UPDATE SKIP LOCKED",
     };
+    // One transaction: on SQLite one turn of the write lock, on PostgreSQL one
+    // commit for the requeue and the claim.
+    let mut tx = db.pool.begin().await?;
+    if db.backend == Backend::Postgres {
+        // Claims are serialized (one short transaction each, many events per
+        // claim) so that two workers never pick two events of one intent from
+        // snapshots that cannot see each other's claim.
+        sqlx::query("SELECT 1 FROM pg_advisory_xact_lock($1)")
+            .bind(PG_LOCK_KEY)
+            .execute(&mut *tx)
+            .await?;
+    }
+    sqlx::query(&REQUEUE_EXPIRED.replace("{lock}", lock))
+        .bind(&config.namespace)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    let rows = sqlx::query(&CLAIM.replace("{lock}", lock))
+        .bind(&config.namespace)
+        .bind(now)
+        .bind(lease_until)
+        .bind(token)
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
     rows.into_iter()
         .map(|row| {
             Ok(Claimed {
