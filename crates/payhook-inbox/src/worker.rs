@@ -12,7 +12,9 @@
 //! [`Job::transaction`]: the handler's own writes and the mark commit together or
 //! not at all. The transaction is opened only when the handler asks for it, so
 //! slow work done before that (HTTP calls, e-mail) holds no transaction and no
-//! SQLite write lock.
+//! SQLite write lock. A handler that never opens it gets its mark all the same:
+//! such marks are written together, many in one transaction, each still naming
+//! its token, so a late worker's mark changes nothing there either.
 //!
 //! Claims take many due events in one statement. An event whose lease ran out
 //! is put back in the queue (with its old token void) by the next claim.
@@ -32,7 +34,7 @@ use futures_util::FutureExt;
 use payhook_core::Event;
 use sqlx::AnyConnection;
 use sqlx::{Any, Row, Transaction};
-use tokio::sync::{watch, Mutex, OwnedMappedMutexGuard, OwnedMutexGuard, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Mutex, OwnedMappedMutexGuard, OwnedMutexGuard, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::db::{millis, now_ms, random_u64, Backend, Database};
@@ -242,6 +244,8 @@ struct Claimed {
 async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::Receiver<bool>) {
     let config = inbox.inner.config.clone();
     let permits = Arc::new(Semaphore::new(config.concurrency));
+    let (marks, queue) = mpsc::channel(MARK_BATCH);
+    let marker = tokio::spawn(mark_batches(inbox.inner.db.clone(), queue));
     let mut running = JoinSet::new();
     let mut next_depth = Instant::now();
     let mut next_purge = Instant::now();
@@ -277,8 +281,9 @@ async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::R
                     };
                     let inbox = inbox.clone();
                     let handler = Arc::clone(&handler);
+                    let marks = marks.clone();
                     running.spawn(async move {
-                        process(&inbox, handler.as_ref(), claimed).await;
+                        process(&inbox, handler.as_ref(), &marks, claimed).await;
                         drop(permit);
                     });
                 }
@@ -296,6 +301,64 @@ async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::R
         }
     }
     while running.join_next().await.is_some() {}
+    // Every handler has its answer: the marker ends once its queue is closed.
+    drop(marks);
+    let _ = marker.await;
+}
+
+/// Most done marks written in one transaction.
+const MARK_BATCH: usize = 256;
+
+/// A handler that never opened its transaction finished: its done mark waits
+/// here to be written together with others.
+struct MarkDone {
+    arrival: i64,
+    token: i64,
+    /// Whether the row was still this claim's (false: the lease was lost), or
+    /// why the batch failed.
+    answer: oneshot::Sender<Result<bool, String>>,
+}
+
+/// Writes the done marks of handlers that did not open their transaction, all
+/// that are waiting in one transaction, each still checked against its lease
+/// token: one commit (and on SQLite one turn of the write lock) for many
+/// events instead of one each. Ends when every sender is gone.
+async fn mark_batches(db: Database, mut queue: mpsc::Receiver<MarkDone>) {
+    let mut batch = Vec::with_capacity(MARK_BATCH);
+    while queue.recv_many(&mut batch, MARK_BATCH).await > 0 {
+        // Arrival order: two batches never wait for each other's rows crosswise.
+        batch.sort_by_key(|mark: &MarkDone| mark.arrival);
+        match mark_all(&db, &batch).await {
+            Ok(marked) => {
+                for (mark, marked) in batch.drain(..).zip(marked) {
+                    let _ = mark.answer.send(Ok(marked));
+                }
+            }
+            Err(err) => {
+                let message = describe(&err);
+                for mark in batch.drain(..) {
+                    let _ = mark.answer.send(Err(message.clone()));
+                }
+            }
+        }
+    }
+}
+
+async fn mark_all(db: &Database, batch: &[MarkDone]) -> Result<Vec<bool>, sqlx::Error> {
+    let mut tx = db.pool.begin().await?;
+    let now = now_ms();
+    let mut marked = Vec::with_capacity(batch.len());
+    for mark in batch {
+        let done = sqlx::query(MARK_DONE)
+            .bind(now)
+            .bind(mark.arrival)
+            .bind(mark.token)
+            .execute(&mut *tx)
+            .await?;
+        marked.push(done.rows_affected() > 0);
+    }
+    tx.commit().await?;
+    Ok(marked)
 }
 
 /// Gives events whose lease ran out (their worker crashed, hung or lost the
@@ -377,7 +440,7 @@ async fn claim(db: &Database, config: &Config, limit: usize) -> Result<Vec<Claim
         .collect()
 }
 
-async fn process(inbox: &Inbox, handler: &dyn Handler, claimed: Claimed) {
+async fn process(inbox: &Inbox, handler: &dyn Handler, marks: &mpsc::Sender<MarkDone>, claimed: Claimed) {
     let db = &inbox.inner.db;
     let config = &inbox.inner.config;
     let started = Instant::now();
@@ -437,16 +500,21 @@ async fn process(inbox: &Inbox, handler: &dyn Handler, claimed: Claimed) {
             Err(err) => Some(format!("commit failed: {}", describe(&err))),
         },
         (Ok(Ok(())), Ok(None)) => {
-            let marked = sqlx::query(MARK_DONE)
-                .bind(now_ms())
-                .bind(claimed.arrival)
-                .bind(claimed.token)
-                .execute(&db.pool)
-                .await;
-            match marked {
-                Ok(done) if done.rows_affected() > 0 => None,
-                Ok(_) => Some("the lease was lost to another worker".to_owned()),
-                Err(err) => Some(format!("marking done failed: {}", describe(&err))),
+            let (answer, marked) = oneshot::channel();
+            let mark = MarkDone {
+                arrival: claimed.arrival,
+                token: claimed.token,
+                answer,
+            };
+            if marks.send(mark).await.is_err() {
+                Some("marking done failed: the marker has stopped".to_owned())
+            } else {
+                match marked.await {
+                    Ok(Ok(true)) => None,
+                    Ok(Ok(false)) => Some("the lease was lost to another worker".to_owned()),
+                    Ok(Err(message)) => Some(format!("marking done failed: {message}")),
+                    Err(_) => Some("marking done failed: the marker has stopped".to_owned()),
+                }
             }
         }
         (Ok(Err(err)), _) => Some(err.to_string()),

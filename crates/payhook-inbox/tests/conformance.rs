@@ -490,6 +490,62 @@ async fn lost_lease_rolls_back_the_late_commit(url: String) {
     assert_eq!((shown.state.as_str(), shown.attempts), ("done", 2));
 }
 
+async fn lost_lease_voids_the_late_mark_of_a_handler_without_transaction(url: String) {
+    let setup = Setup::new(url);
+    // As above, but neither handler opens its transaction: their done marks
+    // are written in batches, and the stalled worker's mark must still be
+    // refused while the event belongs to the worker that took it over.
+    let slow = setup
+        .inbox(|b| b.lease(Duration::from_secs(60)).concurrency(1))
+        .await;
+    let admin = setup.admin().await;
+    ingest_ok(&slow, &event("evt_mark", "pi_m", 1)).await;
+
+    let gate = |started: tokio::sync::oneshot::Sender<()>, go: tokio::sync::watch::Receiver<bool>| {
+        let started = Arc::new(Mutex::new(Some(started)));
+        move |_job: Job| {
+            let (started, mut go) = (Arc::clone(&started), go.clone());
+            async move {
+                if let Some(tx) = started.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+                let _ = go.wait_for(|go| *go).await;
+                Ok::<(), HandlerError>(())
+            }
+        }
+    };
+    let (slow_started_tx, slow_started) = tokio::sync::oneshot::channel();
+    let (slow_go, slow_wait) = tokio::sync::watch::channel(false);
+    let slow_workers = slow.start(gate(slow_started_tx, slow_wait));
+    slow_started.await.unwrap();
+    sqlx::query("UPDATE payhook_inbox SET lease_until = 0 WHERE namespace = $1 AND event_id = 'evt_mark'")
+        .bind(&setup.namespace)
+        .execute(slow.pool())
+        .await
+        .unwrap();
+    let fast = setup.inbox(|b| b).await;
+    let (fast_started_tx, fast_started) = tokio::sync::oneshot::channel();
+    let (fast_go, fast_wait) = tokio::sync::watch::channel(false);
+    let fast_workers = fast.start(gate(fast_started_tx, fast_wait));
+    fast_started.await.unwrap();
+
+    // The stalled handler returns Ok now; shutdown waits until its mark has
+    // been tried. The event is the other worker's: still running, not done.
+    slow_go.send(true).unwrap();
+    slow_workers.shutdown().await;
+    let shown = admin.show("evt_mark").await.unwrap();
+    assert_eq!((shown.state.as_str(), shown.attempts), ("running", 2));
+
+    fast_go.send(true).unwrap();
+    eventually("done by the worker that took it over", || async {
+        state_of(&admin, "evt_mark").await == "done"
+    })
+    .await;
+    fast_workers.shutdown().await;
+    let shown = admin.show("evt_mark").await.unwrap();
+    assert_eq!((shown.state.as_str(), shown.attempts), ("done", 2));
+}
+
 async fn unreachable_database_is_a_clear_error(url: String) {
     let _ = url;
     let receiver = Receiver::builder().secret(SECRET).build().unwrap();
@@ -540,5 +596,6 @@ conformance!(
     dead_after_last_attempt_then_retry,
     one_intent_runs_in_created_order_never_concurrently,
     lost_lease_rolls_back_the_late_commit,
+    lost_lease_voids_the_late_mark_of_a_handler_without_transaction,
     unreachable_database_is_a_clear_error,
 );
