@@ -2,10 +2,12 @@
 //!
 //! Ingest runs the core's verify-then-parse ([`Receiver::check`]) and only then
 //! writes: nothing unsigned or invalid ever becomes a row. Concurrent ingests are
-//! grouped by a few writer tasks into one transaction each, so many deliveries
-//! share one commit (and, on SQLite, one turn of the single write lock); every
-//! delivery still gets its reply only after the commit that holds it.
+//! grouped by a few writer tasks into one multi-row `INSERT` each, so many
+//! deliveries share one statement and one commit (and, on SQLite, one turn of
+//! the single write lock); every delivery still gets its reply only after the
+//! commit that holds it.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -14,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use payhook_core::adapter::Headers;
 use payhook_core::{Error, Event, Receiver, Reply};
-use sqlx::Acquire;
+use sqlx::Row as _;
 use tokio::sync::{mpsc, oneshot, Mutex, Notify};
 
 use crate::db::{now_ms, Backend, Database};
@@ -387,13 +389,50 @@ impl InboxBuilder {
     }
 }
 
-const INSERT: &str = "INSERT INTO payhook_inbox \
-    (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $7) \
-    ON CONFLICT (namespace, event_id) DO NOTHING";
+/// Rows of one ingest `INSERT` statement: its batch, padded with empty rows
+/// to the next power of two, so that only nine statements exist and each stays
+/// prepared on its connection.
+fn padded_rows(rows: usize) -> usize {
+    rows.max(1).next_power_of_two()
+}
+
+/// One `INSERT … SELECT … FROM (VALUES …)` for `rows` rows: `$1` is the
+/// namespace, then six parameters per row (`received_at` is also the first
+/// `due_at`). Padding rows are all NULL and filtered out; repeats are skipped
+/// by `ON CONFLICT`, and the new rows' ids come back.
+fn insert_statement(rows: usize) -> String {
+    let mut sql = String::with_capacity(rows * 40 + 400);
+    sql.push_str(
+        "INSERT INTO payhook_inbox \
+         (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at) \
+         SELECT $1, column1, column2, column3, column4, column5, column6, 'pending', 0, column6 \
+         FROM (VALUES ",
+    );
+    for row in 0..rows {
+        let first = 2 + row * 6;
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!(
+            "(${}, ${}, ${}, ${}, ${}, ${})",
+            first,
+            first + 1,
+            first + 2,
+            first + 3,
+            first + 4,
+            first + 5
+        ));
+    }
+    // The WHERE also tells SQLite's parser that ON CONFLICT is the upsert clause.
+    sql.push_str(
+        ") AS batch WHERE column1 IS NOT NULL \
+         ON CONFLICT (namespace, event_id) DO NOTHING RETURNING event_id",
+    );
+    sql
+}
 
 /// One ingest writer: takes every delivery waiting, writes them in one
-/// transaction, answers each after the commit. Ends when the inbox is dropped.
+/// statement, answers each after the commit. Ends when the inbox is dropped.
 async fn write_batches(db: Database, namespace: String, queue: Arc<Mutex<mpsc::Receiver<Pending>>>) {
     let mut batch = Vec::with_capacity(INGEST_BATCH);
     loop {
@@ -421,30 +460,49 @@ async fn write_batches(db: Database, namespace: String, queue: Arc<Mutex<mpsc::R
     }
 }
 
-/// Inserts the rows in one transaction; for each, whether it was new.
+/// Inserts the rows in one statement (atomic on its own: no transaction to
+/// open and commit around it); for each row, whether it was new.
 async fn insert_all(db: &Database, namespace: &str, rows: &[&Row]) -> Result<Vec<bool>, sqlx::Error> {
-    let mut conn = db.pool.acquire().await?;
-    let mut tx = conn.begin().await?;
     // Insert in id order so two writers holding the same ids in their batches
-    // wait for each other instead of deadlocking (PostgreSQL).
+    // wait for each other instead of deadlocking (PostgreSQL). A repeated id
+    // within the batch is written once; its later copies are duplicates.
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|&a, &b| rows[a].event_id.cmp(&rows[b].event_id));
+    order.dedup_by(|&mut later, &mut first| rows[later].event_id == rows[first].event_id);
+    let padded = padded_rows(order.len());
+    let sql = insert_statement(padded);
+    let mut query = sqlx::query(&sql).bind(namespace);
+    for &index in &order {
+        let row = rows[index];
+        query = query
+            .bind(Some(row.event_id.as_str()))
+            .bind(Some(row.event_type.as_str()))
+            .bind(row.intent_id.as_deref())
+            .bind(Some(row.created))
+            .bind(Some(row.body.as_str()))
+            .bind(Some(row.received_at));
+    }
+    for _ in order.len()..padded {
+        query = query
+            .bind(None::<&str>)
+            .bind(None::<&str>)
+            .bind(None::<&str>)
+            .bind(None::<i64>)
+            .bind(None::<&str>)
+            .bind(None::<i64>);
+    }
+    let inserted: HashSet<String> = query
+        .fetch_all(&db.pool)
+        .await?
+        .iter()
+        .map(|row| row.try_get("event_id"))
+        .collect::<Result<_, _>>()?;
+    // The first row of each id is new when its id came back; every other
+    // row is a duplicate.
     let mut new = vec![false; rows.len()];
     for index in order {
-        let row = rows[index];
-        let result = sqlx::query(INSERT)
-            .bind(namespace)
-            .bind(&row.event_id)
-            .bind(&row.event_type)
-            .bind(row.intent_id.as_deref())
-            .bind(row.created)
-            .bind(&row.body)
-            .bind(row.received_at)
-            .execute(&mut *tx)
-            .await?;
-        new[index] = result.rows_affected() > 0;
+        new[index] = inserted.contains(&rows[index].event_id);
     }
-    tx.commit().await?;
     Ok(new)
 }
 

@@ -210,6 +210,52 @@ async fn ingest_verifies_first_and_dedupes(url: String) {
     assert_eq!(admin.list(&Filter::default()).await.unwrap().len(), 6);
 }
 
+async fn concurrent_ingests_store_every_column(url: String) {
+    let setup = Setup::new(url);
+    let inbox = setup.inbox(|b| b).await;
+    let admin = setup.admin().await;
+    // Concurrent deliveries are written many to a statement: a burst of 37
+    // events, each delivered twice at once, half of them about no payment
+    // intent (a NULL column), must come out exactly as sent, one row each.
+    let body_of = |i: usize| {
+        if i % 2 == 0 {
+            event(&format!("evt_b{i}"), &format!("pi_b{i}"), i as i64)
+        } else {
+            Bytes::from(format!(
+                r#"{{"id":"evt_b{i}","type":"customer.created","created":{i},"data":{{"object":{{"id":"cus_{i}"}}}}}}"#
+            ))
+        }
+    };
+    let mut tasks = Vec::new();
+    for i in 0..74 {
+        let (inbox, body) = (inbox.clone(), body_of(i % 37));
+        tasks.push(tokio::spawn(async move { ingest_ok(&inbox, &body).await }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let rows = admin.list(&Filter::default()).await.unwrap();
+    assert_eq!(rows.len(), 37);
+    for i in 0..37 {
+        let id = format!("evt_b{i}");
+        let shown = admin.show(&id).await.unwrap();
+        assert_eq!(
+            shown.body.as_deref(),
+            Some(std::str::from_utf8(&body_of(i)).unwrap())
+        );
+        assert_eq!(shown.created, i as i64);
+        assert_eq!(shown.state, "pending");
+        if i % 2 == 0 {
+            assert_eq!(shown.event_type, "payment_intent.succeeded");
+            assert_eq!(shown.intent_id, Some(format!("pi_b{i}")));
+        } else {
+            assert_eq!(shown.event_type, "customer.created");
+            assert_eq!(shown.intent_id, None);
+        }
+        assert_eq!(shown.due_at, shown.received_at);
+    }
+}
+
 async fn handler_writes_commit_with_the_mark(url: String) {
     let setup = Setup::new(url);
     let inbox = setup.inbox(|b| b).await;
@@ -591,6 +637,7 @@ macro_rules! conformance {
 
 conformance!(
     ingest_verifies_first_and_dedupes,
+    concurrent_ingests_store_every_column,
     handler_writes_commit_with_the_mark,
     failures_retry_then_succeed_and_roll_back,
     dead_after_last_attempt_then_retry,
