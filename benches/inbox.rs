@@ -11,6 +11,8 @@
 //! cargo bench --bench inbox                        # SQLite in a temp dir
 //! PAYHOOK_TEST_DATABASE_URL=postgres://… cargo bench --bench inbox   # PostgreSQL too
 //! PAYHOOK_BENCH_QUICK=1 cargo bench --bench inbox  # fewer requests (a smoke run)
+//! PAYHOOK_BENCH_SECTIONS=3,4 cargo bench --bench inbox  # only these sections
+//! PAYHOOK_BENCH_BACKENDS=postgres cargo bench --bench inbox  # sqlite, postgres or both
 //! ```
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,6 +43,19 @@ fn unique(prefix: &str) -> String {
 
 fn quick() -> bool {
     std::env::var_os("PAYHOOK_BENCH_QUICK").is_some()
+}
+
+/// Whether section `n` runs: all unless `PAYHOOK_BENCH_SECTIONS` lists some.
+fn section(n: u32) -> bool {
+    std::env::var("PAYHOOK_BENCH_SECTIONS").map_or(true, |list| {
+        list.split(',').any(|item| item.trim().parse() == Ok(n))
+    })
+}
+
+/// Whether `backend` runs: both unless `PAYHOOK_BENCH_BACKENDS` lists one.
+fn backend(name: &str) -> bool {
+    std::env::var("PAYHOOK_BENCH_BACKENDS")
+        .map_or(true, |list| list.split(',').any(|item| item.trim() == name))
 }
 
 fn sqlite_url() -> String {
@@ -309,32 +324,45 @@ async fn run(name: &str, url: impl Fn() -> String) {
     let q = quick();
     let requests = if q { 1000 } else { 4000 };
     println!("== {name}");
-    let noop = ack_p99(&url(), requests, Duration::ZERO).await;
-    let slow = ack_p99(&url(), requests, Duration::from_secs(2)).await;
-    println!(
-        "1. ack p99, {CLIENTS} clients: no-op handlers {:.2} ms, 2 s handlers {:.2} ms: ratio {:.2}",
-        noop.as_secs_f64() * 1e3,
-        slow.as_secs_f64() * 1e3,
-        slow.as_secs_f64() / noop.as_secs_f64()
-    );
-    let raw = raw_inserts_per_second(&url(), requests).await;
-    let http = http_ingest_per_second(&url(), requests).await;
-    println!(
-        "2. ingest, {CLIENTS} clients: HTTP {http:.0}/s, raw single-row inserts {raw:.0}/s: ratio {:.2}",
-        http / raw
-    );
-    let events = if q { 2000 } else { 10_000 };
-    let rate = workers_per_second(&url(), events).await;
-    println!("3. no-op workers (16), {events} events: {rate:.0} events/s");
+    if section(1) {
+        let noop = ack_p99(&url(), requests, Duration::ZERO).await;
+        let slow = ack_p99(&url(), requests, Duration::from_secs(2)).await;
+        println!(
+            "1. ack p99, {CLIENTS} clients: no-op handlers {:.2} ms, 2 s handlers {:.2} ms: ratio {:.2}",
+            noop.as_secs_f64() * 1e3,
+            slow.as_secs_f64() * 1e3,
+            slow.as_secs_f64() / noop.as_secs_f64()
+        );
+    }
+    if section(2) {
+        let raw = raw_inserts_per_second(&url(), requests).await;
+        let http = http_ingest_per_second(&url(), requests).await;
+        println!(
+            "2. ingest, {CLIENTS} clients: HTTP {http:.0}/s, raw single-row inserts {raw:.0}/s: ratio {:.2}",
+            http / raw
+        );
+    }
+    if section(3) {
+        let events = if q { 2000 } else { 10_000 };
+        let rate = workers_per_second(&url(), events).await;
+        println!("3. no-op workers (16), {events} events: {rate:.0} events/s");
+    }
 }
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     // `cargo bench` passes `--bench`; nothing else is accepted.
-    run("SQLite (file in WAL mode)", sqlite_url).await;
-    let events = if quick() { 20_000 } else { 100_000 };
-    println!("4. memory, SQLite, {events} events through ingest and no-op workers");
-    memory_while_passing(&sqlite_url(), events).await;
+    if backend("sqlite") {
+        run("SQLite (file in WAL mode)", sqlite_url).await;
+        if section(4) {
+            let events = if quick() { 20_000 } else { 100_000 };
+            println!("4. memory, SQLite, {events} events through ingest and no-op workers");
+            memory_while_passing(&sqlite_url(), events).await;
+        }
+    }
+    if !backend("postgres") {
+        return;
+    }
     if let Some(url) = postgres_url().await {
         // One fresh database serves every PostgreSQL figure; namespaces keep runs apart.
         run("PostgreSQL", || url.clone()).await;
