@@ -39,6 +39,9 @@ pub const DEFAULT_BACKOFF_CAP: Duration = Duration::from_secs(3600);
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
 /// How many handlers run at once unless configured otherwise.
 pub const DEFAULT_CONCURRENCY: usize = 8;
+/// The most each SQLite connection keeps in its page cache, in KiB, unless
+/// configured otherwise (SQLite's own default is 2 000 KiB).
+pub const DEFAULT_SQLITE_CACHE_KIB: u32 = 256;
 
 /// Most deliveries written in one ingest transaction.
 const INGEST_BATCH: usize = 256;
@@ -116,6 +119,7 @@ impl Inbox {
             migrate: true,
             acquire_timeout: Duration::from_secs(5),
             sqlite_full_sync: false,
+            sqlite_cache_kib: DEFAULT_SQLITE_CACHE_KIB,
         }
     }
 
@@ -246,6 +250,7 @@ pub struct InboxBuilder {
     migrate: bool,
     acquire_timeout: Duration,
     sqlite_full_sync: bool,
+    sqlite_cache_kib: u32,
 }
 
 impl InboxBuilder {
@@ -317,6 +322,19 @@ impl InboxBuilder {
         self
     }
 
+    /// SQLite only: the most each pooled connection keeps in its page cache, in
+    /// KiB (default [`DEFAULT_SQLITE_CACHE_KIB`], 256). Each connection fills its
+    /// cache as the file grows, so resident memory grows by up to this much per
+    /// connection (the pool holds up to [`concurrency`](Self::concurrency) + 6)
+    /// before it levels off. In WAL mode a connection drops its cache whenever
+    /// another one has written since its last read, which in a busy inbox is
+    /// almost always, so a large cache buys little here. Raise it when the app's
+    /// own read-heavy queries share this pool and this file.
+    pub fn sqlite_page_cache(mut self, kib: u32) -> Self {
+        self.sqlite_cache_kib = kib;
+        self
+    }
+
     /// Does not create the table on connect; call [`Inbox::migrate`] instead.
     pub fn skip_migrations(mut self) -> Self {
         self.migrate = false;
@@ -358,7 +376,14 @@ impl InboxBuilder {
         let connections = u32::try_from(config.concurrency)
             .unwrap_or(u32::MAX)
             .saturating_add(6);
-        let db = Database::connect(url, connections, self.acquire_timeout, self.sqlite_full_sync).await?;
+        let db = Database::connect(
+            url,
+            connections,
+            self.acquire_timeout,
+            self.sqlite_full_sync,
+            self.sqlite_cache_kib,
+        )
+        .await?;
         if self.migrate {
             schema::migrate(&db.pool, db.backend).await?;
         }
@@ -390,8 +415,7 @@ impl InboxBuilder {
 }
 
 /// Rows of one ingest `INSERT` statement: its batch, padded with empty rows
-/// to the next power of two, so that only nine statements exist and each stays
-/// prepared on its connection.
+/// to the next power of two, so that only nine statements exist.
 fn padded_rows(rows: usize) -> usize {
     rows.max(1).next_power_of_two()
 }
@@ -471,7 +495,11 @@ async fn insert_all(db: &Database, namespace: &str, rows: &[&Row]) -> Result<Vec
     order.dedup_by(|&mut later, &mut first| rows[later].event_id == rows[first].event_id);
     let padded = padded_rows(order.len());
     let sql = insert_statement(padded);
-    let mut query = sqlx::query(&sql).bind(namespace);
+    // Statements for up to 16 rows stay prepared on their connection. Larger
+    // ones are prepared for each use: kept on every connection of the pool,
+    // the 32- to 256-row ones add up to several hundred KiB per connection
+    // (SQLite), and their parse is shared by at least 17 rows.
+    let mut query = sqlx::query(&sql).persistent(padded <= 16).bind(namespace);
     for &index in &order {
         let row = rows[index];
         query = query

@@ -646,3 +646,22 @@ conformance!(
     lost_lease_voids_the_late_mark_of_a_handler_without_transaction,
     unreachable_database_is_a_clear_error,
 );
+
+/// SQLite connections keep the page cache the builder set (default 256 KiB),
+/// which bounds the memory each pooled connection grows to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_page_cache_is_bounded_as_configured() {
+    let setup = Setup::new(sqlite_url());
+    let inbox = setup.inbox(|b| b).await;
+    let default: i64 = sqlx::query_scalar("PRAGMA cache_size")
+        .fetch_one(inbox.pool())
+        .await
+        .unwrap();
+    assert_eq!(default, -i64::from(payhook_inbox::DEFAULT_SQLITE_CACHE_KIB));
+    let inbox = setup.inbox(|b| b.sqlite_page_cache(4096)).await;
+    let configured: i64 = sqlx::query_scalar("PRAGMA cache_size")
+        .fetch_one(inbox.pool())
+        .await
+        .unwrap();
+    assert_eq!(configured, -4096);
+}
