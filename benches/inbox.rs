@@ -273,13 +273,16 @@ async fn workers_per_second(url: &str, total: usize) -> f64 {
     rate
 }
 
-fn rss_kib() -> u64 {
+/// A `/proc/self/status` field in KiB (`VmRSS`: all resident memory;
+/// `RssAnon`: the heap and stacks, without mapped files such as SQLite's
+/// shared-memory WAL index).
+fn status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
             status
                 .lines()
-                .find(|line| line.starts_with("VmRSS:"))
+                .find(|line| line.starts_with(field))
                 .and_then(|line| line.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
@@ -299,24 +302,37 @@ async fn memory_while_passing(url: &str, total: usize) {
     let step = total / 10;
     let prefix = unique("evt_m");
     let mut samples = Vec::new();
+    let mut anon = Vec::new();
+    let mut connections = Vec::new();
     for chunk in 0..10 {
         store(&inbox, step, &format!("{prefix}_{chunk}")).await;
         while done.load(Ordering::Relaxed) < step * (chunk + 1) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        samples.push(rss_kib());
+        samples.push(status_kib("VmRSS:"));
+        anon.push(status_kib("RssAnon:"));
+        connections.push(inbox.pool().size().to_string());
     }
     workers.shutdown().await;
-    let text: Vec<String> = samples
-        .iter()
-        .map(|kib| format!("{:.1}", *kib as f64 / 1024.0))
-        .collect();
-    println!("  RSS (MiB) after each {step} events: {}", text.join(", "));
+    let mib = |samples: &[u64]| {
+        samples
+            .iter()
+            .map(|kib| format!("{:.1}", *kib as f64 / 1024.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("  RSS (MiB) after each {step} events: {}", mib(&samples));
+    println!("  of which anonymous (heap, stacks):    {}", mib(&anon));
+    println!(
+        "  database connections open:            {}",
+        connections.join(", ")
+    );
     let first = samples[1] as f64; // after warm-up (pools, caches)
     let last = samples[9] as f64;
     println!(
-        "  growth from 20% to 100% of the events: {:+.1} %",
-        (last / first - 1.0) * 100.0
+        "  growth from 20% to 100% of the events: {:+.1} % ({:+.1} MiB)",
+        (last / first - 1.0) * 100.0,
+        (last - first) / 1024.0
     );
 }
 
