@@ -13,7 +13,7 @@
 //! not at all. The transaction is opened only when the handler asks for it, so
 //! slow work done before that (HTTP calls, e-mail) holds no transaction and no
 //! SQLite write lock. A handler that never opens it gets its mark all the same:
-//! such marks are written together, many in one transaction, each still naming
+//! such marks are written together, many in one statement, each still naming
 //! its token, so a late worker's mark changes nothing there either.
 //!
 //! Claims take many due events in one statement. An event whose lease ran out
@@ -23,6 +23,7 @@
 //! `created` time and then of arrival: an event is due only when no earlier
 //! event of its intent is still waiting and none is running.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -320,7 +321,7 @@ struct MarkDone {
 }
 
 /// Writes the done marks of handlers that did not open their transaction, all
-/// that are waiting in one transaction, each still checked against its lease
+/// that are waiting in one statement, each still checked against its lease
 /// token: one commit (and on SQLite one turn of the write lock) for many
 /// events instead of one each. Ends when every sender is gone.
 async fn mark_batches(db: Database, mut queue: mpsc::Receiver<MarkDone>) {
@@ -344,21 +345,85 @@ async fn mark_batches(db: Database, mut queue: mpsc::Receiver<MarkDone>) {
     }
 }
 
+/// Marks a batch (sorted by arrival) done; for each mark, whether its row was
+/// still its claim's.
 async fn mark_all(db: &Database, batch: &[MarkDone]) -> Result<Vec<bool>, sqlx::Error> {
-    let mut tx = db.pool.begin().await?;
     let now = now_ms();
-    let mut marked = Vec::with_capacity(batch.len());
-    for mark in batch {
-        let done = sqlx::query(MARK_DONE)
-            .bind(now)
-            .bind(mark.arrival)
-            .bind(mark.token)
-            .execute(&mut *tx)
-            .await?;
-        marked.push(done.rows_affected() > 0);
+    let mut marked = vec![false; batch.len()];
+    let mut rest: Vec<usize> = (0..batch.len()).collect();
+    // One statement per round, each row at most once in it. A row appears
+    // twice only when this process claimed it again after its lease ran out
+    // (at most one of the two tokens matches): the second waits a round.
+    while !rest.is_empty() {
+        let mut round: Vec<usize> = Vec::with_capacity(rest.len());
+        let mut later = Vec::new();
+        for index in rest {
+            if round
+                .last()
+                .is_some_and(|&last| batch[last].arrival == batch[index].arrival)
+            {
+                later.push(index);
+            } else {
+                round.push(index);
+            }
+        }
+        let done = mark_round(db, batch, &round, now).await?;
+        for index in round {
+            marked[index] = done.contains(&batch[index].arrival);
+        }
+        rest = later;
     }
-    tx.commit().await?;
     Ok(marked)
+}
+
+/// `UPDATE … WHERE arrival IN (…) AND lease_token = CASE arrival WHEN … END`
+/// for `rows` marks (`$1` is the time, then an arrival and its token per
+/// mark): each row is found by its key and done only under its own token.
+fn mark_statement(rows: usize) -> String {
+    let mut arrivals = String::with_capacity(rows * 6);
+    let mut tokens = String::with_capacity(rows * 18);
+    for row in 0..rows {
+        let arrival = 2 + row * 2;
+        if row > 0 {
+            arrivals.push_str(", ");
+        }
+        arrivals.push_str(&format!("${arrival}"));
+        tokens.push_str(&format!(" WHEN ${arrival} THEN ${}", arrival + 1));
+    }
+    format!(
+        "UPDATE payhook_inbox SET state = 'done', done_at = $1, lease_token = NULL, lease_until = NULL \
+         WHERE arrival IN ({arrivals}) AND state = 'running' AND lease_token = CASE arrival{tokens} END \
+         RETURNING arrival"
+    )
+}
+
+/// Marks rows `round` of `batch` (distinct arrivals) in one statement, padded
+/// with NULL marks (which match nothing) to the next power of two so that few
+/// statements exist; the arrivals marked.
+async fn mark_round(
+    db: &Database,
+    batch: &[MarkDone],
+    round: &[usize],
+    now: i64,
+) -> Result<HashSet<i64>, sqlx::Error> {
+    let padded = round.len().max(1).next_power_of_two();
+    let sql = mark_statement(padded);
+    // As for ingest: small statements stay prepared, larger ones are prepared per use.
+    let mut query = sqlx::query(&sql).persistent(padded <= 16).bind(now);
+    for &index in round {
+        query = query
+            .bind(Some(batch[index].arrival))
+            .bind(Some(batch[index].token));
+    }
+    for _ in round.len()..padded {
+        query = query.bind(None::<i64>).bind(None::<i64>);
+    }
+    query
+        .fetch_all(&db.pool)
+        .await?
+        .iter()
+        .map(|row| row.try_get("arrival"))
+        .collect()
 }
 
 /// Gives events whose lease ran out (their worker crashed, hung or lost the
