@@ -17,7 +17,8 @@
 //! its token, so a late worker's mark changes nothing there either.
 //!
 //! Claims take many due events in one statement. An event whose lease ran out
-//! is put back in the queue (with its old token void) by the next claim.
+//! is put back in the queue (with its old token void) by a claim within a
+//! quarter of a lease.
 //!
 //! Events of one payment intent are claimed one at a time, in the order of their
 //! `created` time and then of arrival: an event is due only when no earlier
@@ -250,6 +251,7 @@ async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::R
     let mut running = JoinSet::new();
     let mut next_depth = Instant::now();
     let mut next_purge = Instant::now();
+    let mut next_requeue = Instant::now();
     loop {
         if *stopped.borrow() {
             break;
@@ -274,7 +276,13 @@ async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::R
             }
             continue;
         }
-        match claim(&inbox.inner.db, &config, free).await {
+        // Expired leases are looked for a few times per lease, not at every
+        // claim: an event whose worker died is taken up within 1¼ leases.
+        let requeue = now >= next_requeue;
+        if requeue {
+            next_requeue = now + config.lease / 4;
+        }
+        match claim(&inbox.inner.db, &config, free, requeue).await {
             Ok(claimed) if !claimed.is_empty() => {
                 for claimed in claimed {
                     let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
@@ -457,7 +465,14 @@ const CLAIM: &str = "UPDATE payhook_inbox SET state = 'running', lease_token = $
       LIMIT $5 {lock}) \
     RETURNING arrival, event_id, body, attempts";
 
-async fn claim(db: &Database, config: &Config, limit: usize) -> Result<Vec<Claimed>, sqlx::Error> {
+/// Claims up to `limit` due events; first, with `requeue`, puts expired ones
+/// back in the queue.
+async fn claim(
+    db: &Database,
+    config: &Config,
+    limit: usize,
+    requeue: bool,
+) -> Result<Vec<Claimed>, sqlx::Error> {
     let now = now_ms();
     let token = crate::db::new_token();
     let limit = i64::try_from(limit.min(256)).unwrap_or(256);
@@ -478,11 +493,13 @@ async fn claim(db: &Database, config: &Config, limit: usize) -> Result<Vec<Claim
             .execute(&mut *tx)
             .await?;
     }
-    sqlx::query(&REQUEUE_EXPIRED.replace("{lock}", lock))
-        .bind(&config.namespace)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
+    if requeue {
+        sqlx::query(&REQUEUE_EXPIRED.replace("{lock}", lock))
+            .bind(&config.namespace)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+    }
     let rows = sqlx::query(&CLAIM.replace("{lock}", lock))
         .bind(&config.namespace)
         .bind(now)
