@@ -43,7 +43,7 @@ use crate::db::{millis, now_ms, random_u64, Backend, Database};
 use crate::error::{describe, InboxError};
 use crate::inbox::{payhook_escape, Config, Inbox};
 use crate::metrics as m;
-use crate::schema::PG_LOCK_KEY;
+use crate::schema::PG_CLAIM_LOCK_CLASS;
 
 /// What a handler returns when it fails: any error, boxed. Its text is kept as
 /// the event's last error.
@@ -485,11 +485,12 @@ async fn claim(
     // commit for the requeue and the claim.
     let mut tx = db.pool.begin().await?;
     if db.backend == Backend::Postgres {
-        // Claims are serialized (one short transaction each, many events per
-        // claim) so that two workers never pick two events of one intent from
-        // snapshots that cannot see each other's claim.
-        sqlx::query("SELECT 1 FROM pg_advisory_xact_lock($1)")
-            .bind(PG_LOCK_KEY)
+        // Claims in one namespace are serialized (one short transaction each,
+        // many events per claim) so that two workers never pick two events of
+        // one intent from snapshots that cannot see each other's claim.
+        sqlx::query("SELECT 1 FROM pg_advisory_xact_lock($1, hashtext($2))")
+            .bind(PG_CLAIM_LOCK_CLASS)
+            .bind(&config.namespace)
             .execute(&mut *tx)
             .await?;
     }
