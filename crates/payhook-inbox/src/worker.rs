@@ -315,7 +315,7 @@ async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::R
     let _ = marker.await;
 }
 
-/// Most done marks written in one transaction.
+/// Most done marks taken from the queue at once.
 const MARK_BATCH: usize = 256;
 
 /// A handler that never opened its transaction finished: its done mark waits
@@ -335,7 +335,7 @@ struct MarkDone {
 async fn mark_batches(db: Database, mut queue: mpsc::Receiver<MarkDone>) {
     let mut batch = Vec::with_capacity(MARK_BATCH);
     while queue.recv_many(&mut batch, MARK_BATCH).await > 0 {
-        // Arrival order: two batches never wait for each other's rows crosswise.
+        // Arrival order: repeats of one row (see `mark_all`) sit side by side.
         batch.sort_by_key(|mark: &MarkDone| mark.arrival);
         match mark_all(&db, &batch).await {
             Ok(marked) => {
@@ -447,7 +447,7 @@ const REQUEUE_EXPIRED: &str = "UPDATE payhook_inbox SET state = 'pending', \
 
 /// The claim: due pending events whose intent has nothing earlier waiting and
 /// nothing running, oldest due first. Only `pending` rows are candidates, so
-/// the scan follows the `(namespace, state, due_at)` index in claim order and
+/// the scan follows the `(namespace, state, due_at, arrival)` index in claim order and
 /// stops after `LIMIT` rows, however many done rows the table keeps.
 /// `{lock}` is the PostgreSQL row-locking clause.
 const CLAIM: &str = "UPDATE payhook_inbox SET state = 'running', lease_token = $4, \
