@@ -11,6 +11,8 @@
 //! cargo bench --bench inbox                        # SQLite in a temp dir
 //! PAYHOOK_TEST_DATABASE_URL=postgres://… cargo bench --bench inbox   # PostgreSQL too
 //! PAYHOOK_BENCH_QUICK=1 cargo bench --bench inbox  # fewer requests (a smoke run)
+//! PAYHOOK_BENCH_SECTIONS=3,4 cargo bench --bench inbox  # only these sections
+//! PAYHOOK_BENCH_BACKENDS=postgres cargo bench --bench inbox  # sqlite, postgres or both
 //! ```
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,6 +43,19 @@ fn unique(prefix: &str) -> String {
 
 fn quick() -> bool {
     std::env::var_os("PAYHOOK_BENCH_QUICK").is_some()
+}
+
+/// Whether section `n` runs: all unless `PAYHOOK_BENCH_SECTIONS` lists some.
+fn section(n: u32) -> bool {
+    std::env::var("PAYHOOK_BENCH_SECTIONS").map_or(true, |list| {
+        list.split(',').any(|item| item.trim().parse() == Ok(n))
+    })
+}
+
+/// Whether `backend` runs: both unless `PAYHOOK_BENCH_BACKENDS` lists one.
+fn backend(name: &str) -> bool {
+    std::env::var("PAYHOOK_BENCH_BACKENDS")
+        .map_or(true, |list| list.split(',').any(|item| item.trim() == name))
 }
 
 fn sqlite_url() -> String {
@@ -154,7 +169,9 @@ async fn ack_p99(url: &str, requests: usize, handler_delay: Duration) -> Duratio
     let endpoint = serve(inbox).await;
     let _ = load(&endpoint, 200).await; // warm-up
     let (_, mut latencies) = load(&endpoint, requests).await;
-    drop(workers); // left running; the process ends soon
+    // Stop them (running handlers finish) so that they do not load the
+    // database and the CPU during the later sections.
+    workers.shutdown().await;
     percentile(&mut latencies, 0.99)
 }
 
@@ -258,13 +275,16 @@ async fn workers_per_second(url: &str, total: usize) -> f64 {
     rate
 }
 
-fn rss_kib() -> u64 {
+/// A `/proc/self/status` field in KiB (`VmRSS`: all resident memory;
+/// `RssAnon`: the heap and stacks, without mapped files such as SQLite's
+/// shared-memory WAL index).
+fn status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
             status
                 .lines()
-                .find(|line| line.starts_with("VmRSS:"))
+                .find(|line| line.starts_with(field))
                 .and_then(|line| line.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
@@ -284,24 +304,37 @@ async fn memory_while_passing(url: &str, total: usize) {
     let step = total / 10;
     let prefix = unique("evt_m");
     let mut samples = Vec::new();
+    let mut anon = Vec::new();
+    let mut connections = Vec::new();
     for chunk in 0..10 {
         store(&inbox, step, &format!("{prefix}_{chunk}")).await;
         while done.load(Ordering::Relaxed) < step * (chunk + 1) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        samples.push(rss_kib());
+        samples.push(status_kib("VmRSS:"));
+        anon.push(status_kib("RssAnon:"));
+        connections.push(inbox.pool().size().to_string());
     }
     workers.shutdown().await;
-    let text: Vec<String> = samples
-        .iter()
-        .map(|kib| format!("{:.1}", *kib as f64 / 1024.0))
-        .collect();
-    println!("  RSS (MiB) after each {step} events: {}", text.join(", "));
+    let mib = |samples: &[u64]| {
+        samples
+            .iter()
+            .map(|kib| format!("{:.1}", *kib as f64 / 1024.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("  RSS (MiB) after each {step} events: {}", mib(&samples));
+    println!("  of which anonymous (heap, stacks):    {}", mib(&anon));
+    println!(
+        "  database connections open:            {}",
+        connections.join(", ")
+    );
     let first = samples[1] as f64; // after warm-up (pools, caches)
     let last = samples[9] as f64;
     println!(
-        "  growth from 20% to 100% of the events: {:+.1} %",
-        (last / first - 1.0) * 100.0
+        "  growth from 20% to 100% of the events: {:+.1} % ({:+.1} MiB)",
+        (last / first - 1.0) * 100.0,
+        (last - first) / 1024.0
     );
 }
 
@@ -309,32 +342,45 @@ async fn run(name: &str, url: impl Fn() -> String) {
     let q = quick();
     let requests = if q { 1000 } else { 4000 };
     println!("== {name}");
-    let noop = ack_p99(&url(), requests, Duration::ZERO).await;
-    let slow = ack_p99(&url(), requests, Duration::from_secs(2)).await;
-    println!(
-        "1. ack p99, {CLIENTS} clients: no-op handlers {:.2} ms, 2 s handlers {:.2} ms: ratio {:.2}",
-        noop.as_secs_f64() * 1e3,
-        slow.as_secs_f64() * 1e3,
-        slow.as_secs_f64() / noop.as_secs_f64()
-    );
-    let raw = raw_inserts_per_second(&url(), requests).await;
-    let http = http_ingest_per_second(&url(), requests).await;
-    println!(
-        "2. ingest, {CLIENTS} clients: HTTP {http:.0}/s, raw single-row inserts {raw:.0}/s: ratio {:.2}",
-        http / raw
-    );
-    let events = if q { 2000 } else { 10_000 };
-    let rate = workers_per_second(&url(), events).await;
-    println!("3. no-op workers (16), {events} events: {rate:.0} events/s");
+    if section(1) {
+        let noop = ack_p99(&url(), requests, Duration::ZERO).await;
+        let slow = ack_p99(&url(), requests, Duration::from_secs(2)).await;
+        println!(
+            "1. ack p99, {CLIENTS} clients: no-op handlers {:.2} ms, 2 s handlers {:.2} ms: ratio {:.2}",
+            noop.as_secs_f64() * 1e3,
+            slow.as_secs_f64() * 1e3,
+            slow.as_secs_f64() / noop.as_secs_f64()
+        );
+    }
+    if section(2) {
+        let raw = raw_inserts_per_second(&url(), requests).await;
+        let http = http_ingest_per_second(&url(), requests).await;
+        println!(
+            "2. ingest, {CLIENTS} clients: HTTP {http:.0}/s, raw single-row inserts {raw:.0}/s: ratio {:.2}",
+            http / raw
+        );
+    }
+    if section(3) {
+        let events = if q { 2000 } else { 10_000 };
+        let rate = workers_per_second(&url(), events).await;
+        println!("3. no-op workers (16), {events} events: {rate:.0} events/s");
+    }
 }
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     // `cargo bench` passes `--bench`; nothing else is accepted.
-    run("SQLite (file in WAL mode)", sqlite_url).await;
-    let events = if quick() { 20_000 } else { 100_000 };
-    println!("4. memory, SQLite, {events} events through ingest and no-op workers");
-    memory_while_passing(&sqlite_url(), events).await;
+    if backend("sqlite") {
+        run("SQLite (file in WAL mode)", sqlite_url).await;
+        if section(4) {
+            let events = if quick() { 20_000 } else { 100_000 };
+            println!("4. memory, SQLite, {events} events through ingest and no-op workers");
+            memory_while_passing(&sqlite_url(), events).await;
+        }
+    }
+    if !backend("postgres") {
+        return;
+    }
     if let Some(url) = postgres_url().await {
         // One fresh database serves every PostgreSQL figure; namespaces keep runs apart.
         run("PostgreSQL", || url.clone()).await;

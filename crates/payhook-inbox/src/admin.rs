@@ -22,6 +22,7 @@ use sqlx::Row;
 
 use crate::db::{now_ms, Database};
 use crate::error::InboxError;
+use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
 use crate::schema;
 
 /// Where an event is in its life.
@@ -129,7 +130,7 @@ impl Admin {
     /// # Errors
     /// An unsupported URL or an unreachable database.
     pub async fn connect(url: &str, namespace: &str) -> Result<Self, InboxError> {
-        let db = Database::connect(url, 2, Duration::from_secs(5), true).await?;
+        let db = Database::connect(url, 2, Duration::from_secs(5), true, DEFAULT_SQLITE_CACHE_KIB).await?;
         schema::migrate(&db.pool, db.backend).await?;
         Ok(Self {
             db,

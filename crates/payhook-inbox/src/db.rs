@@ -45,12 +45,14 @@ pub(crate) struct Database {
 }
 
 impl Database {
-    /// Connects (lazily checking the URL first) with at most `max_connections`.
+    /// Connects (lazily checking the URL first) with at most `max_connections`;
+    /// on SQLite each connection keeps a page cache of at most `sqlite_cache_kib`.
     pub(crate) async fn connect(
         url: &str,
         max_connections: u32,
         acquire_timeout: Duration,
         sqlite_full_sync: bool,
+        sqlite_cache_kib: u32,
     ) -> Result<Self, InboxError> {
         sqlx::any::install_default_drivers();
         let backend = Backend::of_url(url)?;
@@ -84,6 +86,9 @@ impl Database {
                             "PRAGMA synchronous = NORMAL"
                         })
                         .await?;
+                        // A negative size is in KiB (a positive one in pages).
+                        conn.execute(format!("PRAGMA cache_size = -{sqlite_cache_kib}").as_str())
+                            .await?;
                     }
                     Ok(())
                 })

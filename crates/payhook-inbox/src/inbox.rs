@@ -2,10 +2,12 @@
 //!
 //! Ingest runs the core's verify-then-parse ([`Receiver::check`]) and only then
 //! writes: nothing unsigned or invalid ever becomes a row. Concurrent ingests are
-//! grouped by a few writer tasks into one transaction each, so many deliveries
-//! share one commit (and, on SQLite, one turn of the single write lock); every
-//! delivery still gets its reply only after the commit that holds it.
+//! grouped by a few writer tasks into one multi-row `INSERT` each, so many
+//! deliveries share one statement and one commit (and, on SQLite, one turn of
+//! the single write lock); every delivery still gets its reply only after the
+//! commit that holds it.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -14,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use payhook_core::adapter::Headers;
 use payhook_core::{Error, Event, Receiver, Reply};
-use sqlx::Acquire;
+use sqlx::Row as _;
 use tokio::sync::{mpsc, oneshot, Mutex, Notify};
 
 use crate::db::{now_ms, Backend, Database};
@@ -37,6 +39,9 @@ pub const DEFAULT_BACKOFF_CAP: Duration = Duration::from_secs(3600);
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
 /// How many handlers run at once unless configured otherwise.
 pub const DEFAULT_CONCURRENCY: usize = 8;
+/// The most each SQLite connection keeps in its page cache, in KiB, unless
+/// configured otherwise (SQLite's own default is 2 000 KiB).
+pub const DEFAULT_SQLITE_CACHE_KIB: u32 = 256;
 
 /// Most deliveries written in one ingest transaction.
 const INGEST_BATCH: usize = 256;
@@ -114,6 +119,7 @@ impl Inbox {
             migrate: true,
             acquire_timeout: Duration::from_secs(5),
             sqlite_full_sync: false,
+            sqlite_cache_kib: DEFAULT_SQLITE_CACHE_KIB,
         }
     }
 
@@ -244,6 +250,7 @@ pub struct InboxBuilder {
     migrate: bool,
     acquire_timeout: Duration,
     sqlite_full_sync: bool,
+    sqlite_cache_kib: u32,
 }
 
 impl InboxBuilder {
@@ -315,6 +322,19 @@ impl InboxBuilder {
         self
     }
 
+    /// SQLite only: the most each pooled connection keeps in its page cache, in
+    /// KiB (default [`DEFAULT_SQLITE_CACHE_KIB`], 256). Each connection fills its
+    /// cache as the file grows, so resident memory grows by up to this much per
+    /// connection (the pool holds up to [`concurrency`](Self::concurrency) + 6)
+    /// before it levels off. In WAL mode a connection drops its cache whenever
+    /// another one has written since its last read, which in a busy inbox is
+    /// almost always, so a large cache buys little here. Raise it when the app's
+    /// own read-heavy queries share this pool and this file.
+    pub fn sqlite_page_cache(mut self, kib: u32) -> Self {
+        self.sqlite_cache_kib = kib;
+        self
+    }
+
     /// Does not create the table on connect; call [`Inbox::migrate`] instead.
     pub fn skip_migrations(mut self) -> Self {
         self.migrate = false;
@@ -356,7 +376,14 @@ impl InboxBuilder {
         let connections = u32::try_from(config.concurrency)
             .unwrap_or(u32::MAX)
             .saturating_add(6);
-        let db = Database::connect(url, connections, self.acquire_timeout, self.sqlite_full_sync).await?;
+        let db = Database::connect(
+            url,
+            connections,
+            self.acquire_timeout,
+            self.sqlite_full_sync,
+            self.sqlite_cache_kib,
+        )
+        .await?;
         if self.migrate {
             schema::migrate(&db.pool, db.backend).await?;
         }
@@ -387,13 +414,49 @@ impl InboxBuilder {
     }
 }
 
-const INSERT: &str = "INSERT INTO payhook_inbox \
-    (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at) \
-    VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $7) \
-    ON CONFLICT (namespace, event_id) DO NOTHING";
+/// Rows of one ingest `INSERT` statement: its batch, padded with empty rows
+/// to the next power of two, so that only nine statements exist.
+fn padded_rows(rows: usize) -> usize {
+    rows.max(1).next_power_of_two()
+}
+
+/// One `INSERT … SELECT … FROM (VALUES …)` for `rows` rows: `$1` is the
+/// namespace, then six parameters per row (`received_at` is also the first
+/// `due_at`). Padding rows are all NULL and filtered out; repeats are skipped
+/// by `ON CONFLICT`, and the new rows' ids come back.
+fn insert_statement(rows: usize) -> String {
+    let mut sql = String::with_capacity(rows * 40 + 400);
+    sql.push_str(
+        "INSERT INTO payhook_inbox \
+         (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at) \
+         SELECT $1, column1, column2, column3, column4, column5, column6, 'pending', 0, column6 \
+         FROM (VALUES ",
+    );
+    for row in 0..rows {
+        let first = 2 + row * 6;
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!(
+            "(${}, ${}, ${}, ${}, ${}, ${})",
+            first,
+            first + 1,
+            first + 2,
+            first + 3,
+            first + 4,
+            first + 5
+        ));
+    }
+    // The WHERE also tells SQLite's parser that ON CONFLICT is the upsert clause.
+    sql.push_str(
+        ") AS batch WHERE column1 IS NOT NULL \
+         ON CONFLICT (namespace, event_id) DO NOTHING RETURNING event_id",
+    );
+    sql
+}
 
 /// One ingest writer: takes every delivery waiting, writes them in one
-/// transaction, answers each after the commit. Ends when the inbox is dropped.
+/// statement, answers each after the commit. Ends when the inbox is dropped.
 async fn write_batches(db: Database, namespace: String, queue: Arc<Mutex<mpsc::Receiver<Pending>>>) {
     let mut batch = Vec::with_capacity(INGEST_BATCH);
     loop {
@@ -421,30 +484,53 @@ async fn write_batches(db: Database, namespace: String, queue: Arc<Mutex<mpsc::R
     }
 }
 
-/// Inserts the rows in one transaction; for each, whether it was new.
+/// Inserts the rows in one statement (atomic on its own: no transaction to
+/// open and commit around it); for each row, whether it was new.
 async fn insert_all(db: &Database, namespace: &str, rows: &[&Row]) -> Result<Vec<bool>, sqlx::Error> {
-    let mut conn = db.pool.acquire().await?;
-    let mut tx = conn.begin().await?;
     // Insert in id order so two writers holding the same ids in their batches
-    // wait for each other instead of deadlocking (PostgreSQL).
+    // wait for each other instead of deadlocking (PostgreSQL). A repeated id
+    // within the batch is written once; its later copies are duplicates.
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by(|&a, &b| rows[a].event_id.cmp(&rows[b].event_id));
+    order.dedup_by(|&mut later, &mut first| rows[later].event_id == rows[first].event_id);
+    let padded = padded_rows(order.len());
+    let sql = insert_statement(padded);
+    // Statements for up to 16 rows stay prepared on their connection. Larger
+    // ones are prepared for each use: kept on every connection of the pool,
+    // the 32- to 256-row ones add up to several hundred KiB per connection
+    // (SQLite), and their parse is shared by at least 17 rows.
+    let mut query = sqlx::query(&sql).persistent(padded <= 16).bind(namespace);
+    for &index in &order {
+        let row = rows[index];
+        query = query
+            .bind(Some(row.event_id.as_str()))
+            .bind(Some(row.event_type.as_str()))
+            .bind(row.intent_id.as_deref())
+            .bind(Some(row.created))
+            .bind(Some(row.body.as_str()))
+            .bind(Some(row.received_at));
+    }
+    for _ in order.len()..padded {
+        query = query
+            .bind(None::<&str>)
+            .bind(None::<&str>)
+            .bind(None::<&str>)
+            .bind(None::<i64>)
+            .bind(None::<&str>)
+            .bind(None::<i64>);
+    }
+    let inserted: HashSet<String> = query
+        .fetch_all(&db.pool)
+        .await?
+        .iter()
+        .map(|row| row.try_get("event_id"))
+        .collect::<Result<_, _>>()?;
+    // The first row of each id is new when its id came back; every other
+    // row is a duplicate.
     let mut new = vec![false; rows.len()];
     for index in order {
-        let row = rows[index];
-        let result = sqlx::query(INSERT)
-            .bind(namespace)
-            .bind(&row.event_id)
-            .bind(&row.event_type)
-            .bind(row.intent_id.as_deref())
-            .bind(row.created)
-            .bind(&row.body)
-            .bind(row.received_at)
-            .execute(&mut *tx)
-            .await?;
-        new[index] = result.rows_affected() > 0;
+        new[index] = inserted.contains(&rows[index].event_id);
     }
-    tx.commit().await?;
     Ok(new)
 }
 

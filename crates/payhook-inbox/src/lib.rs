@@ -61,7 +61,7 @@ mod worker;
 pub use error::InboxError;
 pub use inbox::{
     Inbox, InboxBuilder, DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_CONCURRENCY, DEFAULT_LEASE,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_NAMESPACE, DEFAULT_RETENTION,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_NAMESPACE, DEFAULT_RETENTION, DEFAULT_SQLITE_CACHE_KIB,
 };
 pub use schema::TABLE;
 pub use worker::{Handler, HandlerError, HandlerFuture, Job, JobTransaction, Workers};

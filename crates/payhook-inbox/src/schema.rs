@@ -12,9 +12,15 @@ use crate::error::InboxError;
 /// The table every backend keeps events in.
 pub const TABLE: &str = "payhook_inbox";
 
-/// The advisory lock key the PostgreSQL migrations and claims serialize on
-/// ("payhook" in ASCII, so that it is recognisable in `pg_locks`).
+/// The advisory lock key the PostgreSQL migrations serialize on ("payhook"
+/// in ASCII, so that it is recognisable in `pg_locks`).
 pub(crate) const PG_LOCK_KEY: i64 = 0x0070_6179_686f_6f6b;
+
+/// The first half of the two-part advisory lock key claims serialize on
+/// ("phk!" in ASCII); the second half is a hash of the namespace, so the
+/// claims of different namespaces do not wait for each other. (PostgreSQL
+/// keeps one-part and two-part keys apart: this never meets [`PG_LOCK_KEY`].)
+pub(crate) const PG_CLAIM_LOCK_CLASS: i32 = 0x7068_6b21;
 
 const SQLITE: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS payhook_inbox (
@@ -36,7 +42,11 @@ const SQLITE: &[&str] = &[
         done_at BIGINT,
         UNIQUE (namespace, event_id)
     )",
-    "CREATE INDEX IF NOT EXISTS payhook_inbox_due ON payhook_inbox (namespace, state, due_at)",
+    // Claims read pending rows in (due_at, arrival) order straight from this
+    // index and stop at their limit; the depth metric and `list` use its prefix.
+    "CREATE INDEX IF NOT EXISTS payhook_inbox_claim ON payhook_inbox (namespace, state, due_at, arrival)",
+    // Earlier versions' index: a prefix of the one above, so not needed beside it.
+    "DROP INDEX IF EXISTS payhook_inbox_due",
     "CREATE INDEX IF NOT EXISTS payhook_inbox_intent ON payhook_inbox (namespace, intent_id, created, arrival)",
 ];
 
@@ -60,7 +70,11 @@ const POSTGRES: &[&str] = &[
         done_at BIGINT,
         UNIQUE (namespace, event_id)
     )",
-    "CREATE INDEX IF NOT EXISTS payhook_inbox_due ON payhook_inbox (namespace, state, due_at)",
+    // Claims read pending rows in (due_at, arrival) order straight from this
+    // index and stop at their limit; the depth metric and `list` use its prefix.
+    "CREATE INDEX IF NOT EXISTS payhook_inbox_claim ON payhook_inbox (namespace, state, due_at, arrival)",
+    // Earlier versions' index: a prefix of the one above, so not needed beside it.
+    "DROP INDEX IF EXISTS payhook_inbox_due",
     "CREATE INDEX IF NOT EXISTS payhook_inbox_intent ON payhook_inbox (namespace, intent_id, created, arrival)",
 ];
 

@@ -12,12 +12,19 @@
 //! [`Job::transaction`]: the handler's own writes and the mark commit together or
 //! not at all. The transaction is opened only when the handler asks for it, so
 //! slow work done before that (HTTP calls, e-mail) holds no transaction and no
-//! SQLite write lock.
+//! SQLite write lock. A handler that never opens it gets its mark all the same:
+//! such marks are written together, many in one statement, each still naming
+//! its token, so a late worker's mark changes nothing there either.
+//!
+//! Claims take many due events in one statement. An event whose lease ran out
+//! is put back in the queue (with its old token void) by a claim within a
+//! quarter of a lease.
 //!
 //! Events of one payment intent are claimed one at a time, in the order of their
 //! `created` time and then of arrival: an event is due only when no earlier
 //! event of its intent is still waiting and none is running.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -29,14 +36,14 @@ use futures_util::FutureExt;
 use payhook_core::Event;
 use sqlx::AnyConnection;
 use sqlx::{Any, Row, Transaction};
-use tokio::sync::{watch, Mutex, OwnedMappedMutexGuard, OwnedMutexGuard, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Mutex, OwnedMappedMutexGuard, OwnedMutexGuard, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::db::{millis, now_ms, random_u64, Backend, Database};
 use crate::error::{describe, InboxError};
 use crate::inbox::{payhook_escape, Config, Inbox};
 use crate::metrics as m;
-use crate::schema::PG_LOCK_KEY;
+use crate::schema::PG_CLAIM_LOCK_CLASS;
 
 /// What a handler returns when it fails: any error, boxed. Its text is kept as
 /// the event's last error.
@@ -239,9 +246,12 @@ struct Claimed {
 async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::Receiver<bool>) {
     let config = inbox.inner.config.clone();
     let permits = Arc::new(Semaphore::new(config.concurrency));
+    let (marks, queue) = mpsc::channel(MARK_BATCH);
+    let marker = tokio::spawn(mark_batches(inbox.inner.db.clone(), queue));
     let mut running = JoinSet::new();
     let mut next_depth = Instant::now();
     let mut next_purge = Instant::now();
+    let mut next_requeue = Instant::now();
     loop {
         if *stopped.borrow() {
             break;
@@ -266,7 +276,13 @@ async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::R
             }
             continue;
         }
-        match claim(&inbox.inner.db, &config, free).await {
+        // Expired leases are looked for a few times per lease, not at every
+        // claim: an event whose worker died is taken up within 1¼ leases.
+        let requeue = now >= next_requeue;
+        if requeue {
+            next_requeue = now + config.lease / 4;
+        }
+        match claim(&inbox.inner.db, &config, free, requeue).await {
             Ok(claimed) if !claimed.is_empty() => {
                 for claimed in claimed {
                     let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
@@ -274,8 +290,9 @@ async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::R
                     };
                     let inbox = inbox.clone();
                     let handler = Arc::clone(&handler);
+                    let marks = marks.clone();
                     running.spawn(async move {
-                        process(&inbox, handler.as_ref(), claimed).await;
+                        process(&inbox, handler.as_ref(), &marks, claimed).await;
                         drop(permit);
                     });
                 }
@@ -293,63 +310,206 @@ async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::R
         }
     }
     while running.join_next().await.is_some() {}
+    // Every handler has its answer: the marker ends once its queue is closed.
+    drop(marks);
+    let _ = marker.await;
 }
 
-/// The claim: due events whose intent has nothing earlier waiting and nothing
-/// running, oldest due first. `{lock}` is the PostgreSQL row-locking clause.
+/// Most done marks taken from the queue at once.
+const MARK_BATCH: usize = 256;
+
+/// A handler that never opened its transaction finished: its done mark waits
+/// here to be written together with others.
+struct MarkDone {
+    arrival: i64,
+    token: i64,
+    /// Whether the row was still this claim's (false: the lease was lost), or
+    /// why the batch failed.
+    answer: oneshot::Sender<Result<bool, String>>,
+}
+
+/// Writes the done marks of handlers that did not open their transaction, all
+/// that are waiting in one statement, each still checked against its lease
+/// token: one commit (and on SQLite one turn of the write lock) for many
+/// events instead of one each. Ends when every sender is gone.
+async fn mark_batches(db: Database, mut queue: mpsc::Receiver<MarkDone>) {
+    let mut batch = Vec::with_capacity(MARK_BATCH);
+    while queue.recv_many(&mut batch, MARK_BATCH).await > 0 {
+        // Arrival order: repeats of one row (see `mark_all`) sit side by side.
+        batch.sort_by_key(|mark: &MarkDone| mark.arrival);
+        match mark_all(&db, &batch).await {
+            Ok(marked) => {
+                for (mark, marked) in batch.drain(..).zip(marked) {
+                    let _ = mark.answer.send(Ok(marked));
+                }
+            }
+            Err(err) => {
+                let message = describe(&err);
+                for mark in batch.drain(..) {
+                    let _ = mark.answer.send(Err(message.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Marks a batch (sorted by arrival) done; for each mark, whether its row was
+/// still its claim's.
+async fn mark_all(db: &Database, batch: &[MarkDone]) -> Result<Vec<bool>, sqlx::Error> {
+    let now = now_ms();
+    let mut marked = vec![false; batch.len()];
+    let mut rest: Vec<usize> = (0..batch.len()).collect();
+    // One statement per round, each row at most once in it. A row appears
+    // twice only when this process claimed it again after its lease ran out
+    // (at most one of the two tokens matches): the second waits a round.
+    while !rest.is_empty() {
+        let mut round: Vec<usize> = Vec::with_capacity(rest.len());
+        let mut later = Vec::new();
+        for index in rest {
+            if round
+                .last()
+                .is_some_and(|&last| batch[last].arrival == batch[index].arrival)
+            {
+                later.push(index);
+            } else {
+                round.push(index);
+            }
+        }
+        let done = mark_round(db, batch, &round, now).await?;
+        for index in round {
+            marked[index] = done.contains(&batch[index].arrival);
+        }
+        rest = later;
+    }
+    Ok(marked)
+}
+
+/// `UPDATE … WHERE arrival IN (…) AND lease_token = CASE arrival WHEN … END`
+/// for `rows` marks (`$1` is the time, then an arrival and its token per
+/// mark): each row is found by its key and done only under its own token.
+fn mark_statement(rows: usize) -> String {
+    let mut arrivals = String::with_capacity(rows * 6);
+    let mut tokens = String::with_capacity(rows * 18);
+    for row in 0..rows {
+        let arrival = 2 + row * 2;
+        if row > 0 {
+            arrivals.push_str(", ");
+        }
+        arrivals.push_str(&format!("${arrival}"));
+        tokens.push_str(&format!(" WHEN ${arrival} THEN ${}", arrival + 1));
+    }
+    format!(
+        "UPDATE payhook_inbox SET state = 'done', done_at = $1, lease_token = NULL, lease_until = NULL \
+         WHERE arrival IN ({arrivals}) AND state = 'running' AND lease_token = CASE arrival{tokens} END \
+         RETURNING arrival"
+    )
+}
+
+/// Marks rows `round` of `batch` (distinct arrivals) in one statement, padded
+/// with NULL marks (which match nothing) to the next power of two so that few
+/// statements exist; the arrivals marked.
+async fn mark_round(
+    db: &Database,
+    batch: &[MarkDone],
+    round: &[usize],
+    now: i64,
+) -> Result<HashSet<i64>, sqlx::Error> {
+    let padded = round.len().max(1).next_power_of_two();
+    let sql = mark_statement(padded);
+    // As for ingest: small statements stay prepared, larger ones are prepared per use.
+    let mut query = sqlx::query(&sql).persistent(padded <= 16).bind(now);
+    for &index in round {
+        query = query
+            .bind(Some(batch[index].arrival))
+            .bind(Some(batch[index].token));
+    }
+    for _ in round.len()..padded {
+        query = query.bind(None::<i64>).bind(None::<i64>);
+    }
+    query
+        .fetch_all(&db.pool)
+        .await?
+        .iter()
+        .map(|row| row.try_get("arrival"))
+        .collect()
+}
+
+/// Gives events whose lease ran out (their worker crashed, hung or lost the
+/// database) back to the queue, as they were due before. Their old token no
+/// longer matches, so the late worker changes nothing. `{lock}` is the
+/// PostgreSQL row-locking clause: rows a worker is marking right now are
+/// skipped rather than waited for.
+const REQUEUE_EXPIRED: &str = "UPDATE payhook_inbox SET state = 'pending', \
+    lease_token = NULL, lease_until = NULL \
+    WHERE arrival IN ( \
+      SELECT arrival FROM payhook_inbox \
+      WHERE namespace = $1 AND state = 'running' AND lease_until < $2 {lock})";
+
+/// The claim: due pending events whose intent has nothing earlier waiting and
+/// nothing running, oldest due first. Only `pending` rows are candidates, so
+/// the scan follows the `(namespace, state, due_at, arrival)` index in claim order and
+/// stops after `LIMIT` rows, however many done rows the table keeps.
+/// `{lock}` is the PostgreSQL row-locking clause.
 const CLAIM: &str = "UPDATE payhook_inbox SET state = 'running', lease_token = $4, \
     lease_until = $3, attempts = attempts + 1, last_attempt_at = $2 \
     WHERE arrival IN ( \
       SELECT c.arrival FROM payhook_inbox c \
-      WHERE c.namespace = $1 \
-        AND ((c.state = 'pending' AND c.due_at <= $2) OR (c.state = 'running' AND c.lease_until < $2)) \
+      WHERE c.namespace = $1 AND c.state = 'pending' AND c.due_at <= $2 \
         AND (c.intent_id IS NULL OR NOT EXISTS ( \
           SELECT 1 FROM payhook_inbox e \
           WHERE e.namespace = c.namespace AND e.intent_id = c.intent_id AND e.arrival <> c.arrival \
-            AND ((e.state = 'running' AND e.lease_until >= $2) \
-              OR (e.state IN ('pending', 'running') \
+            AND (e.state = 'running' \
+              OR (e.state = 'pending' \
                   AND (e.created < c.created OR (e.created = c.created AND e.arrival < c.arrival)))))) \
       ORDER BY c.due_at, c.arrival \
       LIMIT $5 {lock}) \
     RETURNING arrival, event_id, body, attempts";
 
-async fn claim(db: &Database, config: &Config, limit: usize) -> Result<Vec<Claimed>, sqlx::Error> {
+/// Claims up to `limit` due events; first, with `requeue`, puts expired ones
+/// back in the queue.
+async fn claim(
+    db: &Database,
+    config: &Config,
+    limit: usize,
+    requeue: bool,
+) -> Result<Vec<Claimed>, sqlx::Error> {
     let now = now_ms();
     let token = crate::db::new_token();
     let limit = i64::try_from(limit.min(256)).unwrap_or(256);
     let lease_until = now.saturating_add(millis(config.lease));
-    let rows = match db.backend {
-        Backend::Sqlite => {
-            sqlx::query(&CLAIM.replace("{lock}", ""))
-                .bind(&config.namespace)
-                .bind(now)
-                .bind(lease_until)
-                .bind(token)
-                .bind(limit)
-                .fetch_all(&db.pool)
-                .await?
-        }
-        Backend::Postgres => {
-            // Claims are serialized (one short statement each, many events per
-            // claim) so that two workers never pick two events of one intent
-            // from snapshots that cannot see each other's claim.
-            let mut tx = db.pool.begin().await?;
-            sqlx::query("SELECT 1 FROM pg_advisory_xact_lock($1)")
-                .bind(PG_LOCK_KEY)
-                .execute(&mut *tx)
-                .await?;
-            let rows = sqlx::query(&CLAIM.replace("{lock}", "FOR UPDATE SKIP LOCKED"))
-                .bind(&config.namespace)
-                .bind(now)
-                .bind(lease_until)
-                .bind(token)
-                .bind(limit)
-                .fetch_all(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            rows
-        }
+    let lock = match db.backend {
+        Backend::Sqlite => "",
+        Backend::Postgres => "FOR UPDATE SKIP LOCKED",
     };
+    // One transaction: on SQLite one turn of the write lock, on PostgreSQL one
+    // commit for the requeue and the claim.
+    let mut tx = db.pool.begin().await?;
+    if db.backend == Backend::Postgres {
+        // Claims in one namespace are serialized (one short transaction each,
+        // many events per claim) so that two workers never pick two events of
+        // one intent from snapshots that cannot see each other's claim.
+        sqlx::query("SELECT 1 FROM pg_advisory_xact_lock($1, hashtext($2))")
+            .bind(PG_CLAIM_LOCK_CLASS)
+            .bind(&config.namespace)
+            .execute(&mut *tx)
+            .await?;
+    }
+    if requeue {
+        sqlx::query(&REQUEUE_EXPIRED.replace("{lock}", lock))
+            .bind(&config.namespace)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let rows = sqlx::query(&CLAIM.replace("{lock}", lock))
+        .bind(&config.namespace)
+        .bind(now)
+        .bind(lease_until)
+        .bind(token)
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
     rows.into_iter()
         .map(|row| {
             Ok(Claimed {
@@ -363,7 +523,7 @@ async fn claim(db: &Database, config: &Config, limit: usize) -> Result<Vec<Claim
         .collect()
 }
 
-async fn process(inbox: &Inbox, handler: &dyn Handler, claimed: Claimed) {
+async fn process(inbox: &Inbox, handler: &dyn Handler, marks: &mpsc::Sender<MarkDone>, claimed: Claimed) {
     let db = &inbox.inner.db;
     let config = &inbox.inner.config;
     let started = Instant::now();
@@ -423,16 +583,21 @@ async fn process(inbox: &Inbox, handler: &dyn Handler, claimed: Claimed) {
             Err(err) => Some(format!("commit failed: {}", describe(&err))),
         },
         (Ok(Ok(())), Ok(None)) => {
-            let marked = sqlx::query(MARK_DONE)
-                .bind(now_ms())
-                .bind(claimed.arrival)
-                .bind(claimed.token)
-                .execute(&db.pool)
-                .await;
-            match marked {
-                Ok(done) if done.rows_affected() > 0 => None,
-                Ok(_) => Some("the lease was lost to another worker".to_owned()),
-                Err(err) => Some(format!("marking done failed: {}", describe(&err))),
+            let (answer, marked) = oneshot::channel();
+            let mark = MarkDone {
+                arrival: claimed.arrival,
+                token: claimed.token,
+                answer,
+            };
+            if marks.send(mark).await.is_err() {
+                Some("marking done failed: the marker has stopped".to_owned())
+            } else {
+                match marked.await {
+                    Ok(Ok(true)) => None,
+                    Ok(Ok(false)) => Some("the lease was lost to another worker".to_owned()),
+                    Ok(Err(message)) => Some(format!("marking done failed: {message}")),
+                    Err(_) => Some("marking done failed: the marker has stopped".to_owned()),
+                }
             }
         }
         (Ok(Err(err)), _) => Some(err.to_string()),

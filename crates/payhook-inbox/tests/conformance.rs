@@ -210,6 +210,52 @@ async fn ingest_verifies_first_and_dedupes(url: String) {
     assert_eq!(admin.list(&Filter::default()).await.unwrap().len(), 6);
 }
 
+async fn concurrent_ingests_store_every_column(url: String) {
+    let setup = Setup::new(url);
+    let inbox = setup.inbox(|b| b).await;
+    let admin = setup.admin().await;
+    // Concurrent deliveries are written many to a statement: a burst of 37
+    // events, each delivered twice at once, half of them about no payment
+    // intent (a NULL column), must come out exactly as sent, one row each.
+    let body_of = |i: usize| {
+        if i % 2 == 0 {
+            event(&format!("evt_b{i}"), &format!("pi_b{i}"), i as i64)
+        } else {
+            Bytes::from(format!(
+                r#"{{"id":"evt_b{i}","type":"customer.created","created":{i},"data":{{"object":{{"id":"cus_{i}"}}}}}}"#
+            ))
+        }
+    };
+    let mut tasks = Vec::new();
+    for i in 0..74 {
+        let (inbox, body) = (inbox.clone(), body_of(i % 37));
+        tasks.push(tokio::spawn(async move { ingest_ok(&inbox, &body).await }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let rows = admin.list(&Filter::default()).await.unwrap();
+    assert_eq!(rows.len(), 37);
+    for i in 0..37 {
+        let id = format!("evt_b{i}");
+        let shown = admin.show(&id).await.unwrap();
+        assert_eq!(
+            shown.body.as_deref(),
+            Some(std::str::from_utf8(&body_of(i)).unwrap())
+        );
+        assert_eq!(shown.created, i as i64);
+        assert_eq!(shown.state, "pending");
+        if i % 2 == 0 {
+            assert_eq!(shown.event_type, "payment_intent.succeeded");
+            assert_eq!(shown.intent_id, Some(format!("pi_b{i}")));
+        } else {
+            assert_eq!(shown.event_type, "customer.created");
+            assert_eq!(shown.intent_id, None);
+        }
+        assert_eq!(shown.due_at, shown.received_at);
+    }
+}
+
 async fn handler_writes_commit_with_the_mark(url: String) {
     let setup = Setup::new(url);
     let inbox = setup.inbox(|b| b).await;
@@ -490,6 +536,62 @@ async fn lost_lease_rolls_back_the_late_commit(url: String) {
     assert_eq!((shown.state.as_str(), shown.attempts), ("done", 2));
 }
 
+async fn lost_lease_voids_the_late_mark_of_a_handler_without_transaction(url: String) {
+    let setup = Setup::new(url);
+    // As above, but neither handler opens its transaction: their done marks
+    // are written in batches, and the stalled worker's mark must still be
+    // refused while the event belongs to the worker that took it over.
+    let slow = setup
+        .inbox(|b| b.lease(Duration::from_secs(60)).concurrency(1))
+        .await;
+    let admin = setup.admin().await;
+    ingest_ok(&slow, &event("evt_mark", "pi_m", 1)).await;
+
+    let gate = |started: tokio::sync::oneshot::Sender<()>, go: tokio::sync::watch::Receiver<bool>| {
+        let started = Arc::new(Mutex::new(Some(started)));
+        move |_job: Job| {
+            let (started, mut go) = (Arc::clone(&started), go.clone());
+            async move {
+                if let Some(tx) = started.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+                let _ = go.wait_for(|go| *go).await;
+                Ok::<(), HandlerError>(())
+            }
+        }
+    };
+    let (slow_started_tx, slow_started) = tokio::sync::oneshot::channel();
+    let (slow_go, slow_wait) = tokio::sync::watch::channel(false);
+    let slow_workers = slow.start(gate(slow_started_tx, slow_wait));
+    slow_started.await.unwrap();
+    sqlx::query("UPDATE payhook_inbox SET lease_until = 0 WHERE namespace = $1 AND event_id = 'evt_mark'")
+        .bind(&setup.namespace)
+        .execute(slow.pool())
+        .await
+        .unwrap();
+    let fast = setup.inbox(|b| b).await;
+    let (fast_started_tx, fast_started) = tokio::sync::oneshot::channel();
+    let (fast_go, fast_wait) = tokio::sync::watch::channel(false);
+    let fast_workers = fast.start(gate(fast_started_tx, fast_wait));
+    fast_started.await.unwrap();
+
+    // The stalled handler returns Ok now; shutdown waits until its mark has
+    // been tried. The event is the other worker's: still running, not done.
+    slow_go.send(true).unwrap();
+    slow_workers.shutdown().await;
+    let shown = admin.show("evt_mark").await.unwrap();
+    assert_eq!((shown.state.as_str(), shown.attempts), ("running", 2));
+
+    fast_go.send(true).unwrap();
+    eventually("done by the worker that took it over", || async {
+        state_of(&admin, "evt_mark").await == "done"
+    })
+    .await;
+    fast_workers.shutdown().await;
+    let shown = admin.show("evt_mark").await.unwrap();
+    assert_eq!((shown.state.as_str(), shown.attempts), ("done", 2));
+}
+
 async fn unreachable_database_is_a_clear_error(url: String) {
     let _ = url;
     let receiver = Receiver::builder().secret(SECRET).build().unwrap();
@@ -535,10 +637,31 @@ macro_rules! conformance {
 
 conformance!(
     ingest_verifies_first_and_dedupes,
+    concurrent_ingests_store_every_column,
     handler_writes_commit_with_the_mark,
     failures_retry_then_succeed_and_roll_back,
     dead_after_last_attempt_then_retry,
     one_intent_runs_in_created_order_never_concurrently,
     lost_lease_rolls_back_the_late_commit,
+    lost_lease_voids_the_late_mark_of_a_handler_without_transaction,
     unreachable_database_is_a_clear_error,
 );
+
+/// SQLite connections keep the page cache the builder set (default 256 KiB),
+/// which bounds the memory each pooled connection grows to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_page_cache_is_bounded_as_configured() {
+    let setup = Setup::new(sqlite_url());
+    let inbox = setup.inbox(|b| b).await;
+    let default: i64 = sqlx::query_scalar("PRAGMA cache_size")
+        .fetch_one(inbox.pool())
+        .await
+        .unwrap();
+    assert_eq!(default, -i64::from(payhook_inbox::DEFAULT_SQLITE_CACHE_KIB));
+    let inbox = setup.inbox(|b| b.sqlite_page_cache(4096)).await;
+    let configured: i64 = sqlx::query_scalar("PRAGMA cache_size")
+        .fetch_one(inbox.pool())
+        .await
+        .unwrap();
+    assert_eq!(configured, -4096);
+}
