@@ -121,11 +121,20 @@ fn distinct_sends_that_many_events_and_the_handler_runs_for_each() {
     });
     let run = send(
         &receiver,
-        &["--distinct", "--repeat", "40", "--concurrency", "8", "--amount", "777"],
+        &[
+            "--distinct",
+            "--repeat",
+            "40",
+            "--concurrency",
+            "8",
+            "--amount",
+            "777",
+        ],
     );
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
-        run.stdout.contains("payment_intent.succeeded events, each with a fresh id"),
+        run.stdout
+            .contains("payment_intent.succeeded events, each with a fresh id"),
         "{run:?}"
     );
     let lines = reply_lines(&run.stdout);
@@ -159,7 +168,9 @@ fn distinct_tampered_deliveries_are_each_refused() {
     let lines = reply_lines(&run.stdout);
     assert_eq!(lines.len(), 3, "{run:?}");
     assert!(
-        lines.iter().all(|line| line.contains(" 400 Webhook Error: no signature matches")),
+        lines
+            .iter()
+            .all(|line| line.contains(" 400 Webhook Error: no signature matches")),
         "{run:?}"
     );
     assert!(receiver.handled().is_empty());
