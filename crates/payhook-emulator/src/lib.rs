@@ -554,12 +554,7 @@ impl EmulatorBuilder {
             http::HeaderName::from_bytes(self.signature_header.as_bytes()).map_err(|_| {
                 StartError::Setting("the signature header name is not a valid HTTP header name".into())
             })?;
-        let client = reqwest::Client::builder()
-            .timeout(self.attempt_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("payhook-emulator/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|err| StartError::Client(err.to_string()))?;
+        let client = delivery::http_client(self.attempt_timeout);
         let listener = tokio::net::TcpListener::bind(self.addr)
             .await
             .map_err(|source| StartError::Bind {
