@@ -303,14 +303,23 @@ async fn run(
     }
     let mut attempt: u32 = 1;
     loop {
+        // The wait for a place on the wire comes first, so the endpoint's URL and
+        // secrets are read when the attempt really starts (a secret rolled or an
+        // endpoint deleted meanwhile is seen).
+        let Ok(permit) = shared.deliveries.permits.acquire().await else {
+            return;
+        };
         let endpoint = {
             let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            state
-                .endpoints
-                .get(&job.endpoint_id)
-                .map(|endpoint| (endpoint.uri.clone(), Arc::clone(&endpoint.keys)))
+            state.endpoints.get(&job.endpoint_id).map(|endpoint| {
+                (
+                    endpoint.uri.clone(),
+                    endpoint.url.as_str().to_owned(),
+                    Arc::clone(&endpoint.keys),
+                )
+            })
         };
-        let Some((uri, keys)) = endpoint else {
+        let Some((uri, url, keys)) = endpoint else {
             tracing::info!(
                 target: "payhook_emulator::delivery",
                 "{} {} -> {}: endpoint deleted, delivery abandoned",
@@ -318,13 +327,9 @@ async fn run(
             );
             return;
         };
-        let outcome = {
-            let Ok(_permit) = shared.deliveries.permits.acquire().await else {
-                return;
-            };
-            // Boxed: the HTTP client's future is large, and the task should not carry it inline.
-            Box::pin(attempt_once(&shared, uri.clone(), &keys, &job.event.body)).await
-        };
+        // Boxed: the HTTP client's future is large, and the task should not carry it inline.
+        let outcome = Box::pin(attempt_once(&shared, uri, &keys, &job.event.body)).await;
+        drop(permit);
         let dropped = config.faults.drop_first && attempt == 1;
         // A 2xx whose reply did not finish within the timeout (or broke off) is
         // no acknowledgement: the receiver may still be stuck in its handler.
@@ -350,7 +355,7 @@ async fn run(
             event: job.event.id.clone(),
             event_type: job.event.event_type.clone(),
             webhook_endpoint: job.endpoint_id.clone(),
-            url: uri.to_string(),
+            url,
             copy: job.copy,
             attempt,
             started_at_ms: outcome.started_at_ms,
@@ -411,32 +416,59 @@ fn log_attempt(record: &DeliveryAttempt, next: Option<Duration>) {
     if !tracing::enabled!(target: "payhook_emulator::delivery", tracing::Level::INFO) {
         return;
     }
-    let result = match (record.status, &record.error) {
-        (Some(status), None) => status.to_string(),
-        (Some(status), Some(error)) => format!("{status}, {error}"),
-        (None, Some(error)) => error.clone(),
-        (None, None) => "no reply".to_owned(),
-    };
-    let then = match next {
-        Some(delay) => format!("; next attempt in {:.1} s", delay.as_secs_f64()),
-        None if record.succeeded => String::new(),
-        None => "; no more attempts".to_owned(),
-    };
-    let copy = if record.copy > 0 {
-        format!(" (duplicate copy {})", record.copy)
-    } else {
-        String::new()
-    };
     tracing::info!(
         target: "payhook_emulator::delivery",
-        "{} {} -> {} {} attempt {}{copy}: {result} in {} ms{then}",
+        "{} {} -> {} {} attempt {}{}: {} in {} ms{}",
         record.event,
         record.event_type,
         record.webhook_endpoint,
         record.url,
         record.attempt,
+        CopyNote(record.copy),
+        AttemptResult(record),
         record.duration_ms,
+        NextNote(record.succeeded, next),
     );
+}
+
+/// ` (duplicate copy N)` for a copy the `duplicates` fault added. The log
+/// line's parts are written straight into it, not built as strings first.
+struct CopyNote(u32);
+
+impl std::fmt::Display for CopyNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 > 0 {
+            write!(f, " (duplicate copy {})", self.0)?;
+        }
+        Ok(())
+    }
+}
+
+/// The status, the error, or both.
+struct AttemptResult<'a>(&'a DeliveryAttempt);
+
+impl std::fmt::Display for AttemptResult<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.0.status, &self.0.error) {
+            (Some(status), None) => write!(f, "{status}"),
+            (Some(status), Some(error)) => write!(f, "{status}, {error}"),
+            (None, Some(error)) => f.write_str(error),
+            (None, None) => f.write_str("no reply"),
+        }
+    }
+}
+
+/// What happens next: another attempt, nothing more, or nothing (acknowledged).
+struct NextNote(bool, Option<Duration>);
+
+impl std::fmt::Display for NextNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.1 {
+            Some(delay) => write!(f, "; next attempt in {:.1} s", delay.as_secs_f64()),
+            None if self.0 => Ok(()),
+            None => f.write_str("; no more attempts"),
+        }
+    }
 }
 
 /// What one HTTP attempt gave.
@@ -654,5 +686,47 @@ mod tests {
         assert_ne!(draw(7, Draw::Duplicate, &job, 0), draw(7, Draw::Jitter, &job, 0));
         assert!(happens(1.0, (1 << 32) - 1));
         assert!(!happens(0.0, 0));
+    }
+
+    #[test]
+    fn the_log_line_parts_say_what_happened() {
+        let mut record = DeliveryAttempt {
+            id: "da_x".into(),
+            object: "delivery_attempt",
+            event: "evt_x".into(),
+            event_type: "t".into(),
+            webhook_endpoint: "we_x".into(),
+            url: "http://127.0.0.1:9/".into(),
+            copy: 0,
+            attempt: 1,
+            started_at_ms: 0,
+            signed_at: 0,
+            signatures: 1,
+            duration_ms: 3,
+            status: Some(200),
+            error: None,
+            succeeded: true,
+            response_body: None,
+            next_attempt_at_ms: None,
+        };
+        assert_eq!(AttemptResult(&record).to_string(), "200");
+        record.error = Some("no reply within 1.0 s (timed out reading the reply)".into());
+        assert_eq!(
+            AttemptResult(&record).to_string(),
+            "200, no reply within 1.0 s (timed out reading the reply)"
+        );
+        record.status = None;
+        record.error = Some("could not connect".into());
+        assert_eq!(AttemptResult(&record).to_string(), "could not connect");
+        record.error = None;
+        assert_eq!(AttemptResult(&record).to_string(), "no reply");
+        assert_eq!(CopyNote(0).to_string(), "");
+        assert_eq!(CopyNote(1).to_string(), " (duplicate copy 1)");
+        assert_eq!(NextNote(true, None).to_string(), "");
+        assert_eq!(NextNote(false, None).to_string(), "; no more attempts");
+        assert_eq!(
+            NextNote(false, Some(Duration::from_millis(1500))).to_string(),
+            "; next attempt in 1.5 s"
+        );
     }
 }

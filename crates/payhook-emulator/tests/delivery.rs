@@ -633,6 +633,54 @@ async fn during_a_roll_overlap_both_secrets_verify_the_same_delivery() {
 }
 
 #[tokio::test]
+async fn a_delivery_waiting_for_a_place_on_the_wire_is_signed_with_the_secret_of_its_attempt_time() {
+    // One attempt on the wire at a time; the first request hangs for the
+    // attempt timeout, so the second event's delivery waits meanwhile.
+    let emulator = Emulator::builder()
+        .max_concurrent_attempts(1)
+        .attempt_timeout(Duration::from_secs(1))
+        .retry_schedule(fast())
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    let receiver = RecordingReceiver::start(Script {
+        hang_first: 1,
+        ..Script::default()
+    })
+    .await;
+    let (endpoint, old_secret) = api.register(&receiver.url).await;
+    let first = api.create_intent("5", "btc").await;
+    api.succeed(&first).await;
+    eventually(WAIT, "the first attempt is on the wire", || {
+        receiver.arrivals().len() == 1
+    })
+    .await;
+    let second = api.create_intent("6", "btc").await;
+    api.succeed(&second).await;
+    let waiting_event = api.get("/v1/events?limit=1").await.ids()[0].clone();
+    // Rolled with no overlap while the second delivery waits for its place.
+    let rolled = api
+        .post_empty(&format!("/v1/webhook_endpoints/{endpoint}/roll_secret"))
+        .await;
+    let new_secret = rolled.json["secret"].as_str().expect("new secret").to_owned();
+    assert!(emulator.wait_idle(WAIT).await);
+
+    let arrivals = receiver.arrivals();
+    let waited = arrivals
+        .iter()
+        .find(|arrival| arrival.event_id() == waiting_event)
+        .expect("the second event arrived");
+    let t = timestamp(&waited.signature);
+    assert_eq!(
+        v1_items(&waited.signature),
+        [independent_hmac(&new_secret, t, &waited.body)],
+        "signed with the secret in use when its attempt started, not when it was queued"
+    );
+    assert_ne!(old_secret, new_secret);
+}
+
+#[tokio::test]
 async fn a_receiver_that_never_answers_cannot_grow_the_emulator_without_bound() {
     let emulator = Emulator::builder()
         .attempt_timeout(Duration::from_secs(30))
