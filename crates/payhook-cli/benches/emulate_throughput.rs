@@ -14,10 +14,11 @@
 //! payment intents created and succeeded in process, each signed at its
 //! attempt. The receiver's handler counts the events it runs for, and each
 //! round checks that it ran EVENTS times for each sender. The two run back to
-//! back for `ROUNDS` rounds, taking turns to go first; the best rate of each
-//! is kept (the machine may be shared), and each round's own ratio is printed
-//! with their median. Targets: the emulator ≥ 5 000 events/s and ≥ 0.8×
-//! `payhook send`'s rate (best rates). The figures and their ratio are printed.
+//! back for `ROUNDS` rounds, taking turns to go first, and each round's ratio
+//! is taken. Targets: the emulator's best rate ≥ 5 000 events/s, and the
+//! median of the rounds' ratios ≥ 0.8. The median of paired rounds, not the
+//! ratio of the two best rates: on a shared machine one sender's best round
+//! can fall in a quiet moment the other never gets (both are printed).
 
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -185,9 +186,9 @@ fn main() -> ExitCode {
     println!(
         "ratio emulator / send (best rates): {ratio:.2}; median of the rounds' ratios: {median_ratio:.2}"
     );
-    let met = emulator_rate >= 5_000.0 && ratio >= 0.8;
+    let met = emulator_rate >= 5_000.0 && median_ratio >= 0.8;
     println!(
-        "targets (>= 5000 events/s, >= 0.8x send): {}",
+        "targets (best >= 5000 events/s, median ratio >= 0.8x send): {}",
         if met { "met" } else { "NOT met" }
     );
     drop(emulator);
