@@ -6,16 +6,23 @@
 //! ```
 //!
 //! One axum receiver with payhook's `WebhookLayer` (in-memory dedupe store)
-//! runs on its own runtime. `payhook send --repeat EVENTS --concurrency 64`
-//! (the real binary, one runtime thread) delivers one event EVENTS times; the
-//! emulator (on a two-worker runtime, 64 attempts on the wire at most) delivers
-//! EVENTS distinct events, each a payment intent created and succeeded in
-//! process, signed at its attempt and run through the receiver's handler. The
-//! two alternate for `ROUNDS` rounds and the best rate of each is kept (the
-//! machine may be shared). Targets: the emulator ≥ 5 000 events/s and ≥ 0.8×
-//! `payhook send`'s rate. The figures and their ratio are printed.
+//! runs on its own runtime. Both senders make it do the same work: EVENTS
+//! distinct events, each verified, claimed and handled once, at most 64 on the
+//! wire at a time. `payhook send --distinct --repeat EVENTS --concurrency 64`
+//! (the real binary) builds each event with a fresh id and signs it as it
+//! sends it; the emulator (64 attempts on the wire at most) delivers EVENTS
+//! payment intents created and succeeded in process, each signed at its
+//! attempt. The receiver's handler counts the events it runs for, and each
+//! round checks that it ran EVENTS times for each sender. The two run back to
+//! back for `ROUNDS` rounds, taking turns to go first, and each round's ratio
+//! is taken. Targets: the emulator's best rate ≥ 5 000 events/s, and the
+//! median of the rounds' ratios ≥ 0.8. The median of paired rounds, not the
+//! ratio of the two best rates: on a shared machine one sender's best round
+//! can fall in a quiet moment the other never gets (both are printed).
 
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::routing::post;
@@ -26,7 +33,7 @@ use payhook_tower::WebhookLayer;
 
 const SEND_SECRET: &str = "whsec_bench_send_secret";
 const CONCURRENCY: usize = 64;
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 5;
 
 fn main() -> ExitCode {
     // `cargo bench` passes `--bench`; the first number given is the event count.
@@ -67,37 +74,53 @@ fn main() -> ExitCode {
         .secrets([SEND_SECRET, endpoint.secret.as_str()])
         .build()
         .expect("receiver");
+    let handled = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&handled);
     let app = axum::Router::new()
         .route(
             "/webhooks",
-            post(|Webhook(_event): Webhook<Event>| async { Received }),
+            post(move |Webhook(_event): Webhook<Event>| async move {
+                counter.fetch_add(1, Ordering::Relaxed);
+                Received
+            }),
         )
         .route_layer(WebhookLayer::new(receiver));
     receiver_runtime.spawn(async move { axum::serve(listener, app).await });
 
-    let mut send_rate: f64 = 0.0;
-    let mut emulator_rate: f64 = 0.0;
-    for round in 1..=ROUNDS {
-        // `payhook send`, the real binary, to the same receiver.
+    // `payhook send`, the real binary, to the same receiver.
+    let run_send = || {
+        let handled_before = handled.load(Ordering::Relaxed);
         let started = Instant::now();
         let send = Command::new(env!("CARGO_BIN_EXE_payhook"))
             .args(["send", "--to", &url, "--secret", SEND_SECRET, "--quiet"])
             .args([
+                "--distinct",
                 "--repeat",
                 &events.to_string(),
                 "--concurrency",
                 &CONCURRENCY.to_string(),
             ])
-            .stdout(Stdio::null())
-            .status()
+            .output()
             .expect("payhook send runs");
-        let send_elapsed = started.elapsed();
-        assert!(send.success(), "payhook send failed: {send}");
-        let rate = events as f64 / send_elapsed.as_secs_f64();
-        println!("round {round}: payhook send     {rate:>7.0} deliveries/s");
-        send_rate = send_rate.max(rate);
-
-        // The emulator: EVENTS distinct events, created and succeeded in process.
+        let elapsed = started.elapsed();
+        // With --quiet the output is the unexpected replies and the summary.
+        assert!(
+            send.status.success(),
+            "payhook send failed ({}):\n{}{}",
+            send.status,
+            String::from_utf8_lossy(&send.stdout),
+            String::from_utf8_lossy(&send.stderr)
+        );
+        assert_eq!(
+            handled.load(Ordering::Relaxed) - handled_before,
+            events,
+            "the handler ran once for each event payhook send sent"
+        );
+        events as f64 / elapsed.as_secs_f64()
+    };
+    // The emulator: EVENTS distinct events, created and succeeded in process.
+    let run_emulator = || {
+        let handled_before = handled.load(Ordering::Relaxed);
         let before = emulator.stats();
         let started = Instant::now();
         emulator_runtime.block_on(async {
@@ -110,7 +133,7 @@ fn main() -> ExitCode {
                 "deliveries finished"
             );
         });
-        let emulator_elapsed = started.elapsed();
+        let elapsed = started.elapsed();
         let after = emulator.stats();
         assert_eq!(
             (
@@ -121,22 +144,51 @@ fn main() -> ExitCode {
             (events as u64, events as u64, 0),
             "every event acknowledged at its first attempt"
         );
-        let rate = events as f64 / emulator_elapsed.as_secs_f64();
-        println!("round {round}: payhook emulator {rate:>7.0} events/s");
-        emulator_rate = emulator_rate.max(rate);
+        assert_eq!(
+            handled.load(Ordering::Relaxed) - handled_before,
+            events,
+            "the handler ran once for each event the emulator delivered"
+        );
+        events as f64 / elapsed.as_secs_f64()
+    };
+
+    let mut send_rate: f64 = 0.0;
+    let mut emulator_rate: f64 = 0.0;
+    let mut round_ratios = Vec::with_capacity(ROUNDS);
+    for round in 1..=ROUNDS {
+        // Each goes first in every other round, so neither always meets the
+        // receiver's (or the machine's) state the other left behind.
+        let (send, emulated) = if round % 2 == 1 {
+            let send = run_send();
+            (send, run_emulator())
+        } else {
+            let emulated = run_emulator();
+            (run_send(), emulated)
+        };
+        println!(
+            "round {round}: payhook send --distinct {send:>7.0} events/s, emulator {emulated:>7.0} events/s, ratio {:.2}",
+            emulated / send
+        );
+        round_ratios.push(emulated / send);
+        send_rate = send_rate.max(send);
+        emulator_rate = emulator_rate.max(emulated);
     }
+    round_ratios.sort_by(f64::total_cmp);
+    let median_ratio = round_ratios[round_ratios.len() / 2];
     let ratio = emulator_rate / send_rate;
 
     println!(
-        "events: {events}, concurrency {CONCURRENCY}, receiver: axum + payhook WebhookLayer on loopback"
+        "events: {events} distinct per sender and round, concurrency {CONCURRENCY}, receiver: axum + payhook WebhookLayer on loopback"
     );
     println!(
-        "best of {ROUNDS}: payhook send {send_rate:.0} deliveries/s, emulator {emulator_rate:.0} events/s"
+        "best of {ROUNDS}: payhook send --distinct {send_rate:.0} events/s, emulator {emulator_rate:.0} events/s"
     );
-    println!("ratio emulator / send: {ratio:.2}");
-    let met = emulator_rate >= 5_000.0 && ratio >= 0.8;
     println!(
-        "targets (>= 5000 events/s, >= 0.8x send): {}",
+        "ratio emulator / send (best rates): {ratio:.2}; median of the rounds' ratios: {median_ratio:.2}"
+    );
+    let met = emulator_rate >= 5_000.0 && median_ratio >= 0.8;
+    println!(
+        "targets (best >= 5000 events/s, median ratio >= 0.8x send): {}",
         if met { "met" } else { "NOT met" }
     );
     drop(emulator);

@@ -55,6 +55,7 @@ pub enum Command {
     /// `200 {"received":true}`; a repeat of the same event id must get 200 too
     /// (or 409 while a concurrent delivery of it is still being handled); a
     /// `--tamper`ed or `--stale` delivery must get 400 `Webhook Error: …`.
+    /// `--distinct` gives every delivery its own event id, so each must get 200.
     #[command(after_help = EXIT_CODES)]
     Send(SendArgs),
     /// Run the payment service in test mode: its API, and signed deliveries with retries and faults.
@@ -162,9 +163,15 @@ pub struct SendArgs {
     pub id: Option<String>,
 
     /// Deliver the same event (same id, same body) this many times in all
-    /// [default: the --concurrency value].
+    /// [default: the --concurrency value]. With --distinct, this many distinct events.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: Option<u32>,
+
+    /// Make every delivery a distinct event: each gets a fresh event id, its body
+    /// built and signed when it is sent. The receiver must handle each one (200,
+    /// never 409): a load test of the whole receive path, not of its duplicate answer.
+    #[arg(long, conflicts_with_all = ["data", "id"])]
+    pub distinct: bool,
 
     /// How many deliveries are in flight at once.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]

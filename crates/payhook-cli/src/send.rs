@@ -5,6 +5,10 @@
 //! the secret, the header and what a healthy receiver must answer. Workers then
 //! deliver the same event `--repeat` times, `--concurrency` at once, each
 //! delivery signed when it is sent (as the service signs each retry afresh).
+//! With `--distinct` every delivery is an event of its own instead: the plan
+//! keeps the event as a template and each delivery builds it with a fresh id
+//! and signs it when it is sent, so the receiver verifies, claims and handles
+//! every one (the load a stream of real events puts on it).
 //!
 //! Replies are judged as they arrive ([`judge`]); the run fails with exit code 1
 //! if any reply is unexpected, and with exit code 3 at once if the endpoint
@@ -28,7 +32,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use payhook_core::reply::RECEIVED_BODY;
-use payhook_core::testing::{unix_now, EventBuilder};
+use payhook_core::testing::{unique_event_id, unix_now, EventBuilder};
 use payhook_core::{sign, Event, Secret};
 use reqwest::Url;
 use tokio::sync::mpsc;
@@ -69,6 +73,9 @@ struct Plan {
     secret: Secret,
     signed_body: Bytes,
     sent_body: Bytes,
+    /// `--distinct`: the event each delivery is built from, with a fresh id each time.
+    distinct: Option<EventBuilder>,
+    tamper: bool,
     stale: bool,
     expect: Expect,
     total: u32,
@@ -110,6 +117,7 @@ impl Plan {
             .parse::<http::Uri>()
             .map_err(|err| Failure::usage(format_args!("--to {}: {err}", shown_url(&args.to))))?;
         let mut expect = Expect::Received;
+        let mut distinct = None;
         let (signed_body, label, tampered) = match &args.data {
             Some(path) => {
                 let body = input::file(path)?;
@@ -137,8 +145,15 @@ impl Plan {
             None => {
                 let builder = build_event(args);
                 let body = Bytes::from(builder.to_json());
-                let label = format!("{} {}", builder.event_type(), builder.event_id());
+                let label = if args.distinct {
+                    format!("{} events, each with a fresh id", builder.event_type())
+                } else {
+                    format!("{} {}", builder.event_type(), builder.event_id())
+                };
                 let tampered = args.tamper.then(|| tamper_built(&builder, &body));
+                if args.distinct {
+                    distinct = Some(builder);
+                }
                 (body, label, tampered)
             }
         };
@@ -155,6 +170,8 @@ impl Plan {
             secret,
             sent_body: tampered.unwrap_or_else(|| signed_body.clone()),
             signed_body,
+            distinct,
+            tamper: args.tamper,
             stale: args.stale,
             expect,
             total,
@@ -172,7 +189,7 @@ impl Plan {
         )?;
 
         let mut modifiers = Vec::new();
-        if self.sent_body != self.signed_body {
+        if self.tamper {
             modifiers.push("tampered");
         }
         if self.stale {
@@ -254,7 +271,8 @@ impl Plan {
         } else {
             now
         };
-        let signature = sign(&self.signed_body, &self.secret, timestamp);
+        let (signed_body, sent_body) = self.bodies();
+        let signature = sign(&signed_body, &self.secret, timestamp);
         let request = http::Request::post(self.uri.clone())
             .header(http::header::CONTENT_TYPE, "application/json")
             .header(
@@ -262,7 +280,7 @@ impl Plan {
                 concat!("payhook-cli/", env!("CARGO_PKG_VERSION")),
             )
             .header(self.header.clone(), signature)
-            .body(Full::new(self.sent_body.clone()));
+            .body(Full::new(sent_body));
         let request = match request {
             Ok(request) => request,
             // Every part was validated when the arguments were parsed.
@@ -297,9 +315,25 @@ impl Plan {
         }
     }
 
+    /// The body to sign and the body to send for the next delivery.
+    fn bodies(&self) -> (Bytes, Bytes) {
+        let Some(template) = &self.distinct else {
+            return (self.signed_body.clone(), self.sent_body.clone());
+        };
+        let builder = template.clone().id(unique_event_id());
+        let signed = Bytes::from(builder.to_json());
+        let sent = if self.tamper {
+            tamper_built(&builder, &signed)
+        } else {
+            signed.clone()
+        };
+        (signed, sent)
+    }
+
     fn record(&self, n: u32, seen: &Seen, tally: &mut Tally) {
         tally.done += 1;
-        let concurrent = self.concurrency > 1;
+        // Only copies of one event may meet each other in flight (409).
+        let concurrent = self.concurrency > 1 && self.distinct.is_none();
         let (line, verdict) = match seen {
             Seen::Reply { status, body } => {
                 *tally.by_status.entry(*status).or_default() += 1;

@@ -113,6 +113,70 @@ fn concurrency_alone_sends_that_many_deliveries() {
 }
 
 #[test]
+fn distinct_sends_that_many_events_and_the_handler_runs_for_each() {
+    let receiver = TestReceiver::with(Config {
+        // Deliveries overlap on the wire, as in a load test.
+        request_delay: Duration::from_millis(20),
+        ..Config::default()
+    });
+    let run = send(
+        &receiver,
+        &[
+            "--distinct",
+            "--repeat",
+            "40",
+            "--concurrency",
+            "8",
+            "--amount",
+            "777",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("payment_intent.succeeded events, each with a fresh id"),
+        "{run:?}"
+    );
+    let lines = reply_lines(&run.stdout);
+    assert_eq!(lines.len(), 40, "{run:?}");
+    assert!(lines.iter().all(|line| line.ends_with(RECEIVED)), "{run:?}");
+    assert_eq!(receiver.requests(), 40);
+    assert!(receiver.max_in_flight() > 1, "deliveries went out one at a time");
+    let handled = receiver.handled();
+    assert_eq!(handled.len(), 40, "every distinct event reaches the handler");
+    let ids: std::collections::HashSet<&str> = handled.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids.len(), 40, "forty different event ids: {handled:?}");
+    assert!(handled.iter().all(|h| h.id.starts_with("evt_test_")
+        && h.event_type == "payment_intent.succeeded"
+        && h.amount == Some(777)));
+
+    // A second run sends forty more new events, not the first run's again.
+    let again = send(&receiver, &["--distinct", "--repeat", "40", "--concurrency", "8"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert_eq!(receiver.handled().len(), 80);
+}
+
+#[test]
+fn distinct_tampered_deliveries_are_each_refused() {
+    let receiver = TestReceiver::start();
+    let run = send(
+        &receiver,
+        &["--distinct", "--tamper", "--repeat", "3", "--concurrency", "3"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("[tampered]"), "{run:?}");
+    let lines = reply_lines(&run.stdout);
+    assert_eq!(lines.len(), 3, "{run:?}");
+    assert!(
+        lines
+            .iter()
+            .all(|line| line.contains(" 400 Webhook Error: no signature matches")),
+        "{run:?}"
+    );
+    assert!(receiver.handled().is_empty());
+}
+
+#[test]
 fn tampered_deliveries_must_be_refused() {
     let receiver = TestReceiver::start();
     let run = send(&receiver, &["--tamper", "--repeat", "2"]);
@@ -404,6 +468,26 @@ fn bad_send_arguments_exit_with_2() {
             "x",
             "--amount",
             "5",
+        ],
+        &[
+            "send",
+            "--to",
+            "http://127.0.0.1:9/",
+            "--secret",
+            SECRET,
+            "--distinct",
+            "--id",
+            "evt_1",
+        ],
+        &[
+            "send",
+            "--to",
+            "http://127.0.0.1:9/",
+            "--secret",
+            SECRET,
+            "--distinct",
+            "--data",
+            "x",
         ],
     ] {
         let run = payhook(args, b"");

@@ -521,7 +521,7 @@ pub(crate) fn create_endpoint_op(
     mut params: Params,
 ) -> Result<Vec<u8>, ApiError> {
     let url = required(params.take_string("url", 2048)?, "url")?;
-    let url = parse_endpoint_url(&url)?;
+    let (url, uri) = parse_endpoint_url(&url)?;
     let enabled_events = match params.take_string_list("enabled_events")? {
         None => vec!["*".to_owned()],
         Some(events) if events.is_empty() => {
@@ -569,6 +569,7 @@ pub(crate) fn create_endpoint_op(
     state.next_endpoint_seq = seq.saturating_add(1);
     let endpoint = Endpoint {
         id: ids::new_id("we_"),
+        uri,
         url,
         enabled_events,
         description,
@@ -591,12 +592,21 @@ fn internal() -> ApiError {
     }
 }
 
-fn parse_endpoint_url(url: &str) -> Result<reqwest::Url, ApiError> {
+/// The endpoint's URL, and the same as the request target of its deliveries.
+fn parse_endpoint_url(url: &str) -> Result<(reqwest::Url, http::Uri), ApiError> {
     let invalid = |why: String| ApiError::invalid("url", "url_invalid", why);
     let parsed =
         reqwest::Url::parse(url).map_err(|err| invalid(format!("url is not a valid URL ({err})")))?;
     match parsed.scheme() {
-        "http" if parsed.host().is_some() => Ok(parsed),
+        "http" if parsed.host().is_some() => {
+            // The URL parser's output is normalized and percent-encoded, so this
+            // holds for every URL it accepts; the check keeps a surprise a 400.
+            let uri = parsed
+                .as_str()
+                .parse::<http::Uri>()
+                .map_err(|err| invalid(format!("url cannot be used as a request target ({err})")))?;
+            Ok((parsed, uri))
+        }
         "http" => Err(invalid("url has no host".to_owned())),
         "https" => Err(invalid(
             "https endpoints are not supported: the emulator delivers plain HTTP to a receiver \

@@ -13,6 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use payhook_core::sign;
 use tokio::sync::{oneshot, Notify, Semaphore};
 
@@ -24,10 +28,30 @@ use crate::{ids, unix_millis, Shared};
 const RESPONSE_EXCERPT_CHARS: usize = 200;
 /// The most reply-body bytes read before the connection is let go.
 const RESPONSE_READ_BYTES: usize = 4096;
+/// The `user-agent` of every attempt.
+const USER_AGENT: &str = concat!("payhook-emulator/", env!("CARGO_PKG_VERSION"));
+
+/// The pooled HTTP/1 client every attempt goes through: connections to a
+/// receiver are kept and reused, as the service's would be.
+pub(crate) type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+/// The client for deliveries: plain HTTP (endpoints are `http://` only),
+/// connections made within `connect_timeout`, no redirects followed, no proxy
+/// from the environment (hyper's client does neither).
+pub(crate) fn http_client(connect_timeout: Duration) -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(connect_timeout));
+    // Small requests and replies: do not let Nagle hold them back.
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .pool_timer(TokioTimer::new())
+        .build(connector)
+}
 
 /// The delivery machinery and its counters.
 pub(crate) struct Deliveries {
-    pub client: reqwest::Client,
+    pub client: HttpClient,
     /// How many attempts may be on the wire at once.
     pub permits: Semaphore,
     /// Deliveries waiting or running (each holds a [`Slot`]).
@@ -42,7 +66,7 @@ pub(crate) struct Deliveries {
 }
 
 impl Deliveries {
-    pub fn new(client: reqwest::Client, max_concurrent_attempts: usize) -> Self {
+    pub fn new(client: HttpClient, max_concurrent_attempts: usize) -> Self {
         Self {
             client,
             permits: Semaphore::new(max_concurrent_attempts.clamp(1, Semaphore::MAX_PERMITS)),
@@ -279,14 +303,23 @@ async fn run(
     }
     let mut attempt: u32 = 1;
     loop {
+        // The wait for a place on the wire comes first, so the endpoint's URL and
+        // secrets are read when the attempt really starts (a secret rolled or an
+        // endpoint deleted meanwhile is seen).
+        let Ok(permit) = shared.deliveries.permits.acquire().await else {
+            return;
+        };
         let endpoint = {
             let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            state
-                .endpoints
-                .get(&job.endpoint_id)
-                .map(|endpoint| (endpoint.url.clone(), Arc::clone(&endpoint.keys)))
+            state.endpoints.get(&job.endpoint_id).map(|endpoint| {
+                (
+                    endpoint.uri.clone(),
+                    endpoint.url.as_str().to_owned(),
+                    Arc::clone(&endpoint.keys),
+                )
+            })
         };
-        let Some((url, keys)) = endpoint else {
+        let Some((uri, url, keys)) = endpoint else {
             tracing::info!(
                 target: "payhook_emulator::delivery",
                 "{} {} -> {}: endpoint deleted, delivery abandoned",
@@ -294,15 +327,14 @@ async fn run(
             );
             return;
         };
-        let outcome = {
-            let Ok(_permit) = shared.deliveries.permits.acquire().await else {
-                return;
-            };
-            // Boxed: the HTTP client's future is large, and the task should not carry it inline.
-            Box::pin(attempt_once(&shared, &url, &keys, &job.event.body)).await
-        };
+        // Boxed: the HTTP client's future is large, and the task should not carry it inline.
+        let outcome = Box::pin(attempt_once(&shared, uri, &keys, &job.event.body)).await;
+        drop(permit);
         let dropped = config.faults.drop_first && attempt == 1;
-        let acknowledged = outcome.status.is_some_and(|s| (200..300).contains(&s)) && !dropped;
+        // A 2xx whose reply did not finish within the timeout (or broke off) is
+        // no acknowledgement: the receiver may still be stuck in its handler.
+        let acknowledged =
+            outcome.status.is_some_and(|s| (200..300).contains(&s)) && outcome.error.is_none() && !dropped;
         let next = if acknowledged || attempt >= config.retry.max_attempts {
             None
         } else {
@@ -323,7 +355,7 @@ async fn run(
             event: job.event.id.clone(),
             event_type: job.event.event_type.clone(),
             webhook_endpoint: job.endpoint_id.clone(),
-            url: url.to_string(),
+            url,
             copy: job.copy,
             attempt,
             started_at_ms: outcome.started_at_ms,
@@ -384,32 +416,59 @@ fn log_attempt(record: &DeliveryAttempt, next: Option<Duration>) {
     if !tracing::enabled!(target: "payhook_emulator::delivery", tracing::Level::INFO) {
         return;
     }
-    let result = match (record.status, &record.error) {
-        (Some(status), None) => status.to_string(),
-        (Some(status), Some(error)) => format!("{status}, {error}"),
-        (None, Some(error)) => error.clone(),
-        (None, None) => "no reply".to_owned(),
-    };
-    let then = match next {
-        Some(delay) => format!("; next attempt in {:.1} s", delay.as_secs_f64()),
-        None if record.succeeded => String::new(),
-        None => "; no more attempts".to_owned(),
-    };
-    let copy = if record.copy > 0 {
-        format!(" (duplicate copy {})", record.copy)
-    } else {
-        String::new()
-    };
     tracing::info!(
         target: "payhook_emulator::delivery",
-        "{} {} -> {} {} attempt {}{copy}: {result} in {} ms{then}",
+        "{} {} -> {} {} attempt {}{}: {} in {} ms{}",
         record.event,
         record.event_type,
         record.webhook_endpoint,
         record.url,
         record.attempt,
+        CopyNote(record.copy),
+        AttemptResult(record),
         record.duration_ms,
+        NextNote(record.succeeded, next),
     );
+}
+
+/// ` (duplicate copy N)` for a copy the `duplicates` fault added. The log
+/// line's parts are written straight into it, not built as strings first.
+struct CopyNote(u32);
+
+impl std::fmt::Display for CopyNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 > 0 {
+            write!(f, " (duplicate copy {})", self.0)?;
+        }
+        Ok(())
+    }
+}
+
+/// The status, the error, or both.
+struct AttemptResult<'a>(&'a DeliveryAttempt);
+
+impl std::fmt::Display for AttemptResult<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.0.status, &self.0.error) {
+            (Some(status), None) => write!(f, "{status}"),
+            (Some(status), Some(error)) => write!(f, "{status}, {error}"),
+            (None, Some(error)) => f.write_str(error),
+            (None, None) => f.write_str("no reply"),
+        }
+    }
+}
+
+/// What happens next: another attempt, nothing more, or nothing (acknowledged).
+struct NextNote(bool, Option<Duration>);
+
+impl std::fmt::Display for NextNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.1 {
+            Some(delay) => write!(f, "; next attempt in {:.1} s", delay.as_secs_f64()),
+            None if self.0 => Ok(()),
+            None => f.write_str("; no more attempts"),
+        }
+    }
 }
 
 /// What one HTTP attempt gave.
@@ -421,6 +480,8 @@ struct Outcome {
     status: Option<u16>,
     error: Option<String>,
     retry_after: Option<Duration>,
+    /// The reply body's first bytes, as they arrive.
+    response_bytes: Option<Vec<u8>>,
     response_body: Option<String>,
 }
 
@@ -441,7 +502,7 @@ pub(crate) fn signature_header(body: &[u8], keys: &SigningKeys, t: u64, now: u64
     (header, count)
 }
 
-async fn attempt_once(shared: &Shared, url: &reqwest::Url, keys: &SigningKeys, body: &Bytes) -> Outcome {
+async fn attempt_once(shared: &Shared, uri: http::Uri, keys: &SigningKeys, body: &Bytes) -> Outcome {
     let started_at_ms = unix_millis();
     let now = started_at_ms / 1000;
     let skew = shared.config.faults.skew_secs;
@@ -452,15 +513,6 @@ async fn attempt_once(shared: &Shared, url: &reqwest::Url, keys: &SigningKeys, b
     };
     let (header, signatures) = signature_header(body, keys, signed_at, now);
     let started = Instant::now();
-    let sent = shared
-        .deliveries
-        .client
-        .post(url.clone())
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .header(shared.config.signature_header.clone(), header)
-        .body(body.clone())
-        .send()
-        .await;
     let mut outcome = Outcome {
         started_at_ms,
         signed_at,
@@ -469,42 +521,80 @@ async fn attempt_once(shared: &Shared, url: &reqwest::Url, keys: &SigningKeys, b
         status: None,
         error: None,
         retry_after: None,
+        response_bytes: None,
         response_body: None,
     };
-    match sent {
-        Ok(mut response) => {
-            let status = response.status();
-            outcome.status = Some(status.as_u16());
-            outcome.retry_after = response
-                .headers()
-                .get(http::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
-            let mut excerpt = Vec::new();
-            loop {
-                match response.chunk().await {
-                    Ok(Some(chunk)) => {
-                        let room = RESPONSE_READ_BYTES.saturating_sub(excerpt.len());
-                        excerpt.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                        if excerpt.len() >= RESPONSE_READ_BYTES {
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(err) => {
-                        outcome.error =
-                            Some(describe(&err, shared.config.attempt_timeout, "reading the reply"));
-                        break;
-                    }
-                }
+    let request = http::Request::post(uri)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::USER_AGENT, USER_AGENT)
+        .header(shared.config.signature_header.clone(), header)
+        .body(Full::new(body.clone()));
+    match request {
+        Ok(request) => {
+            let timeout = shared.config.attempt_timeout;
+            // One deadline for the whole exchange, the reply's body included: a
+            // receiver that sends its headers and then stalls is as silent as one
+            // that sends nothing.
+            let exchanged = tokio::time::timeout(
+                timeout,
+                exchange(&shared.deliveries.client, request, &mut outcome),
+            )
+            .await;
+            if exchanged.is_err() {
+                let doing = if outcome.status.is_some() {
+                    "reading the reply"
+                } else {
+                    "sending"
+                };
+                outcome.error = Some(format!(
+                    "no reply within {:.1} s (timed out {doing})",
+                    timeout.as_secs_f64()
+                ));
             }
-            outcome.response_body = Some(excerpt_of(&excerpt));
         }
-        Err(err) => outcome.error = Some(describe(&err, shared.config.attempt_timeout, "sending")),
+        // Every part is checked before: the URL at registration, the header
+        // name at start, the signature is ASCII.
+        Err(err) => outcome.error = Some(format!("the request could not be built: {err}")),
     }
     outcome.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    outcome.response_body = outcome.response_bytes.take().map(|bytes| excerpt_of(&bytes));
     outcome
+}
+
+/// Sends `request` and reads the reply into `outcome` as it comes, so a
+/// timeout part-way leaves what had arrived.
+async fn exchange(client: &HttpClient, request: http::Request<Full<Bytes>>, outcome: &mut Outcome) {
+    let response = match client.request(request).await {
+        Ok(response) => response,
+        Err(err) => {
+            outcome.error = Some(describe(&err, "sending"));
+            return;
+        }
+    };
+    outcome.status = Some(response.status().as_u16());
+    outcome.retry_after = response
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let mut body = response.into_body();
+    let excerpt = outcome.response_bytes.insert(Vec::new());
+    while excerpt.len() < RESPONSE_READ_BYTES {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Ok(chunk) = frame.into_data() {
+                    let room = RESPONSE_READ_BYTES.saturating_sub(excerpt.len());
+                    excerpt.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                }
+            }
+            None => break,
+            Some(Err(err)) => {
+                outcome.error = Some(describe(&err, "reading the reply"));
+                break;
+            }
+        }
+    }
 }
 
 fn excerpt_of(bytes: &[u8]) -> String {
@@ -524,24 +614,23 @@ fn excerpt_of(bytes: &[u8]) -> String {
     out
 }
 
-fn describe(err: &reqwest::Error, timeout: Duration, doing: &str) -> String {
-    if err.is_timeout() {
-        format!(
-            "no reply within {:.1} s (timed out {doing})",
-            timeout.as_secs_f64()
-        )
-    } else if err.is_connect() {
-        "could not connect".to_owned()
-    } else {
-        let mut text = format!("failed {doing}: {err}");
-        let mut source = std::error::Error::source(err);
-        while let Some(inner) = source {
-            text.push_str(": ");
-            text.push_str(&inner.to_string());
-            source = inner.source();
-        }
-        shown(&text).trim_matches('"').to_owned()
+/// An HTTP failure in words: "could not connect" or what went wrong, with
+/// every cause, escaped (the causes may quote the receiver's bytes).
+fn describe(err: &(dyn std::error::Error + 'static), doing: &str) -> String {
+    let connect = err
+        .downcast_ref::<hyper_util::client::legacy::Error>()
+        .is_some_and(hyper_util::client::legacy::Error::is_connect);
+    if connect {
+        return "could not connect".to_owned();
     }
+    let mut text = format!("failed {doing}: {err}");
+    let mut source = err.source();
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    shown(&text).trim_matches('"').to_owned()
 }
 
 /// The wait before attempt `attempt + 1`: `Retry-After` when the receiver sent
@@ -597,5 +686,47 @@ mod tests {
         assert_ne!(draw(7, Draw::Duplicate, &job, 0), draw(7, Draw::Jitter, &job, 0));
         assert!(happens(1.0, (1 << 32) - 1));
         assert!(!happens(0.0, 0));
+    }
+
+    #[test]
+    fn the_log_line_parts_say_what_happened() {
+        let mut record = DeliveryAttempt {
+            id: "da_x".into(),
+            object: "delivery_attempt",
+            event: "evt_x".into(),
+            event_type: "t".into(),
+            webhook_endpoint: "we_x".into(),
+            url: "http://127.0.0.1:9/".into(),
+            copy: 0,
+            attempt: 1,
+            started_at_ms: 0,
+            signed_at: 0,
+            signatures: 1,
+            duration_ms: 3,
+            status: Some(200),
+            error: None,
+            succeeded: true,
+            response_body: None,
+            next_attempt_at_ms: None,
+        };
+        assert_eq!(AttemptResult(&record).to_string(), "200");
+        record.error = Some("no reply within 1.0 s (timed out reading the reply)".into());
+        assert_eq!(
+            AttemptResult(&record).to_string(),
+            "200, no reply within 1.0 s (timed out reading the reply)"
+        );
+        record.status = None;
+        record.error = Some("could not connect".into());
+        assert_eq!(AttemptResult(&record).to_string(), "could not connect");
+        record.error = None;
+        assert_eq!(AttemptResult(&record).to_string(), "no reply");
+        assert_eq!(CopyNote(0).to_string(), "");
+        assert_eq!(CopyNote(1).to_string(), " (duplicate copy 1)");
+        assert_eq!(NextNote(true, None).to_string(), "");
+        assert_eq!(NextNote(false, None).to_string(), "; no more attempts");
+        assert_eq!(
+            NextNote(false, Some(Duration::from_millis(1500))).to_string(),
+            "; next attempt in 1.5 s"
+        );
     }
 }

@@ -1,6 +1,13 @@
 //! Object ids and signing secrets: a prefix and random alphanumerics from the
 //! operating system's generator (never from the fault seed, so a reproducible
 //! fault pattern never makes secrets predictable).
+//!
+//! Ids draw on a small per-thread buffer of the generator's bytes, refilled
+//! when used up: every event and every delivery attempt gets an id, and one
+//! system call per id showed in the delivery profile. Secrets are read from
+//! the generator directly.
+
+use std::cell::RefCell;
 
 const ALPHANUMERIC: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -11,12 +18,19 @@ const SECRET_RANDOM_CHARS: usize = 32;
 
 /// `prefix` followed by `n` random alphanumerics.
 pub(crate) fn random_string(prefix: &str, n: usize) -> String {
+    let mut buf = [0u8; 64];
+    alphanumerics(prefix, n, || {
+        fill(&mut buf);
+        buf
+    })
+}
+
+/// `prefix` followed by `n` alphanumerics drawn from the bytes `refill` gives.
+fn alphanumerics(prefix: &str, n: usize, mut refill: impl FnMut() -> [u8; 64]) -> String {
     let mut out = String::with_capacity(prefix.len() + n);
     out.push_str(prefix);
-    let mut buf = [0u8; 64];
     while out.len() < prefix.len() + n {
-        fill(&mut buf);
-        for &byte in &buf {
+        for byte in refill() {
             // 248 = 4 × 62: rejecting the top 8 values keeps every character equally likely.
             if byte < 248 && out.len() < prefix.len() + n {
                 out.push(char::from(ALPHANUMERIC[usize::from(byte % 62)]));
@@ -26,9 +40,39 @@ pub(crate) fn random_string(prefix: &str, n: usize) -> String {
     out
 }
 
+/// The generator's bytes, fetched 1 KiB at a time and handed out 64 at a time,
+/// each byte once.
+struct BufferedRandom {
+    bytes: [u8; 1024],
+    used: usize,
+}
+
+impl BufferedRandom {
+    fn next_64(&mut self) -> [u8; 64] {
+        if self.used + 64 > self.bytes.len() {
+            fill(&mut self.bytes);
+            self.used = 0;
+        }
+        let mut out = [0u8; 64];
+        out.copy_from_slice(&self.bytes[self.used..self.used + 64]);
+        self.used += 64;
+        out
+    }
+}
+
+thread_local! {
+    static ID_BYTES: RefCell<BufferedRandom> = const {
+        RefCell::new(BufferedRandom { bytes: [0; 1024], used: 1024 })
+    };
+}
+
 /// A fresh object id: `prefix` and 24 random alphanumerics (`pi_…`, `evt_…`).
 pub(crate) fn new_id(prefix: &str) -> String {
-    random_string(prefix, ID_RANDOM_CHARS)
+    ID_BYTES.with(|random| match random.try_borrow_mut() {
+        Ok(mut random) => alphanumerics(prefix, ID_RANDOM_CHARS, || random.next_64()),
+        // Not reachable (nothing here re-enters), but never a panic.
+        Err(_) => random_string(prefix, ID_RANDOM_CHARS),
+    })
 }
 
 /// A fresh endpoint signing secret, `whsec_…`.
@@ -79,5 +123,13 @@ mod tests {
         assert_eq!(new_secret().len(), 6 + SECRET_RANDOM_CHARS);
         assert!(!is_id("pi_short", "pi_"));
         assert!(!is_id(&new_id("evt_"), "pi_"));
+    }
+
+    #[test]
+    fn buffered_ids_never_repeat_across_refills() {
+        // 1 KiB serves 16 ids (64 bytes each): 500 ids cross 31 refills.
+        let ids: std::collections::HashSet<String> = (0..500).map(|_| new_id("da_")).collect();
+        assert_eq!(ids.len(), 500);
+        assert!(ids.iter().all(|id| is_id(id, "da_")));
     }
 }

@@ -361,7 +361,9 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
-    /// The HTTP client for deliveries could not be built.
+    /// The HTTP client for deliveries could not be built. No longer returned
+    /// (the client now cannot fail to build); kept so that code matching on
+    /// it still compiles.
     #[error("could not build the delivery HTTP client: {0}")]
     Client(String),
 }
@@ -515,7 +517,7 @@ impl EmulatorBuilder {
     /// # Errors
     /// [`StartError`] for an invalid setting (a malformed fixed key, an empty
     /// retry schedule, a zero timeout, a probability outside 0–1, zero
-    /// limits), an address that cannot be bound, or no HTTP client.
+    /// limits), or an address that cannot be bound.
     pub async fn start(self) -> Result<Emulator, StartError> {
         if let Some(key) = &self.api_key {
             if key.starts_with("sk_live_") {
@@ -554,12 +556,7 @@ impl EmulatorBuilder {
             http::HeaderName::from_bytes(self.signature_header.as_bytes()).map_err(|_| {
                 StartError::Setting("the signature header name is not a valid HTTP header name".into())
             })?;
-        let client = reqwest::Client::builder()
-            .timeout(self.attempt_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("payhook-emulator/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|err| StartError::Client(err.to_string()))?;
+        let client = delivery::http_client(self.attempt_timeout);
         let listener = tokio::net::TcpListener::bind(self.addr)
             .await
             .map_err(|source| StartError::Bind {

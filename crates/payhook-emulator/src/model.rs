@@ -84,6 +84,8 @@ pub(crate) const API_VERSION: &str = "2024-06-20";
 pub(crate) struct Endpoint {
     pub id: String,
     pub url: reqwest::Url,
+    /// `url` as a request target, parsed once at registration.
+    pub uri: http::Uri,
     pub enabled_events: Vec<String>,
     pub description: Option<String>,
     pub created: u64,

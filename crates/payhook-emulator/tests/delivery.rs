@@ -243,6 +243,88 @@ async fn no_reply_within_the_timeout_is_a_failed_attempt_and_is_retried() {
     assert_eq!(receiver.arrivals().len(), 2);
 }
 
+/// Reads one HTTP/1 request (headers and a `content-length` body) from `socket`.
+async fn read_request(socket: &mut tokio::net::TcpStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut request = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = socket.read(&mut buf).await.expect("read the request");
+        assert!(n > 0, "the emulator closed the connection mid-request");
+        request.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&request).to_ascii_lowercase();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length: usize = text[..end]
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().expect("a content length"));
+            if request.len() >= end + 4 + length {
+                return request;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_reply_whose_body_stalls_times_out_like_no_reply_and_is_retried() {
+    use tokio::io::AsyncWriteExt;
+    let emulator = Emulator::builder()
+        .retry_schedule(fast())
+        .attempt_timeout(Duration::from_secs(1))
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    // A raw receiver: the first connection gets a status line, headers and part
+    // of the body, then nothing; later ones get a whole acknowledgement.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/webhooks", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        for connection in 0.. {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            read_request(&mut socket).await;
+            if connection == 0 {
+                let head =
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 17\r\n\r\n{\"rec";
+                socket.write_all(head.as_bytes()).await.expect("write");
+                held.push(socket); // open, silent
+            } else {
+                tokio::spawn(async move {
+                    loop {
+                        let reply = "HTTP/1.1 200 OK\r\ncontent-length: 17\r\n\r\n{\"received\":true}";
+                        if socket.write_all(reply.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        read_request(&mut socket).await;
+                    }
+                });
+            }
+        }
+    });
+    api.register(&url).await;
+    let intent = api.create_intent("5", "btc").await;
+    api.succeed(&intent).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let attempts = emulator.attempts();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    let first = &attempts[0];
+    assert_eq!((first.status, first.succeeded), (Some(200), false), "{first:?}");
+    assert_eq!(
+        first.error.as_deref(),
+        Some("no reply within 1.0 s (timed out reading the reply)"),
+        "{first:?}"
+    );
+    assert_eq!(first.response_body.as_deref(), Some("{\"rec"), "{first:?}");
+    assert!(first.duration_ms >= 990, "{first:?}");
+    assert!(first.next_attempt_at_ms.is_some(), "{first:?}");
+    let second = &attempts[1];
+    assert_eq!((second.status, second.succeeded), (Some(200), true), "{second:?}");
+    assert_eq!(second.response_body.as_deref(), Some("{\"received\":true}"));
+}
+
 #[tokio::test]
 async fn an_unreachable_endpoint_is_a_connection_error_retried() {
     let emulator = Emulator::builder()
@@ -548,6 +630,54 @@ async fn during_a_roll_overlap_both_secrets_verify_the_same_delivery() {
         v1_items(&arrival.signature),
         [independent_hmac(&newest, t, &arrival.body)]
     );
+}
+
+#[tokio::test]
+async fn a_delivery_waiting_for_a_place_on_the_wire_is_signed_with_the_secret_of_its_attempt_time() {
+    // One attempt on the wire at a time; the first request hangs for the
+    // attempt timeout, so the second event's delivery waits meanwhile.
+    let emulator = Emulator::builder()
+        .max_concurrent_attempts(1)
+        .attempt_timeout(Duration::from_secs(1))
+        .retry_schedule(fast())
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    let receiver = RecordingReceiver::start(Script {
+        hang_first: 1,
+        ..Script::default()
+    })
+    .await;
+    let (endpoint, old_secret) = api.register(&receiver.url).await;
+    let first = api.create_intent("5", "btc").await;
+    api.succeed(&first).await;
+    eventually(WAIT, "the first attempt is on the wire", || {
+        receiver.arrivals().len() == 1
+    })
+    .await;
+    let second = api.create_intent("6", "btc").await;
+    api.succeed(&second).await;
+    let waiting_event = api.get("/v1/events?limit=1").await.ids()[0].clone();
+    // Rolled with no overlap while the second delivery waits for its place.
+    let rolled = api
+        .post_empty(&format!("/v1/webhook_endpoints/{endpoint}/roll_secret"))
+        .await;
+    let new_secret = rolled.json["secret"].as_str().expect("new secret").to_owned();
+    assert!(emulator.wait_idle(WAIT).await);
+
+    let arrivals = receiver.arrivals();
+    let waited = arrivals
+        .iter()
+        .find(|arrival| arrival.event_id() == waiting_event)
+        .expect("the second event arrived");
+    let t = timestamp(&waited.signature);
+    assert_eq!(
+        v1_items(&waited.signature),
+        [independent_hmac(&new_secret, t, &waited.body)],
+        "signed with the secret in use when its attempt started, not when it was queued"
+    );
+    assert_ne!(old_secret, new_secret);
 }
 
 #[tokio::test]
