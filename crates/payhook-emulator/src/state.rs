@@ -2,6 +2,7 @@
 //! pagination of list endpoints, and the idempotency keys.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -10,11 +11,54 @@ use http::StatusCode;
 use crate::error::ApiError;
 use crate::model::{DeliveryAttempt, Endpoint, EventRecord, PaymentIntent};
 
+/// Hashes the ids of a [`Collection`]: every id stored is one the emulator
+/// drew itself (a prefix and random alphanumerics), never one a caller chose,
+/// so no one can aim keys at one bucket and SipHash's resistance to that buys
+/// nothing. SipHash showed as a sixth of the time spent creating events
+/// (every object is hashed at insert and again at eviction); this is a
+/// multiply-rotate mix a word at a time.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl IdHasher {
+    const K: u64 = 0xf135_7aea_2e62_a9c5;
+
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0 ^ word).wrapping_mul(Self::K);
+    }
+}
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, byte: u8) {
+        self.add(u64::from(byte));
+    }
+
+    fn finish(&self) -> u64 {
+        // The product's high bits are its best mixed; the table indexes by the low ones.
+        self.0.rotate_left(26)
+    }
+}
+
 /// Objects in creation order, at most `capacity` of them: the oldest go first.
 #[derive(Debug)]
 pub(crate) struct Collection<T> {
     order: VecDeque<String>,
-    items: HashMap<String, T>,
+    items: HashMap<String, T, BuildHasherDefault<IdHasher>>,
     capacity: usize,
     /// How many objects were evicted to stay within `capacity`.
     pub evicted: u64,
@@ -24,7 +68,7 @@ impl<T> Collection<T> {
     pub fn new(capacity: usize) -> Self {
         Self {
             order: VecDeque::new(),
-            items: HashMap::new(),
+            items: HashMap::default(),
             capacity: capacity.max(1),
             evicted: 0,
         }
