@@ -556,20 +556,20 @@ pub(crate) fn settle(
     })?;
     let seq = state.next_event_seq;
     state.next_event_seq = seq.saturating_add(1);
-    let event = EventRecord {
+    let event = Arc::new(EventRecord {
         id: event_id.clone(),
         event_type: event_type.to_owned(),
         created,
         body: Bytes::from(body),
         seq,
-    };
+    });
     let endpoints: Vec<(String, u64)> = state
         .endpoints
         .iter()
         .filter(|endpoint| endpoint.wants(event_type))
         .map(|endpoint| (endpoint.id.clone(), endpoint.seq))
         .collect();
-    state.events.insert(event_id, event.clone());
+    state.events.insert(event_id, Arc::clone(&event));
     drop(state);
     delivery::enqueue(shared, event, endpoints);
     Ok(intent)

@@ -84,7 +84,8 @@ impl Deliveries {
 /// One delivery: an event to one endpoint (`copy` > 0 for a duplicate the fault added).
 #[derive(Debug, Clone)]
 struct Job {
-    event: EventRecord,
+    /// Shared by every delivery of the event (and the kept record).
+    event: Arc<EventRecord>,
     endpoint_id: String,
     endpoint_seq: u64,
     copy: u32,
@@ -154,12 +155,12 @@ fn happens(probability: f64, drawn: u64) -> bool {
 }
 
 /// Queues `event` for every endpoint that wants it.
-pub(crate) fn enqueue(shared: &Arc<Shared>, event: EventRecord, endpoints: Vec<(String, u64)>) {
+pub(crate) fn enqueue(shared: &Arc<Shared>, event: Arc<EventRecord>, endpoints: Vec<(String, u64)>) {
     let faults = &shared.config.faults;
     let mut ready = Vec::new();
     for (endpoint_id, endpoint_seq) in endpoints {
         let job = Job {
-            event: event.clone(),
+            event: Arc::clone(&event),
             endpoint_id,
             endpoint_seq,
             copy: 0,
@@ -664,13 +665,13 @@ mod tests {
     #[test]
     fn draws_depend_on_seed_and_subject_only() {
         let job = Job {
-            event: EventRecord {
+            event: Arc::new(EventRecord {
                 id: "evt_x".into(),
                 event_type: "t".into(),
                 created: 0,
                 body: Bytes::new(),
                 seq: 3,
-            },
+            }),
             endpoint_id: "we_x".into(),
             endpoint_seq: 1,
             copy: 0,

@@ -737,7 +737,11 @@ impl Emulator {
 
     /// Every event kept, oldest first.
     pub fn events(&self) -> Vec<EventRecord> {
-        self.lock().events.iter().cloned().collect()
+        self.lock()
+            .events
+            .iter()
+            .map(|event| EventRecord::clone(event))
+            .collect()
     }
 
     /// Every delivery attempt kept, oldest first.

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -257,7 +258,8 @@ impl IdempotencyKeys {
 #[derive(Debug)]
 pub(crate) struct State {
     pub intents: Collection<PaymentIntent>,
-    pub events: Collection<EventRecord>,
+    /// Shared with the deliveries of each event, which read it without copying it.
+    pub events: Collection<Arc<EventRecord>>,
     pub endpoints: Collection<Endpoint>,
     pub attempts: Collection<DeliveryAttempt>,
     pub idempotency: IdempotencyKeys,
