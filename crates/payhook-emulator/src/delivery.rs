@@ -513,7 +513,7 @@ async fn attempt(shared: &Arc<Shared>, due: Due) {
     shared.deliveries.attempts.fetch_add(1, Ordering::SeqCst);
     {
         let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.attempts.insert(record.id.clone(), record);
+        state.attempts.push(record);
     }
     if attempt == 1 {
         if let Some(done) = first_done.take() {

@@ -114,6 +114,43 @@ impl<T> Collection<T> {
     }
 }
 
+/// The newest delivery attempt records, at most `capacity`: the oldest go
+/// first. Attempts are only ever listed, never looked up by id, so they need
+/// no index (every attempt of every delivery lands here).
+#[derive(Debug)]
+pub(crate) struct AttemptLog {
+    records: VecDeque<DeliveryAttempt>,
+    capacity: usize,
+    /// How many records were evicted to stay within `capacity`.
+    pub evicted: u64,
+}
+
+impl AttemptLog {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            records: VecDeque::new(),
+            capacity: capacity.max(1),
+            evicted: 0,
+        }
+    }
+
+    /// Adds the newest record, evicting the oldest when full.
+    pub fn push(&mut self, record: DeliveryAttempt) {
+        while self.records.len() >= self.capacity {
+            if self.records.pop_front().is_none() {
+                break;
+            }
+            self.evicted = self.evicted.saturating_add(1);
+        }
+        self.records.push_back(record);
+    }
+
+    /// Oldest first.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &DeliveryAttempt> {
+        self.records.iter()
+    }
+}
+
 /// The query of a list endpoint.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Page {
@@ -261,7 +298,7 @@ pub(crate) struct State {
     /// Shared with the deliveries of each event, which read it without copying it.
     pub events: Collection<Arc<EventRecord>>,
     pub endpoints: Collection<Endpoint>,
-    pub attempts: Collection<DeliveryAttempt>,
+    pub attempts: AttemptLog,
     pub idempotency: IdempotencyKeys,
     pub next_event_seq: u64,
     pub next_endpoint_seq: u64,
@@ -273,7 +310,7 @@ impl State {
             intents: Collection::new(limits.objects),
             events: Collection::new(limits.objects),
             endpoints: Collection::new(limits.endpoints),
-            attempts: Collection::new(limits.attempts),
+            attempts: AttemptLog::new(limits.attempts),
             idempotency: IdempotencyKeys::new(limits.idempotency_keys, Duration::from_secs(24 * 3600)),
             next_event_seq: 0,
             next_endpoint_seq: 0,
@@ -326,5 +363,37 @@ mod tests {
         assert!(c.get("a").is_none());
         assert_eq!(c.evicted, 1);
         assert_eq!(c.iter().copied().collect::<Vec<_>>(), [2, 3]);
+    }
+
+    #[test]
+    fn the_attempt_log_keeps_the_newest() {
+        let record = |id: &str| DeliveryAttempt {
+            id: id.into(),
+            object: "delivery_attempt",
+            event: "evt_x".into(),
+            event_type: "t".into(),
+            webhook_endpoint: "we_x".into(),
+            url: "http://127.0.0.1:9/".into(),
+            copy: 0,
+            attempt: 1,
+            started_at_ms: 0,
+            signed_at: 0,
+            signatures: 1,
+            duration_ms: 0,
+            status: Some(200),
+            error: None,
+            succeeded: true,
+            response_body: None,
+            next_attempt_at_ms: None,
+        };
+        let mut log = AttemptLog::new(2);
+        for id in ["da_a", "da_b", "da_c"] {
+            log.push(record(id));
+        }
+        assert_eq!(log.evicted, 1);
+        assert_eq!(
+            log.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["da_b", "da_c"]
+        );
     }
 }
