@@ -41,13 +41,17 @@ fn main() -> ExitCode {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(20_000);
+    // Named threads, so a profile can tell the receiver's CPU time from the
+    // emulator's (and both from `payhook send`'s, a separate process).
     let receiver_runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_name("bench-receiver")
         .enable_all()
         .build()
         .expect("receiver runtime");
     let emulator_runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_name("bench-emulator")
         .enable_all()
         .build()
         .expect("emulator runtime");

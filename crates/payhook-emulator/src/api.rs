@@ -25,7 +25,7 @@ use crate::model::{
 use crate::params::{BodyFormat, Params};
 use crate::state::{paginate, Idempotent, Page};
 use crate::text::shown;
-use crate::{delivery, ids, unix_seconds, Shared};
+use crate::{delivery, ids, params, unix_seconds, Shared};
 
 /// The event types the emulator emits; `enabled_events` may name these or `*`.
 pub const EMITTED_EVENT_TYPES: [&str; 2] = ["payment_intent.succeeded", "payment_intent.failed"];
@@ -340,52 +340,113 @@ pub(crate) fn new_payment_intent(
     mut params: Params,
 ) -> Result<PaymentIntent, ApiError> {
     let amount = required(params.take_integer("amount", 1)?, "amount")?;
-    let currency = required(params.take_string("currency", 10)?, "currency")?;
-    if !(3..=10).contains(&currency.len()) || !currency.bytes().all(|b| b.is_ascii_lowercase()) {
-        return Err(ApiError::invalid(
-            "currency",
-            "parameter_invalid_currency",
-            format!(
-                "currency must be 3 to 10 lowercase letters (btc, eth, usdc, …), got {}",
-                shown(&currency)
-            ),
-        ));
-    }
+    let currency = required(params.take_string("currency", MAX_CURRENCY_CHARS)?, "currency")?;
+    check_currency(&currency)?;
     let payment_method_types = match params.take_string_list("payment_method_types")? {
         Some(methods) => {
-            if methods.is_empty() || methods.len() > 10 {
-                return Err(ApiError::invalid(
-                    "payment_method_types",
-                    "parameter_invalid_array",
-                    "payment_method_types must list 1 to 10 payment methods",
-                ));
-            }
-            for method in &methods {
-                if method.is_empty()
-                    || method.len() > 40
-                    || !method
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-                {
-                    return Err(ApiError::invalid(
-                        "payment_method_types",
-                        "parameter_invalid_array",
-                        format!(
-                            "each payment method is 1 to 40 lowercase letters, digits or _, got {}",
-                            shown(method)
-                        ),
-                    ));
-                }
-            }
+            check_payment_methods(&methods)?;
             methods
         }
-        None if currency == "btc" => vec!["bitcoin".to_owned()],
-        None => vec!["ethereum".to_owned()],
+        None => default_payment_methods(&currency),
     };
     let description = params.take_string("description", 1000)?.filter(|d| !d.is_empty());
     let metadata = params.take_string_map("metadata")?.unwrap_or_default();
     check_metadata(&metadata)?;
     params.finish()?;
+    Ok(insert_payment_intent(
+        shared,
+        amount,
+        currency,
+        payment_method_types,
+        description,
+        metadata,
+    ))
+}
+
+/// Creates a payment intent from an amount and a currency alone, checked as
+/// the API checks them: the library's path, without writing parameters out
+/// as JSON only to parse them back.
+pub(crate) fn new_payment_intent_of(
+    shared: &Arc<Shared>,
+    amount: u128,
+    currency: &str,
+) -> Result<PaymentIntent, ApiError> {
+    params::check_minimum("amount", amount, 1)?;
+    params::check_length("currency", currency, MAX_CURRENCY_CHARS)?;
+    check_currency(currency)?;
+    Ok(insert_payment_intent(
+        shared,
+        amount,
+        currency.to_owned(),
+        default_payment_methods(currency),
+        None,
+        BTreeMap::new(),
+    ))
+}
+
+const MAX_CURRENCY_CHARS: usize = 10;
+
+fn check_currency(currency: &str) -> Result<(), ApiError> {
+    if !(3..=MAX_CURRENCY_CHARS).contains(&currency.len())
+        || !currency.bytes().all(|b| b.is_ascii_lowercase())
+    {
+        return Err(ApiError::invalid(
+            "currency",
+            "parameter_invalid_currency",
+            format!(
+                "currency must be 3 to 10 lowercase letters (btc, eth, usdc, …), got {}",
+                shown(currency)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_payment_methods(methods: &[String]) -> Result<(), ApiError> {
+    if methods.is_empty() || methods.len() > 10 {
+        return Err(ApiError::invalid(
+            "payment_method_types",
+            "parameter_invalid_array",
+            "payment_method_types must list 1 to 10 payment methods",
+        ));
+    }
+    for method in methods {
+        if method.is_empty()
+            || method.len() > 40
+            || !method
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
+            return Err(ApiError::invalid(
+                "payment_method_types",
+                "parameter_invalid_array",
+                format!(
+                    "each payment method is 1 to 40 lowercase letters, digits or _, got {}",
+                    shown(method)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn default_payment_methods(currency: &str) -> Vec<String> {
+    if currency == "btc" {
+        vec!["bitcoin".to_owned()]
+    } else {
+        vec!["ethereum".to_owned()]
+    }
+}
+
+/// Stores a new payment intent from checked fields and returns it.
+fn insert_payment_intent(
+    shared: &Arc<Shared>,
+    amount: u128,
+    currency: String,
+    payment_method_types: Vec<String>,
+    description: Option<String>,
+    metadata: BTreeMap<String, String>,
+) -> PaymentIntent {
     let intent = PaymentIntent {
         id: ids::new_id("pi_"),
         object: "payment_intent",
@@ -401,7 +462,7 @@ pub(crate) fn new_payment_intent(
     };
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
     state.intents.insert(intent.id.clone(), intent.clone());
-    Ok(intent)
+    intent
 }
 
 fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), ApiError> {
@@ -495,20 +556,20 @@ pub(crate) fn settle(
     })?;
     let seq = state.next_event_seq;
     state.next_event_seq = seq.saturating_add(1);
-    let event = EventRecord {
+    let event = Arc::new(EventRecord {
         id: event_id.clone(),
         event_type: event_type.to_owned(),
         created,
         body: Bytes::from(body),
         seq,
-    };
+    });
     let endpoints: Vec<(String, u64)> = state
         .endpoints
         .iter()
         .filter(|endpoint| endpoint.wants(event_type))
         .map(|endpoint| (endpoint.id.clone(), endpoint.seq))
         .collect();
-    state.events.insert(event_id, event.clone());
+    state.events.insert(event_id, Arc::clone(&event));
     drop(state);
     delivery::enqueue(shared, event, endpoints);
     Ok(intent)

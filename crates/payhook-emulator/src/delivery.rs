@@ -2,6 +2,12 @@
 //! signed afresh at each attempt, retried with exponential backoff and jitter,
 //! `Retry-After` honoured, with the faults of [`Faults`](crate::Faults) on request.
 //!
+//! Attempts are made by a pool of worker tasks, at most
+//! `max_concurrent_attempts` of them, started as deliveries come and each
+//! taking the next attempt due from one queue: a delivery waiting for its
+//! first attempt or its next one is a queue entry (or a timer), not a task of
+//! its own waiting for a place on the wire.
+//!
 //! Memory stays bounded whatever the receivers do: at most
 //! [`Limits::pending_deliveries`](crate::Limits::pending_deliveries) deliveries
 //! wait or run at once (more are dropped, counted in
@@ -18,7 +24,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use payhook_core::sign;
-use tokio::sync::{oneshot, Notify, Semaphore};
+use std::collections::VecDeque;
+
+use tokio::sync::{oneshot, Notify};
 
 use crate::model::{DeliveryAttempt, EventRecord, SigningKeys};
 use crate::text::shown;
@@ -52,8 +60,16 @@ pub(crate) fn http_client(connect_timeout: Duration) -> HttpClient {
 /// The delivery machinery and its counters.
 pub(crate) struct Deliveries {
     pub client: HttpClient,
-    /// How many attempts may be on the wire at once.
-    pub permits: Semaphore,
+    /// Attempts due now, oldest first; the workers take them in turn.
+    due: Mutex<VecDeque<Due>>,
+    /// Woken (one worker at a time) when an attempt is queued.
+    queued: Notify,
+    /// How many workers there may be: the attempts on the wire at once.
+    max_workers: usize,
+    /// Workers started (they run until the emulator stops).
+    workers: AtomicUsize,
+    /// Workers waiting for an attempt to make.
+    idle_workers: AtomicUsize,
     /// Deliveries waiting or running (each holds a [`Slot`]).
     pub pending: AtomicUsize,
     /// Woken when `pending` drops to zero.
@@ -69,7 +85,11 @@ impl Deliveries {
     pub fn new(client: HttpClient, max_concurrent_attempts: usize) -> Self {
         Self {
             client,
-            permits: Semaphore::new(max_concurrent_attempts.clamp(1, Semaphore::MAX_PERMITS)),
+            due: Mutex::new(VecDeque::new()),
+            queued: Notify::new(),
+            max_workers: max_concurrent_attempts.max(1),
+            workers: AtomicUsize::new(0),
+            idle_workers: AtomicUsize::new(0),
             pending: AtomicUsize::new(0),
             idle: Notify::new(),
             dropped: AtomicU64::new(0),
@@ -84,7 +104,8 @@ impl Deliveries {
 /// One delivery: an event to one endpoint (`copy` > 0 for a duplicate the fault added).
 #[derive(Debug, Clone)]
 struct Job {
-    event: EventRecord,
+    /// Shared by every delivery of the event (and the kept record).
+    event: Arc<EventRecord>,
     endpoint_id: String,
     endpoint_seq: u64,
     copy: u32,
@@ -154,12 +175,12 @@ fn happens(probability: f64, drawn: u64) -> bool {
 }
 
 /// Queues `event` for every endpoint that wants it.
-pub(crate) fn enqueue(shared: &Arc<Shared>, event: EventRecord, endpoints: Vec<(String, u64)>) {
+pub(crate) fn enqueue(shared: &Arc<Shared>, event: Arc<EventRecord>, endpoints: Vec<(String, u64)>) {
     let faults = &shared.config.faults;
     let mut ready = Vec::new();
     for (endpoint_id, endpoint_seq) in endpoints {
         let job = Job {
-            event: event.clone(),
+            event: Arc::clone(&event),
             endpoint_id,
             endpoint_seq,
             copy: 0,
@@ -234,6 +255,17 @@ enum Follow {
 
 type Queued = (Job, Slot, Follow);
 
+/// One attempt due: the delivery, which attempt it is, and what waits on its first.
+struct Due {
+    job: Job,
+    slot: Slot,
+    attempt: u32,
+    /// Told when the first attempt is over (the `reorder` fault waits on it).
+    first_done: Option<oneshot::Sender<()>>,
+    /// A sequential duplicate copy, started once the first attempt is over.
+    copy: Option<(Job, Slot)>,
+}
+
 /// Starts a delivery (and a concurrent copy of it at once).
 fn start(
     shared: &Arc<Shared>,
@@ -242,15 +274,133 @@ fn start(
     first_done: Option<oneshot::Sender<()>>,
     follow: Follow,
 ) {
-    let after = match follow {
+    let copy = match follow {
         Follow::Nothing => None,
         Follow::Concurrent(copy, copy_slot) => {
-            spawn_copy(shared, copy, copy_slot);
+            start_copy(shared, copy, copy_slot);
             None
         }
         Follow::AfterFirstAttempt(copy, copy_slot) => Some((copy, copy_slot)),
     };
-    tokio::spawn(run(Arc::clone(shared), job, slot, first_done, after));
+    first_attempt(
+        shared,
+        Due {
+            job,
+            slot,
+            attempt: 1,
+            first_done,
+            copy,
+        },
+    );
+}
+
+/// Starts a duplicate copy on its own (no copy of its own follows it).
+fn start_copy(shared: &Arc<Shared>, job: Job, slot: Slot) {
+    first_attempt(
+        shared,
+        Due {
+            job,
+            slot,
+            attempt: 1,
+            first_done: None,
+            copy: None,
+        },
+    );
+}
+
+/// Queues a delivery's first attempt, after the `delay` fault if one is set.
+fn first_attempt(shared: &Arc<Shared>, due: Due) {
+    let delay = shared.config.faults.delay;
+    if delay.is_zero() {
+        queue(shared, due);
+    } else {
+        queue_after(shared, delay, due);
+    }
+}
+
+/// Queues `due` once `delay` is over (abandoned if the emulator stops meanwhile).
+fn queue_after(shared: &Arc<Shared>, delay: Duration, due: Due) {
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        if pause(&shared, delay).await {
+            queue(&shared, due);
+        }
+    });
+}
+
+/// Queues an attempt due now and makes sure a worker will take it: an idle
+/// one is woken, or a new one started while there are fewer than the most
+/// attempts allowed on the wire.
+fn queue(shared: &Arc<Shared>, due: Due) {
+    let deliveries = &shared.deliveries;
+    deliveries
+        .due
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push_back(due);
+    if deliveries.idle_workers.load(Ordering::SeqCst) == 0 {
+        let started = deliveries
+            .workers
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < deliveries.max_workers).then_some(n + 1)
+            })
+            .is_ok();
+        if started {
+            tokio::spawn(work(Arc::clone(shared)));
+            return;
+        }
+    }
+    // An idle worker takes it, or a busy one when it is done (a permit is kept
+    // if no worker is waiting yet, so the wake-up is never lost).
+    deliveries.queued.notify_one();
+}
+
+/// A worker: makes the attempts due, one at a time, until the emulator stops
+/// and nothing is left in the queue (attempts queued before the stop are
+/// still made, as they were due; retries not yet due are abandoned).
+async fn work(shared: Arc<Shared>) {
+    let deliveries = &shared.deliveries;
+    let mut shutdown = shared.shutdown.clone();
+    loop {
+        let next = deliveries
+            .due
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front();
+        match next {
+            // Boxed: the attempt's future (the HTTP client's inside) is large.
+            Some(due) => Box::pin(attempt(&shared, due)).await,
+            None => {
+                if *shutdown.borrow() {
+                    deliveries.workers.fetch_sub(1, Ordering::SeqCst);
+                    // An attempt queued while this worker was leaving, with every
+                    // place taken, would otherwise wait for ever: take it.
+                    let stranded = !deliveries
+                        .due
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .is_empty();
+                    let stays = stranded
+                        && deliveries
+                            .workers
+                            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                                (n < deliveries.max_workers).then_some(n + 1)
+                            })
+                            .is_ok();
+                    if stays {
+                        continue;
+                    }
+                    return;
+                }
+                deliveries.idle_workers.fetch_add(1, Ordering::SeqCst);
+                tokio::select! {
+                    () = deliveries.queued.notified() => {}
+                    _ = shutdown.wait_for(|stop| *stop) => {}
+                }
+                deliveries.idle_workers.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
 }
 
 /// The `reorder` fault: deliveries queued within one window go out newest
@@ -288,127 +438,115 @@ async fn pause(shared: &Shared, duration: Duration) -> bool {
     }
 }
 
-/// Delivers one job until acknowledged, out of attempts, or shut down.
-async fn run(
-    shared: Arc<Shared>,
-    job: Job,
-    slot: Slot,
-    mut first_done: Option<oneshot::Sender<()>>,
-    mut copy: Option<(Job, Slot)>,
-) {
+/// Makes one attempt of a delivery; queues the next one after its backoff
+/// unless this one was acknowledged or the last.
+async fn attempt(shared: &Arc<Shared>, due: Due) {
+    let Due {
+        job,
+        slot,
+        attempt,
+        mut first_done,
+        mut copy,
+    } = due;
     let config = &shared.config;
-    let _slot = slot;
-    if !config.faults.delay.is_zero() && !pause(&shared, config.faults.delay).await {
+    // Read when the attempt starts (a worker is free), so a secret rolled or
+    // an endpoint deleted while the attempt waited is seen.
+    let endpoint = {
+        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.endpoints.get(&job.endpoint_id).map(|endpoint| {
+            (
+                endpoint.uri.clone(),
+                endpoint.url.as_str().to_owned(),
+                Arc::clone(&endpoint.keys),
+            )
+        })
+    };
+    let Some((uri, url, keys)) = endpoint else {
+        tracing::info!(
+            target: "payhook_emulator::delivery",
+            "{} {} -> {}: endpoint deleted, delivery abandoned",
+            job.event.id, job.event.event_type, job.endpoint_id
+        );
+        return;
+    };
+    let outcome = attempt_once(shared, uri, &keys, &job.event.body).await;
+    let dropped = config.faults.drop_first && attempt == 1;
+    // A 2xx whose reply did not finish within the timeout (or broke off) is
+    // no acknowledgement: the receiver may still be stuck in its handler.
+    let acknowledged =
+        outcome.status.is_some_and(|s| (200..300).contains(&s)) && outcome.error.is_none() && !dropped;
+    let next = if acknowledged || attempt >= config.retry.max_attempts {
+        None
+    } else {
+        Some(retry_delay(shared, &job, attempt, outcome.retry_after))
+    };
+    let error = if dropped {
+        Some(match &outcome.error {
+            Some(error) => format!("{error} (fault drop-first)"),
+            None => "reply dropped (fault drop-first): the attempt counts as lost".to_owned(),
+        })
+    } else {
+        outcome.error.clone()
+    };
+    let now_ms = unix_millis();
+    let record = DeliveryAttempt {
+        id: ids::new_id("da_"),
+        object: "delivery_attempt",
+        event: job.event.id.clone(),
+        event_type: job.event.event_type.clone(),
+        webhook_endpoint: job.endpoint_id.clone(),
+        url,
+        copy: job.copy,
+        attempt,
+        started_at_ms: outcome.started_at_ms,
+        signed_at: outcome.signed_at,
+        signatures: outcome.signatures,
+        duration_ms: outcome.duration_ms,
+        status: outcome.status,
+        error,
+        succeeded: acknowledged,
+        response_body: outcome.response_body,
+        next_attempt_at_ms: next
+            .map(|d| now_ms.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))),
+    };
+    log_attempt(&record, next);
+    shared.deliveries.attempts.fetch_add(1, Ordering::SeqCst);
+    {
+        let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.attempts.push(record);
+    }
+    if attempt == 1 {
+        if let Some(done) = first_done.take() {
+            let _ = done.send(());
+        }
+        if let Some((copy_job, copy_slot)) = copy.take() {
+            start_copy(shared, copy_job, copy_slot);
+        }
+    }
+    if acknowledged {
+        shared.deliveries.acknowledged.fetch_add(1, Ordering::SeqCst);
         return;
     }
-    let mut attempt: u32 = 1;
-    loop {
-        // The wait for a place on the wire comes first, so the endpoint's URL and
-        // secrets are read when the attempt really starts (a secret rolled or an
-        // endpoint deleted meanwhile is seen).
-        let Ok(permit) = shared.deliveries.permits.acquire().await else {
-            return;
-        };
-        let endpoint = {
-            let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            state.endpoints.get(&job.endpoint_id).map(|endpoint| {
-                (
-                    endpoint.uri.clone(),
-                    endpoint.url.as_str().to_owned(),
-                    Arc::clone(&endpoint.keys),
-                )
-            })
-        };
-        let Some((uri, url, keys)) = endpoint else {
-            tracing::info!(
-                target: "payhook_emulator::delivery",
-                "{} {} -> {}: endpoint deleted, delivery abandoned",
-                job.event.id, job.event.event_type, job.endpoint_id
-            );
-            return;
-        };
-        // Boxed: the HTTP client's future is large, and the task should not carry it inline.
-        let outcome = Box::pin(attempt_once(&shared, uri, &keys, &job.event.body)).await;
-        drop(permit);
-        let dropped = config.faults.drop_first && attempt == 1;
-        // A 2xx whose reply did not finish within the timeout (or broke off) is
-        // no acknowledgement: the receiver may still be stuck in its handler.
-        let acknowledged =
-            outcome.status.is_some_and(|s| (200..300).contains(&s)) && outcome.error.is_none() && !dropped;
-        let next = if acknowledged || attempt >= config.retry.max_attempts {
-            None
-        } else {
-            Some(retry_delay(&shared, &job, attempt, outcome.retry_after))
-        };
-        let error = if dropped {
-            Some(match &outcome.error {
-                Some(error) => format!("{error} (fault drop-first)"),
-                None => "reply dropped (fault drop-first): the attempt counts as lost".to_owned(),
-            })
-        } else {
-            outcome.error.clone()
-        };
-        let now_ms = unix_millis();
-        let record = DeliveryAttempt {
-            id: ids::new_id("da_"),
-            object: "delivery_attempt",
-            event: job.event.id.clone(),
-            event_type: job.event.event_type.clone(),
-            webhook_endpoint: job.endpoint_id.clone(),
-            url,
-            copy: job.copy,
-            attempt,
-            started_at_ms: outcome.started_at_ms,
-            signed_at: outcome.signed_at,
-            signatures: outcome.signatures,
-            duration_ms: outcome.duration_ms,
-            status: outcome.status,
-            error,
-            succeeded: acknowledged,
-            response_body: outcome.response_body,
-            next_attempt_at_ms: next
-                .map(|d| now_ms.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))),
-        };
-        log_attempt(&record, next);
-        shared.deliveries.attempts.fetch_add(1, Ordering::SeqCst);
-        {
-            let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            state.attempts.insert(record.id.clone(), record);
-        }
-        if attempt == 1 {
-            if let Some(done) = first_done.take() {
-                let _ = done.send(());
-            }
-            if let Some((copy_job, copy_slot)) = copy.take() {
-                spawn_copy(&shared, copy_job, copy_slot);
-            }
-        }
-        if acknowledged {
-            shared.deliveries.acknowledged.fetch_add(1, Ordering::SeqCst);
-            return;
-        }
-        let Some(delay) = next else {
-            shared.deliveries.gave_up.fetch_add(1, Ordering::SeqCst);
-            tracing::warn!(
-                target: "payhook_emulator::delivery",
-                "{} {} -> {}: gave up after {attempt} attempts",
-                job.event.id, job.event.event_type, job.endpoint_id
-            );
-            return;
-        };
-        if !pause(&shared, delay).await {
-            return;
-        }
-        attempt = attempt.saturating_add(1);
-    }
-}
-
-/// Starts a sequential duplicate copy (a plain function: a delivery task
-/// cannot spawn its own kind from inside its own future type).
-fn spawn_copy(shared: &Arc<Shared>, job: Job, slot: Slot) {
-    let future: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
-        Box::pin(run(Arc::clone(shared), job, slot, None, None));
-    tokio::spawn(future);
+    let Some(delay) = next else {
+        shared.deliveries.gave_up.fetch_add(1, Ordering::SeqCst);
+        tracing::warn!(
+            target: "payhook_emulator::delivery",
+            "{} {} -> {}: gave up after {attempt} attempts",
+            job.event.id, job.event.event_type, job.endpoint_id
+        );
+        return;
+    };
+    queue_after(
+        shared,
+        delay,
+        Due {
+            job,
+            slot,
+            attempt: attempt.saturating_add(1),
+            first_done: None,
+            copy: None,
+        },
+    );
 }
 
 fn log_attempt(record: &DeliveryAttempt, next: Option<Duration>) {
@@ -664,13 +802,13 @@ mod tests {
     #[test]
     fn draws_depend_on_seed_and_subject_only() {
         let job = Job {
-            event: EventRecord {
+            event: Arc::new(EventRecord {
                 id: "evt_x".into(),
                 event_type: "t".into(),
                 created: 0,
                 body: Bytes::new(),
                 seq: 3,
-            },
+            }),
             endpoint_id: "we_x".into(),
             endpoint_seq: 1,
             copy: 0,

@@ -699,9 +699,7 @@ impl Emulator {
     /// # Errors
     /// The API's error for an invalid amount or currency.
     pub fn create_payment_intent(&self, amount: u128, currency: &str) -> Result<PaymentIntent, RequestError> {
-        let currency = serde_json::to_string(currency).map_err(|_| internal_error())?;
-        let body = format!(r#"{{"amount":{amount},"currency":{currency}}}"#);
-        Ok(api::new_payment_intent(&self.shared, json_params(&body)?)?)
+        Ok(api::new_payment_intent_of(&self.shared, amount, currency)?)
     }
 
     /// Succeeds a payment intent and emits `payment_intent.succeeded`, as the test helper does.
@@ -739,7 +737,11 @@ impl Emulator {
 
     /// Every event kept, oldest first.
     pub fn events(&self) -> Vec<EventRecord> {
-        self.lock().events.iter().cloned().collect()
+        self.lock()
+            .events
+            .iter()
+            .map(|event| EventRecord::clone(event))
+            .collect()
     }
 
     /// Every delivery attempt kept, oldest first.

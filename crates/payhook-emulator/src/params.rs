@@ -191,13 +191,7 @@ impl Params {
             Param::Bracketed(_) => return Err(not_integer(name, "a list or map")),
         };
         let value = parse_integer(name, &text)?;
-        if value < min {
-            return Err(ApiError::invalid(
-                name,
-                "parameter_invalid_integer",
-                format!("{name} must be at least {min}, got {value}"),
-            ));
-        }
+        check_minimum(name, value, min)?;
         Ok(Some(value))
     }
 
@@ -223,13 +217,7 @@ impl Params {
                 ))
             }
         };
-        if value.chars().count() > max_chars {
-            return Err(ApiError::invalid(
-                name,
-                "parameter_too_long",
-                format!("{name} must be at most {max_chars} characters"),
-            ));
-        }
+        check_length(name, &value, max_chars)?;
         Ok(Some(value))
     }
 
@@ -320,6 +308,30 @@ impl Params {
             }
         }
     }
+}
+
+/// The error for an integer parameter below `min`.
+pub(crate) fn check_minimum(name: &str, value: u128, min: u128) -> Result<(), ApiError> {
+    if value < min {
+        return Err(ApiError::invalid(
+            name,
+            "parameter_invalid_integer",
+            format!("{name} must be at least {min}, got {value}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The error for a string parameter over `max_chars` characters.
+pub(crate) fn check_length(name: &str, value: &str, max_chars: usize) -> Result<(), ApiError> {
+    if value.chars().count() > max_chars {
+        return Err(ApiError::invalid(
+            name,
+            "parameter_too_long",
+            format!("{name} must be at most {max_chars} characters"),
+        ));
+    }
+    Ok(())
 }
 
 fn not_integer(name: &str, got: &str) -> ApiError {
