@@ -72,7 +72,10 @@ impl PackedMap {
     pub(crate) fn finish(mut self) -> Self {
         let text = &self.text;
         let key = |entry: &Entry| &text[entry.start..entry.key_end];
-        let strictly_sorted = self.entries.windows(2).all(|pair| key(&pair[0]) < key(&pair[1]));
+        let strictly_sorted = self
+            .entries
+            .windows(2)
+            .all(|pair| precedes(key(&pair[0]).as_bytes(), key(&pair[1]).as_bytes()));
         if !strictly_sorted {
             // Stable: pairs with one key keep their order, the last pushed last.
             self.entries.sort_by(|a, b| key(a).cmp(key(b)));
@@ -128,6 +131,18 @@ impl fmt::Debug for PackedMap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.iter()).finish()
     }
+}
+
+/// `a < b` in byte order, compared in line: keys are short and usually differ
+/// in their first bytes, where a call to `memcmp` per pair cost more than the
+/// comparison (2 % of a whole verify and parse of a 1 KiB event).
+fn precedes(a: &[u8], b: &[u8]) -> bool {
+    for (x, y) in a.iter().zip(b) {
+        if x != y {
+            return x < y;
+        }
+    }
+    a.len() < b.len()
 }
 
 /// The pairs of a [`PackedMap`] in key order.
@@ -208,6 +223,8 @@ mod tests {
             &[("a", "1"), ("a", "2")],
             &[("b", "x"), ("a", "1"), ("b", "y"), ("a", "2"), ("b", "z")],
             &[("", ""), ("é", "ü"), ("e", "")],
+            &[("a", "1"), ("ab", "2"), ("b", "3")],
+            &[("ab", "2"), ("a", "1"), ("abc", "0"), ("ab", "4")],
         ];
         for pairs in cases {
             let map = packed(pairs);
