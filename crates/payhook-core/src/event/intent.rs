@@ -257,22 +257,6 @@ impl PartialEq<BTreeMap<String, String>> for Metadata {
     }
 }
 
-impl std::ops::Index<&str> for Metadata {
-    type Output = str;
-
-    /// The value of `key`.
-    ///
-    /// # Panics
-    /// When `key` is absent, as indexing a `BTreeMap` does; use
-    /// [`get`](Metadata::get) for a key that may be missing.
-    fn index(&self, key: &str) -> &str {
-        match self.get(key) {
-            Some(value) => value,
-            None => panic!("no metadata key {key:?}"),
-        }
-    }
-}
-
 impl<'a> IntoIterator for &'a Metadata {
     type Item = (&'a str, &'a str);
     type IntoIter = MetadataIter<'a>;

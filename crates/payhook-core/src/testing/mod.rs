@@ -357,7 +357,7 @@ mod tests {
             panic!()
         };
         assert_eq!(pi.amount, u128::MAX);
-        assert_eq!(&pi.metadata["order"], "A \"quoted\" id");
+        assert_eq!(pi.metadata.get("order"), Some("A \"quoted\" id"));
         assert_eq!(pi.payment_method_types[0].as_str(), "ethereum");
     }
 }
