@@ -35,9 +35,9 @@
 //! use std::task::Poll;
 //!
 //! use bytes::Bytes;
-//! use payhook_core::adapter::{BodyIntake, HandlerOutcome, Outcome};
-//! use payhook_core::testing::{EventBuilder, SignedDelivery};
-//! use payhook_core::{Receiver, Reply};
+//! use payhook::adapter::{BodyIntake, HandlerOutcome, Outcome};
+//! use payhook::testing::{EventBuilder, SignedDelivery};
+//! use payhook::{Receiver, Reply};
 //!
 //! /// An adapter for a made-up framework whose body arrives as a list of chunks.
 //! async fn serve(receiver: &Receiver, headers: &http::HeaderMap, chunks: Vec<Bytes>) -> Reply {
@@ -376,8 +376,8 @@ fn record_route_store(receiver: &Receiver, route: &str) -> bool {
 /// shared), because some frameworks clone their handler for every request.
 ///
 /// ```
-/// use payhook_core::adapter::HandlerTable;
-/// use payhook_core::Event;
+/// use payhook::adapter::HandlerTable;
+/// use payhook::Event;
 ///
 /// let mut table = HandlerTable::new();
 /// table.on("payment_intent.succeeded", "exact");

@@ -10,7 +10,7 @@
 //! `…`.
 //!
 //! ```
-//! use payhook_core::untrusted::Untrusted;
+//! use payhook::untrusted::Untrusted;
 //!
 //! let id = "evt_1\n2026-01-01T00:00:00Z  INFO payhook: forged\u{1b}[2J";
 //! assert_eq!(

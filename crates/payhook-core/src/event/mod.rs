@@ -47,7 +47,7 @@
 //! The module is split by concern: the envelope ([`Event`], [`EventKind`]), the
 //! payment intent model ([`PaymentIntent`], [`PaymentIntentStatus`],
 //! [`PaymentMethod`], [`Metadata`]) and payload conversion ([`into_payload`], [`parse_as`]);
-//! everything is used from here, `payhook_core::event::…`.
+//! everything is used from here, `payhook::event::…` (the most used also at `payhook::`).
 
 mod envelope;
 mod intent;
