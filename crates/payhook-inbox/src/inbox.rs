@@ -43,6 +43,10 @@ pub const DEFAULT_CONCURRENCY: usize = 8;
 /// configured otherwise (SQLite's own default is 2 000 KiB).
 pub const DEFAULT_SQLITE_CACHE_KIB: u32 = 256;
 
+/// The longest any Duration setting may be: far beyond any sensible value,
+/// and far enough from overflow that `Instant::now()` plus it stays valid.
+const LONGEST_SETTING: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// Most deliveries written in one ingest transaction.
 const INGEST_BATCH: usize = 256;
 
@@ -372,6 +376,20 @@ impl InboxBuilder {
         }
         if config.poll_interval.is_zero() {
             return Err(InboxError::InvalidSetting("poll interval must be above zero"));
+        }
+        // Deadlines are `Instant::now() + setting` (std and sqlx add without
+        // saturating), so an unbounded Duration would panic a worker or the
+        // pool later instead of failing here.
+        for (setting, refusal) in [
+            (config.lease, "lease must be at most 100 years"),
+            (config.retention, "retention must be at most 100 years"),
+            (config.backoff_cap, "backoff cap must be at most 100 years"),
+            (config.poll_interval, "poll interval must be at most 100 years"),
+            (self.acquire_timeout, "acquire timeout must be at most 100 years"),
+        ] {
+            if setting > LONGEST_SETTING {
+                return Err(InboxError::InvalidSetting(refusal));
+            }
         }
         let connections = u32::try_from(config.concurrency)
             .unwrap_or(u32::MAX)

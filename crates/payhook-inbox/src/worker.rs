@@ -666,9 +666,9 @@ pub(crate) fn backoff(config: &Config, failed: u32) -> Duration {
     let jitter = if spread == 0 {
         0
     } else {
-        random_u64() % (spread + 1)
+        random_u64() % spread.saturating_add(1)
     };
-    half + Duration::from_millis(jitter)
+    half.saturating_add(Duration::from_millis(jitter))
 }
 
 async fn record_failure(inbox: &Inbox, claimed: &Claimed, message: &str, started: Instant) {
@@ -769,6 +769,17 @@ mod tests {
             assert!(third >= Duration::from_millis(2000) && third <= Duration::from_millis(4000));
             let late = backoff(&config, u32::MAX);
             assert!(late >= Duration::from_millis(2500) && late <= Duration::from_millis(5000));
+        }
+    }
+
+    #[test]
+    fn backoff_of_the_longest_durations_does_not_overflow() {
+        let mut config = config(1000, 0);
+        config.backoff_base = Duration::MAX;
+        config.backoff_cap = Duration::MAX;
+        for failed in [1, 2, 31, u32::MAX] {
+            let delay = backoff(&config, failed);
+            assert!(delay >= Duration::MAX / 2, "{delay:?}");
         }
     }
 }

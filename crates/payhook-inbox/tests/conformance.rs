@@ -665,3 +665,54 @@ async fn sqlite_page_cache_is_bounded_as_configured() {
         .unwrap();
     assert_eq!(configured, -4096);
 }
+
+/// Settings that would overflow a deadline later, and URLs that cannot be
+/// parsed, are refused by `connect` with a clear error (holding no password)
+/// rather than panicking a worker or the pool afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_range_settings_and_malformed_urls_are_clear_errors() {
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let url = sqlite_url();
+    let cases: [(
+        &str,
+        fn(payhook_inbox::InboxBuilder) -> payhook_inbox::InboxBuilder,
+    ); 6] = [
+        ("lease", |b| b.lease(Duration::MAX)),
+        ("retention", |b| b.retention(Duration::MAX)),
+        ("backoff", |b| b.backoff(Duration::from_secs(1), Duration::MAX)),
+        ("backoff", |b| b.backoff(Duration::MAX, Duration::MAX)),
+        ("poll interval", |b| b.poll_interval(Duration::MAX)),
+        ("acquire timeout", |b| b.acquire_timeout(Duration::MAX)),
+    ];
+    for (setting, configure) in cases {
+        let err = configure(Inbox::builder(receiver.clone()))
+            .connect(&url)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, InboxError::InvalidSetting(_)), "{setting}: {err}");
+        assert!(err.to_string().contains(setting), "{setting}: {err}");
+    }
+    let err = Inbox::builder(receiver.clone())
+        .concurrency(0)
+        .connect(&url)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("concurrency"), "{err}");
+    for malformed in [
+        "sqlite",
+        "",
+        "postgres://user:hunter2@127.0.0.1:notaport/db",
+        "postgres://user:hunter2@[::1/db",
+    ] {
+        let err = Inbox::connect(receiver.clone(), malformed).await.unwrap_err();
+        assert!(matches!(err, InboxError::UnsupportedUrl(_)), "{malformed}: {err}");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+    // Accepted at the edge of the range: a century-long retention is fine.
+    let inbox = Inbox::builder(receiver)
+        .retention(Duration::from_secs(100 * 365 * 24 * 3600))
+        .connect(&url)
+        .await
+        .unwrap();
+    drop(inbox);
+}
