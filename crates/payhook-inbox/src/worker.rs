@@ -772,6 +772,73 @@ mod tests {
         }
     }
 
+    /// A row claimed twice by this process (its first lease ran out) has two
+    /// marks in one batch; only the current token's mark counts, whichever
+    /// order they arrive in, and the other rows of the batch are marked too.
+    #[tokio::test]
+    async fn a_row_twice_in_one_mark_batch_is_marked_under_its_current_token() {
+        let dir = std::env::temp_dir().join(format!(
+            "payhook-inbox-mark-{}-{}",
+            std::process::id(),
+            random_u64()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("inbox.db").display());
+        let db = Database::connect(&url, 2, Duration::from_secs(5), false, 256)
+            .await
+            .unwrap();
+        crate::schema::migrate(&db.pool, db.backend).await.unwrap();
+        // (event id, the token its row is leased under now)
+        let rows = [("evt_twice_late", 22), ("evt_twice_early", 44), ("evt_once", 66)];
+        let mut arrivals = Vec::new();
+        for (id, token) in rows {
+            let arrival: i64 = sqlx::query_scalar(
+                "INSERT INTO payhook_inbox (namespace, event_id, event_type, created, body, received_at, \
+                 state, attempts, due_at, lease_token, lease_until) \
+                 VALUES ('t', $1, 'x', 1, '{}', 1, 'running', 2, 1, $2, $3) RETURNING arrival",
+            )
+            .bind(id)
+            .bind(token)
+            .bind(now_ms() + 60_000)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+            arrivals.push(arrival);
+        }
+        let mut answers = Vec::new();
+        let mut mark = |arrival: i64, token: i64| {
+            let (answer, answered) = oneshot::channel();
+            answers.push(answered);
+            MarkDone {
+                arrival,
+                token,
+                answer,
+            }
+        };
+        // Sorted by arrival as mark_batches does; within one arrival the stale
+        // token comes second for the first row and first for the second.
+        let batch = vec![
+            mark(arrivals[0], 22),
+            mark(arrivals[0], 11),
+            mark(arrivals[1], 33),
+            mark(arrivals[1], 44),
+            mark(arrivals[2], 66),
+        ];
+        let marked = mark_all(&db, &batch).await.unwrap();
+        assert_eq!(marked, [true, false, false, true, true]);
+        let states: Vec<(String, Option<i64>)> =
+            sqlx::query("SELECT state, lease_token FROM payhook_inbox ORDER BY arrival")
+                .fetch_all(&db.pool)
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| (row.get("state"), row.get("lease_token")))
+                .collect();
+        assert_eq!(states, vec![("done".to_owned(), None); 3]);
+        drop(answers);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn backoff_of_the_longest_durations_does_not_overflow() {
         let mut config = config(1000, 0);
