@@ -207,7 +207,11 @@ async fn ingest_verifies_first_and_dedupes(url: String) {
     for task in tasks {
         task.await.unwrap();
     }
-    assert_eq!(admin.list(&Filter::default()).await.unwrap().len(), 6);
+    let rows = admin.list(&Filter::default()).await.unwrap();
+    assert_eq!(rows.len(), 6);
+    let mut ids: Vec<&str> = rows.iter().map(|row| row.event_id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["evt_a", "evt_c0", "evt_c1", "evt_c2", "evt_c3", "evt_c4"]);
 }
 
 async fn concurrent_ingests_store_every_column(url: String) {
@@ -289,12 +293,34 @@ async fn handler_writes_commit_with_the_mark(url: String) {
     workers.shutdown().await;
     let ledger = setup.ledger(&inbox).await;
     assert_eq!(ledger.len(), 20);
+    // Each event once, by id (a count alone would pass with one twice and one lost).
+    let mut ids: Vec<String> = ledger.iter().map(|(id, _)| id.clone()).collect();
+    ids.sort();
+    let mut expected: Vec<String> = (0..20).map(|i| format!("evt_{i}")).collect();
+    expected.sort();
+    assert_eq!(ids, expected);
     let shown = admin.show("evt_3").await.unwrap();
     assert_eq!(shown.attempts, 1);
     assert!(shown.done_at.is_some());
-    // A repeat of a done event is acknowledged and not run again.
+    // A repeat of a done event is acknowledged and not run again, even with
+    // workers running: a later event is handled, the repeat is not.
     ingest_ok(&inbox, &event("evt_3", "pi_3", 1)).await;
     assert_eq!(state_of(&admin, "evt_3").await, "done");
+    ingest_ok(&inbox, &event("evt_after", "pi_after", 1)).await;
+    let table = setup.ledger.clone();
+    let workers = inbox.start(move |job: Job| {
+        let table = table.clone();
+        async move { write_ledger(&job, &table, "again").await }
+    });
+    eventually("the later event done", || async {
+        state_of(&admin, "evt_after").await == "done"
+    })
+    .await;
+    workers.shutdown().await;
+    let mut ledger = setup.ledger(&inbox).await;
+    ledger.retain(|(_, note)| note == "again");
+    assert_eq!(ledger, [("evt_after".to_owned(), "again".to_owned())]);
+    assert_eq!(admin.show("evt_3").await.unwrap().attempts, 1);
 }
 
 async fn failures_retry_then_succeed_and_roll_back(url: String) {
