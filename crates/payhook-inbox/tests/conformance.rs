@@ -699,10 +699,8 @@ async fn sqlite_page_cache_is_bounded_as_configured() {
 async fn out_of_range_settings_and_malformed_urls_are_clear_errors() {
     let receiver = Receiver::builder().secret(SECRET).build().unwrap();
     let url = sqlite_url();
-    let cases: [(
-        &str,
-        fn(payhook_inbox::InboxBuilder) -> payhook_inbox::InboxBuilder,
-    ); 6] = [
+    type Configure = fn(payhook_inbox::InboxBuilder) -> payhook_inbox::InboxBuilder;
+    let cases: [(&str, Configure); 6] = [
         ("lease", |b| b.lease(Duration::MAX)),
         ("retention", |b| b.retention(Duration::MAX)),
         ("backoff", |b| b.backoff(Duration::from_secs(1), Duration::MAX)),
