@@ -19,8 +19,8 @@ use payhook_core::{Error, Event, Receiver, Reply};
 use sqlx::Row as _;
 use tokio::sync::{mpsc, oneshot, Mutex, Notify};
 
-use crate::db::{now_ms, Backend, Database};
-use crate::error::{describe, InboxError};
+use crate::db::{answer_batch, now_ms, Backend, Database};
+use crate::error::InboxError;
 use crate::metrics as m;
 use crate::schema;
 use crate::worker::{Handler, Workers};
@@ -485,20 +485,8 @@ async fn write_batches(db: Database, namespace: String, queue: Arc<Mutex<mpsc::R
             }
         }
         let rows: Vec<&Row> = batch.iter().map(|pending| &pending.row).collect();
-        let result = insert_all(&db, &namespace, &rows).await;
-        match result {
-            Ok(new) => {
-                for (pending, new) in batch.drain(..).zip(new) {
-                    let _ = pending.done.send(Ok(new));
-                }
-            }
-            Err(err) => {
-                let message = describe(&err);
-                for pending in batch.drain(..) {
-                    let _ = pending.done.send(Err(message.clone()));
-                }
-            }
-        }
+        let new = insert_all(&db, &namespace, &rows).await;
+        answer_batch(batch.drain(..).map(|pending| pending.done), new);
     }
 }
 

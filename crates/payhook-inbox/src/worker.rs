@@ -39,7 +39,7 @@ use sqlx::{Any, Row, Transaction};
 use tokio::sync::{mpsc, oneshot, watch, Mutex, OwnedMappedMutexGuard, OwnedMutexGuard, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::db::{millis, now_ms, random_u64, Backend, Database};
+use crate::db::{answer_batch, millis, now_ms, random_u64, Backend, Database};
 use crate::error::{describe, InboxError};
 use crate::inbox::{payhook_escape, Config, Inbox};
 use crate::metrics as m;
@@ -337,19 +337,8 @@ async fn mark_batches(db: Database, mut queue: mpsc::Receiver<MarkDone>) {
     while queue.recv_many(&mut batch, MARK_BATCH).await > 0 {
         // Arrival order: repeats of one row (see `mark_all`) sit side by side.
         batch.sort_by_key(|mark: &MarkDone| mark.arrival);
-        match mark_all(&db, &batch).await {
-            Ok(marked) => {
-                for (mark, marked) in batch.drain(..).zip(marked) {
-                    let _ = mark.answer.send(Ok(marked));
-                }
-            }
-            Err(err) => {
-                let message = describe(&err);
-                for mark in batch.drain(..) {
-                    let _ = mark.answer.send(Err(message.clone()));
-                }
-            }
-        }
+        let marked = mark_all(&db, &batch).await;
+        answer_batch(batch.drain(..).map(|mark| mark.answer), marked);
     }
 }
 
