@@ -318,6 +318,27 @@ async fn fails_twice_then_succeeds_with_one_row() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handled_line_escapes_the_event_id() {
+    let url = sqlite_url();
+    let mut example = start(&url, &[]);
+    // A (signed) id holding a newline and a forged second line.
+    let id = "evt_nl\\nhandled evt_forged payment_intent.succeeded";
+    post_ok(&example, &event(id, "pi_nl", 1, None)).await;
+    let handled = example.wait_for_line(Duration::from_secs(30), |line| line.starts_with("handled "));
+    assert_eq!(
+        handled,
+        r"handled evt_nl\nhandled evt_forged payment_intent.succeeded payment_intent.succeeded"
+    );
+    let db = pool(&url).await;
+    let stored: String = sqlx::query("SELECT event_id FROM ledger")
+        .fetch_one(&db)
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, "evt_nl\nhandled evt_forged payment_intent.succeeded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refuses_to_start_without_a_secret() {
     let output = example_process::command(EXAMPLE, &[("PAYHOOK_DATABASE_URL", &sqlite_url())])
         .output()
