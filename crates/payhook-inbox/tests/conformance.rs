@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use payhook_core::{sign, Receiver, Secret};
-use payhook_inbox::admin::{Admin, Filter, State};
+use payhook_inbox::admin::{Admin, Filter, State, StoredEvent};
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, InboxError, Job};
 
@@ -134,6 +134,17 @@ where
         assert!(Instant::now() < deadline, "timed out waiting: {what}");
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// The events of the test's namespace in `state`.
+async fn in_state(admin: &Admin, state: State) -> Vec<StoredEvent> {
+    admin
+        .list(&Filter {
+            state: Some(state),
+            ..Filter::default()
+        })
+        .await
+        .unwrap()
 }
 
 async fn state_of(admin: &Admin, id: &str) -> String {
@@ -279,15 +290,7 @@ async fn handler_writes_commit_with_the_mark(url: String) {
         }
     });
     eventually("all done", || async {
-        admin
-            .list(&Filter {
-                state: Some(State::Done),
-                ..Filter::default()
-            })
-            .await
-            .unwrap()
-            .len()
-            == 21
+        in_state(&admin, State::Done).await.len() == 21
     })
     .await;
     workers.shutdown().await;
@@ -390,14 +393,9 @@ async fn dead_after_last_attempt_then_retry(url: String) {
     let dead = admin.show("evt_dead").await.unwrap();
     assert_eq!((dead.state.as_str(), dead.attempts), ("dead", 2));
     assert_eq!(dead.last_error.as_deref(), Some("not yet"));
-    let listed = admin
-        .list(&Filter {
-            state: Some(State::Dead),
-            ..Filter::default()
-        })
-        .await
-        .unwrap();
+    let listed = in_state(&admin, State::Dead).await;
     assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].event_id, "evt_dead");
     assert!(setup.ledger(&inbox).await.is_empty());
 
     assert_eq!(admin.retry_dead().await.unwrap(), 1);
@@ -469,15 +467,7 @@ async fn one_intent_runs_in_created_order_never_concurrently(url: String) {
         }
     });
     eventually("all done", || async {
-        admin
-            .list(&Filter {
-                state: Some(State::Done),
-                ..Filter::default()
-            })
-            .await
-            .unwrap()
-            .len()
-            == 20
+        in_state(&admin, State::Done).await.len() == 20
     })
     .await;
     workers.shutdown().await;
