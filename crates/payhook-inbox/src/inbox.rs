@@ -333,7 +333,8 @@ impl InboxBuilder {
     /// before it levels off. In WAL mode a connection drops its cache whenever
     /// another one has written since its last read, which in a busy inbox is
     /// almost always, so a large cache buys little here. Raise it when the app's
-    /// own read-heavy queries share this pool and this file.
+    /// own read-heavy queries share this pool and this file. At most
+    /// `i32::MAX` KiB (SQLite's limit); [`connect`](Self::connect) refuses more.
     pub fn sqlite_page_cache(mut self, kib: u32) -> Self {
         self.sqlite_cache_kib = kib;
         self
@@ -390,6 +391,12 @@ impl InboxBuilder {
             if setting > LONGEST_SETTING {
                 return Err(InboxError::InvalidSetting(refusal));
             }
+        }
+        // SQLite reads a larger cache_size as 0 (almost no cache) without a word.
+        if i32::try_from(self.sqlite_cache_kib).is_err() {
+            return Err(InboxError::InvalidSetting(
+                "sqlite page cache must be at most 2147483647 KiB",
+            ));
         }
         let connections = u32::try_from(config.concurrency)
             .unwrap_or(u32::MAX)

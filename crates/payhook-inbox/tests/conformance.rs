@@ -712,6 +712,13 @@ async fn out_of_range_settings_and_malformed_urls_are_clear_errors() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("concurrency"), "{err}");
+    // SQLite would silently read this cache size as 0.
+    let err = Inbox::builder(receiver.clone())
+        .sqlite_page_cache(u32::MAX)
+        .connect(&url)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("sqlite page cache"), "{err}");
     for malformed in [
         "sqlite",
         "",
