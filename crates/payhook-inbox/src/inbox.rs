@@ -43,6 +43,9 @@ pub const DEFAULT_CONCURRENCY: usize = 8;
 /// configured otherwise (SQLite's own default is 2 000 KiB).
 pub const DEFAULT_SQLITE_CACHE_KIB: u32 = 256;
 
+/// The most handlers [`InboxBuilder::concurrency`] accepts.
+const MOST_HANDLERS: usize = 65_536;
+
 /// The longest any Duration setting may be: far beyond any sensible value,
 /// and far enough from overflow that `Instant::now()` plus it stays valid.
 const LONGEST_SETTING: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -295,7 +298,7 @@ impl InboxBuilder {
         self
     }
 
-    /// How many handlers run at once in this process (default 8).
+    /// How many handlers run at once in this process (default 8; 1 to 65 536).
     pub fn concurrency(mut self, handlers: usize) -> Self {
         self.config.concurrency = handlers;
         self
@@ -369,6 +372,11 @@ impl InboxBuilder {
         }
         if config.concurrency == 0 {
             return Err(InboxError::InvalidSetting("concurrency must be at least 1"));
+        }
+        // The workers' semaphore panics beyond its own limit (usize::MAX >> 3),
+        // and each handler may want a pooled connection: far below both.
+        if config.concurrency > MOST_HANDLERS {
+            return Err(InboxError::InvalidSetting("concurrency must be at most 65536"));
         }
         if config.backoff_base.is_zero() || config.backoff_cap < config.backoff_base {
             return Err(InboxError::InvalidSetting(
