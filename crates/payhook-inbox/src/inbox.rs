@@ -313,7 +313,7 @@ impl InboxBuilder {
     }
 
     /// How long to wait for a database connection before answering `503`
-    /// (default 5 s).
+    /// (default 5 s; above zero, at most 100 years).
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = timeout;
         self
@@ -385,6 +385,10 @@ impl InboxBuilder {
         }
         if config.poll_interval.is_zero() {
             return Err(InboxError::InvalidSetting("poll interval must be above zero"));
+        }
+        // Zero would time out every acquire: each delivery a 503 blaming the database.
+        if self.acquire_timeout.is_zero() {
+            return Err(InboxError::InvalidSetting("acquire timeout must be above zero"));
         }
         // Deadlines are `Instant::now() + setting` (std and sqlx add without
         // saturating), so an unbounded Duration would panic a worker or the

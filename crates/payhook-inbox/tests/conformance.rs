@@ -690,7 +690,10 @@ async fn out_of_range_settings_and_malformed_urls_are_clear_errors() {
     let receiver = Receiver::builder().secret(SECRET).build().unwrap();
     let url = sqlite_url();
     type Configure = fn(payhook_inbox::InboxBuilder) -> payhook_inbox::InboxBuilder;
-    let cases: [(&str, Configure); 7] = [
+    let cases: [(&str, Configure); 8] = [
+        ("acquire timeout", |b| {
+            b.skip_migrations().acquire_timeout(Duration::ZERO)
+        }),
         ("concurrency", |b| b.concurrency(usize::MAX)),
         ("lease", |b| b.lease(Duration::MAX)),
         ("retention", |b| b.retention(Duration::MAX)),
