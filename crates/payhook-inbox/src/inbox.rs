@@ -270,14 +270,16 @@ impl InboxBuilder {
 
     /// How long a claim on an event lasts (default 30 s). It is renewed every
     /// third of it while the handler runs, so it only runs out when the worker
-    /// stopped (crashed, paused, cut off from the database).
+    /// stopped (crashed, paused, cut off from the database). At least 300 ms,
+    /// at most 100 years.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self
     }
 
     /// How long done events are kept, and so how long a repeated delivery is
-    /// recognised (default 7 days). Workers purge older ones.
+    /// recognised (default 7 days; above zero, at most 100 years). Workers
+    /// purge older ones.
     pub fn retention(mut self, retention: Duration) -> Self {
         self.config.retention = retention;
         self
@@ -285,14 +287,15 @@ impl InboxBuilder {
 
     /// Retry delays: the first failure waits about `base`, each further one twice
     /// as long, never more than `cap`; each delay is jittered between half and
-    /// all of its value (defaults 1 s and 1 h).
+    /// all of its value (defaults 1 s and 1 h; `base` above zero and not above
+    /// `cap`, `cap` at most 100 years).
     pub fn backoff(mut self, base: Duration, cap: Duration) -> Self {
         self.config.backoff_base = base;
         self.config.backoff_cap = cap;
         self
     }
 
-    /// How many attempts an event gets before it is dead (default 10).
+    /// How many attempts an event gets before it is dead (default 10; at least 1).
     pub fn max_attempts(mut self, attempts: u32) -> Self {
         self.config.max_attempts = attempts;
         self
@@ -306,7 +309,8 @@ impl InboxBuilder {
 
     /// How often idle workers look for due events (default 200 ms). Events
     /// ingested by this process wake them at once; this bounds the delay for
-    /// retries and for events ingested by other processes.
+    /// retries and for events ingested by other processes. Above zero, at most
+    /// 100 years.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.config.poll_interval = interval;
         self
