@@ -37,6 +37,7 @@ use axum::Router;
 use payhook::inbox::sqlx;
 use payhook::inbox::{HandlerError, Inbox, Job};
 use payhook::tower::axum::inbox_route;
+use payhook::untrusted::Untrusted;
 use payhook::Receiver;
 use tracing_subscriber::EnvFilter;
 
@@ -158,6 +159,11 @@ async fn handle(job: Job, delay: Duration) -> Result<(), HandlerError> {
         return Err(format!("failing attempt {} of {fail_attempts} on request", job.attempt()).into());
     }
     job.commit().await?;
-    println!("handled {} {}", event.id(), event.event_type());
+    // Id and type come from the request: escaped, so they cannot forge a line.
+    println!(
+        "handled {} {}",
+        Untrusted::value(event.id()),
+        Untrusted::value(event.event_type())
+    );
     Ok(())
 }

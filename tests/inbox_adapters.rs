@@ -4,9 +4,10 @@
 //! replies.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use payhook::inbox::sqlx::{self, AnyPool};
 use payhook::inbox::{Inbox, Job, Workers};
 use payhook::{sign, Receiver, Secret};
 
@@ -15,7 +16,14 @@ const LIMIT: usize = 4096;
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
-async fn inbox() -> (Inbox, Workers, Arc<AtomicUsize>) {
+/// What the handler saw: how many events, and their ids.
+#[derive(Default)]
+struct Handled {
+    count: AtomicUsize,
+    ids: Mutex<Vec<String>>,
+}
+
+async fn inbox() -> (Inbox, Workers, Arc<Handled>) {
     let dir = std::env::temp_dir().join(format!(
         "payhook-inbox-adapters-{}-{}",
         std::process::id(),
@@ -32,12 +40,13 @@ async fn inbox() -> (Inbox, Workers, Arc<AtomicUsize>) {
         .connect(&format!("sqlite://{}", dir.join("inbox.db").display()))
         .await
         .unwrap();
-    let handled = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&handled);
-    let workers = inbox.start(move |_job: Job| {
-        let counter = Arc::clone(&counter);
+    let handled = Arc::new(Handled::default());
+    let seen = Arc::clone(&handled);
+    let workers = inbox.start(move |job: Job| {
+        let seen = Arc::clone(&seen);
         async move {
-            counter.fetch_add(1, Ordering::SeqCst);
+            seen.ids.lock().unwrap().push(job.event().id().to_owned());
+            seen.count.fetch_add(1, Ordering::SeqCst);
             Ok(())
         }
     });
@@ -59,7 +68,9 @@ async fn post(url: &str, body: String, signed: bool) -> (u16, String) {
     (response.status().as_u16(), response.text().await.unwrap())
 }
 
-async fn behaves(url: &str, handled: &AtomicUsize) {
+async fn behaves(url: &str, pool: &AnyPool, handled: &Handled) {
+    let handled_ids = &handled.ids;
+    let handled = &handled.count;
     let body = r#"{"id":"evt_route","type":"payment_intent.succeeded","data":{"object":{"id":"pi_r","amount":1,"currency":"btc","status":"succeeded"}}}"#;
     assert_eq!(
         post(url, body.to_owned(), true).await,
@@ -75,6 +86,9 @@ async fn behaves(url: &str, handled: &AtomicUsize) {
         reply.starts_with("Webhook Error: missing x-service-signature"),
         "{reply}"
     );
+    // Unsigned, a new id is not stored either.
+    let unsigned = body.replace("evt_route", "evt_unsigned");
+    assert_eq!(post(url, unsigned, false).await.0, 400);
     let (status, reply) = post(url, "x".repeat(LIMIT + 1), true).await;
     assert_eq!(status, 413, "{reply}");
     assert!(reply.starts_with("Webhook Error: "), "{reply}");
@@ -85,22 +99,30 @@ async fn behaves(url: &str, handled: &AtomicUsize) {
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(handled.load(Ordering::SeqCst), 1, "processed once");
+    assert_eq!(*handled_ids.lock().unwrap(), ["evt_route"]);
+    let stored: Vec<String> = sqlx::query_scalar("SELECT event_id FROM payhook_inbox")
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, ["evt_route"], "only the signed delivery is stored, once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn axum_inbox_route() {
     let (inbox, workers, handled) = inbox().await;
+    let pool = inbox.pool().clone();
     let app = axum::Router::new().route("/webhooks", payhook::tower::axum::inbox_route(inbox));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
-    behaves(&format!("http://{addr}/webhooks"), &handled).await;
+    behaves(&format!("http://{addr}/webhooks"), &pool, &handled).await;
     workers.shutdown().await;
 }
 
 #[actix_web::test]
 async fn actix_inbox_route() {
     let (inbox, workers, handled) = inbox().await;
+    let pool = inbox.pool().clone();
     let server = actix_web::HttpServer::new(move || {
         actix_web::App::new().route("/webhooks", payhook::actix::inbox_route(inbox.clone()))
     })
@@ -111,7 +133,7 @@ async fn actix_inbox_route() {
     let server = server.run();
     let handle = server.handle();
     actix_web::rt::spawn(server);
-    behaves(&format!("http://{addr}/webhooks"), &handled).await;
+    behaves(&format!("http://{addr}/webhooks"), &pool, &handled).await;
     workers.shutdown().await;
     handle.stop(true).await;
 }

@@ -124,6 +124,19 @@ async fn ledger_counts(pool: &AnyPool) -> BTreeMap<String, i64> {
         .collect()
 }
 
+/// After a pause for stragglers: the ledger holds exactly the `expected`
+/// events, each once (by id, so one applied twice and another lost fails).
+async fn assert_each_applied_once(pool: &AnyPool, expected: &BTreeSet<String>) {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let counts = ledger_counts(pool).await;
+    assert!(
+        counts.values().all(|&n| n == 1),
+        "an event was applied twice: {counts:?}"
+    );
+    let applied: BTreeSet<String> = counts.into_keys().collect();
+    assert_eq!(&applied, expected, "the ledger holds other events than were sent");
+}
+
 async fn eventually<F, Fut>(timeout: Duration, what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
@@ -187,13 +200,9 @@ async fn sigkill_then_restart(url: String) {
         || async { ledger_counts(&db).await.len() == 120 },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let counts = ledger_counts(&db).await;
-    assert!(
-        counts.values().all(|&n| n == 1),
-        "an event was applied twice: {counts:?}"
-    );
-    assert!(acked.iter().all(|id| counts.contains_key(id)));
+    let expected = (0..120).map(|i| format!("evt_kill_{i:03}")).collect();
+    assert_each_applied_once(&db, &expected).await;
+    assert!(acked.is_subset(&expected));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,12 +249,10 @@ async fn two_replicas_on_postgres_apply_once_in_order() {
         ledger_counts(&db).await.len() == 80
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let counts = ledger_counts(&db).await;
-    assert!(
-        counts.values().all(|&n| n == 1),
-        "an event was applied twice: {counts:?}"
-    );
+    let expected = (0..10)
+        .flat_map(|intent| (0..8).map(move |step| format!("evt_rep_{intent}_{step}")))
+        .collect();
+    assert_each_applied_once(&db, &expected).await;
     // Both replicas worked.
     let handled_by = |example: &Example| {
         example
@@ -308,6 +315,27 @@ async fn fails_twice_then_succeeds_with_one_row() {
         .unwrap()
         .get(0);
     assert_eq!(attempts, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handled_line_escapes_the_event_id() {
+    let url = sqlite_url();
+    let mut example = start(&url, &[]);
+    // A (signed) id holding a newline and a forged second line.
+    let id = "evt_nl\\nhandled evt_forged payment_intent.succeeded";
+    post_ok(&example, &event(id, "pi_nl", 1, None)).await;
+    let handled = example.wait_for_line(Duration::from_secs(30), |line| line.starts_with("handled "));
+    assert_eq!(
+        handled,
+        r"handled evt_nl\nhandled evt_forged payment_intent.succeeded payment_intent.succeeded"
+    );
+    let db = pool(&url).await;
+    let stored: String = sqlx::query("SELECT event_id FROM ledger")
+        .fetch_one(&db)
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, "evt_nl\nhandled evt_forged payment_intent.succeeded");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -417,6 +445,16 @@ async fn database_down_answers_503_then_resumes() {
     assert_eq!(status, 503, "{reply}");
     assert!(reply.starts_with("Webhook Error: "), "{reply}");
     cluster.restart();
+    // The 503 acknowledged nothing: that delivery was not stored.
+    let db = pool(&url).await;
+    let stored: Vec<String> = sqlx::query("SELECT event_id FROM payhook_inbox")
+        .fetch_all(&db)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<String, _>("event_id"))
+        .collect();
+    assert_eq!(stored, ["evt_before"], "only the acknowledged event is stored");
     // The sender retries what got 503; what was acknowledged is still there.
     post_ok(&example, &event("evt_during", "pi_down_2", 1, None)).await;
     let handled = example.wait_for_lines(Duration::from_secs(60), 2, |line| line.starts_with("handled "));
@@ -427,7 +465,6 @@ async fn database_down_answers_503_then_resumes() {
             "handled evt_during payment_intent.succeeded".to_owned()
         ])
     );
-    let db = pool(&url).await;
     let counts = ledger_counts(&db).await;
     assert_eq!(
         counts,

@@ -9,7 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{Any, Executor, Pool};
 
-use crate::error::InboxError;
+use tokio::sync::oneshot;
+
+use crate::error::{describe, InboxError};
 
 /// Which SQL dialect a URL speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,4 +124,26 @@ pub(crate) fn random_u64() -> u64 {
 pub(crate) fn new_token() -> i64 {
     // Tokens are compared, never ordered: the sign bit is as good as any other.
     i64::from_ne_bytes(random_u64().to_ne_bytes())
+}
+
+/// Answers everyone waiting on one batched statement: each its own result in
+/// batch order, or all of them the statement's error (as safe text). A waiter
+/// that went away (its request was dropped) is skipped.
+pub(crate) fn answer_batch<T>(
+    waiters: impl Iterator<Item = oneshot::Sender<Result<T, String>>>,
+    result: Result<Vec<T>, sqlx::Error>,
+) {
+    match result {
+        Ok(answers) => {
+            for (waiter, answer) in waiters.zip(answers) {
+                let _ = waiter.send(Ok(answer));
+            }
+        }
+        Err(err) => {
+            let message = describe(&err);
+            for waiter in waiters {
+                let _ = waiter.send(Err(message.clone()));
+            }
+        }
+    }
 }

@@ -19,8 +19,8 @@ use payhook_core::{Error, Event, Receiver, Reply};
 use sqlx::Row as _;
 use tokio::sync::{mpsc, oneshot, Mutex, Notify};
 
-use crate::db::{now_ms, Backend, Database};
-use crate::error::{describe, InboxError};
+use crate::db::{answer_batch, now_ms, Backend, Database};
+use crate::error::InboxError;
 use crate::metrics as m;
 use crate::schema;
 use crate::worker::{Handler, Workers};
@@ -42,6 +42,13 @@ pub const DEFAULT_CONCURRENCY: usize = 8;
 /// The most each SQLite connection keeps in its page cache, in KiB, unless
 /// configured otherwise (SQLite's own default is 2 000 KiB).
 pub const DEFAULT_SQLITE_CACHE_KIB: u32 = 256;
+
+/// The most handlers [`InboxBuilder::concurrency`] accepts.
+const MOST_HANDLERS: usize = 65_536;
+
+/// The longest any Duration setting may be: far beyond any sensible value,
+/// and far enough from overflow that `Instant::now()` plus it stays valid.
+const LONGEST_SETTING: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// Most deliveries written in one ingest transaction.
 const INGEST_BATCH: usize = 256;
@@ -263,14 +270,16 @@ impl InboxBuilder {
 
     /// How long a claim on an event lasts (default 30 s). It is renewed every
     /// third of it while the handler runs, so it only runs out when the worker
-    /// stopped (crashed, paused, cut off from the database).
+    /// stopped (crashed, paused, cut off from the database). At least 300 ms,
+    /// at most 100 years.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self
     }
 
     /// How long done events are kept, and so how long a repeated delivery is
-    /// recognised (default 7 days). Workers purge older ones.
+    /// recognised (default 7 days; above zero, at most 100 years). Workers
+    /// purge older ones.
     pub fn retention(mut self, retention: Duration) -> Self {
         self.config.retention = retention;
         self
@@ -278,20 +287,21 @@ impl InboxBuilder {
 
     /// Retry delays: the first failure waits about `base`, each further one twice
     /// as long, never more than `cap`; each delay is jittered between half and
-    /// all of its value (defaults 1 s and 1 h).
+    /// all of its value (defaults 1 s and 1 h; `base` above zero and not above
+    /// `cap`, `cap` at most 100 years).
     pub fn backoff(mut self, base: Duration, cap: Duration) -> Self {
         self.config.backoff_base = base;
         self.config.backoff_cap = cap;
         self
     }
 
-    /// How many attempts an event gets before it is dead (default 10).
+    /// How many attempts an event gets before it is dead (default 10; at least 1).
     pub fn max_attempts(mut self, attempts: u32) -> Self {
         self.config.max_attempts = attempts;
         self
     }
 
-    /// How many handlers run at once in this process (default 8).
+    /// How many handlers run at once in this process (default 8; 1 to 65 536).
     pub fn concurrency(mut self, handlers: usize) -> Self {
         self.config.concurrency = handlers;
         self
@@ -299,14 +309,15 @@ impl InboxBuilder {
 
     /// How often idle workers look for due events (default 200 ms). Events
     /// ingested by this process wake them at once; this bounds the delay for
-    /// retries and for events ingested by other processes.
+    /// retries and for events ingested by other processes. Above zero, at most
+    /// 100 years.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.config.poll_interval = interval;
         self
     }
 
     /// How long to wait for a database connection before answering `503`
-    /// (default 5 s).
+    /// (default 5 s; above zero, at most 100 years).
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = timeout;
         self
@@ -329,7 +340,8 @@ impl InboxBuilder {
     /// before it levels off. In WAL mode a connection drops its cache whenever
     /// another one has written since its last read, which in a busy inbox is
     /// almost always, so a large cache buys little here. Raise it when the app's
-    /// own read-heavy queries share this pool and this file.
+    /// own read-heavy queries share this pool and this file. At most
+    /// `i32::MAX` KiB (SQLite's limit); [`connect`](Self::connect) refuses more.
     pub fn sqlite_page_cache(mut self, kib: u32) -> Self {
         self.sqlite_cache_kib = kib;
         self
@@ -365,6 +377,11 @@ impl InboxBuilder {
         if config.concurrency == 0 {
             return Err(InboxError::InvalidSetting("concurrency must be at least 1"));
         }
+        // The workers' semaphore panics beyond its own limit (usize::MAX >> 3),
+        // and each handler may want a pooled connection: far below both.
+        if config.concurrency > MOST_HANDLERS {
+            return Err(InboxError::InvalidSetting("concurrency must be at most 65536"));
+        }
         if config.backoff_base.is_zero() || config.backoff_cap < config.backoff_base {
             return Err(InboxError::InvalidSetting(
                 "backoff base must be above zero and not above the cap",
@@ -372,6 +389,30 @@ impl InboxBuilder {
         }
         if config.poll_interval.is_zero() {
             return Err(InboxError::InvalidSetting("poll interval must be above zero"));
+        }
+        // Zero would time out every acquire: each delivery a 503 blaming the database.
+        if self.acquire_timeout.is_zero() {
+            return Err(InboxError::InvalidSetting("acquire timeout must be above zero"));
+        }
+        // Deadlines are `Instant::now() + setting` (std and sqlx add without
+        // saturating), so an unbounded Duration would panic a worker or the
+        // pool later instead of failing here.
+        for (setting, refusal) in [
+            (config.lease, "lease must be at most 100 years"),
+            (config.retention, "retention must be at most 100 years"),
+            (config.backoff_cap, "backoff cap must be at most 100 years"),
+            (config.poll_interval, "poll interval must be at most 100 years"),
+            (self.acquire_timeout, "acquire timeout must be at most 100 years"),
+        ] {
+            if setting > LONGEST_SETTING {
+                return Err(InboxError::InvalidSetting(refusal));
+            }
+        }
+        // SQLite reads a larger cache_size as 0 (almost no cache) without a word.
+        if i32::try_from(self.sqlite_cache_kib).is_err() {
+            return Err(InboxError::InvalidSetting(
+                "sqlite page cache must be at most 2147483647 KiB",
+            ));
         }
         let connections = u32::try_from(config.concurrency)
             .unwrap_or(u32::MAX)
@@ -467,20 +508,8 @@ async fn write_batches(db: Database, namespace: String, queue: Arc<Mutex<mpsc::R
             }
         }
         let rows: Vec<&Row> = batch.iter().map(|pending| &pending.row).collect();
-        let result = insert_all(&db, &namespace, &rows).await;
-        match result {
-            Ok(new) => {
-                for (pending, new) in batch.drain(..).zip(new) {
-                    let _ = pending.done.send(Ok(new));
-                }
-            }
-            Err(err) => {
-                let message = describe(&err);
-                for pending in batch.drain(..) {
-                    let _ = pending.done.send(Err(message.clone()));
-                }
-            }
-        }
+        let new = insert_all(&db, &namespace, &rows).await;
+        answer_batch(batch.drain(..).map(|pending| pending.done), new);
     }
 }
 

@@ -39,7 +39,7 @@ use sqlx::{Any, Row, Transaction};
 use tokio::sync::{mpsc, oneshot, watch, Mutex, OwnedMappedMutexGuard, OwnedMutexGuard, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::db::{millis, now_ms, random_u64, Backend, Database};
+use crate::db::{answer_batch, millis, now_ms, random_u64, Backend, Database};
 use crate::error::{describe, InboxError};
 use crate::inbox::{payhook_escape, Config, Inbox};
 use crate::metrics as m;
@@ -337,19 +337,8 @@ async fn mark_batches(db: Database, mut queue: mpsc::Receiver<MarkDone>) {
     while queue.recv_many(&mut batch, MARK_BATCH).await > 0 {
         // Arrival order: repeats of one row (see `mark_all`) sit side by side.
         batch.sort_by_key(|mark: &MarkDone| mark.arrival);
-        match mark_all(&db, &batch).await {
-            Ok(marked) => {
-                for (mark, marked) in batch.drain(..).zip(marked) {
-                    let _ = mark.answer.send(Ok(marked));
-                }
-            }
-            Err(err) => {
-                let message = describe(&err);
-                for mark in batch.drain(..) {
-                    let _ = mark.answer.send(Err(message.clone()));
-                }
-            }
-        }
+        let marked = mark_all(&db, &batch).await;
+        answer_batch(batch.drain(..).map(|mark| mark.answer), marked);
     }
 }
 
@@ -666,9 +655,9 @@ pub(crate) fn backoff(config: &Config, failed: u32) -> Duration {
     let jitter = if spread == 0 {
         0
     } else {
-        random_u64() % (spread + 1)
+        random_u64() % spread.saturating_add(1)
     };
-    half + Duration::from_millis(jitter)
+    half.saturating_add(Duration::from_millis(jitter))
 }
 
 async fn record_failure(inbox: &Inbox, claimed: &Claimed, message: &str, started: Instant) {
@@ -769,6 +758,84 @@ mod tests {
             assert!(third >= Duration::from_millis(2000) && third <= Duration::from_millis(4000));
             let late = backoff(&config, u32::MAX);
             assert!(late >= Duration::from_millis(2500) && late <= Duration::from_millis(5000));
+        }
+    }
+
+    /// A row claimed twice by this process (its first lease ran out) has two
+    /// marks in one batch; only the current token's mark counts, whichever
+    /// order they arrive in, and the other rows of the batch are marked too.
+    #[tokio::test]
+    async fn a_row_twice_in_one_mark_batch_is_marked_under_its_current_token() {
+        let dir = std::env::temp_dir().join(format!(
+            "payhook-inbox-mark-{}-{}",
+            std::process::id(),
+            random_u64()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("inbox.db").display());
+        let db = Database::connect(&url, 2, Duration::from_secs(5), false, 256)
+            .await
+            .unwrap();
+        crate::schema::migrate(&db.pool, db.backend).await.unwrap();
+        // (event id, the token its row is leased under now)
+        let rows = [("evt_twice_late", 22), ("evt_twice_early", 44), ("evt_once", 66)];
+        let mut arrivals = Vec::new();
+        for (id, token) in rows {
+            let arrival: i64 = sqlx::query_scalar(
+                "INSERT INTO payhook_inbox (namespace, event_id, event_type, created, body, received_at, \
+                 state, attempts, due_at, lease_token, lease_until) \
+                 VALUES ('t', $1, 'x', 1, '{}', 1, 'running', 2, 1, $2, $3) RETURNING arrival",
+            )
+            .bind(id)
+            .bind(token)
+            .bind(now_ms() + 60_000)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+            arrivals.push(arrival);
+        }
+        let mut answers = Vec::new();
+        let mut mark = |arrival: i64, token: i64| {
+            let (answer, answered) = oneshot::channel();
+            answers.push(answered);
+            MarkDone {
+                arrival,
+                token,
+                answer,
+            }
+        };
+        // Sorted by arrival as mark_batches does; within one arrival the stale
+        // token comes second for the first row and first for the second.
+        let batch = vec![
+            mark(arrivals[0], 22),
+            mark(arrivals[0], 11),
+            mark(arrivals[1], 33),
+            mark(arrivals[1], 44),
+            mark(arrivals[2], 66),
+        ];
+        let marked = mark_all(&db, &batch).await.unwrap();
+        assert_eq!(marked, [true, false, false, true, true]);
+        let states: Vec<(String, Option<i64>)> =
+            sqlx::query("SELECT state, lease_token FROM payhook_inbox ORDER BY arrival")
+                .fetch_all(&db.pool)
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| (row.get("state"), row.get("lease_token")))
+                .collect();
+        assert_eq!(states, vec![("done".to_owned(), None); 3]);
+        drop(answers);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn backoff_of_the_longest_durations_does_not_overflow() {
+        let mut config = config(1000, 0);
+        config.backoff_base = Duration::MAX;
+        config.backoff_cap = Duration::MAX;
+        for failed in [1, 2, 31, u32::MAX] {
+            let delay = backoff(&config, failed);
+            assert!(delay >= Duration::MAX / 2, "{delay:?}");
         }
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use payhook_core::{sign, Receiver, Secret};
-use payhook_inbox::admin::{Admin, Filter, State};
+use payhook_inbox::admin::{Admin, Filter, State, StoredEvent};
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, InboxError, Job};
 
@@ -136,6 +136,17 @@ where
     }
 }
 
+/// The events of the test's namespace in `state`.
+async fn in_state(admin: &Admin, state: State) -> Vec<StoredEvent> {
+    admin
+        .list(&Filter {
+            state: Some(state),
+            ..Filter::default()
+        })
+        .await
+        .unwrap()
+}
+
 async fn state_of(admin: &Admin, id: &str) -> String {
     admin.show(id).await.unwrap().state
 }
@@ -207,7 +218,11 @@ async fn ingest_verifies_first_and_dedupes(url: String) {
     for task in tasks {
         task.await.unwrap();
     }
-    assert_eq!(admin.list(&Filter::default()).await.unwrap().len(), 6);
+    let rows = admin.list(&Filter::default()).await.unwrap();
+    assert_eq!(rows.len(), 6);
+    let mut ids: Vec<&str> = rows.iter().map(|row| row.event_id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["evt_a", "evt_c0", "evt_c1", "evt_c2", "evt_c3", "evt_c4"]);
 }
 
 async fn concurrent_ingests_store_every_column(url: String) {
@@ -275,26 +290,40 @@ async fn handler_writes_commit_with_the_mark(url: String) {
         }
     });
     eventually("all done", || async {
-        admin
-            .list(&Filter {
-                state: Some(State::Done),
-                ..Filter::default()
-            })
-            .await
-            .unwrap()
-            .len()
-            == 21
+        in_state(&admin, State::Done).await.len() == 21
     })
     .await;
     workers.shutdown().await;
     let ledger = setup.ledger(&inbox).await;
     assert_eq!(ledger.len(), 20);
+    // Each event once, by id (a count alone would pass with one twice and one lost).
+    let mut ids: Vec<String> = ledger.iter().map(|(id, _)| id.clone()).collect();
+    ids.sort();
+    let mut expected: Vec<String> = (0..20).map(|i| format!("evt_{i}")).collect();
+    expected.sort();
+    assert_eq!(ids, expected);
     let shown = admin.show("evt_3").await.unwrap();
     assert_eq!(shown.attempts, 1);
     assert!(shown.done_at.is_some());
-    // A repeat of a done event is acknowledged and not run again.
+    // A repeat of a done event is acknowledged and not run again, even with
+    // workers running: a later event is handled, the repeat is not.
     ingest_ok(&inbox, &event("evt_3", "pi_3", 1)).await;
     assert_eq!(state_of(&admin, "evt_3").await, "done");
+    ingest_ok(&inbox, &event("evt_after", "pi_after", 1)).await;
+    let table = setup.ledger.clone();
+    let workers = inbox.start(move |job: Job| {
+        let table = table.clone();
+        async move { write_ledger(&job, &table, "again").await }
+    });
+    eventually("the later event done", || async {
+        state_of(&admin, "evt_after").await == "done"
+    })
+    .await;
+    workers.shutdown().await;
+    let mut ledger = setup.ledger(&inbox).await;
+    ledger.retain(|(_, note)| note == "again");
+    assert_eq!(ledger, [("evt_after".to_owned(), "again".to_owned())]);
+    assert_eq!(admin.show("evt_3").await.unwrap().attempts, 1);
 }
 
 async fn failures_retry_then_succeed_and_roll_back(url: String) {
@@ -364,14 +393,9 @@ async fn dead_after_last_attempt_then_retry(url: String) {
     let dead = admin.show("evt_dead").await.unwrap();
     assert_eq!((dead.state.as_str(), dead.attempts), ("dead", 2));
     assert_eq!(dead.last_error.as_deref(), Some("not yet"));
-    let listed = admin
-        .list(&Filter {
-            state: Some(State::Dead),
-            ..Filter::default()
-        })
-        .await
-        .unwrap();
+    let listed = in_state(&admin, State::Dead).await;
     assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].event_id, "evt_dead");
     assert!(setup.ledger(&inbox).await.is_empty());
 
     assert_eq!(admin.retry_dead().await.unwrap(), 1);
@@ -443,15 +467,7 @@ async fn one_intent_runs_in_created_order_never_concurrently(url: String) {
         }
     });
     eventually("all done", || async {
-        admin
-            .list(&Filter {
-                state: Some(State::Done),
-                ..Filter::default()
-            })
-            .await
-            .unwrap()
-            .len()
-            == 20
+        in_state(&admin, State::Done).await.len() == 20
     })
     .await;
     workers.shutdown().await;
@@ -664,4 +680,64 @@ async fn sqlite_page_cache_is_bounded_as_configured() {
         .await
         .unwrap();
     assert_eq!(configured, -4096);
+}
+
+/// Settings that would overflow a deadline later, and URLs that cannot be
+/// parsed, are refused by `connect` with a clear error (holding no password)
+/// rather than panicking a worker or the pool afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_range_settings_and_malformed_urls_are_clear_errors() {
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let url = sqlite_url();
+    type Configure = fn(payhook_inbox::InboxBuilder) -> payhook_inbox::InboxBuilder;
+    let cases: [(&str, Configure); 8] = [
+        ("acquire timeout", |b| {
+            b.skip_migrations().acquire_timeout(Duration::ZERO)
+        }),
+        ("concurrency", |b| b.concurrency(usize::MAX)),
+        ("lease", |b| b.lease(Duration::MAX)),
+        ("retention", |b| b.retention(Duration::MAX)),
+        ("backoff", |b| b.backoff(Duration::from_secs(1), Duration::MAX)),
+        ("backoff", |b| b.backoff(Duration::MAX, Duration::MAX)),
+        ("poll interval", |b| b.poll_interval(Duration::MAX)),
+        ("acquire timeout", |b| b.acquire_timeout(Duration::MAX)),
+    ];
+    for (setting, configure) in cases {
+        let err = configure(Inbox::builder(receiver.clone()))
+            .connect(&url)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, InboxError::InvalidSetting(_)), "{setting}: {err}");
+        assert!(err.to_string().contains(setting), "{setting}: {err}");
+    }
+    let err = Inbox::builder(receiver.clone())
+        .concurrency(0)
+        .connect(&url)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("concurrency"), "{err}");
+    // SQLite would silently read this cache size as 0.
+    let err = Inbox::builder(receiver.clone())
+        .sqlite_page_cache(u32::MAX)
+        .connect(&url)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("sqlite page cache"), "{err}");
+    for malformed in [
+        "sqlite",
+        "",
+        "postgres://user:hunter2@127.0.0.1:notaport/db",
+        "postgres://user:hunter2@[::1/db",
+    ] {
+        let err = Inbox::connect(receiver.clone(), malformed).await.unwrap_err();
+        assert!(matches!(err, InboxError::UnsupportedUrl(_)), "{malformed}: {err}");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+    // Accepted at the edge of the range: a century-long retention is fine.
+    let inbox = Inbox::builder(receiver)
+        .retention(Duration::from_secs(100 * 365 * 24 * 3600))
+        .connect(&url)
+        .await
+        .unwrap();
+    drop(inbox);
 }
