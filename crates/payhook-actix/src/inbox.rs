@@ -2,8 +2,8 @@
 //!
 //! ```
 //! use actix_web::App;
-//! use payhook_core::Receiver;
-//! use payhook_inbox::{Inbox, Job};
+//! use payhook::inbox::{Inbox, Job};
+//! use payhook::Receiver;
 //!
 //! # actix_web::rt::System::new().block_on(async {
 //! # let dir = std::env::temp_dir().join(format!("payhook-actix-inbox-doc-{}", std::process::id()));
@@ -15,7 +15,7 @@
 //!     println!("processing {}", job.event().id());
 //!     Ok(())
 //! });
-//! let app = move || App::new().route("/webhooks", payhook_actix::inbox_route(inbox.clone()));
+//! let app = move || App::new().route("/webhooks", payhook::actix::inbox_route(inbox.clone()));
 //! # let _ = app;
 //! # workers.shutdown().await;
 //! # });

@@ -2,9 +2,9 @@
 //! `payhook inbox` command runs.
 //!
 //! ```no_run
-//! use payhook_inbox::admin::{Admin, Filter, State};
+//! use payhook::inbox::admin::{Admin, Filter, State};
 //!
-//! # async fn run() -> Result<(), payhook_inbox::InboxError> {
+//! # async fn run() -> Result<(), payhook::inbox::InboxError> {
 //! let admin = Admin::connect("sqlite://payhook-inbox.db", "payhook").await?;
 //! for event in admin.list(&Filter { state: Some(State::Dead), ..Filter::default() }).await? {
 //!     println!("{} {} {:?}", event.event_id, event.attempts, event.last_error);

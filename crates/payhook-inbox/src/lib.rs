@@ -19,8 +19,8 @@
 //! connect, or by [`Inbox::migrate`] with [`InboxBuilder::skip_migrations`].
 //!
 //! ```
-//! use payhook_core::Receiver;
-//! use payhook_inbox::{HandlerError, Inbox, Job};
+//! use payhook::inbox::{HandlerError, Inbox, Job};
+//! use payhook::Receiver;
 //!
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
 //! # let dir = std::env::temp_dir().join(format!("payhook-doc-{}", std::process::id()));

@@ -2,8 +2,8 @@
 //!
 //! ```
 //! use axum::Router;
-//! use payhook_core::Receiver;
-//! use payhook_inbox::{Inbox, Job};
+//! use payhook::inbox::{Inbox, Job};
+//! use payhook::Receiver;
 //!
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
 //! # let dir = std::env::temp_dir().join(format!("payhook-tower-inbox-doc-{}", std::process::id()));
@@ -15,7 +15,7 @@
 //!     println!("processing {}", job.event().id());
 //!     Ok(())
 //! });
-//! let app: Router = Router::new().route("/webhooks", payhook_tower::axum::inbox_route(inbox));
+//! let app: Router = Router::new().route("/webhooks", payhook::tower::axum::inbox_route(inbox));
 //! # drop(app);
 //! # workers.shutdown().await;
 //! # });
