@@ -13,6 +13,8 @@ use payhook::{sign, Receiver, Secret};
 
 const SECRET: &str = "whsec_inbox_adapters";
 const LIMIT: usize = 4096;
+/// Short, so a stalled body is cheap to test.
+const BODY_TIMEOUT: Duration = Duration::from_secs(1);
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -33,6 +35,7 @@ async fn inbox() -> (Inbox, Workers, Arc<Handled>) {
     let receiver = Receiver::builder()
         .secret(SECRET)
         .body_limit(LIMIT)
+        .body_timeout(BODY_TIMEOUT)
         .build()
         .unwrap();
     let inbox = Inbox::builder(receiver)
@@ -68,6 +71,31 @@ async fn post(url: &str, body: String, signed: bool) -> (u16, String) {
     (response.status().as_u16(), response.text().await.unwrap())
 }
 
+/// Sends `request` (headers and the start of a body) and then nothing,
+/// keeping the connection open: the route must answer `408` after the body
+/// timeout and close the connection, not hold it (and up to the body limit)
+/// for as long as the client likes. Returns the reply and when the server
+/// closed the connection.
+async fn stalled(addr: std::net::SocketAddr, request: &str) -> (String, Duration) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let sent = Instant::now();
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(15), stream.read(&mut buf)).await {
+            Err(_) => panic!(
+                "the connection was still open 15 s after a stalled body; got {:?}",
+                String::from_utf8_lossy(&reply)
+            ),
+            Ok(Ok(0) | Err(_)) => break,
+            Ok(Ok(n)) => reply.extend_from_slice(&buf[..n]),
+        }
+    }
+    (String::from_utf8_lossy(&reply).into_owned(), sent.elapsed())
+}
+
 async fn behaves(url: &str, pool: &AnyPool, handled: &Handled) {
     let handled_ids = &handled.ids;
     let handled = &handled.count;
@@ -92,6 +120,27 @@ async fn behaves(url: &str, pool: &AnyPool, handled: &Handled) {
     let (status, reply) = post(url, "x".repeat(LIMIT + 1), true).await;
     assert_eq!(status, 413, "{reply}");
     assert!(reply.starts_with("Webhook Error: "), "{reply}");
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/webhooks")
+        .parse()
+        .unwrap();
+    let head = "POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+        x-service-signature: t=1,v1=00\r\n";
+    for request in [
+        // 10 bytes of an announced 100.
+        format!("{head}content-length: 100\r\n\r\n{{\"id\":\"evt"),
+        // One 10-byte chunk of a chunked upload, then no more chunks.
+        format!("{head}transfer-encoding: chunked\r\n\r\na\r\n{{\"id\":\"evt\r\n"),
+    ] {
+        let (reply, closed_after) = stalled(addr, &request).await;
+        assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+        assert!(reply.contains("Webhook Error: "), "{reply}");
+        assert!(
+            closed_after < BODY_TIMEOUT + Duration::from_secs(4),
+            "closed {closed_after:?} after the stalled request"
+        );
+    }
     let deadline = Instant::now() + Duration::from_secs(20);
     while handled.load(Ordering::SeqCst) == 0 {
         assert!(Instant::now() < deadline, "the stored event was never processed");

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use futures_util::Stream;
 use payhook_core::adapter::{not_configured, BodyIntake, HeaderLookup, Headers, Outcome};
-use payhook_core::{event, ClaimGuard, Event, Reply};
+use payhook_core::{event, ClaimGuard, Event, Receiver, Reply};
 use serde::de::DeserializeOwned;
 
 use crate::config::WebhookConfig;
@@ -140,7 +140,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for Webhook<T> {
 
 async fn extract<T: DeserializeOwned + 'static>(
     req: HttpRequest,
-    mut payload: Payload,
+    payload: Payload,
 ) -> Result<Webhook<T>, Rejection> {
     let Some(config) = WebhookConfig::of(&req) else {
         return Err(Rejection::from(not_configured(ADD_THE_CONFIG)));
@@ -148,15 +148,7 @@ async fn extract<T: DeserializeOwned + 'static>(
     config.check_split_store(&req);
     let receiver = config.receiver().clone();
     let headers = ActixHeaders(req.headers());
-    let read = match BodyIntake::new(&receiver, &headers) {
-        Ok(intake) => intake.read(|cx| Pin::new(&mut payload).poll_next(cx)).await,
-        Err(refusal) => Err(refusal),
-    };
-    let body = match read {
-        Ok(body) => body,
-        Err(refusal) if refusal.closes_connection() => return Err(Rejection::with_unread(refusal, payload)),
-        Err(refusal) => return Err(Rejection::from(refusal)),
-    };
+    let body = read_body(&receiver, &headers, payload).await?;
     let delivery = match receiver.receive(&headers, body).await {
         Outcome::Respond(reply) => return Err(Rejection::from(reply)),
         Outcome::Deliver(delivery) => delivery,
@@ -185,6 +177,27 @@ pub(crate) struct ActixHeaders<'a>(pub(crate) &'a HeaderMap);
 impl Headers for ActixHeaders<'_> {
     fn lookup(&self, name: &str) -> HeaderLookup<'_> {
         HeaderLookup::from_values(self.0.get_all(name).map(|value| value.as_bytes()))
+    }
+}
+
+/// Reads a delivery's body through the core's intake (declared length, limit,
+/// body timeout). A refusal that closes the connection (a stalled or
+/// oversized body) keeps the unread rest of the payload in the [`Rejection`],
+/// so that actix-web closes the connection after the reply instead of
+/// draining a body that may never end.
+pub(crate) async fn read_body(
+    receiver: &Receiver,
+    headers: &ActixHeaders<'_>,
+    mut payload: Payload,
+) -> Result<Bytes, Rejection> {
+    let read = match BodyIntake::new(receiver, headers) {
+        Ok(intake) => intake.read(|cx| Pin::new(&mut payload).poll_next(cx)).await,
+        Err(refusal) => Err(refusal),
+    };
+    match read {
+        Ok(body) => Ok(body),
+        Err(refusal) if refusal.closes_connection() => Err(Rejection::with_unread(refusal, payload)),
+        Err(refusal) => Err(Rejection::from(refusal)),
     }
 }
 

@@ -26,14 +26,10 @@
 //! `200 {"received":true}` once it is committed (new or repeat), `400`/`413`/`408`
 //! for what fails the checks, `503` when the database is down.
 
-use std::pin::Pin;
-
-use actix_web::{web, HttpRequest, HttpResponse, Route};
-use futures_util::Stream;
-use payhook_core::adapter::BodyIntake;
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError, Route};
 use payhook_inbox::Inbox;
 
-use crate::extract::{reply_to_response, ActixHeaders};
+use crate::extract::{read_body, reply_to_response, ActixHeaders};
 
 /// `POST` route that stores verified deliveries in `inbox` and acknowledges
 /// them; mount it with `App::route("/webhooks", inbox_route(inbox))`.
@@ -46,14 +42,8 @@ pub fn inbox_route(inbox: Inbox) -> Route {
 
 async fn ingest(inbox: &Inbox, req: &HttpRequest, payload: web::Payload) -> HttpResponse {
     let headers = ActixHeaders(req.headers());
-    let mut payload = payload.into_inner();
-    let read = match BodyIntake::new(inbox.receiver(), &headers) {
-        Ok(intake) => intake.read(|cx| Pin::new(&mut payload).poll_next(cx)).await,
-        Err(refusal) => Err(refusal),
-    };
-    let reply = match read {
-        Ok(body) => inbox.ingest(&headers, body).await,
-        Err(refusal) => refusal,
-    };
-    reply_to_response(reply)
+    match read_body(inbox.receiver(), &headers, payload.into_inner()).await {
+        Ok(body) => reply_to_response(inbox.ingest(&headers, body).await),
+        Err(refusal) => refusal.error_response(),
+    }
 }
