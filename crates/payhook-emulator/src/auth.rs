@@ -18,8 +18,15 @@ use crate::Shared;
 const MAX_KEY_CHARS: usize = 255;
 
 /// The API key a request authenticated with.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct ApiKey(pub String);
+
+// By hand: the key is a secret and stays out of Debug output.
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
 
 /// Whether `key` is a well-formed test key: `sk_test_` and 1–247 letters, digits or `_`.
 pub(crate) fn is_test_key(key: &str) -> bool {
@@ -109,6 +116,12 @@ pub(crate) async fn require_key(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_key_stays_out_of_debug_output() {
+        let shown = format!("{:?}", ApiKey("sk_test_do_not_print".to_owned()));
+        assert!(!shown.contains("do_not_print"), "{shown}");
+    }
 
     #[test]
     fn keys_are_checked() {

@@ -416,7 +416,6 @@ pub struct DeliveryStats {
 }
 
 /// Settings, fixed at start.
-#[derive(Debug)]
 pub(crate) struct Config {
     pub fixed_key: Option<String>,
     pub retry: RetrySchedule,
@@ -425,6 +424,21 @@ pub(crate) struct Config {
     pub limits: Limits,
     pub api_latency: Duration,
     pub signature_header: http::HeaderName,
+}
+
+// By hand: the fixed API key is a secret and stays out of Debug output.
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("fixed_key", &self.fixed_key.as_ref().map(|_| "<redacted>"))
+            .field("retry", &self.retry)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("faults", &self.faults)
+            .field("limits", &self.limits)
+            .field("api_latency", &self.api_latency)
+            .field("signature_header", &self.signature_header)
+            .finish()
+    }
 }
 
 /// What the API handlers and delivery tasks share.
@@ -438,7 +452,7 @@ pub(crate) struct Shared {
 }
 
 /// Configures an [`Emulator`]; see [`Emulator::builder`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use]
 pub struct EmulatorBuilder {
     addr: SocketAddr,
@@ -450,6 +464,23 @@ pub struct EmulatorBuilder {
     limits: Limits,
     api_latency: Duration,
     signature_header: String,
+}
+
+// By hand: the API key is a secret and stays out of Debug output.
+impl std::fmt::Debug for EmulatorBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmulatorBuilder")
+            .field("addr", &self.addr)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("retry", &self.retry)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("max_concurrent_attempts", &self.max_concurrent_attempts)
+            .field("faults", &self.faults)
+            .field("limits", &self.limits)
+            .field("api_latency", &self.api_latency)
+            .field("signature_header", &self.signature_header)
+            .finish()
+    }
 }
 
 impl EmulatorBuilder {
