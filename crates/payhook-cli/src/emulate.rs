@@ -76,14 +76,10 @@ pub enum Schedule {
 }
 
 fn parse_key(value: &str) -> Result<String, String> {
-    if value.starts_with("sk_live_") {
-        return Err("the emulator is test mode only: give an sk_test_ key".to_owned());
-    }
-    let rest = value.strip_prefix("sk_test_").unwrap_or("");
-    if rest.is_empty() || value.len() > 255 || !rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err("must be sk_test_ followed by letters, digits or underscores".to_owned());
-    }
-    Ok(value.to_owned())
+    // The emulator's own rule, so the flag and the library agree.
+    payhook_emulator::check_api_key(value)
+        .map(|()| value.to_owned())
+        .map_err(str::to_owned)
 }
 
 fn parse_forward_url(value: &str) -> Result<Url, String> {

@@ -37,6 +37,27 @@ pub(crate) fn is_test_key(key: &str) -> bool {
     })
 }
 
+/// Checks a key to fix with [`EmulatorBuilder::api_key`](crate::EmulatorBuilder::api_key)
+/// (or `payhook emulate --key`): `Err` says why it is refused.
+///
+/// ```
+/// assert!(payhook_emulator::check_api_key("sk_test_abc").is_ok());
+/// assert!(payhook_emulator::check_api_key("sk_live_abc").unwrap_err().contains("test mode only"));
+/// ```
+///
+/// # Errors
+/// A live key (`sk_live_…`), or anything but `sk_test_` and 1–247 letters,
+/// digits or `_`.
+pub fn check_api_key(key: &str) -> Result<(), &'static str> {
+    if key.starts_with("sk_live_") {
+        return Err("the emulator is test mode only: give an sk_test_ key");
+    }
+    if !is_test_key(key) {
+        return Err("the API key must be sk_test_ followed by letters, digits or underscores");
+    }
+    Ok(())
+}
+
 /// The key a request carries, or why it is refused.
 pub(crate) fn authenticate(authorization: Option<&[u8]>, fixed: Option<&str>) -> Result<String, ApiError> {
     let Some(value) = authorization else {

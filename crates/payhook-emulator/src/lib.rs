@@ -113,6 +113,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use api::EMITTED_EVENT_TYPES;
+pub use auth::check_api_key;
 pub use model::{DeliveryAttempt, EventRecord, PaymentIntent, RegisteredEndpoint};
 
 use crate::delivery::Deliveries;
@@ -551,16 +552,7 @@ impl EmulatorBuilder {
     /// limits), or an address that cannot be bound.
     pub async fn start(self) -> Result<Emulator, StartError> {
         if let Some(key) = &self.api_key {
-            if key.starts_with("sk_live_") {
-                return Err(StartError::Setting(
-                    "the emulator is test mode only: give an sk_test_ key".into(),
-                ));
-            }
-            if !auth::is_test_key(key) {
-                return Err(StartError::Setting(
-                    "the API key must be sk_test_ followed by letters, digits or underscores".into(),
-                ));
-            }
+            auth::check_api_key(key).map_err(|problem| StartError::Setting(problem.into()))?;
         }
         self.retry.check()?;
         self.faults.check()?;
