@@ -20,6 +20,15 @@ fn fast() -> RetrySchedule {
 
 const WAIT: Duration = Duration::from_secs(20);
 
+/// Creates a payment intent and succeeds it through the API: one
+/// `payment_intent.succeeded` event to deliver. Returns the intent's id.
+async fn one_succeeded_event(api: &Api) -> String {
+    let intent = api.create_intent("5", "btc").await;
+    let succeeded = api.succeed(&intent).await;
+    assert_eq!(succeeded.status, 200, "{}", succeeded.text);
+    intent
+}
+
 #[tokio::test]
 async fn a_delivery_is_signed_so_payhook_and_an_independent_hmac_both_verify_it() {
     let emulator = Emulator::builder().start().await.expect("starts");
@@ -147,8 +156,7 @@ async fn a_receiver_failing_three_times_gets_retries_with_growing_gaps_until_it_
     })
     .await;
     api.register(&receiver.url).await;
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
 
     let arrivals = receiver.arrivals();
@@ -207,8 +215,7 @@ async fn a_receiver_that_never_acknowledges_is_given_up_after_the_last_attempt()
     })
     .await;
     api.register(&receiver.url).await;
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     assert_eq!(receiver.arrivals().len(), 4);
     let stats = emulator.stats();
@@ -230,8 +237,7 @@ async fn no_reply_within_the_timeout_is_a_failed_attempt_and_is_retried() {
     })
     .await;
     api.register(&receiver.url).await;
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 2, "{attempts:?}");
@@ -305,8 +311,7 @@ async fn a_reply_whose_body_stalls_times_out_like_no_reply_and_is_retried() {
         }
     });
     api.register(&url).await;
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 2, "{attempts:?}");
@@ -342,8 +347,7 @@ async fn an_unreachable_endpoint_is_a_connection_error_retried() {
     let url = format!("http://{}/webhooks", closed.local_addr().expect("addr"));
     drop(closed);
     api.register(&url).await;
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 3);
@@ -371,8 +375,7 @@ async fn retry_after_is_honoured() {
     })
     .await;
     api.register(&receiver.url).await;
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let arrivals = receiver.arrivals();
     assert_eq!(arrivals.len(), 2);
@@ -513,8 +516,7 @@ async fn drop_first_loses_the_first_reply_so_the_receiver_sees_a_redelivery() {
     let (listener, url) = PayhookReceiver::bind().await;
     let (_, secret) = api.register(&url).await;
     let receiver = PayhookReceiver::serve(listener, url, &secret, Duration::ZERO);
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 2);
@@ -545,8 +547,7 @@ async fn skew_signs_with_a_shifted_clock_that_a_receiver_rejects_as_stale() {
     let (listener, url) = PayhookReceiver::bind().await;
     let (_, secret) = api.register(&url).await;
     let receiver = PayhookReceiver::serve(listener, url, &secret, Duration::ZERO);
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 2);
@@ -593,8 +594,7 @@ async fn during_a_roll_overlap_both_secrets_verify_the_same_delivery() {
         )
         .await;
     let new_secret = rolled.json["secret"].as_str().expect("new secret").to_owned();
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let arrival = &receiver.arrivals()[0];
     let t = timestamp(&arrival.signature);
@@ -621,8 +621,7 @@ async fn during_a_roll_overlap_both_secrets_verify_the_same_delivery() {
         .post_empty(&format!("/v1/webhook_endpoints/{endpoint}/roll_secret"))
         .await;
     let newest = rolled.json["secret"].as_str().expect("secret").to_owned();
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let arrival = &receiver.arrivals()[1];
     let t = timestamp(&arrival.signature);
@@ -731,8 +730,7 @@ async fn deleting_an_endpoint_abandons_its_pending_retries() {
     })
     .await;
     let (endpoint, _) = api.register(&receiver.url).await;
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     eventually(WAIT, "first attempt", || receiver.arrivals().len() == 1).await;
     api.delete(&format!("/v1/webhook_endpoints/{endpoint}")).await;
     assert!(emulator.wait_idle(WAIT).await);
