@@ -444,14 +444,14 @@ fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), ApiError> {
     for (key, value) in metadata {
         if key.is_empty() || key.chars().count() > 40 {
             return Err(ApiError::invalid(
-                format!("metadata[{}]", shown(key).trim_matches('"')),
+                format!("metadata[{key}]"),
                 "parameter_invalid_metadata",
                 format!("metadata keys are 1 to 40 characters, got {}", shown(key)),
             ));
         }
         if value.chars().count() > 500 {
             return Err(ApiError::invalid(
-                format!("metadata[{}]", shown(key).trim_matches('"')),
+                format!("metadata[{key}]"),
                 "parameter_invalid_metadata",
                 format!(
                     "metadata values are at most 500 characters; metadata[{}] is longer",

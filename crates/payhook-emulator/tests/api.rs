@@ -841,3 +841,64 @@ async fn a_client_that_goes_away_does_not_leave_its_key_in_flight() {
     let retried = api.send(post(Duration::from_secs(5))).await;
     assert_eq!(retried.status, 200, "{}", retried.text);
 }
+
+#[tokio::test]
+async fn parameter_names_from_the_request_are_escaped_and_capped_in_error_replies() {
+    let (_emulator, api) = start().await;
+
+    // An unknown form parameter whose name holds a bidi override (it would
+    // reorder a terminal line) and runs on for 5 000 characters.
+    let name = format!("\u{202e}{}", "x".repeat(5000));
+    let encoded: String = form_urlencoded::byte_serialize(name.as_bytes()).collect();
+    let reply = api
+        .post_form(
+            "/v1/payment_intents",
+            &format!("amount=1&currency=btc&{encoded}=1"),
+        )
+        .await;
+    assert_eq!(
+        (reply.status, reply.code()),
+        (400, "parameter_unknown"),
+        "{}",
+        reply.text
+    );
+    assert!(
+        !reply.text.contains('\u{202e}'),
+        "the bidi override is escaped: {}",
+        reply.text
+    );
+    assert!(reply.message().contains(r"\u{202e}"), "{}", reply.message());
+    assert!(reply.param().starts_with(r"\u{202e}xxx"), "{}", reply.param());
+    assert!(
+        reply.param().chars().count() <= 80,
+        "param capped: {}",
+        reply.param()
+    );
+    assert!(
+        reply.text.len() < 1000,
+        "the reply does not echo the whole name: {} bytes",
+        reply.text.len()
+    );
+
+    // A JSON metadata key with a non-string value: named in `param`, capped.
+    let key = "k".repeat(5000);
+    let reply = api
+        .post_json(
+            "/v1/payment_intents",
+            &format!(r#"{{"amount":1,"currency":"btc","metadata":{{"{key}":42}}}}"#),
+        )
+        .await;
+    assert_eq!(
+        (reply.status, reply.code()),
+        (400, "parameter_invalid_string"),
+        "{}",
+        reply.text
+    );
+    assert!(reply.param().starts_with("metadata[kkk"), "{}", reply.param());
+    assert!(
+        reply.param().chars().count() <= 80,
+        "param capped: {}",
+        reply.param()
+    );
+    assert!(reply.text.len() < 1000, "{} bytes", reply.text.len());
+}
