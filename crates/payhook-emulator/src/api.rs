@@ -627,6 +627,13 @@ fn parse_endpoint_url(url: &str) -> Result<(reqwest::Url, http::Uri), ApiError> 
     let parsed =
         reqwest::Url::parse(url).map_err(|err| invalid(format!("url is not a valid URL ({err})")))?;
     match parsed.scheme() {
+        // Deliveries are authenticated by their signature and the client does
+        // not send URL credentials; refused rather than kept, as the URL is
+        // logged with every attempt and listed by the API.
+        "http" if !parsed.username().is_empty() || parsed.password().is_some() => Err(invalid(
+            "url must not carry a user name or password: deliveries are authenticated by their signature"
+                .to_owned(),
+        )),
         "http" if parsed.host().is_some() => {
             // The URL parser's output is normalized and percent-encoded, so this
             // holds for every URL it accepts; the check keeps a surprise a 400.

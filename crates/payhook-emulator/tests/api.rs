@@ -902,3 +902,41 @@ async fn parameter_names_from_the_request_are_escaped_and_capped_in_error_replie
     );
     assert!(reply.text.len() < 1000, "{} bytes", reply.text.len());
 }
+
+#[tokio::test]
+async fn an_endpoint_url_with_credentials_is_refused_so_they_never_reach_a_log_or_a_listing() {
+    let (emulator, api) = start().await;
+    for url in [
+        "http://hook:hunter2@127.0.0.1:9/webhooks",
+        "http://hunter2@127.0.0.1:9/webhooks",
+    ] {
+        let encoded: String = form_urlencoded::byte_serialize(url.as_bytes()).collect();
+        let reply = api
+            .post_form("/v1/webhook_endpoints", &format!("url={encoded}"))
+            .await;
+        assert_eq!(
+            (reply.status, reply.param(), reply.code()),
+            (400, "url", "url_invalid"),
+            "{url}: {}",
+            reply.text
+        );
+        assert!(
+            reply.message().contains("user name or password"),
+            "{}",
+            reply.text
+        );
+        assert!(!reply.text.contains("hunter2"), "{}", reply.text);
+    }
+    // The library's registration refuses it the same way.
+    let refused = emulator
+        .register_endpoint("http://hook:hunter2@127.0.0.1:9/webhooks")
+        .expect_err("refused");
+    assert!(!refused.message.contains("hunter2"), "{}", refused.message);
+    let listed = api.get("/v1/webhook_endpoints").await;
+    assert_eq!(
+        listed.json["data"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        listed.text
+    );
+}
