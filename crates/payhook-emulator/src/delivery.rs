@@ -829,23 +829,8 @@ mod tests {
     #[test]
     fn the_log_line_parts_say_what_happened() {
         let mut record = DeliveryAttempt {
-            id: "da_x".into(),
-            object: "delivery_attempt",
-            event: "evt_x".into(),
-            event_type: "t".into(),
-            webhook_endpoint: "we_x".into(),
-            url: "http://127.0.0.1:9/".into(),
-            copy: 0,
-            attempt: 1,
-            started_at_ms: 0,
-            signed_at: 0,
-            signatures: 1,
             duration_ms: 3,
-            status: Some(200),
-            error: None,
-            succeeded: true,
-            response_body: None,
-            next_attempt_at_ms: None,
+            ..DeliveryAttempt::example("da_x")
         };
         assert_eq!(AttemptResult(&record).to_string(), "200");
         record.error = Some("no reply within 1.0 s (timed out reading the reply)".into());
