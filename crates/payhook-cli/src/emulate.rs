@@ -16,6 +16,7 @@ use reqwest::Url;
 
 use crate::failure::Failure;
 use crate::output::say;
+use crate::runtime::{self, Threads};
 
 /// `payhook emulate`.
 #[derive(Debug, Args)]
@@ -134,11 +135,7 @@ impl EmulateArgs {
 
 /// Runs the emulator until Ctrl-C (or SIGTERM).
 pub fn run(args: &EmulateArgs) -> Result<(), Failure> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|err| Failure::usage(format_args!("cannot start the async runtime: {err}")))?;
-    runtime.block_on(serve(args))
+    runtime::block_on(Threads::PerCore, serve(args))
 }
 
 async fn serve(args: &EmulateArgs) -> Result<(), Failure> {

@@ -19,6 +19,7 @@ use payhook_inbox::InboxError;
 
 use crate::failure::Failure;
 use crate::output::say;
+use crate::runtime::{self, Threads};
 
 /// `payhook inbox`.
 #[derive(Debug, Args)]
@@ -87,11 +88,7 @@ pub enum InboxAction {
 
 /// Runs `payhook inbox`.
 pub fn run(args: &InboxArgs) -> Result<(), Failure> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|err| Failure::usage(format!("cannot start the runtime: {err}")))?;
-    runtime.block_on(run_async(args))
+    runtime::block_on(Threads::One, run_async(args))
 }
 
 async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
