@@ -39,11 +39,11 @@ pub struct EmulateArgs {
     pub retry_schedule: Schedule,
 
     /// How long an attempt waits for the receiver's reply, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600), allow_negative_numbers = true)]
     pub attempt_timeout: u64,
 
     /// Fault: duplicate each delivery with this probability (0–1); half the copies are concurrent.
-    #[arg(long, value_name = "P", value_parser = parse_probability)]
+    #[arg(long, value_name = "P", value_parser = parse_probability, allow_negative_numbers = true)]
     pub duplicates: Option<f64>,
 
     /// Fault: deliver the events of each 250 ms window newest first.
@@ -51,7 +51,7 @@ pub struct EmulateArgs {
     pub reorder: bool,
 
     /// Fault: hold every delivery back this many milliseconds.
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=3_600_000), allow_negative_numbers = true)]
     pub delay: Option<u64>,
 
     /// Fault: sign with a clock this many seconds off (negative: behind).
@@ -63,7 +63,7 @@ pub struct EmulateArgs {
     pub drop_first: bool,
 
     /// Seed of the fault decisions, to repeat a run [default: random, printed].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub seed: Option<u64>,
 }
 

@@ -437,4 +437,14 @@ fn bad_send_arguments_exit_with_2() {
         let args: Vec<&str> = well_formed.iter().chain(options).copied().collect();
         refused(&args);
     }
+    // A negative number is refused for what it is, not taken for an unknown flag.
+    for option in ["--amount", "--repeat", "--concurrency", "--timeout"] {
+        let args: Vec<&str> = well_formed.iter().copied().chain([option, "-5"]).collect();
+        let run = payhook(&args, b"");
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(
+            run.stderr.contains(&format!("invalid value '-5' for '{option} ")),
+            "{args:?}: {run:?}"
+        );
+    }
 }
