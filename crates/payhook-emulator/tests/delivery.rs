@@ -370,7 +370,7 @@ async fn retry_after_is_honoured() {
     let api = Api::new(&emulator);
     let receiver = RecordingReceiver::start(Script {
         fail_first: 1,
-        retry_after: Some(1),
+        retry_after: Some("1"),
         ..Script::default()
     })
     .await;
@@ -384,6 +384,40 @@ async fn retry_after_is_honoured() {
         gap >= Duration::from_millis(950),
         "Retry-After: 1 waited only {gap:?}"
     );
+}
+
+#[tokio::test]
+async fn retry_after_as_an_http_date_is_honoured_up_to_the_schedules_cap() {
+    let emulator = Emulator::builder()
+        .retry_schedule(RetrySchedule::new(
+            Duration::from_millis(20),
+            Duration::from_secs(1),
+            3,
+        ))
+        .start()
+        .await
+        .expect("starts");
+    let api = Api::new(&emulator);
+    let receiver = RecordingReceiver::start(Script {
+        fail_first: 1,
+        retry_after: Some("Fri, 31 Dec 9999 23:59:59 GMT"),
+        ..Script::default()
+    })
+    .await;
+    api.register(&receiver.url).await;
+    one_succeeded_event(&api).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let arrivals = receiver.arrivals();
+    assert_eq!(arrivals.len(), 2);
+    let gap = arrivals[1].at - arrivals[0].at;
+    // Far off: the wait is the cap (1 s), not the 20 ms backoff.
+    assert!(
+        gap >= Duration::from_millis(950) && gap < Duration::from_secs(5),
+        "Retry-After as a date waited {gap:?}"
+    );
+    let first = &emulator.attempts()[0];
+    let planned = first.next_attempt_at_ms.expect("a retry follows") - first.started_at_ms;
+    assert!((900..=1100).contains(&planned), "{planned} ms");
 }
 
 #[tokio::test]
