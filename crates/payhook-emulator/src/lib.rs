@@ -140,8 +140,9 @@ pub(crate) fn unix_millis() -> u64 {
 /// When failed deliveries are tried again.
 ///
 /// The wait before attempt *n + 1* is `base × 2^(n−1)`, capped at `cap`, less
-/// a random 0–20 % (jitter, from the fault seed); a `Retry-After: SECONDS`
-/// reply header replaces it (still capped at `cap`). After `max_attempts`
+/// a random 0–20 % (jitter, from the fault seed); a `Retry-After` reply
+/// header (seconds, or an HTTP-date such as `Sun, 06 Nov 1994 08:49:37 GMT`)
+/// replaces it, still capped at `cap`. After `max_attempts`
 /// attempts the delivery is given up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetrySchedule {
