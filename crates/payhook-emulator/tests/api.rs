@@ -840,6 +840,11 @@ async fn a_client_that_goes_away_does_not_leave_its_key_in_flight() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let retried = api.send(post(Duration::from_secs(5))).await;
     assert_eq!(retried.status, 200, "{}", retried.text);
+    // The retry ran the request (it is no replay), and the abandoned one
+    // created nothing: one payment intent, the retry's.
+    assert!(retried.headers.get("idempotent-replayed").is_none());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(api.get("/v1/payment_intents").await.ids(), [retried.id()]);
 }
 
 #[tokio::test]
