@@ -372,6 +372,9 @@ async fn malformed_bodies_wrong_types_sizes_ids_and_methods_get_json_errors() {
         )
         .await;
     assert_eq!(reply.status, 400, "{}", reply.text);
+    // Refused for its bytes, not merely because `a` is no parameter.
+    assert_eq!(reply.code(), "parameter_invalid_form", "{}", reply.text);
+    assert!(reply.message().contains("UTF-8"), "{}", reply.text);
 
     let big = format!("amount=1&currency=btc&description={}", "d".repeat(2000));
     let reply = api.post_form("/v1/payment_intents", &big).await;
