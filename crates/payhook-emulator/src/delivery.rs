@@ -24,12 +24,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use payhook_core::sign;
+use payhook_core::untrusted::Untrusted;
 use std::collections::VecDeque;
 
 use tokio::sync::{oneshot, Notify};
 
 use crate::model::{DeliveryAttempt, EventRecord, SigningKeys};
-use crate::text::shown;
 use crate::{ids, unix_millis, Shared};
 
 /// The most reply-body characters kept in an attempt record.
@@ -820,7 +820,8 @@ fn describe(err: &(dyn std::error::Error + 'static), doing: &str) -> String {
         text.push_str(&inner.to_string());
         source = inner.source();
     }
-    shown(&text).trim_matches('"').to_owned()
+    // A message, not one value: each quoted run is capped, the wording stays whole.
+    Untrusted::message(&text).to_string()
 }
 
 /// The wait before attempt `attempt + 1`: `Retry-After` when the receiver sent
@@ -876,6 +877,23 @@ mod tests {
         assert_ne!(draw(7, Draw::Duplicate, &job, 0), draw(7, Draw::Jitter, &job, 0));
         assert!(happens(1.0, (1 << 32) - 1));
         assert!(!happens(0.0, 0));
+    }
+
+    #[test]
+    fn a_failure_is_described_whole_with_its_causes_escaped() {
+        let cause = std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "error reading a body from connection: unexpected end of file\nFORGED",
+        );
+        let described = describe(&cause, "reading the reply");
+        assert_eq!(
+            described,
+            r"failed reading the reply: error reading a body from connection: unexpected end of file\nFORGED"
+        );
+        let long = std::io::Error::other(format!("junk {}", "x".repeat(10_000)));
+        let described = describe(&long, "sending");
+        assert!(described.starts_with("failed sending: junk xxx"), "{described}");
+        assert!(described.chars().count() < 300, "{described}");
     }
 
     #[test]
