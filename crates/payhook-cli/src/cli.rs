@@ -151,7 +151,7 @@ pub struct SendArgs {
     pub data: Option<PathBuf>,
 
     /// The payment amount in the currency's smallest unit (satoshi, wei, …); up to 2^128−1.
-    #[arg(long, value_name = "N", value_parser = parse_amount)]
+    #[arg(long, value_name = "N", value_parser = parse_amount, allow_negative_numbers = true)]
     pub amount: Option<u128>,
 
     /// The currency code, for example btc or eth.
@@ -164,7 +164,7 @@ pub struct SendArgs {
 
     /// Deliver the same event (same id, same body) this many times in all
     /// [default: the --concurrency value]. With --distinct, this many distinct events.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub repeat: Option<u32>,
 
     /// Make every delivery a distinct event: each gets a fresh event id, its body
@@ -174,7 +174,7 @@ pub struct SendArgs {
     pub distinct: bool,
 
     /// How many deliveries are in flight at once.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub concurrency: u32,
 
     /// Change the body after signing it (raises a payment's amount by one): expect 400.
@@ -190,7 +190,7 @@ pub struct SendArgs {
     pub header: http::HeaderName,
 
     /// Give up on a reply after this many seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..), allow_negative_numbers = true)]
     pub timeout: u64,
 
     /// Print only unexpected replies and the summary.

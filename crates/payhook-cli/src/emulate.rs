@@ -16,6 +16,7 @@ use reqwest::Url;
 
 use crate::failure::Failure;
 use crate::output::say;
+use crate::runtime::{self, Threads};
 
 /// `payhook emulate`.
 #[derive(Debug, Args)]
@@ -38,11 +39,11 @@ pub struct EmulateArgs {
     pub retry_schedule: Schedule,
 
     /// How long an attempt waits for the receiver's reply, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600), allow_negative_numbers = true)]
     pub attempt_timeout: u64,
 
     /// Fault: duplicate each delivery with this probability (0–1); half the copies are concurrent.
-    #[arg(long, value_name = "P", value_parser = parse_probability)]
+    #[arg(long, value_name = "P", value_parser = parse_probability, allow_negative_numbers = true)]
     pub duplicates: Option<f64>,
 
     /// Fault: deliver the events of each 250 ms window newest first.
@@ -50,7 +51,7 @@ pub struct EmulateArgs {
     pub reorder: bool,
 
     /// Fault: hold every delivery back this many milliseconds.
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=3_600_000), allow_negative_numbers = true)]
     pub delay: Option<u64>,
 
     /// Fault: sign with a clock this many seconds off (negative: behind).
@@ -62,7 +63,7 @@ pub struct EmulateArgs {
     pub drop_first: bool,
 
     /// Seed of the fault decisions, to repeat a run [default: random, printed].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub seed: Option<u64>,
 }
 
@@ -76,14 +77,10 @@ pub enum Schedule {
 }
 
 fn parse_key(value: &str) -> Result<String, String> {
-    if value.starts_with("sk_live_") {
-        return Err("the emulator is test mode only: give an sk_test_ key".to_owned());
-    }
-    let rest = value.strip_prefix("sk_test_").unwrap_or("");
-    if rest.is_empty() || value.len() > 255 || !rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err("must be sk_test_ followed by letters, digits or underscores".to_owned());
-    }
-    Ok(value.to_owned())
+    // The emulator's own rule, so the flag and the library agree.
+    payhook_emulator::check_api_key(value)
+        .map(|()| value.to_owned())
+        .map_err(str::to_owned)
 }
 
 fn parse_forward_url(value: &str) -> Result<Url, String> {
@@ -138,11 +135,7 @@ impl EmulateArgs {
 
 /// Runs the emulator until Ctrl-C (or SIGTERM).
 pub fn run(args: &EmulateArgs) -> Result<(), Failure> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|err| Failure::usage(format_args!("cannot start the async runtime: {err}")))?;
-    runtime.block_on(serve(args))
+    runtime::block_on(Threads::PerCore, serve(args))
 }
 
 async fn serve(args: &EmulateArgs) -> Result<(), Failure> {

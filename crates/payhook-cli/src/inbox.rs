@@ -14,11 +14,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::builder::NonEmptyStringValueParser;
 use clap::{Args, Subcommand};
+use payhook_core::untrusted::Untrusted;
 use payhook_inbox::admin::{Admin, Filter, State, StoredEvent};
 use payhook_inbox::InboxError;
 
 use crate::failure::Failure;
 use crate::output::say;
+use crate::runtime::{self, Threads};
 
 /// `payhook inbox`.
 #[derive(Debug, Args)]
@@ -87,11 +89,7 @@ pub enum InboxAction {
 
 /// Runs `payhook inbox`.
 pub fn run(args: &InboxArgs) -> Result<(), Failure> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|err| Failure::usage(format!("cannot start the runtime: {err}")))?;
-    runtime.block_on(run_async(args))
+    runtime::block_on(Threads::One, run_async(args))
 }
 
 async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
@@ -119,9 +117,9 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
             for event in events {
                 say!(
                     "{}\t{}\t{}\t{}\t{}\t{}",
-                    event.event_id,
+                    Untrusted::value(&event.event_id),
                     event.state,
-                    event.event_type,
+                    Untrusted::value(&event.event_type),
                     event.attempts,
                     age(event.received_at),
                     one_line(event.last_error.as_deref().unwrap_or("-"))
@@ -169,9 +167,14 @@ fn failure(err: InboxError) -> Failure {
 }
 
 fn show(event: &StoredEvent) {
-    say!("event: {}", event.event_id);
-    say!("type: {}", event.event_type);
-    say!("payment intent: {}", event.intent_id.as_deref().unwrap_or("-"));
+    // The ids and the type come from the delivery: escaped and capped, so
+    // they cannot forge a line or drive the terminal.
+    say!("event: {}", Untrusted::value(&event.event_id));
+    say!("type: {}", Untrusted::value(&event.event_type));
+    say!(
+        "payment intent: {}",
+        Untrusted::value(event.intent_id.as_deref().unwrap_or("-"))
+    );
     say!("state: {}", event.state);
     say!("attempts: {}", event.attempts);
     say!("created: {}", event.created);
@@ -189,17 +192,10 @@ fn show(event: &StoredEvent) {
     say!("body: {}", event.body.as_deref().unwrap_or(""));
 }
 
-/// Error texts come from handlers: keep each on one line.
+/// Error texts come from handlers and may quote the delivery: one line,
+/// escaped and capped by the core's rule for request-derived text.
 fn one_line(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
+    Untrusted::message(text).to_string()
 }
 
 fn now_secs() -> i64 {

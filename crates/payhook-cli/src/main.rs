@@ -19,6 +19,7 @@ mod failure;
 mod inbox;
 mod input;
 mod output;
+mod runtime;
 mod secret;
 mod send;
 mod sign;

@@ -41,6 +41,7 @@ use crate::cli::SendArgs;
 use crate::failure::Failure;
 use crate::input;
 use crate::output::{note, paint_stdout, say, Colour};
+use crate::runtime::{self, Threads};
 use crate::secret::{self, Stdin};
 
 /// How old a `--stale` delivery's timestamp is: far outside any sane tolerance.
@@ -101,11 +102,7 @@ pub fn run(args: &SendArgs) -> Result<(), Failure> {
     let reads_body = args.data.as_deref().is_some_and(|path| path.as_os_str() == "-");
     let secret = secret::one(&args.secret, if reads_body { Stdin::Body } else { Stdin::Free })?;
     let plan = Plan::from_args(args, &secret)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|err| Failure::usage(format_args!("cannot start the async runtime: {err}")))?;
-    runtime.block_on(Arc::new(plan).execute())
+    runtime::block_on(Threads::One, Arc::new(plan).execute())
 }
 
 impl Plan {

@@ -346,6 +346,27 @@ fn emulate_refuses_bad_arguments_with_exit_code_2() {
         .output()
         .expect("runs");
     assert!(String::from_utf8_lossy(&live.stderr).contains("test mode only"));
+
+    // A negative number is read as the option's value and refused for what it
+    // is, not mistaken for an unknown flag ("unexpected argument '-0'").
+    for (args, says) in [
+        (&["--duplicates", "-0.5"][..], "must be a probability from 0 to 1"),
+        (&["--delay", "-5"], "invalid value '-5' for '--delay <MS>'"),
+        (&["--seed", "-1"], "invalid value '-1' for '--seed <N>'"),
+        (
+            &["--attempt-timeout", "-1"],
+            "invalid value '-1' for '--attempt-timeout <SECS>'",
+        ),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_payhook"))
+            .arg("emulate")
+            .args(args)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
 }
 
 #[test]

@@ -171,6 +171,32 @@ async fn dead_event_is_brought_back(url: String) {
     );
     let run = inbox_cli(&url, &namespace, &["list"]);
     assert_eq!(run.stdout.lines().count(), 1, "{run:?}");
+
+    // An event type from the request with a line break, a terminal escape and
+    // a bidi override is shown escaped: it cannot forge a line or repaint.
+    let hostile = r"payment_intent.succeeded\nevt_forged\tdone\u001b[2J\u202e";
+    ingest(&inbox, "evt_hostile", hostile).await;
+    let run = inbox_cli(&url, &namespace, &["list"]);
+    assert_eq!(
+        run.stdout.lines().count(),
+        2,
+        "one row for the one event: {run:?}"
+    );
+    assert!(
+        !run.stdout.contains('\u{1b}') && !run.stdout.contains('\u{202e}'),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains(r"payment_intent.succeeded\nevt_forged\tdone\u{1b}[2J\u{202e}"),
+        "{run:?}"
+    );
+    let run = inbox_cli(&url, &namespace, &["show", "evt_hostile"]);
+    assert!(
+        run.stdout.contains("type: payment_intent.succeeded\\nevt_forged"),
+        "{run:?}"
+    );
+    assert!(!run.stdout.contains('\u{1b}'), "{run:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -406,6 +406,12 @@ fn long_runs_report_progress_on_stderr() {
 
 #[test]
 fn bad_send_arguments_exit_with_2() {
+    let refused = |args: &[&str]| {
+        let run = payhook(args, b"");
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(run.stderr.contains("error"), "{args:?}: {run:?}");
+        assert!(run.stdout.is_empty(), "{args:?}: {run:?}");
+    };
     for args in [
         &["send", "--secret", SECRET][..],
         &["send", "--to", "http://127.0.0.1:9/", "--secret", ""],
@@ -413,86 +419,32 @@ fn bad_send_arguments_exit_with_2() {
         &["send", "--to", "https://", "--secret", SECRET],
         &["send", "--to", "http://127.0.0.1:9/"],
         &["send", "--to", "127.0.0.1:9/webhooks", "--secret", SECRET],
-        &[
-            "send",
-            "--to",
-            "http://127.0.0.1:9/",
-            "--secret",
-            SECRET,
-            "--amount",
-            "-5",
-        ],
-        &[
-            "send",
-            "--to",
-            "http://127.0.0.1:9/",
-            "--secret",
-            SECRET,
-            "--amount",
-            "1.5",
-        ],
-        &[
-            "send",
-            "--to",
-            "http://127.0.0.1:9/",
-            "--secret",
-            SECRET,
-            "--concurrency",
-            "0",
-        ],
-        &[
-            "send",
-            "--to",
-            "http://127.0.0.1:9/",
-            "--secret",
-            SECRET,
-            "--repeat",
-            "0",
-        ],
-        &[
-            "send",
-            "--to",
-            "http://127.0.0.1:9/",
-            "--secret",
-            SECRET,
-            "--header",
-            "bad header",
-        ],
-        &[
-            "send",
-            "--to",
-            "http://127.0.0.1:9/",
-            "--secret",
-            SECRET,
-            "--data",
-            "x",
-            "--amount",
-            "5",
-        ],
-        &[
-            "send",
-            "--to",
-            "http://127.0.0.1:9/",
-            "--secret",
-            SECRET,
-            "--distinct",
-            "--id",
-            "evt_1",
-        ],
-        &[
-            "send",
-            "--to",
-            "http://127.0.0.1:9/",
-            "--secret",
-            SECRET,
-            "--distinct",
-            "--data",
-            "x",
-        ],
     ] {
-        let run = payhook(args, b"");
+        refused(args);
+    }
+    // A well-formed target and secret with one bad option (or a bad pair).
+    let well_formed = ["send", "--to", "http://127.0.0.1:9/", "--secret", SECRET];
+    for options in [
+        &["--amount", "-5"][..],
+        &["--amount", "1.5"],
+        &["--concurrency", "0"],
+        &["--repeat", "0"],
+        &["--header", "bad header"],
+        &["--data", "x", "--amount", "5"],
+        &["--distinct", "--id", "evt_1"],
+        &["--distinct", "--data", "x"],
+    ] {
+        let args: Vec<&str> = well_formed.iter().chain(options).copied().collect();
+        refused(&args);
+    }
+    // A negative number is refused for what it is, not taken for an unknown flag.
+    for option in ["--amount", "--repeat", "--concurrency", "--timeout"] {
+        let args: Vec<&str> = well_formed.iter().copied().chain([option, "-5"]).collect();
+        let run = payhook(&args, b"");
         assert_eq!(run.code, 2, "{args:?}: {run:?}");
-        assert!(run.stderr.contains("error"), "{args:?}: {run:?}");
-        assert!(run.stdout.is_empty(), "{args:?}: {run:?}");
+        assert!(
+            run.stderr.contains(&format!("invalid value '-5' for '{option} ")),
+            "{args:?}: {run:?}"
+        );
     }
 }

@@ -38,22 +38,36 @@ const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     let body_limit = shared.config.limits.body_bytes;
     Router::new()
-        .route("/v1/payment_intents", get(list_intents).post(create_intent))
+        .route(
+            "/v1/payment_intents",
+            get(list_intents)
+                .post(|s, k, h, b| collection_post(s, k, h, b, "/v1/payment_intents", create_intent_op)),
+        )
         .route("/v1/payment_intents/{id}", get(get_intent))
         .route(
             "/v1/test_helpers/payment_intents/{id}/succeed",
-            post(succeed_intent),
+            post(|s, k, p, h, b| object_post(s, k, p, h, b, "succeed", succeed_op)),
         )
-        .route("/v1/test_helpers/payment_intents/{id}/fail", post(fail_intent))
+        .route(
+            "/v1/test_helpers/payment_intents/{id}/fail",
+            post(|s, k, p, h, b| object_post(s, k, p, h, b, "fail", fail_op)),
+        )
         .route("/v1/events", get(list_events))
         .route("/v1/events/{id}", get(get_event))
         .route("/v1/events/{id}/delivery_attempts", get(list_attempts))
-        .route("/v1/webhook_endpoints", get(list_endpoints).post(create_endpoint))
+        .route(
+            "/v1/webhook_endpoints",
+            get(list_endpoints)
+                .post(|s, k, h, b| collection_post(s, k, h, b, "/v1/webhook_endpoints", create_endpoint_op)),
+        )
         .route(
             "/v1/webhook_endpoints/{id}",
             get(get_endpoint).delete(delete_endpoint),
         )
-        .route("/v1/webhook_endpoints/{id}/roll_secret", post(roll_secret))
+        .route(
+            "/v1/webhook_endpoints/{id}/roll_secret",
+            post(|s, k, p, h, b| object_post(s, k, p, h, b, "roll_secret", roll_secret_op)),
+        )
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -89,77 +103,31 @@ fn path_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError
         .map_err(|_| ApiError::bad_request("path_invalid", "the id in the path is not valid"))
 }
 
-async fn create_intent(
+/// A `POST` on a collection (`route`): no id in the path.
+async fn collection_post(
     State(shared): State<Arc<Shared>>,
     Extension(key): Extension<ApiKey>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
+    route: &'static str,
+    op: Op,
 ) -> Response {
-    idempotent_post(
-        &shared,
-        &key,
-        &headers,
-        body,
-        "/v1/payment_intents",
-        String::new(),
-        create_intent_op,
-    )
-    .await
+    idempotent_post(&shared, &key, &headers, body, route, String::new(), op).await
 }
 
-async fn succeed_intent(
+/// A `POST` on one object (`/…/{id}/action`): the id is part of what an
+/// idempotency key is bound to.
+async fn object_post(
     State(shared): State<Arc<Shared>>,
     Extension(key): Extension<ApiKey>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
+    action: &'static str,
+    op: Op,
 ) -> Response {
     match path_id(path) {
-        Ok(id) => idempotent_post(&shared, &key, &headers, body, "succeed", id, succeed_op).await,
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn fail_intent(
-    State(shared): State<Arc<Shared>>,
-    Extension(key): Extension<ApiKey>,
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    match path_id(path) {
-        Ok(id) => idempotent_post(&shared, &key, &headers, body, "fail", id, fail_op).await,
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn create_endpoint(
-    State(shared): State<Arc<Shared>>,
-    Extension(key): Extension<ApiKey>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    idempotent_post(
-        &shared,
-        &key,
-        &headers,
-        body,
-        "/v1/webhook_endpoints",
-        String::new(),
-        create_endpoint_op,
-    )
-    .await
-}
-
-async fn roll_secret(
-    State(shared): State<Arc<Shared>>,
-    Extension(key): Extension<ApiKey>,
-    path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    match path_id(path) {
-        Ok(id) => idempotent_post(&shared, &key, &headers, body, "roll_secret", id, roll_secret_op).await,
+        Ok(id) => idempotent_post(&shared, &key, &headers, body, action, id, op).await,
         Err(e) => e.into_response(),
     }
 }
@@ -476,14 +444,14 @@ fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), ApiError> {
     for (key, value) in metadata {
         if key.is_empty() || key.chars().count() > 40 {
             return Err(ApiError::invalid(
-                format!("metadata[{}]", shown(key).trim_matches('"')),
+                format!("metadata[{key}]"),
                 "parameter_invalid_metadata",
                 format!("metadata keys are 1 to 40 characters, got {}", shown(key)),
             ));
         }
         if value.chars().count() > 500 {
             return Err(ApiError::invalid(
-                format!("metadata[{}]", shown(key).trim_matches('"')),
+                format!("metadata[{key}]"),
                 "parameter_invalid_metadata",
                 format!(
                     "metadata values are at most 500 characters; metadata[{}] is longer",
@@ -659,6 +627,13 @@ fn parse_endpoint_url(url: &str) -> Result<(reqwest::Url, http::Uri), ApiError> 
     let parsed =
         reqwest::Url::parse(url).map_err(|err| invalid(format!("url is not a valid URL ({err})")))?;
     match parsed.scheme() {
+        // Deliveries are authenticated by their signature and the client does
+        // not send URL credentials; refused rather than kept, as the URL is
+        // logged with every attempt and listed by the API.
+        "http" if !parsed.username().is_empty() || parsed.password().is_some() => Err(invalid(
+            "url must not carry a user name or password: deliveries are authenticated by their signature"
+                .to_owned(),
+        )),
         "http" if parsed.host().is_some() => {
             // The URL parser's output is normalized and percent-encoded, so this
             // holds for every URL it accepts; the check keeps a surprise a 400.

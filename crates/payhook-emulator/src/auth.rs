@@ -18,8 +18,15 @@ use crate::Shared;
 const MAX_KEY_CHARS: usize = 255;
 
 /// The API key a request authenticated with.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct ApiKey(pub String);
+
+// By hand: the key is a secret and stays out of Debug output.
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
 
 /// Whether `key` is a well-formed test key: `sk_test_` and 1–247 letters, digits or `_`.
 pub(crate) fn is_test_key(key: &str) -> bool {
@@ -28,6 +35,27 @@ pub(crate) fn is_test_key(key: &str) -> bool {
             && key.len() <= MAX_KEY_CHARS
             && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
     })
+}
+
+/// Checks a key to fix with [`EmulatorBuilder::api_key`](crate::EmulatorBuilder::api_key)
+/// (or `payhook emulate --key`): `Err` says why it is refused.
+///
+/// ```
+/// assert!(payhook_emulator::check_api_key("sk_test_abc").is_ok());
+/// assert!(payhook_emulator::check_api_key("sk_live_abc").unwrap_err().contains("test mode only"));
+/// ```
+///
+/// # Errors
+/// A live key (`sk_live_…`), or anything but `sk_test_` and 1–247 letters,
+/// digits or `_`.
+pub fn check_api_key(key: &str) -> Result<(), &'static str> {
+    if key.starts_with("sk_live_") {
+        return Err("the emulator is test mode only: give an sk_test_ key");
+    }
+    if !is_test_key(key) {
+        return Err("the API key must be sk_test_ followed by letters, digits or underscores");
+    }
+    Ok(())
 }
 
 /// The key a request carries, or why it is refused.
@@ -109,6 +137,12 @@ pub(crate) async fn require_key(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_key_stays_out_of_debug_output() {
+        let shown = format!("{:?}", ApiKey("sk_test_do_not_print".to_owned()));
+        assert!(!shown.contains("do_not_print"), "{shown}");
+    }
 
     #[test]
     fn keys_are_checked() {

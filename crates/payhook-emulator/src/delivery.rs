@@ -24,12 +24,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use payhook_core::sign;
+use payhook_core::untrusted::Untrusted;
 use std::collections::VecDeque;
 
 use tokio::sync::{oneshot, Notify};
 
 use crate::model::{DeliveryAttempt, EventRecord, SigningKeys};
-use crate::text::shown;
 use crate::{ids, unix_millis, Shared};
 
 /// The most reply-body characters kept in an attempt record.
@@ -714,8 +714,7 @@ async fn exchange(client: &HttpClient, request: http::Request<Full<Bytes>>, outc
         .headers()
         .get(http::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
+        .and_then(|v| retry_after(v, outcome.started_at_ms));
     let mut body = response.into_body();
     let excerpt = outcome.response_bytes.insert(Vec::new());
     while excerpt.len() < RESPONSE_READ_BYTES {
@@ -733,6 +732,59 @@ async fn exchange(client: &HttpClient, request: http::Request<Full<Bytes>>, outc
             }
         }
     }
+}
+
+/// A `Retry-After` value as a wait: delay-seconds, or an HTTP-date (the
+/// IMF-fixdate form every sender must use) less the time now. Anything else is
+/// ignored and the schedule's own backoff applies.
+fn retry_after(value: &str, now_ms: u64) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = http_date_unix_seconds(value)?;
+    Some(Duration::from_millis(
+        at.saturating_mul(1000).saturating_sub(now_ms),
+    ))
+}
+
+/// Unix seconds of an IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`.
+fn http_date_unix_seconds(date: &str) -> Option<u64> {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let field = |range: std::ops::Range<usize>| date.get(range);
+    let number = |range: std::ops::Range<usize>| -> Option<i64> {
+        let digits = field(range)?;
+        digits
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| digits.parse().ok())?
+    };
+    let layout_ok = date.len() == 29
+        && field(3..5) == Some(", ")
+        && [7, 11, 16].iter().all(|&i| field(i..i + 1) == Some(" "))
+        && field(19..20) == Some(":")
+        && field(22..23) == Some(":")
+        && field(25..29) == Some(" GMT");
+    if !layout_ok {
+        return None;
+    }
+    let month = MONTHS.iter().position(|m| Some(*m) == field(8..11))?;
+    let (day, year) = (number(5..7)?, number(12..16)?);
+    let (hour, minute, second) = (number(17..19)?, number(20..22)?, number(23..25)?);
+    if !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    // Days from the civil date (H. Hinnant's algorithm; years counted from March).
+    let month = i64::try_from(month).ok()? + 1;
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    u64::try_from(days * 86_400 + hour * 3600 + minute * 60 + second).ok()
 }
 
 fn excerpt_of(bytes: &[u8]) -> String {
@@ -768,7 +820,8 @@ fn describe(err: &(dyn std::error::Error + 'static), doing: &str) -> String {
         text.push_str(&inner.to_string());
         source = inner.source();
     }
-    shown(&text).trim_matches('"').to_owned()
+    // A message, not one value: each quoted run is capped, the wording stays whole.
+    Untrusted::message(&text).to_string()
 }
 
 /// The wait before attempt `attempt + 1`: `Retry-After` when the receiver sent
@@ -827,25 +880,68 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_is_described_whole_with_its_causes_escaped() {
+        let cause = std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "error reading a body from connection: unexpected end of file\nFORGED",
+        );
+        let described = describe(&cause, "reading the reply");
+        assert_eq!(
+            described,
+            r"failed reading the reply: error reading a body from connection: unexpected end of file\nFORGED"
+        );
+        let long = std::io::Error::other(format!("junk {}", "x".repeat(10_000)));
+        let described = describe(&long, "sending");
+        assert!(described.starts_with("failed sending: junk xxx"), "{described}");
+        assert!(described.chars().count() < 300, "{described}");
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date() {
+        let now_ms = 784_111_777_000; // Sun, 06 Nov 1994 08:49:37 GMT
+        assert_eq!(retry_after(" 120 ", now_ms), Some(Duration::from_secs(120)));
+        assert_eq!(
+            http_date_unix_seconds("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(784_111_777)
+        );
+        assert_eq!(
+            http_date_unix_seconds("Thu, 29 Feb 2024 00:00:00 GMT"),
+            Some(1_709_164_800)
+        );
+        assert_eq!(
+            retry_after("Sun, 06 Nov 1994 08:51:37 GMT", now_ms),
+            Some(Duration::from_secs(120))
+        );
+        // A date already past: retry now.
+        assert_eq!(
+            retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now_ms),
+            Some(Duration::ZERO)
+        );
+        assert!(retry_after("Fri, 31 Dec 9999 23:59:59 GMT", now_ms).is_some());
+        for ignored in [
+            "-5",
+            "1.5",
+            "",
+            "soon",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 32 Nov 1994 08:49:37 GMT",
+            "Sun, +6 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 24:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 GMTé",
+            "Sün, 06 Nov 1994 08:49:37 GMT",
+        ] {
+            assert_eq!(retry_after(ignored, now_ms), None, "{ignored:?}");
+        }
+    }
+
+    #[test]
     fn the_log_line_parts_say_what_happened() {
         let mut record = DeliveryAttempt {
-            id: "da_x".into(),
-            object: "delivery_attempt",
-            event: "evt_x".into(),
-            event_type: "t".into(),
-            webhook_endpoint: "we_x".into(),
-            url: "http://127.0.0.1:9/".into(),
-            copy: 0,
-            attempt: 1,
-            started_at_ms: 0,
-            signed_at: 0,
-            signatures: 1,
             duration_ms: 3,
-            status: Some(200),
-            error: None,
-            succeeded: true,
-            response_body: None,
-            next_attempt_at_ms: None,
+            ..DeliveryAttempt::example("da_x")
         };
         assert_eq!(AttemptResult(&record).to_string(), "200");
         record.error = Some("no reply within 1.0 s (timed out reading the reply)".into());

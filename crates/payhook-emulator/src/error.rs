@@ -3,6 +3,7 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use payhook_core::untrusted::Untrusted;
 use serde::Serialize;
 
 /// The `type` of an API error.
@@ -50,7 +51,9 @@ impl ApiError {
             kind: ErrorType::InvalidRequest,
             code: Some(code),
             message: message.into(),
-            param: Some(param.into()),
+            // A parameter's name may come from the request (an unknown one, a
+            // metadata key): escaped and capped like any request-derived text.
+            param: Some(Untrusted::value(&param.into()).to_string()),
         }
     }
 

@@ -113,6 +113,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use api::EMITTED_EVENT_TYPES;
+pub use auth::check_api_key;
 pub use model::{DeliveryAttempt, EventRecord, PaymentIntent, RegisteredEndpoint};
 
 use crate::delivery::Deliveries;
@@ -139,8 +140,9 @@ pub(crate) fn unix_millis() -> u64 {
 /// When failed deliveries are tried again.
 ///
 /// The wait before attempt *n + 1* is `base × 2^(n−1)`, capped at `cap`, less
-/// a random 0–20 % (jitter, from the fault seed); a `Retry-After: SECONDS`
-/// reply header replaces it (still capped at `cap`). After `max_attempts`
+/// a random 0–20 % (jitter, from the fault seed); a `Retry-After` reply
+/// header (seconds, or an HTTP-date such as `Sun, 06 Nov 1994 08:49:37 GMT`)
+/// replaces it, still capped at `cap`. After `max_attempts`
 /// attempts the delivery is given up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetrySchedule {
@@ -416,7 +418,6 @@ pub struct DeliveryStats {
 }
 
 /// Settings, fixed at start.
-#[derive(Debug)]
 pub(crate) struct Config {
     pub fixed_key: Option<String>,
     pub retry: RetrySchedule,
@@ -425,6 +426,21 @@ pub(crate) struct Config {
     pub limits: Limits,
     pub api_latency: Duration,
     pub signature_header: http::HeaderName,
+}
+
+// By hand: the fixed API key is a secret and stays out of Debug output.
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("fixed_key", &self.fixed_key.as_ref().map(|_| "<redacted>"))
+            .field("retry", &self.retry)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("faults", &self.faults)
+            .field("limits", &self.limits)
+            .field("api_latency", &self.api_latency)
+            .field("signature_header", &self.signature_header)
+            .finish()
+    }
 }
 
 /// What the API handlers and delivery tasks share.
@@ -438,7 +454,7 @@ pub(crate) struct Shared {
 }
 
 /// Configures an [`Emulator`]; see [`Emulator::builder`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use]
 pub struct EmulatorBuilder {
     addr: SocketAddr,
@@ -450,6 +466,23 @@ pub struct EmulatorBuilder {
     limits: Limits,
     api_latency: Duration,
     signature_header: String,
+}
+
+// By hand: the API key is a secret and stays out of Debug output.
+impl std::fmt::Debug for EmulatorBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmulatorBuilder")
+            .field("addr", &self.addr)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("retry", &self.retry)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("max_concurrent_attempts", &self.max_concurrent_attempts)
+            .field("faults", &self.faults)
+            .field("limits", &self.limits)
+            .field("api_latency", &self.api_latency)
+            .field("signature_header", &self.signature_header)
+            .finish()
+    }
 }
 
 impl EmulatorBuilder {
@@ -520,16 +553,7 @@ impl EmulatorBuilder {
     /// limits), or an address that cannot be bound.
     pub async fn start(self) -> Result<Emulator, StartError> {
         if let Some(key) = &self.api_key {
-            if key.starts_with("sk_live_") {
-                return Err(StartError::Setting(
-                    "the emulator is test mode only: give an sk_test_ key".into(),
-                ));
-            }
-            if !auth::is_test_key(key) {
-                return Err(StartError::Setting(
-                    "the API key must be sk_test_ followed by letters, digits or underscores".into(),
-                ));
-            }
+            auth::check_api_key(key).map_err(|problem| StartError::Setting(problem.into()))?;
         }
         self.retry.check()?;
         self.faults.check()?;

@@ -202,3 +202,29 @@ pub struct DeliveryAttempt {
     /// When the next attempt is due, unix milliseconds; `null` when none follows.
     pub next_attempt_at_ms: Option<u64>,
 }
+
+#[cfg(test)]
+impl DeliveryAttempt {
+    /// An acknowledged first attempt of `evt_x` to `we_x`, for unit tests.
+    pub(crate) fn example(id: &str) -> Self {
+        Self {
+            id: id.into(),
+            object: "delivery_attempt",
+            event: "evt_x".into(),
+            event_type: "t".into(),
+            webhook_endpoint: "we_x".into(),
+            url: "http://127.0.0.1:9/".into(),
+            copy: 0,
+            attempt: 1,
+            started_at_ms: 0,
+            signed_at: 0,
+            signatures: 1,
+            duration_ms: 0,
+            status: Some(200),
+            error: None,
+            succeeded: true,
+            response_body: None,
+            next_attempt_at_ms: None,
+        }
+    }
+}

@@ -367,28 +367,9 @@ mod tests {
 
     #[test]
     fn the_attempt_log_keeps_the_newest() {
-        let record = |id: &str| DeliveryAttempt {
-            id: id.into(),
-            object: "delivery_attempt",
-            event: "evt_x".into(),
-            event_type: "t".into(),
-            webhook_endpoint: "we_x".into(),
-            url: "http://127.0.0.1:9/".into(),
-            copy: 0,
-            attempt: 1,
-            started_at_ms: 0,
-            signed_at: 0,
-            signatures: 1,
-            duration_ms: 0,
-            status: Some(200),
-            error: None,
-            succeeded: true,
-            response_body: None,
-            next_attempt_at_ms: None,
-        };
         let mut log = AttemptLog::new(2);
         for id in ["da_a", "da_b", "da_c"] {
-            log.push(record(id));
+            log.push(DeliveryAttempt::example(id));
         }
         assert_eq!(log.evicted, 1);
         assert_eq!(

@@ -1,27 +1,13 @@
 //! Request-derived text in replies and logs: control characters escaped and the
 //! length capped, so a hostile value can neither forge a log line nor bloat a reply.
 
-/// The most characters of a request-derived value shown in a message.
-const SHOWN_CHARS: usize = 64;
+use payhook_core::untrusted::Untrusted;
 
-/// `value` quoted, with control characters escaped and at most 64 characters
-/// (then an ellipsis).
+/// `value` quoted, escaped and capped by the core's [`Untrusted`] (control,
+/// bidi and line-separator characters escaped, at most 64 characters, then an
+/// ellipsis): one rule for every request-derived value payhook shows.
 pub(crate) fn shown(value: &str) -> String {
-    let mut out = String::with_capacity(value.len().min(SHOWN_CHARS * 2) + 2);
-    out.push('"');
-    for (i, c) in value.chars().enumerate() {
-        if i == SHOWN_CHARS {
-            out.push('…');
-            break;
-        }
-        if c.is_control() || c == '"' || c == '\\' {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out.push('"');
-    out
+    format!("\"{}\"", Untrusted::value(value))
 }
 
 #[cfg(test)]
@@ -35,5 +21,6 @@ mod tests {
         let s = shown(&long);
         assert!(s.chars().count() < 70, "{s}");
         assert!(s.ends_with("…\""));
+        assert_eq!(shown("\u{202e}x"), r#""\u{202e}x""#, "bidi overrides too");
     }
 }

@@ -372,6 +372,9 @@ async fn malformed_bodies_wrong_types_sizes_ids_and_methods_get_json_errors() {
         )
         .await;
     assert_eq!(reply.status, 400, "{}", reply.text);
+    // Refused for its bytes, not merely because `a` is no parameter.
+    assert_eq!(reply.code(), "parameter_invalid_form", "{}", reply.text);
+    assert!(reply.message().contains("UTF-8"), "{}", reply.text);
 
     let big = format!("amount=1&currency=btc&description={}", "d".repeat(2000));
     let reply = api.post_form("/v1/payment_intents", &big).await;
@@ -840,4 +843,108 @@ async fn a_client_that_goes_away_does_not_leave_its_key_in_flight() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let retried = api.send(post(Duration::from_secs(5))).await;
     assert_eq!(retried.status, 200, "{}", retried.text);
+    // The retry ran the request (it is no replay), and the abandoned one
+    // created nothing: one payment intent, the retry's.
+    assert!(retried.headers.get("idempotent-replayed").is_none());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(api.get("/v1/payment_intents").await.ids(), [retried.id()]);
+}
+
+#[tokio::test]
+async fn parameter_names_from_the_request_are_escaped_and_capped_in_error_replies() {
+    let (_emulator, api) = start().await;
+
+    // An unknown form parameter whose name holds a bidi override (it would
+    // reorder a terminal line) and runs on for 5 000 characters.
+    let name = format!("\u{202e}{}", "x".repeat(5000));
+    let encoded: String = form_urlencoded::byte_serialize(name.as_bytes()).collect();
+    let reply = api
+        .post_form(
+            "/v1/payment_intents",
+            &format!("amount=1&currency=btc&{encoded}=1"),
+        )
+        .await;
+    assert_eq!(
+        (reply.status, reply.code()),
+        (400, "parameter_unknown"),
+        "{}",
+        reply.text
+    );
+    assert!(
+        !reply.text.contains('\u{202e}'),
+        "the bidi override is escaped: {}",
+        reply.text
+    );
+    assert!(reply.message().contains(r"\u{202e}"), "{}", reply.message());
+    assert!(reply.param().starts_with(r"\u{202e}xxx"), "{}", reply.param());
+    assert!(
+        reply.param().chars().count() <= 80,
+        "param capped: {}",
+        reply.param()
+    );
+    assert!(
+        reply.text.len() < 1000,
+        "the reply does not echo the whole name: {} bytes",
+        reply.text.len()
+    );
+
+    // A JSON metadata key with a non-string value: named in `param`, capped.
+    let key = "k".repeat(5000);
+    let reply = api
+        .post_json(
+            "/v1/payment_intents",
+            &format!(r#"{{"amount":1,"currency":"btc","metadata":{{"{key}":42}}}}"#),
+        )
+        .await;
+    assert_eq!(
+        (reply.status, reply.code()),
+        (400, "parameter_invalid_string"),
+        "{}",
+        reply.text
+    );
+    assert!(reply.param().starts_with("metadata[kkk"), "{}", reply.param());
+    assert!(
+        reply.param().chars().count() <= 80,
+        "param capped: {}",
+        reply.param()
+    );
+    assert!(reply.text.len() < 1000, "{} bytes", reply.text.len());
+}
+
+#[tokio::test]
+async fn an_endpoint_url_with_credentials_is_refused_so_they_never_reach_a_log_or_a_listing() {
+    let (emulator, api) = start().await;
+    for url in [
+        "http://hook:hunter2@127.0.0.1:9/webhooks",
+        "http://hunter2@127.0.0.1:9/webhooks",
+    ] {
+        let encoded: String = form_urlencoded::byte_serialize(url.as_bytes()).collect();
+        let reply = api
+            .post_form("/v1/webhook_endpoints", &format!("url={encoded}"))
+            .await;
+        assert_eq!(
+            (reply.status, reply.param(), reply.code()),
+            (400, "url", "url_invalid"),
+            "{url}: {}",
+            reply.text
+        );
+        assert!(
+            reply.message().contains("user name or password"),
+            "{}",
+            reply.text
+        );
+        assert!(!reply.text.contains("hunter2"), "{}", reply.text);
+    }
+    // The library's registration refuses it the same way.
+    let refused = emulator
+        .register_endpoint("http://hook:hunter2@127.0.0.1:9/webhooks")
+        .expect_err("refused");
+    assert!(!refused.message.contains("hunter2"), "{}", refused.message);
+    let listed = api.get("/v1/webhook_endpoints").await;
+    assert_eq!(
+        listed.json["data"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        listed.text
+    );
 }

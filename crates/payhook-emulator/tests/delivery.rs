@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use payhook_core::Verifier;
-use payhook_emulator::{Emulator, Faults, Limits, RetrySchedule};
+use payhook_emulator::{Emulator, EmulatorBuilder, Faults, Limits, RetrySchedule};
 use support::{
     eventually, independent_hmac, timestamp, unix_now, v1_items, Api, PayhookReceiver, RecordingReceiver,
     Script,
@@ -20,10 +20,25 @@ fn fast() -> RetrySchedule {
 
 const WAIT: Duration = Duration::from_secs(20);
 
+/// Starts `builder`'s emulator and a client of its API.
+async fn started(builder: EmulatorBuilder) -> (Emulator, Api) {
+    let emulator = builder.start().await.expect("starts");
+    let api = Api::new(&emulator);
+    (emulator, api)
+}
+
+/// Creates a payment intent and succeeds it through the API: one
+/// `payment_intent.succeeded` event to deliver. Returns the intent's id.
+async fn one_succeeded_event(api: &Api) -> String {
+    let intent = api.create_intent("5", "btc").await;
+    let succeeded = api.succeed(&intent).await;
+    assert_eq!(succeeded.status, 200, "{}", succeeded.text);
+    intent
+}
+
 #[tokio::test]
 async fn a_delivery_is_signed_so_payhook_and_an_independent_hmac_both_verify_it() {
-    let emulator = Emulator::builder().start().await.expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(Emulator::builder()).await;
     let receiver = RecordingReceiver::start(Script::default()).await;
     let (endpoint, secret) = api.register(&receiver.url).await;
     let intent = api.create_intent("1500000000000000000", "eth").await;
@@ -90,8 +105,7 @@ async fn a_delivery_is_signed_so_payhook_and_an_independent_hmac_both_verify_it(
 
 #[tokio::test]
 async fn enabled_events_choose_the_endpoints() {
-    let emulator = Emulator::builder().start().await.expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(Emulator::builder()).await;
     let failures = RecordingReceiver::start(Script::default()).await;
     let everything = RecordingReceiver::start(Script::default()).await;
     let reply = api
@@ -131,24 +145,19 @@ async fn enabled_events_choose_the_endpoints() {
 
 #[tokio::test]
 async fn a_receiver_failing_three_times_gets_retries_with_growing_gaps_until_it_acknowledges() {
-    let emulator = Emulator::builder()
-        .retry_schedule(RetrySchedule::new(
-            Duration::from_millis(200),
-            Duration::from_secs(5),
-            6,
-        ))
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(Emulator::builder().retry_schedule(RetrySchedule::new(
+        Duration::from_millis(200),
+        Duration::from_secs(5),
+        6,
+    )))
+    .await;
     let receiver = RecordingReceiver::start(Script {
         fail_first: 3,
         ..Script::default()
     })
     .await;
     api.register(&receiver.url).await;
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
 
     let arrivals = receiver.arrivals();
@@ -191,24 +200,19 @@ async fn a_receiver_failing_three_times_gets_retries_with_growing_gaps_until_it_
 
 #[tokio::test]
 async fn a_receiver_that_never_acknowledges_is_given_up_after_the_last_attempt() {
-    let emulator = Emulator::builder()
-        .retry_schedule(RetrySchedule::new(
-            Duration::from_millis(20),
-            Duration::from_millis(50),
-            4,
-        ))
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(Emulator::builder().retry_schedule(RetrySchedule::new(
+        Duration::from_millis(20),
+        Duration::from_millis(50),
+        4,
+    )))
+    .await;
     let receiver = RecordingReceiver::start(Script {
         fail_first: usize::MAX,
         ..Script::default()
     })
     .await;
     api.register(&receiver.url).await;
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     assert_eq!(receiver.arrivals().len(), 4);
     let stats = emulator.stats();
@@ -217,21 +221,19 @@ async fn a_receiver_that_never_acknowledges_is_given_up_after_the_last_attempt()
 
 #[tokio::test]
 async fn no_reply_within_the_timeout_is_a_failed_attempt_and_is_retried() {
-    let emulator = Emulator::builder()
-        .retry_schedule(fast())
-        .attempt_timeout(Duration::from_secs(1))
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(
+        Emulator::builder()
+            .retry_schedule(fast())
+            .attempt_timeout(Duration::from_secs(1)),
+    )
+    .await;
     let receiver = RecordingReceiver::start(Script {
         hang_first: 1,
         ..Script::default()
     })
     .await;
     api.register(&receiver.url).await;
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 2, "{attempts:?}");
@@ -268,13 +270,12 @@ async fn read_request(socket: &mut tokio::net::TcpStream) -> Vec<u8> {
 #[tokio::test]
 async fn a_reply_whose_body_stalls_times_out_like_no_reply_and_is_retried() {
     use tokio::io::AsyncWriteExt;
-    let emulator = Emulator::builder()
-        .retry_schedule(fast())
-        .attempt_timeout(Duration::from_secs(1))
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(
+        Emulator::builder()
+            .retry_schedule(fast())
+            .attempt_timeout(Duration::from_secs(1)),
+    )
+    .await;
     // A raw receiver: the first connection gets a status line, headers and part
     // of the body, then nothing; later ones get a whole acknowledgement.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -305,8 +306,7 @@ async fn a_reply_whose_body_stalls_times_out_like_no_reply_and_is_retried() {
         }
     });
     api.register(&url).await;
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 2, "{attempts:?}");
@@ -327,23 +327,18 @@ async fn a_reply_whose_body_stalls_times_out_like_no_reply_and_is_retried() {
 
 #[tokio::test]
 async fn an_unreachable_endpoint_is_a_connection_error_retried() {
-    let emulator = Emulator::builder()
-        .retry_schedule(RetrySchedule::new(
-            Duration::from_millis(20),
-            Duration::from_millis(40),
-            3,
-        ))
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(Emulator::builder().retry_schedule(RetrySchedule::new(
+        Duration::from_millis(20),
+        Duration::from_millis(40),
+        3,
+    )))
+    .await;
     // A port nobody listens on: bind, note it, close it.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/webhooks", closed.local_addr().expect("addr"));
     drop(closed);
     api.register(&url).await;
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 3);
@@ -354,25 +349,20 @@ async fn an_unreachable_endpoint_is_a_connection_error_retried() {
 
 #[tokio::test]
 async fn retry_after_is_honoured() {
-    let emulator = Emulator::builder()
-        .retry_schedule(RetrySchedule::new(
-            Duration::from_millis(20),
-            Duration::from_secs(5),
-            3,
-        ))
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(Emulator::builder().retry_schedule(RetrySchedule::new(
+        Duration::from_millis(20),
+        Duration::from_secs(5),
+        3,
+    )))
+    .await;
     let receiver = RecordingReceiver::start(Script {
         fail_first: 1,
-        retry_after: Some(1),
+        retry_after: Some("1"),
         ..Script::default()
     })
     .await;
     api.register(&receiver.url).await;
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let arrivals = receiver.arrivals();
     assert_eq!(arrivals.len(), 2);
@@ -384,14 +374,43 @@ async fn retry_after_is_honoured() {
 }
 
 #[tokio::test]
+async fn retry_after_as_an_http_date_is_honoured_up_to_the_schedules_cap() {
+    let (emulator, api) = started(Emulator::builder().retry_schedule(RetrySchedule::new(
+        Duration::from_millis(20),
+        Duration::from_secs(1),
+        3,
+    )))
+    .await;
+    let receiver = RecordingReceiver::start(Script {
+        fail_first: 1,
+        retry_after: Some("Fri, 31 Dec 9999 23:59:59 GMT"),
+        ..Script::default()
+    })
+    .await;
+    api.register(&receiver.url).await;
+    one_succeeded_event(&api).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let arrivals = receiver.arrivals();
+    assert_eq!(arrivals.len(), 2);
+    let gap = arrivals[1].at - arrivals[0].at;
+    // Far off: the wait is the cap (1 s), not the 20 ms backoff.
+    assert!(
+        gap >= Duration::from_millis(950) && gap < Duration::from_secs(5),
+        "Retry-After as a date waited {gap:?}"
+    );
+    let first = &emulator.attempts()[0];
+    let planned = first.next_attempt_at_ms.expect("a retry follows") - first.started_at_ms;
+    assert!((900..=1100).contains(&planned), "{planned} ms");
+}
+
+#[tokio::test]
 async fn duplicates_and_reordering_reach_a_payhook_receiver_whose_handler_runs_once_per_event() {
-    let emulator = Emulator::builder()
-        .retry_schedule(fast())
-        .faults(Faults::default().duplicates(1.0).reorder().seed(42))
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(
+        Emulator::builder()
+            .retry_schedule(fast())
+            .faults(Faults::default().duplicates(1.0).reorder().seed(42)),
+    )
+    .await;
     let (listener, url) = PayhookReceiver::bind().await;
     let (_, secret) = api.register(&url).await;
     // A slow handler, so concurrent copies overlap and one gets 409.
@@ -503,18 +522,16 @@ async fn the_same_seed_gives_the_same_faults() {
 
 #[tokio::test]
 async fn drop_first_loses_the_first_reply_so_the_receiver_sees_a_redelivery() {
-    let emulator = Emulator::builder()
-        .retry_schedule(fast())
-        .faults(Faults::default().drop_first())
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(
+        Emulator::builder()
+            .retry_schedule(fast())
+            .faults(Faults::default().drop_first()),
+    )
+    .await;
     let (listener, url) = PayhookReceiver::bind().await;
     let (_, secret) = api.register(&url).await;
     let receiver = PayhookReceiver::serve(listener, url, &secret, Duration::ZERO);
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 2);
@@ -531,22 +548,20 @@ async fn drop_first_loses_the_first_reply_so_the_receiver_sees_a_redelivery() {
 
 #[tokio::test]
 async fn skew_signs_with_a_shifted_clock_that_a_receiver_rejects_as_stale() {
-    let emulator = Emulator::builder()
-        .retry_schedule(RetrySchedule::new(
-            Duration::from_millis(20),
-            Duration::from_millis(20),
-            2,
-        ))
-        .faults(Faults::default().skew(-600))
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(
+        Emulator::builder()
+            .retry_schedule(RetrySchedule::new(
+                Duration::from_millis(20),
+                Duration::from_millis(20),
+                2,
+            ))
+            .faults(Faults::default().skew(-600)),
+    )
+    .await;
     let (listener, url) = PayhookReceiver::bind().await;
     let (_, secret) = api.register(&url).await;
     let receiver = PayhookReceiver::serve(listener, url, &secret, Duration::ZERO);
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 2);
@@ -582,8 +597,7 @@ async fn delay_holds_each_delivery_back() {
 
 #[tokio::test]
 async fn during_a_roll_overlap_both_secrets_verify_the_same_delivery() {
-    let emulator = Emulator::builder().start().await.expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(Emulator::builder()).await;
     let receiver = RecordingReceiver::start(Script::default()).await;
     let (endpoint, old_secret) = api.register(&receiver.url).await;
     let rolled = api
@@ -593,8 +607,7 @@ async fn during_a_roll_overlap_both_secrets_verify_the_same_delivery() {
         )
         .await;
     let new_secret = rolled.json["secret"].as_str().expect("new secret").to_owned();
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let arrival = &receiver.arrivals()[0];
     let t = timestamp(&arrival.signature);
@@ -621,8 +634,7 @@ async fn during_a_roll_overlap_both_secrets_verify_the_same_delivery() {
         .post_empty(&format!("/v1/webhook_endpoints/{endpoint}/roll_secret"))
         .await;
     let newest = rolled.json["secret"].as_str().expect("secret").to_owned();
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let arrival = &receiver.arrivals()[1];
     let t = timestamp(&arrival.signature);
@@ -636,14 +648,13 @@ async fn during_a_roll_overlap_both_secrets_verify_the_same_delivery() {
 async fn a_delivery_waiting_for_a_place_on_the_wire_is_signed_with_the_secret_of_its_attempt_time() {
     // One attempt on the wire at a time; the first request hangs for the
     // attempt timeout, so the second event's delivery waits meanwhile.
-    let emulator = Emulator::builder()
-        .max_concurrent_attempts(1)
-        .attempt_timeout(Duration::from_secs(1))
-        .retry_schedule(fast())
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(
+        Emulator::builder()
+            .max_concurrent_attempts(1)
+            .attempt_timeout(Duration::from_secs(1))
+            .retry_schedule(fast()),
+    )
+    .await;
     let receiver = RecordingReceiver::start(Script {
         hang_first: 1,
         ..Script::default()
@@ -715,24 +726,19 @@ async fn a_receiver_that_never_answers_cannot_grow_the_emulator_without_bound() 
 
 #[tokio::test]
 async fn deleting_an_endpoint_abandons_its_pending_retries() {
-    let emulator = Emulator::builder()
-        .retry_schedule(RetrySchedule::new(
-            Duration::from_millis(300),
-            Duration::from_secs(1),
-            5,
-        ))
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(Emulator::builder().retry_schedule(RetrySchedule::new(
+        Duration::from_millis(300),
+        Duration::from_secs(1),
+        5,
+    )))
+    .await;
     let receiver = RecordingReceiver::start(Script {
         fail_first: usize::MAX,
         ..Script::default()
     })
     .await;
     let (endpoint, _) = api.register(&receiver.url).await;
-    let intent = api.create_intent("5", "btc").await;
-    api.succeed(&intent).await;
+    one_succeeded_event(&api).await;
     eventually(WAIT, "first attempt", || receiver.arrivals().len() == 1).await;
     api.delete(&format!("/v1/webhook_endpoints/{endpoint}")).await;
     assert!(emulator.wait_idle(WAIT).await);

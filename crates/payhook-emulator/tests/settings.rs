@@ -105,3 +105,11 @@ async fn extreme_valid_settings_deliver_without_overflow() {
     // The custom header carried the signature.
     assert!(receiver.arrivals().iter().all(|a| a.signature.is_empty()));
 }
+
+#[test]
+fn the_fixed_api_key_stays_out_of_the_builders_debug_output() {
+    let builder = Emulator::builder().api_key("sk_test_do_not_print");
+    let shown = format!("{builder:?}");
+    assert!(!shown.contains("do_not_print"), "{shown}");
+    assert!(shown.contains("<redacted>"), "{shown}");
+}

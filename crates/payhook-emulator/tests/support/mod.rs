@@ -191,8 +191,8 @@ impl Arrival {
 pub struct Script {
     /// Answer 500 to the first N requests.
     pub fail_first: usize,
-    /// Send `Retry-After: SECS` with the failures.
-    pub retry_after: Option<u64>,
+    /// Send this `Retry-After` value (seconds or an HTTP-date) with the failures.
+    pub retry_after: Option<&'static str>,
     /// Never answer the first N requests (hold them open).
     pub hang_first: usize,
 }
@@ -252,10 +252,10 @@ async fn record(State(state): State<Arc<Recorder>>, headers: HeaderMap, body: By
     }
     if n < state.script.fail_first {
         let mut response = (StatusCode::INTERNAL_SERVER_ERROR, "database unavailable").into_response();
-        if let Some(secs) = state.script.retry_after {
+        if let Some(value) = state.script.retry_after {
             response
                 .headers_mut()
-                .insert("retry-after", secs.to_string().parse().expect("header value"));
+                .insert("retry-after", value.parse().expect("header value"));
         }
         return response;
     }
