@@ -41,8 +41,8 @@ pub(crate) fn is_test_key(key: &str) -> bool {
 /// (or `payhook emulate --key`): `Err` says why it is refused.
 ///
 /// ```
-/// assert!(payhook_emulator::check_api_key("sk_test_abc").is_ok());
-/// assert!(payhook_emulator::check_api_key("sk_live_abc").unwrap_err().contains("test mode only"));
+/// assert!(payhook::emulator::check_api_key("sk_test_abc").is_ok());
+/// assert!(payhook::emulator::check_api_key("sk_live_abc").unwrap_err().contains("test mode only"));
 /// ```
 ///
 /// # Errors

@@ -44,10 +44,10 @@
 //! use std::time::Duration;
 //!
 //! use axum::routing::post;
-//! use payhook_core::{Event, Receiver};
-//! use payhook_emulator::Emulator;
-//! use payhook_tower::axum::{Received, Webhook};
-//! use payhook_tower::WebhookLayer;
+//! use payhook::emulator::Emulator;
+//! use payhook::tower::axum::{Received, Webhook};
+//! use payhook::tower::WebhookLayer;
+//! use payhook::{Event, Receiver};
 //!
 //! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 //! # async fn main() {
@@ -222,7 +222,7 @@ impl Default for RetrySchedule {
 ///
 /// ```
 /// use std::time::Duration;
-/// use payhook_emulator::Faults;
+/// use payhook::emulator::Faults;
 ///
 /// let faults = Faults::default().duplicates(1.0).reorder().delay(Duration::from_millis(100)).seed(7);
 /// assert_eq!(faults.seed_value(), Some(7));
