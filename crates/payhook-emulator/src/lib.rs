@@ -18,7 +18,7 @@
 //! | `POST /v1/test_helpers/payment_intents/:id/fail` | the payment fails: event `payment_intent.failed` |
 //! | `GET /v1/events/:id`, `GET /v1/events` | events, exactly as delivered |
 //! | `GET /v1/events/:id/delivery_attempts` | every attempt to deliver the event, newest first |
-//! | `POST /v1/webhook_endpoints`, `GET /v1/webhook_endpoints[/:id]`, `DELETE /v1/webhook_endpoints/:id` | register (`url`, `enabled_events`, `description`; the reply alone shows the `secret`), list, retrieve, remove |
+//! | `POST /v1/webhook_endpoints`, `GET /v1/webhook_endpoints[/:id]`, `DELETE /v1/webhook_endpoints/:id` | register (`url`, `enabled_events`, `description`; the reply alone shows the `secret`; a `url` with a user name or password is refused, as deliveries are authenticated by their signature and the URL is logged and listed), list, retrieve, remove |
 //! | `POST /v1/webhook_endpoints/:id/roll_secret` | a new secret; the old one keeps signing beside it for `expires_in` seconds |
 //!
 //! Lists take `limit` (1–100, default 10), `starting_after` or `ending_before`
