@@ -211,11 +211,18 @@ impl BodyIntake {
     }
 }
 
-/// Logs a rejected request and builds its reply.
-fn rejected(error: Error) -> Reply {
-    crate::metrics::rejected(&error);
+/// The one rejection path of every intake (inline receiver, inbox, body
+/// intake): counts the rejection in `payhook_deliveries_total` under its
+/// reason, logs it at `WARN` (the reason's request-derived parts are escaped by
+/// [`Error`]'s `Display`), and builds the `4xx` reply.
+pub fn reject(error: &Error) -> Reply {
+    crate::metrics::rejected(error);
     tracing::warn!(target: "payhook", status = error.status().as_u16(), reason = %error, "delivery rejected");
-    Reply::error(&error)
+    Reply::error(error)
+}
+
+fn rejected(error: Error) -> Reply {
+    reject(&error)
 }
 
 /// A rejection whose body was left unread: the connection must close after it.

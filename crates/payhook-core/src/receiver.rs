@@ -180,6 +180,22 @@ impl Receiver {
         self.inner.body_timeout
     }
 
+    /// The namespace event ids are kept under (in the dedupe store, or in the
+    /// inbox's table).
+    pub fn namespace(&self) -> &str {
+        &self.inner.namespace
+    }
+
+    /// How long a claim lasts before another worker may take the event over.
+    pub fn lease(&self) -> Duration {
+        self.inner.lease
+    }
+
+    /// How long a handled event id is remembered.
+    pub fn retention(&self) -> Duration {
+        self.inner.retention
+    }
+
     /// The namespace, and the store when it is the receiver's own in-memory
     /// store (none was set on the builder): what tells two receivers built
     /// alike apart when their dedupe is not shared.
@@ -200,20 +216,31 @@ impl Receiver {
     ) -> impl Future<Output = Outcome> + Send + 'static {
         // Read the clock only when the completion log that reports it is wanted.
         let started = tracing::enabled!(target: "payhook", tracing::Level::INFO).then(Instant::now);
-        let checked = self.check(headers, &body);
+        let admitted = self.admit(headers, &body);
         let inner = Arc::clone(&self.inner);
         async move {
-            match checked {
-                Err(error) => {
-                    metrics::rejected(&error);
-                    tracing::warn!(target: "payhook", status = error.status().as_u16(), reason = %error, "delivery rejected");
-                    Outcome::Respond(Reply::error(&error))
-                }
-                Ok(event) => {
-                    metrics::verified();
-                    claim(inner, event, body, started).await
-                }
+            match admitted {
+                Err(reply) => Outcome::Respond(reply),
+                Ok(event) => claim(inner, event, body, started).await,
             }
+        }
+    }
+
+    /// The intake every delivery goes through, inline or into the inbox:
+    /// checks the size, verifies the signature over the raw bytes and parses
+    /// the event, counting the outcome (`payhook_deliveries_total`) and logging
+    /// a rejection at `WARN` with its reason escaped.
+    ///
+    /// # Errors
+    /// The ready reply for a rejected delivery (`400`/`413`), already logged
+    /// and counted.
+    pub fn admit(&self, headers: &dyn Headers, body: &[u8]) -> Result<Event, Reply> {
+        match self.check(headers, body) {
+            Ok(event) => {
+                metrics::verified();
+                Ok(event)
+            }
+            Err(error) => Err(crate::adapter::reject(&error)),
         }
     }
 

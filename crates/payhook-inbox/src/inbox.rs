@@ -169,19 +169,17 @@ impl Inbox {
     /// Verification and parsing happen before this returns (the future does not
     /// borrow `headers`); the returned future only waits for the commit.
     pub fn ingest(&self, headers: &dyn Headers, body: Bytes) -> impl Future<Output = Reply> + Send + 'static {
-        let checked = self
-            .inner
-            .receiver
-            .check(headers, &body)
-            .and_then(|event| row_of(&event, &body));
+        // The receiver's intake verifies, parses, logs and counts; what the
+        // inbox adds is only what it takes to store the event.
+        let admitted =
+            self.inner.receiver.admit(headers, &body).and_then(|event| {
+                row_of(&event, &body).map_err(|error| payhook_core::adapter::reject(&error))
+            });
         let inner = Arc::clone(&self.inner);
         async move {
-            match checked {
+            match admitted {
                 Ok(row) => store(&inner, row).await,
-                Err(error) => {
-                    tracing::warn!(target: "payhook", status = error.status().as_u16(), reason = %error, "delivery rejected");
-                    Reply::error(&error)
-                }
+                Err(reply) => reply,
             }
         }
     }
