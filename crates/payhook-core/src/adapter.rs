@@ -36,6 +36,7 @@
 //!
 //! ```
 //! use std::convert::Infallible;
+//! use std::net::IpAddr;
 //! use std::task::Poll;
 //!
 //! use bytes::Bytes;
@@ -44,7 +45,11 @@
 //! use payhook::{Receiver, Reply};
 //!
 //! /// An adapter for a made-up framework whose body arrives as a list of chunks.
-//! async fn serve(receiver: &Receiver, headers: &http::HeaderMap, chunks: Vec<Bytes>) -> Reply {
+//! async fn serve(receiver: &Receiver, peer: IpAddr, headers: &http::HeaderMap, chunks: Vec<Bytes>) -> Reply {
+//!     // First, before any body: the source-IP allowlist (passes without one).
+//!     if let Err(refusal) = receiver.check_source(Some(peer), headers, "pass the peer address") {
+//!         return refusal; // 403, closing the connection
+//!     }
 //!     let intake = match BodyIntake::new(receiver, headers) {
 //!         Ok(intake) => intake,
 //!         Err(refusal) => return refusal, // Content-Length over the limit
@@ -70,7 +75,8 @@
 //! let request = delivery.to_request("/webhooks");
 //! let (head, body) = (request.headers(), delivery.body.clone());
 //! let chunks = vec![body.slice(..10), body.slice(10..)];
-//! assert_eq!(serve(&receiver, head, chunks).await, Reply::received());
+//! let peer: IpAddr = "192.0.2.1".parse().unwrap();
+//! assert_eq!(serve(&receiver, peer, head, chunks).await, Reply::received());
 //! # });
 //! ```
 
