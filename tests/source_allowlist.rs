@@ -501,3 +501,63 @@ fn a_malformed_setting_is_a_build_error_naming_the_entry() {
         assert!(error.to_string().starts_with(expected), "{error}");
     }
 }
+
+#[actix_web::test]
+async fn actix_expect_continue_refuses_a_stranger_before_inviting_its_body() {
+    use actix_http::HttpService;
+    use payhook::actix::{ExpectContinue, Webhook, WebhookConfig};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let config = WebhookConfig::new(receiver().build().unwrap());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = actix_server::Server::build()
+        .workers(1)
+        .disable_signals()
+        .shutdown_timeout(0)
+        .listen("webhooks", listener, move || {
+            HttpService::build()
+                .expect(ExpectContinue::new(config.receiver()))
+                .h1(actix_service::map_config(
+                    actix_web::App::new().app_data(config.clone()).route(
+                        "/webhooks",
+                        actix_web::web::post().to(|webhook: Webhook| async move { webhook.ack().await }),
+                    ),
+                    |_| actix_web::dev::AppConfig::default(),
+                ))
+                .tcp()
+        })
+        .unwrap()
+        .run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+
+    let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
+    let head = format!(
+        "POST /webhooks HTTP/1.1\r\nhost: {addr}\r\nx-service-signature: {}\r\n\
+         expect: 100-continue\r\ncontent-length: {}\r\n\r\n",
+        signed.signature,
+        signed.body.len()
+    );
+    for (from, expected) in [(STRANGER, "HTTP/1.1 403 "), (ALLOWED, "HTTP/1.1 100 Continue")] {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::new(from, 0)).unwrap();
+        let mut stream = socket.connect(addr).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut reply = Vec::new();
+        let mut byte = [0u8; 1];
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !reply.ends_with(b"\r\n\r\n") {
+                match stream.read(&mut byte).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => reply.push(byte[0]),
+                }
+            }
+        })
+        .await
+        .expect("the server answers the head");
+        let reply = String::from_utf8_lossy(&reply);
+        assert!(reply.starts_with(expected), "from {from}: {reply:?}");
+    }
+    handle.stop(true).await;
+}
