@@ -11,7 +11,14 @@
 //! * `PAYHOOK_SECRET` (required): the endpoint's signing secret; without it the
 //!   example prints why on stderr and exits with status 1;
 //! * `PAYHOOK_REDIS_URL`: keep the dedupe state in Redis, shared by every
-//!   replica, instead of in this process's memory.
+//!   replica, instead of in this process's memory;
+//! * `PAYHOOK_ALLOWED_IPS`, `PAYHOOK_TRUSTED_PROXIES`: the source-IP allowlist
+//!   and the load balancers in front (comma-separated CIDRs; see
+//!   `common/mod.rs`).
+//!
+//! A connection whose request headers have not arrived within 5 s, or that sits
+//! idle that long between requests, is closed (actix-web's defaults, set here
+//! explicitly so they are not lost in a copy).
 //!
 //! Those settings are read by `common/mod.rs`, which the axum example shares;
 //! this file is the actix-web part: the app, its `WebhookConfig` and the
@@ -27,6 +34,7 @@ mod common;
 
 use std::error::Error;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use actix_web::{web, App, HttpResponse, HttpServer};
 use common::Settings;
@@ -52,6 +60,11 @@ async fn serve() -> Result<(), Box<dyn Error>> {
             .app_data(config.clone())
             .route("/webhooks", web::post().to(webhook))
     })
+    // The request head must arrive within 5 s, and an idle kept-alive
+    // connection is closed after 5 s: a peer trickling its headers cannot hold
+    // a connection open.
+    .client_request_timeout(Duration::from_secs(5))
+    .keep_alive(Duration::from_secs(5))
     .bind(addr)
     .map_err(|err| format!("cannot listen on {addr}: {err}"))?;
     for addr in server.addrs() {

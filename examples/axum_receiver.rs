@@ -11,7 +11,15 @@
 //! * `PAYHOOK_SECRET` (required): the endpoint's signing secret; without it the
 //!   example prints why on stderr and exits with status 1;
 //! * `PAYHOOK_REDIS_URL`: keep the dedupe state in Redis, shared by every
-//!   replica, instead of in this process's memory.
+//!   replica, instead of in this process's memory;
+//! * `PAYHOOK_ALLOWED_IPS`, `PAYHOOK_TRUSTED_PROXIES`: the source-IP allowlist
+//!   and the load balancers in front (comma-separated CIDRs; see
+//!   `common/mod.rs`).
+//!
+//! It serves with `payhook::tower::axum::serve`, which closes a connection
+//! whose request headers have not arrived within 5 s (or that sits idle that
+//! long between requests) and passes each connection's peer address to the
+//! allowlist; plain `axum::serve` does neither.
 //!
 //! Those settings are read by `common/mod.rs`, which the actix-web example
 //! shares; this file is the axum part: the router, `WebhookLayer` and the
@@ -54,7 +62,8 @@ async fn serve() -> Result<(), Box<dyn Error>> {
         .await
         .map_err(|err| format!("cannot listen on {addr}: {err}"))?;
     println!("listening on http://{}", listener.local_addr()?);
-    axum::serve(listener, app)
+    // A 5 s header-read timeout, and the peer address for the allowlist.
+    payhook::tower::axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

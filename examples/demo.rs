@@ -111,7 +111,8 @@ async fn start_receiver(
         .with_state(runs);
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
-        if let Err(err) = axum::serve(listener, app).await {
+        // With a header-read timeout, as any receiver on a network should be.
+        if let Err(err) = payhook::tower::axum::serve(listener, app).await {
             eprintln!("receiver stopped: {err}");
         }
     });

@@ -15,6 +15,9 @@
 //!   are replicas of one app;
 //! * `PAYHOOK_HANDLER_DELAY_MS`: how long the handler sleeps before writing,
 //!   standing in for slow external work (default 0);
+//! * `PAYHOOK_ALLOWED_IPS`, `PAYHOOK_TRUSTED_PROXIES`: the source-IP allowlist
+//!   and the load balancers in front (comma-separated CIDRs; see
+//!   `common/mod.rs`);
 //! * optional tuning: `PAYHOOK_INBOX_LEASE_MS`, `PAYHOOK_INBOX_MAX_ATTEMPTS`,
 //!   `PAYHOOK_INBOX_BACKOFF_MS` (first retry delay), `PAYHOOK_INBOX_CONCURRENCY`.
 //!
@@ -27,6 +30,8 @@
 //! payment intent's `metadata.fail_attempts` is `"N"`, its first N attempts
 //! fail after writing the row, so a failed attempt must leave no row. Logs go
 //! to stderr (`RUST_LOG`, default `info`).
+
+mod common;
 
 use std::error::Error;
 use std::net::SocketAddr;
@@ -83,7 +88,7 @@ async fn serve() -> Result<(), Box<dyn Error>> {
     let url = std::env::var("PAYHOOK_DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
     let delay = Duration::from_millis(env_number("PAYHOOK_HANDLER_DELAY_MS")?.unwrap_or(0));
 
-    let receiver = Receiver::builder().secret(secret).build()?;
+    let receiver = common::allowlist_from_env(Receiver::builder().secret(secret))?.build()?;
     let mut builder = Inbox::builder(receiver);
     if let Some(lease) = env_number("PAYHOOK_INBOX_LEASE_MS")? {
         builder = builder.lease(Duration::from_millis(lease));
@@ -118,7 +123,8 @@ async fn serve() -> Result<(), Box<dyn Error>> {
         .await
         .map_err(|err| format!("cannot listen on {addr}: {err}"))?;
     println!("listening on http://{}", listener.local_addr()?);
-    axum::serve(listener, app)
+    // A 5 s header-read timeout, and the peer address for the allowlist.
+    payhook::tower::axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     // Running handlers finish before the process exits.

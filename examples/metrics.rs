@@ -49,7 +49,8 @@ async fn serve() -> Result<(), Box<dyn Error>> {
         .await
         .map_err(|err| format!("cannot listen on {addr}: {err}"))?;
     println!("listening on http://{}", listener.local_addr()?);
-    axum::serve(listener, app)
+    // A 5 s header-read timeout, and the peer address for the allowlist.
+    payhook::tower::axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

@@ -10,6 +10,12 @@
 //! ready, and log one INFO line `handled <event id> <event type>` per new event,
 //! never the word `handled` for a duplicate or a rejection.
 //!
+//! The edge cases below also run against `inbox_receiver`, which shares the
+//! allowlist settings (`PAYHOOK_ALLOWED_IPS`, `PAYHOOK_TRUSTED_PROXIES`) and
+//! the header timeout: a malformed entry stops it before it listens, a source
+//! outside the allowlist gets `403`, and a header block trickled one line a
+//! second is cut within seconds.
+//!
 //! The Redis case needs the Redis 7 server named by `PAYHOOK_TEST_REDIS_URL`
 //! (`eval "$(.ci/start-redis)"` starts one) and fails without it.
 
@@ -253,5 +259,221 @@ async fn a_signed_event_id_with_a_newline_and_esc_stays_on_its_own_log_line(exam
     assert!(
         !lines.iter().any(|line| line.contains('\u{1b}')),
         "a raw ESC: {lines:#?}"
+    );
+}
+
+/// Runs `$case(example: &str)` against the three receiver examples.
+macro_rules! for_each_receiver {
+    ($case:ident) => {
+        mod $case {
+            #[tokio::test]
+            async fn axum_receiver() {
+                super::$case("axum_receiver").await
+            }
+
+            #[tokio::test]
+            async fn actix_receiver() {
+                super::$case("actix_receiver").await
+            }
+
+            #[tokio::test]
+            async fn inbox_receiver() {
+                super::$case("inbox_receiver").await
+            }
+        }
+    };
+}
+
+/// `env` plus, for `inbox_receiver`, a database of its own.
+fn with_database(example: &str, env: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+    static DATABASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let mut env: Vec<_> = env
+        .iter()
+        .map(|(name, value)| (*name, (*value).to_owned()))
+        .collect();
+    if example == "inbox_receiver" {
+        let dir = std::env::temp_dir().join(format!(
+            "payhook-example-edges-{}-{}",
+            std::process::id(),
+            DATABASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        env.push((
+            "PAYHOOK_DATABASE_URL",
+            format!("sqlite://{}", dir.join("inbox.db").display()),
+        ));
+    }
+    env
+}
+
+fn borrowed<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter().map(|(name, value)| (*name, value.as_str())).collect()
+}
+
+for_each_receiver!(a_malformed_allowlist_entry_stops_it_naming_the_variable_and_entry);
+async fn a_malformed_allowlist_entry_stops_it_naming_the_variable_and_entry(example: &str) {
+    for (variable, value, expected) in [
+        (
+            "PAYHOOK_ALLOWED_IPS",
+            "127.0.0.1, 10.0.0.0/33",
+            r#"PAYHOOK_ALLOWED_IPS: "10.0.0.0/33": the prefix length is over 32"#,
+        ),
+        (
+            "PAYHOOK_TRUSTED_PROXIES",
+            "10.0.0.1/8",
+            r#"PAYHOOK_TRUSTED_PROXIES: "10.0.0.1/8": bits are set past the prefix length"#,
+        ),
+    ] {
+        let env = with_database(
+            example,
+            &[
+                ("PAYHOOK_SECRET", "whsec_example_test_from_env"),
+                ("PAYHOOK_ALLOWED_IPS", "127.0.0.1"),
+                (variable, value),
+            ],
+        );
+        let mut command = tokio::process::Command::from(example_process::command(example, &borrowed(&env)));
+        command.kill_on_drop(true);
+        let output = tokio::time::timeout(Duration::from_secs(30), command.output())
+            .await
+            .unwrap_or_else(|_| panic!("{example} kept running with {variable}={value:?}"))
+            .expect("run the example");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "stdout: {stdout}\nstderr: {stderr}"
+        );
+        assert!(stderr.contains(&format!("{example}: {expected}")), "{stderr}");
+        assert!(!stdout.contains("listening on"), "{stdout}");
+    }
+}
+
+for_each_receiver!(the_allowlist_from_the_environment_refuses_other_sources);
+async fn the_allowlist_from_the_environment_refuses_other_sources(example: &str) {
+    let secret = "whsec_example_test_from_env";
+    let env = with_database(
+        example,
+        &[
+            ("PAYHOOK_SECRET", secret),
+            ("PAYHOOK_ALLOWED_IPS", " 127.0.0.2 , 198.51.100.0/24 "),
+            ("PAYHOOK_TRUSTED_PROXIES", "127.0.0.3"),
+        ],
+    );
+    let receiver = Example::start(example, &borrowed(&env));
+    let deliver = |from: [u8; 4], forwarded_for: Option<&'static str>| {
+        let url = receiver.url();
+        async move {
+            let signed =
+                SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), secret).unwrap();
+            let client = reqwest::Client::builder()
+                .local_address(std::net::IpAddr::from(from))
+                .build()
+                .unwrap();
+            let mut request = client
+                .post(url)
+                .header("x-service-signature", &signed.signature)
+                .body(signed.body);
+            if let Some(forwarded_for) = forwarded_for {
+                request = request.header("x-forwarded-for", forwarded_for);
+            }
+            let response = request.send().await.expect("the example answers");
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+    let refused = (
+        403,
+        "Webhook Error: the source address is not allowed to deliver to this endpoint".to_owned(),
+    );
+    assert_eq!(deliver([127, 0, 0, 2], None).await, (200, RECEIVED.to_owned()));
+    assert_eq!(deliver([127, 0, 0, 1], None).await, refused);
+    assert_eq!(
+        deliver([127, 0, 0, 1], Some("198.51.100.7")).await,
+        refused,
+        "untrusted peer"
+    );
+    assert_eq!(
+        deliver([127, 0, 0, 3], Some("198.51.100.7")).await,
+        (200, RECEIVED.to_owned()),
+        "through the trusted proxy"
+    );
+    assert_eq!(
+        deliver([127, 0, 0, 3], Some("198.51.100.7, 192.0.2.1")).await,
+        refused,
+        "a spoofed hop left of the real client"
+    );
+}
+
+/// Opens two connections: one sends a request line and then one header line a
+/// second, never finishing its header block; the other sends nothing. Returns
+/// how long the server kept each open.
+async fn trickle_and_idle(addr: std::net::SocketAddr) -> (Duration, Duration) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const GIVE_UP: Duration = Duration::from_secs(20);
+    let trickle = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let started = std::time::Instant::now();
+        stream
+            .write_all(b"POST /webhooks HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 1024];
+        for line in 0.. {
+            assert!(
+                started.elapsed() < GIVE_UP,
+                "a trickling header block held its connection for {GIVE_UP:?}"
+            );
+            tokio::select! {
+                read = stream.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {} // a 408 before the close
+                },
+                () = tokio::time::sleep(Duration::from_secs(1)) => {
+                    if stream.write_all(format!("x-trickle-{line}: a\r\n").as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        started.elapsed()
+    };
+    let idle = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let started = std::time::Instant::now();
+        let mut buf = [0u8; 1024];
+        loop {
+            match tokio::time::timeout(GIVE_UP, stream.read(&mut buf)).await {
+                Err(_) => panic!("an idle connection was held for {GIVE_UP:?}"),
+                Ok(Ok(0) | Err(_)) => break,
+                Ok(Ok(_)) => {}
+            }
+        }
+        started.elapsed()
+    };
+    tokio::join!(trickle, idle)
+}
+
+for_each_receiver!(a_trickling_header_block_is_cut_within_seconds);
+async fn a_trickling_header_block_is_cut_within_seconds(example: &str) {
+    let env = with_database(example, &[("PAYHOOK_SECRET", "whsec_example_test_from_env")]);
+    let receiver = Example::start(example, &borrowed(&env));
+    let (trickled, idle) = trickle_and_idle(receiver.addr).await;
+    // The examples' header timeout is 5 s; a little more for a busy machine.
+    for (what, held) in [("trickling", trickled), ("idle", idle)] {
+        assert!(
+            held >= Duration::from_secs(3) && held < Duration::from_secs(9),
+            "{example} held a {what} connection for {held:?}"
+        );
+    }
+    // Still serving after cutting them.
+    let signed = SignedDelivery::now(
+        EventBuilder::payment_intent_succeeded().to_json(),
+        "whsec_example_test_from_env",
+    )
+    .unwrap();
+    assert_eq!(
+        receiver.post(signed.body, &signed.signature).await,
+        (200, RECEIVED.to_owned())
     );
 }

@@ -8,10 +8,20 @@
 //!   test deliveries with the same value;
 //! * `PAYHOOK_REDIS_URL`: keep the dedupe state in Redis, shared by every
 //!   replica, instead of in this process's memory;
+//! * `PAYHOOK_ALLOWED_IPS`: turn on the source-IP allowlist, with these
+//!   networks (comma-separated CIDRs, spaces allowed; a bare address is a /32
+//!   or /128). Other sources get `403` before their body is read;
+//! * `PAYHOOK_TRUSTED_PROXIES`: the load balancers in front, whose
+//!   `X-Forwarded-For` / `Forwarded` are believed (same form; needs
+//!   `PAYHOOK_ALLOWED_IPS`). A malformed entry in either (e.g. `10.0.0.0/33`)
+//!   stops the example before it listens, naming the variable, the entry and
+//!   why;
 //! * `RUST_LOG`: what is logged (default `info`), on stdout.
 //!
 //! Each example includes this file with `mod common;`; cargo builds only the
 //! files directly in `examples/` as examples, so this one is not run on its own.
+// Each example uses the part of this file it needs.
+#![allow(dead_code)]
 
 use std::error::Error;
 use std::io::IsTerminal;
@@ -19,7 +29,8 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use payhook::redis::RedisStore;
-use payhook::Receiver;
+use payhook::source::Networks;
+use payhook::{Receiver, ReceiverBuilder};
 use tracing_subscriber::EnvFilter;
 
 const DEFAULT_ADDR: &str = "127.0.0.1:3000";
@@ -57,7 +68,7 @@ impl Settings {
             }
             Err(std::env::VarError::NotUnicode(_)) => return Err("PAYHOOK_SECRET is not valid UTF-8".into()),
         };
-        let mut receiver = Receiver::builder().secret(secret);
+        let mut receiver = allowlist_from_env(Receiver::builder().secret(secret))?;
         receiver = match std::env::var("PAYHOOK_REDIS_URL") {
             // The URL may hold a password: it is never printed, and the store's
             // errors never quote it.
@@ -82,6 +93,44 @@ impl Settings {
             receiver: receiver.build()?,
         })
     }
+}
+
+/// Applies `PAYHOOK_ALLOWED_IPS` and `PAYHOOK_TRUSTED_PROXIES` to `builder`
+/// (unset or blank: off) and prints whether the allowlist is on. A malformed
+/// entry is an error naming the variable, the entry and why.
+pub fn allowlist_from_env(mut builder: ReceiverBuilder) -> Result<ReceiverBuilder, String> {
+    let setting = |name: &str| -> Result<Option<(String, usize)>, String> {
+        match std::env::var(name) {
+            Ok(value) if !value.trim().is_empty() => {
+                let networks = Networks::parse(&value).map_err(|err| format!("{name}: {err}"))?;
+                Ok(Some((value, networks.len())))
+            }
+            Ok(_) | Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name} is not valid UTF-8")),
+        }
+    };
+    let allowed = setting("PAYHOOK_ALLOWED_IPS")?;
+    let trusted = setting("PAYHOOK_TRUSTED_PROXIES")?;
+    match (allowed, trusted) {
+        (None, None) => println!("source allowlist: off"),
+        (None, Some(_)) => {
+            return Err("PAYHOOK_TRUSTED_PROXIES is set without PAYHOOK_ALLOWED_IPS: \
+                        trusted proxies only tell the allowlist who the client is"
+                .to_owned())
+        }
+        (Some((allowed, count)), trusted) => {
+            builder = builder.allowed_networks([allowed]);
+            let proxies = match trusted {
+                Some((trusted, proxies)) => {
+                    builder = builder.trusted_proxies([trusted]);
+                    proxies
+                }
+                None => 0,
+            };
+            println!("source allowlist: {count} network(s), {proxies} trusted prox(ies)");
+        }
+    }
+    Ok(builder)
 }
 
 /// Logs to stdout at the level `RUST_LOG` asks for (default `info`), in colour

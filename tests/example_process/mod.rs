@@ -55,6 +55,9 @@ pub fn command(example: &str, env: &[(&str, &str)]) -> Command {
         .env("NO_COLOR", "1")
         .env_remove("PAYHOOK_SECRET")
         .env_remove("PAYHOOK_REDIS_URL")
+        .env_remove("PAYHOOK_ALLOWED_IPS")
+        .env_remove("PAYHOOK_TRUSTED_PROXIES")
+        .env_remove("PAYHOOK_DATABASE_URL")
         .stdin(Stdio::null());
     command.envs(env.iter().copied());
     command

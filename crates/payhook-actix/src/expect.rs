@@ -43,11 +43,12 @@ use actix_service::{Service, ServiceFactory};
 use payhook_core::adapter::BodyIntake;
 use payhook_core::Receiver;
 
-use crate::extract::{ActixHeaders, Rejection};
+use crate::extract::{ActixHeaders, Rejection, PASS_THE_PEER};
 
 /// An actix-http expect handler that refuses a declared `Content-Length` over
 /// the receiver's body limit with `413 Webhook Error: …` (and a closed
-/// connection) instead of `100 Continue`. Other requests get `100 Continue`.
+/// connection) instead of `100 Continue`, and a source outside the receiver's
+/// allowlist with `403`. Other requests get `100 Continue`.
 ///
 /// It applies one receiver's limit to every request of the server; see the
 /// [module docs](self) for where it goes.
@@ -86,7 +87,12 @@ impl Service<Request> for ExpectContinue {
     actix_service::always_ready!();
 
     fn call(&self, request: Request) -> Self::Future {
-        let checked = BodyIntake::new(&self.receiver, &ActixHeaders(request.headers()));
+        let headers = ActixHeaders(request.headers());
+        let peer = request.peer_addr().map(|peer| peer.ip());
+        let checked = self
+            .receiver
+            .check_source(peer, &headers, PASS_THE_PEER)
+            .and_then(|()| BodyIntake::new(&self.receiver, &headers));
         ready(match checked {
             Ok(_) => Ok(request),
             Err(refusal) => Err(Rejection::from(refusal).into()),

@@ -4,6 +4,7 @@
 use std::cell::RefCell;
 use std::convert::Infallible;
 use std::fmt;
+use std::net::SocketAddr;
 use std::ops::Deref;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -148,7 +149,7 @@ async fn extract<T: DeserializeOwned + 'static>(
     config.check_split_store(&req);
     let receiver = config.receiver().clone();
     let headers = ActixHeaders(req.headers());
-    let body = read_body(&receiver, &headers, payload).await?;
+    let body = read_body(&receiver, req.peer_addr(), &headers, payload).await?;
     let delivery = match receiver.receive(&headers, body).await {
         Outcome::Respond(reply) => return Err(Rejection::from(reply)),
         Outcome::Deliver(delivery) => delivery,
@@ -178,19 +179,33 @@ impl Headers for ActixHeaders<'_> {
     fn lookup(&self, name: &str) -> HeaderLookup<'_> {
         HeaderLookup::from_values(self.0.get_all(name).map(|value| value.as_bytes()))
     }
+
+    fn values(&self, name: &str) -> Option<Vec<&[u8]>> {
+        Some(self.0.get_all(name).map(|value| value.as_bytes()).collect())
+    }
 }
 
-/// Reads a delivery's body through the core's intake (declared length, limit,
-/// body timeout). A refusal that closes the connection (a stalled or
+/// What a server must do to pass the peer address, in the `500` reply (actix-web
+/// knows the peer of every TCP connection; only a test request lacks one).
+pub(crate) const PASS_THE_PEER: &str = "serve the app over TCP (HttpServer::bind), or give test requests \
+    an address with TestRequest::peer_addr";
+
+/// Checks the source address (when the receiver has an allowlist; `peer` is
+/// `HttpRequest::peer_addr`), then reads a delivery's body through the core's
+/// intake (declared length, limit, body timeout). A refusal that closes the connection (a stalled or
 /// oversized body) keeps the unread rest of the payload in the [`Rejection`],
 /// so that actix-web closes the connection after the reply instead of
 /// draining a body that may never end.
 pub(crate) async fn read_body(
     receiver: &Receiver,
+    peer: Option<SocketAddr>,
     headers: &ActixHeaders<'_>,
     mut payload: Payload,
 ) -> Result<Bytes, Rejection> {
-    let read = match BodyIntake::new(receiver, headers) {
+    let checked = receiver
+        .check_source(peer.map(|peer| peer.ip()), headers, PASS_THE_PEER)
+        .and_then(|()| BodyIntake::new(receiver, headers));
+    let read = match checked {
         Ok(intake) => intake.read(|cx| Pin::new(&mut payload).poll_next(cx)).await,
         Err(refusal) => Err(refusal),
     };

@@ -21,7 +21,9 @@
 //! # });
 //! ```
 //!
-//! The route reads the body through the core's intake (size limit, body
+//! The route checks the source address first when the receiver has an
+//! allowlist (`403` for a refused one, nothing stored), then reads the body
+//! through the core's intake (size limit, body
 //! timeout), then [`Inbox::ingest`] verifies, parses and stores the delivery:
 //! `200 {"received":true}` once it is committed (new or repeat), `400`/`413`/`408`
 //! for what fails the checks, `503` when the database is down.
@@ -42,7 +44,7 @@ pub fn inbox_route(inbox: Inbox) -> Route {
 
 async fn ingest(inbox: &Inbox, req: &HttpRequest, payload: web::Payload) -> HttpResponse {
     let headers = ActixHeaders(req.headers());
-    match read_body(inbox.receiver(), &headers, payload.into_inner()).await {
+    match read_body(inbox.receiver(), req.peer_addr(), &headers, payload.into_inner()).await {
         Ok(body) => reply_to_response(inbox.ingest(&headers, body).await),
         Err(refusal) => refusal.error_response(),
     }

@@ -68,6 +68,25 @@
 //! is answered with `408`. In both cases the rest is never buffered and the
 //! connection is closed after the reply.
 //!
+//! # Source-IP allowlist
+//!
+//! With a receiver built with
+//! [`allowed_networks`](payhook_core::ReceiverBuilder::allowed_networks), the
+//! extractor and the inbox route (`inbox_route`, feature `inbox`) check the
+//! client address first, from
+//! `HttpRequest::peer_addr` and, when that peer is a trusted proxy, the
+//! forwarding headers (see `payhook::source`): a refused source gets
+//! `403 Webhook Error: …` before its body is read, and the handler never runs.
+//! actix-web's own `ConnectionInfo::realip_remote_addr` is not used: it
+//! believes `Forwarded` / `X-Forwarded-For` from any client.
+//!
+//! # Header timeout
+//!
+//! actix-web closes a connection whose request head has not arrived within
+//! `HttpServer::client_request_timeout` (5 s by default) and an idle
+//! kept-alive one after `keep_alive` (5 s); keep both short on a public
+//! webhook endpoint.
+//!
 //! # Client disconnects
 //!
 //! actix-web keeps running a handler whose client has closed its connection

@@ -4,6 +4,10 @@
 //! uses this module and nothing else of the core's internals; it only translates
 //! its framework's request and response types:
 //!
+//! 0. **Source check.** [`Receiver::check_source`](crate::Receiver::check_source)
+//!    with the connection's peer address and the headers, before anything
+//!    else: without an allowlist it passes at once; otherwise a refused source
+//!    is a ready `403` [`Reply`] (logged, counted, closing the connection).
 //! 1. **Body intake.** [`BodyIntake::new`] checks the declared `Content-Length`
 //!    against the receiver's limit before anything is read;
 //!    [`BodyIntake::read`] pulls the body's chunks under the limit and the
@@ -32,6 +36,7 @@
 //!
 //! ```
 //! use std::convert::Infallible;
+//! use std::net::IpAddr;
 //! use std::task::Poll;
 //!
 //! use bytes::Bytes;
@@ -40,7 +45,11 @@
 //! use payhook::{Receiver, Reply};
 //!
 //! /// An adapter for a made-up framework whose body arrives as a list of chunks.
-//! async fn serve(receiver: &Receiver, headers: &http::HeaderMap, chunks: Vec<Bytes>) -> Reply {
+//! async fn serve(receiver: &Receiver, peer: IpAddr, headers: &http::HeaderMap, chunks: Vec<Bytes>) -> Reply {
+//!     // First, before any body: the source-IP allowlist (passes without one).
+//!     if let Err(refusal) = receiver.check_source(Some(peer), headers, "pass the peer address") {
+//!         return refusal; // 403, closing the connection
+//!     }
 //!     let intake = match BodyIntake::new(receiver, headers) {
 //!         Ok(intake) => intake,
 //!         Err(refusal) => return refusal, // Content-Length over the limit
@@ -66,7 +75,8 @@
 //! let request = delivery.to_request("/webhooks");
 //! let (head, body) = (request.headers(), delivery.body.clone());
 //! let chunks = vec![body.slice(..10), body.slice(10..)];
-//! assert_eq!(serve(&receiver, head, chunks).await, Reply::received());
+//! let peer: IpAddr = "192.0.2.1".parse().unwrap();
+//! assert_eq!(serve(&receiver, peer, head, chunks).await, Reply::received());
 //! # });
 //! ```
 
@@ -294,6 +304,18 @@ impl ClaimGuard {
 pub fn not_configured(fix: &str) -> Reply {
     tracing::error!(target: "payhook", fix, "webhook handler reached without a payhook receiver on its route");
     Reply::not_configured(fix)
+}
+
+/// The `500` reply for a receiver with a source-IP allowlist reached without
+/// the connection's peer address ([`Reply::peer_address_unknown`]), logged as
+/// an error. `fix` names how to pass the address, in the adapter's terms.
+pub fn peer_address_unknown(fix: &str) -> Reply {
+    tracing::error!(
+        target: "payhook",
+        fix,
+        "webhook request refused: the source-IP allowlist is on but the server passed no peer address"
+    );
+    Reply::peer_address_unknown(fix)
 }
 
 /// Notices one route served by receivers with distinct in-memory stores.

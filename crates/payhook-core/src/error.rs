@@ -65,6 +65,12 @@ pub enum Error {
     /// Another request is handling this event right now.
     #[error("event {} is being handled by another delivery; retry later", Untrusted::value(.0))]
     InFlight(String),
+    /// The request's client address is outside the receiver's allowlist, or its
+    /// forwarding headers could not be trusted to name one (see
+    /// [`crate::source`]). The reply never says which address was seen; the
+    /// `WARN` log line does.
+    #[error("the source address is not allowed to deliver to this endpoint")]
+    SourceNotAllowed,
     /// The dedupe store could not be reached; nothing was acknowledged or marked.
     #[error("dedupe store unavailable: {0}")]
     StoreUnavailable(String),
@@ -76,6 +82,7 @@ impl Error {
         match self {
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Self::SourceNotAllowed => StatusCode::FORBIDDEN,
             Self::InFlight(_) => StatusCode::CONFLICT,
             Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::BAD_REQUEST,
@@ -99,6 +106,16 @@ pub enum ConfigError {
     /// A setting is out of its range; the text says which.
     #[error("invalid setting: {0}")]
     InvalidSetting(&'static str),
+    /// An entry of [`allowed_networks`](crate::ReceiverBuilder::allowed_networks)
+    /// or [`trusted_proxies`](crate::ReceiverBuilder::trusted_proxies) is not a
+    /// network: the setting, the entry (escaped) and why.
+    #[error("invalid {setting} entry {error}")]
+    InvalidNetwork {
+        /// `allowed_networks` or `trusted_proxies`.
+        setting: &'static str,
+        /// The entry and the reason.
+        error: crate::source::NetworkError,
+    },
     /// A store was given without a namespace. A store passed in may be shared
     /// with other endpoints (Redis always is), and under one default namespace
     /// whoever holds any endpoint's secret could mark another's events done.

@@ -31,10 +31,36 @@ impl<'a> HeaderLookup<'a> {
 pub trait Headers {
     /// Looks up `name` (lowercase ASCII) case-insensitively.
     fn lookup(&self, name: &str) -> HeaderLookup<'_>;
+
+    /// Every value of `name` (lowercase ASCII), in the order received; empty
+    /// when the header is absent. The source-IP allowlist reads the forwarding
+    /// headers (`X-Forwarded-For`, `Forwarded`) through it, which a chain of
+    /// proxies may send as several lines.
+    ///
+    /// The default, for implementations that only provide
+    /// [`lookup`](Self::lookup), cannot list a repeated header and returns
+    /// `None` for it; a forwarding header read that way is refused rather than
+    /// guessed at.
+    fn values(&self, name: &str) -> Option<Vec<&[u8]>> {
+        match self.lookup(name) {
+            HeaderLookup::Missing => Some(Vec::new()),
+            HeaderLookup::Once(value) => Some(vec![value]),
+            HeaderLookup::Repeated => None,
+        }
+    }
 }
 
 impl Headers for http::HeaderMap {
     fn lookup(&self, name: &str) -> HeaderLookup<'_> {
         HeaderLookup::from_values(self.get_all(name).iter().map(http::HeaderValue::as_bytes))
+    }
+
+    fn values(&self, name: &str) -> Option<Vec<&[u8]>> {
+        Some(
+            self.get_all(name)
+                .iter()
+                .map(http::HeaderValue::as_bytes)
+                .collect(),
+        )
     }
 }

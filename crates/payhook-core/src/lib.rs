@@ -10,6 +10,7 @@
 //!   turns headers and a raw body into a [`Reply`] or a claimed delivery.
 //! * [`adapter`] — the one interface framework adapters use: body intake under
 //!   the limit and timeout, settling a claim from the handler's outcome, replies.
+//! * [`source`] — the source-IP allowlist behind trusted proxies.
 //! * [`reply`] and [`error`] — what is sent back, and why.
 //! * `testing` (feature `testing`) — signed deliveries and event builders for
 //!   users' tests, and the store conformance suite.
@@ -64,6 +65,7 @@ pub mod receiver;
 pub mod reply;
 mod secret;
 pub mod signature;
+pub mod source;
 pub mod store;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

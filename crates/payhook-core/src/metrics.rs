@@ -11,7 +11,7 @@
 //! | name | kind | labels | counts |
 //! |---|---|---|---|
 //! | `payhook_deliveries_total` | counter | `outcome="verified"` | signature and event valid: handed on to the dedupe store |
-//! | | | `outcome="rejected"`, `reason` (below) | refused before the store: 400, 408, 413 |
+//! | | | `outcome="rejected"`, `reason` (below) | refused before the store: 400, 403, 408, 413 |
 //! | | | `outcome="duplicate"` | the event was handled before: 200 without the handler |
 //! | | | `outcome="in_flight"` | another delivery is handling the event: 409 |
 //! | | | `outcome="store_error"` | the dedupe store could not be reached: 503 |
@@ -24,8 +24,12 @@
 //! `reason` is one of `missing_header`, `repeated_header`, `malformed_header`,
 //! `no_signature`, `signature_mismatch`, `timestamp_too_old`,
 //! `timestamp_in_future`, `invalid_payload`, `body_too_large`, `body_read`,
-//! `body_timeout`,
+//! `body_timeout`, `source_not_allowed` (the source-IP allowlist refused the
+//! client address, `403`, counted before the body is read),
 //! `store_unavailable` or `in_flight` (see [`reason`]).
+//!
+//! A delivery refused by the allowlist is counted as `rejected` only: it never
+//! reaches `verified`.
 //!
 //! So `verified` = `duplicate` + `in_flight` + `store_error` + `handled` +
 //! `handler_failed` + the deliveries whose handler is still running.
@@ -89,6 +93,7 @@ pub fn reason(error: &Error) -> &'static str {
         Error::BodyTooLarge { .. } => "body_too_large",
         Error::BodyRead(_) => "body_read",
         Error::BodyTimeout(_) => "body_timeout",
+        Error::SourceNotAllowed => "source_not_allowed",
         Error::InFlight(_) => "in_flight",
         Error::StoreUnavailable(_) => "store_unavailable",
     }

@@ -43,6 +43,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -60,6 +61,7 @@ use crate::headers::Headers;
 use crate::metrics;
 use crate::reply::Reply;
 use crate::signature::{SignatureScheme, VerifierBuilder};
+use crate::source::{client_address, Networks};
 use crate::store::{Claim, ClaimToken, Completion, MemoryStore, Store};
 use crate::untrusted::Untrusted;
 
@@ -105,6 +107,14 @@ struct Inner {
     body_timeout: Duration,
     /// The store is the in-memory one the builder made for this receiver alone.
     own_store: bool,
+    /// The source-IP allowlist, when configured.
+    source: Option<SourcePolicy>,
+}
+
+/// Who may deliver: the allowed networks, and the proxies trusted to name the client.
+struct SourcePolicy {
+    allowed: Networks,
+    trusted_proxies: Networks,
 }
 
 impl fmt::Debug for Receiver {
@@ -115,6 +125,14 @@ impl fmt::Debug for Receiver {
             .field("retention", &self.inner.retention)
             .field("body_limit", &self.inner.body_limit)
             .field("body_timeout", &self.inner.body_timeout)
+            .field(
+                "allowed_networks",
+                &self.inner.source.as_ref().map(|source| &source.allowed),
+            )
+            .field(
+                "trusted_proxies",
+                &self.inner.source.as_ref().map(|source| &source.trusted_proxies),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -203,6 +221,94 @@ impl Receiver {
         self.inner
             .own_store
             .then(|| (&*self.inner.namespace, Arc::downgrade(&self.inner.store)))
+    }
+
+    /// Whether a source-IP allowlist is configured
+    /// ([`ReceiverBuilder::allowed_networks`]).
+    pub fn has_allowlist(&self) -> bool {
+        self.inner.source.is_some()
+    }
+
+    /// The source-IP allowlist check, the first step of every intake: adapters
+    /// call it with the connection's peer address and the request headers
+    /// before they read the body. Without an allowlist it passes at once.
+    ///
+    /// The client address is decided by [`crate::source::client_address`]
+    /// (the peer, or the rightmost untrusted hop of the forwarding headers when
+    /// the peer is a trusted proxy). A client outside the allowed networks, or
+    /// forwarding headers that cannot be trusted to name one, get
+    /// `403 Webhook Error: the source address is not allowed to deliver to this
+    /// endpoint` ([`Error::SourceNotAllowed`]): counted under the `reason`
+    /// `source_not_allowed`, logged at `WARN` with the peer, the client address
+    /// and why (request text escaped), and closing the connection, as the body
+    /// is left unread.
+    ///
+    /// `peer` is `None` when the server did not pass the adapter a peer address:
+    /// with an allowlist that is a setup mistake, answered with the `500` of
+    /// [`Reply::peer_address_unknown`] naming `missing_peer_fix`, never a silent
+    /// allow.
+    ///
+    /// # Errors
+    /// The ready reply, already logged and counted.
+    ///
+    /// ```
+    /// use payhook::Receiver;
+    ///
+    /// let receiver = Receiver::builder()
+    ///     .secret("whsec_test_secret")
+    ///     .allowed_networks(["203.0.113.0/24"])
+    ///     .trusted_proxies(["10.0.0.0/8"])
+    ///     .build()
+    ///     .unwrap();
+    /// let mut headers = http::HeaderMap::new();
+    /// assert!(receiver.check_source(Some("203.0.113.9".parse().unwrap()), &headers, "").is_ok());
+    /// let refused = receiver.check_source(Some("192.0.2.1".parse().unwrap()), &headers, "").unwrap_err();
+    /// assert_eq!(refused.status().as_u16(), 403);
+    ///
+    /// // Through the load balancer, which appends the address it saw.
+    /// headers.insert("x-forwarded-for", "203.0.113.9".parse().unwrap());
+    /// assert!(receiver.check_source(Some("10.0.0.2".parse().unwrap()), &headers, "").is_ok());
+    /// ```
+    pub fn check_source(
+        &self,
+        peer: Option<IpAddr>,
+        headers: &dyn Headers,
+        missing_peer_fix: &str,
+    ) -> Result<(), Reply> {
+        let Some(source) = &self.inner.source else {
+            return Ok(());
+        };
+        let Some(peer) = peer else {
+            return Err(crate::adapter::peer_address_unknown(missing_peer_fix));
+        };
+        let error = Error::SourceNotAllowed;
+        match client_address(peer, headers, &source.trusted_proxies) {
+            Ok(client) if source.allowed.contains(client) => Ok(()),
+            Ok(client) => {
+                metrics::rejected(&error);
+                tracing::warn!(
+                    target: "payhook",
+                    status = 403,
+                    reason = %error,
+                    %peer,
+                    %client,
+                    "delivery rejected: the client address is outside the allowlist"
+                );
+                Err(Reply::error(&error).closing_connection())
+            }
+            Err(forwarded) => {
+                metrics::rejected(&error);
+                tracing::warn!(
+                    target: "payhook",
+                    status = 403,
+                    reason = %error,
+                    %peer,
+                    forwarded = %forwarded,
+                    "delivery rejected: the forwarding headers from a trusted proxy do not name a client"
+                );
+                Err(Reply::error(&error).closing_connection())
+            }
+        }
     }
 
     /// Runs the pipeline on one request.
@@ -623,6 +729,8 @@ pub struct ReceiverBuilder {
     retention: Duration,
     body_limit: usize,
     body_timeout: Duration,
+    allowed_networks: Option<Vec<String>>,
+    trusted_proxies: Option<Vec<String>>,
 }
 
 impl Default for ReceiverBuilder {
@@ -636,6 +744,8 @@ impl Default for ReceiverBuilder {
             retention: DEFAULT_RETENTION,
             body_limit: DEFAULT_BODY_LIMIT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
+            allowed_networks: None,
+            trusted_proxies: None,
         }
     }
 }
@@ -649,6 +759,8 @@ impl fmt::Debug for ReceiverBuilder {
             .field("retention", &self.retention)
             .field("body_limit", &self.body_limit)
             .field("body_timeout", &self.body_timeout)
+            .field("allowed_networks", &self.allowed_networks)
+            .field("trusted_proxies", &self.trusted_proxies)
             .finish_non_exhaustive()
     }
 }
@@ -783,6 +895,68 @@ impl ReceiverBuilder {
         self
     }
 
+    /// Turns on the source-IP allowlist: only clients in these networks may
+    /// deliver; every other request gets `403` before its body is read (see
+    /// [`Receiver::check_source`] and [`crate::source`] for how the client
+    /// address is found). Off unless set.
+    ///
+    /// Each item is a CIDR network (`203.0.113.0/24`, `2001:db8::/32`), a bare
+    /// address (`/32` or `/128`), or several of them separated by commas with
+    /// spaces allowed — the form of an environment variable, so
+    /// `.allowed_networks([std::env::var("PAYHOOK_ALLOWED_IPS")?])` works. Items
+    /// add up over several calls. A malformed entry fails
+    /// [`build`](Self::build) with [`ConfigError::InvalidNetwork`], naming it.
+    ///
+    /// The payment service does not publish the addresses it delivers from:
+    /// list the networks you know (ones it gave you, or a relay of yours).
+    ///
+    /// ```
+    /// use payhook::{ConfigError, Receiver};
+    ///
+    /// let receiver = Receiver::builder()
+    ///     .secret("whsec_test_secret")
+    ///     .allowed_networks(["203.0.113.0/24, 2001:db8::/32", "192.0.2.7"])
+    ///     .build()?;
+    /// assert!(receiver.has_allowlist());
+    ///
+    /// let typo = Receiver::builder().secret("whsec_test_secret").allowed_networks(["10.0.0.0/33"]).build();
+    /// assert_eq!(
+    ///     typo.unwrap_err().to_string(),
+    ///     r#"invalid allowed_networks entry "10.0.0.0/33": the prefix length is over 32, the most an IPv4 network has"#
+    /// );
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn allowed_networks<I>(mut self, networks: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.allowed_networks
+            .get_or_insert_with(Vec::new)
+            .extend(networks.into_iter().map(|item| item.as_ref().to_owned()));
+        self
+    }
+
+    /// The proxies in front of the app (load balancer, ingress, CDN) whose
+    /// `X-Forwarded-For` / `Forwarded` entries are believed: when the peer is
+    /// in these networks, the client address is the rightmost forwarded
+    /// address that is not one of them (see [`crate::source`]). Without it,
+    /// forwarding headers are ignored and the client is the peer.
+    ///
+    /// Same forms as [`allowed_networks`](Self::allowed_networks), which it
+    /// needs: [`build`](Self::build) refuses trusted proxies without an
+    /// allowlist, as nothing would read them.
+    pub fn trusted_proxies<I>(mut self, networks: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.trusted_proxies
+            .get_or_insert_with(Vec::new)
+            .extend(networks.into_iter().map(|item| item.as_ref().to_owned()));
+        self
+    }
+
     /// Checks the configuration and builds the receiver.
     ///
     /// Every setting is checked here, so a receiver that builds never fails or
@@ -802,6 +976,10 @@ impl ReceiverBuilder {
     /// | `retention` over [`MAX_DURATION`] | `invalid setting: retention must be at most 100 years` |
     /// | `body_limit(0)` | `invalid setting: body limit must be at least 1 byte` |
     /// | `body_timeout(Duration::ZERO)` | `invalid setting: body timeout must be longer than zero` |
+    /// | a malformed `allowed_networks` / `trusted_proxies` entry | [`ConfigError::InvalidNetwork`]: `invalid allowed_networks entry "10.0.0.0/33": the prefix length is over 32, …` |
+    /// | `allowed_networks` given no item | `invalid setting: allowed_networks lists no network; …` |
+    /// | `trusted_proxies` given no item | `invalid setting: trusted_proxies lists no network; …` |
+    /// | `trusted_proxies` without `allowed_networks` | `invalid setting: trusted_proxies is set without allowed_networks; …` |
     ///
     /// A `body_limit` up to `usize::MAX`, a `tolerance` up to `Duration::MAX`
     /// and a `body_timeout` up to `Duration::MAX` are accepted as they are (no
@@ -839,6 +1017,7 @@ impl ReceiverBuilder {
                 "body timeout must be longer than zero",
             ));
         }
+        let source = source_policy(self.allowed_networks, self.trusted_proxies)?;
         // Descriptions go to whichever metrics recorder is installed by now.
         metrics::describe();
         let own_store = self.store.is_none();
@@ -852,7 +1031,45 @@ impl ReceiverBuilder {
                 retention: self.retention,
                 body_limit: self.body_limit,
                 body_timeout: self.body_timeout,
+                source,
             }),
         })
+    }
+}
+
+fn source_policy(
+    allowed: Option<Vec<String>>,
+    trusted: Option<Vec<String>>,
+) -> Result<Option<SourcePolicy>, ConfigError> {
+    let parse = |setting: &'static str, items: Vec<String>| {
+        if items.is_empty() {
+            return Err(ConfigError::InvalidSetting(match setting {
+                "allowed_networks" => {
+                    "allowed_networks lists no network; list at least one, or leave the allowlist off"
+                }
+                _ => "trusted_proxies lists no network; list at least one, or leave it unset",
+            }));
+        }
+        let mut networks = Networks::default();
+        for item in &items {
+            networks
+                .extend_from(item)
+                .map_err(|error| ConfigError::InvalidNetwork { setting, error })?;
+        }
+        Ok(networks)
+    };
+    let allowed = allowed
+        .map(|items| parse("allowed_networks", items))
+        .transpose()?;
+    let trusted_proxies = trusted.map(|items| parse("trusted_proxies", items)).transpose()?;
+    match (allowed, trusted_proxies) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(ConfigError::InvalidSetting(
+            "trusted_proxies is set without allowed_networks; the client address they reveal is only used by the allowlist",
+        )),
+        (Some(allowed), trusted_proxies) => Ok(Some(SourcePolicy {
+            allowed,
+            trusted_proxies: trusted_proxies.unwrap_or_default(),
+        })),
     }
 }

@@ -8,11 +8,12 @@
 //! | handled, duplicate of a handled event, or no handler for its type | 200 | `application/json` `{"received":true}` |
 //! | bad or missing signature, timestamp outside tolerance, invalid event, unreadable body | 400 | `text/plain` `Webhook Error: …` |
 //! | body over the limit | 413 | `Webhook Error: …` |
+//! | the client address is outside the source-IP allowlist (see [`crate::source`]) | 403 | `Webhook Error: the source address is not allowed to deliver to this endpoint`, before the body is read; connection closed |
 //! | the same event is being handled by another request | 409 | `Webhook Error: …` |
 //! | the dedupe store is unreachable | 503 | `Webhook Error: …` |
 //! | the body did not arrive within the body timeout | 408 | `Webhook Error: …`, connection closed |
 //! | the handler panicked | 500 | [`HANDLER_PANICKED`] |
-//! | the route has no receiver (adapter not set up) | 500 | `Webhook Error: server misconfigured: …` |
+//! | the route has no receiver (adapter not set up), or an allowlist is on and the server does not pass the peer address | 500 | `Webhook Error: server misconfigured: …` |
 //!
 //! ```
 //! use payhook::{Error, Reply};
@@ -88,6 +89,22 @@ impl Reply {
             content_type: TEXT_PLAIN,
             body: Cow::Owned(format!(
                 "Webhook Error: server misconfigured: this webhook route has no payhook receiver; {fix}"
+            )),
+            close: false,
+        }
+    }
+
+    /// `500 Webhook Error: server misconfigured: …`: the receiver has a
+    /// source-IP allowlist but the server did not give the adapter the
+    /// connection's peer address, so no source can be checked (and none is
+    /// let in unchecked). `fix` names how to pass it, in the adapter's terms.
+    pub fn peer_address_unknown(fix: &str) -> Self {
+        Self {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            content_type: TEXT_PLAIN,
+            body: Cow::Owned(format!(
+                "Webhook Error: server misconfigured: the source-IP allowlist needs the connection's \
+                 peer address, which this server does not pass on; {fix}"
             )),
             close: false,
         }

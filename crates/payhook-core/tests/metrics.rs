@@ -156,6 +156,30 @@ async fn every_outcome_is_counted_once_with_its_label() {
     let missing = receiver.receive(&HeaderMap::new(), body.clone().into()).await;
     assert!(matches!(missing, Outcome::Respond(r) if r.status() == 400));
 
+    // Refused by the source-IP allowlist, before any body: two strangers, and
+    // a trusted proxy forwarding a malformed hop. An allowed source is not counted.
+    let guarded = Receiver::builder()
+        .secret(SECRET)
+        .allowed_networks(["198.51.100.0/24"])
+        .trusted_proxies(["10.0.0.0/8"])
+        .build()
+        .unwrap();
+    let mut forwarded = HeaderMap::new();
+    forwarded.insert("x-forwarded-for", "garbage".parse().unwrap());
+    for (peer, headers) in [
+        ("192.0.2.1", HeaderMap::new()),
+        ("::1", HeaderMap::new()),
+        ("10.0.0.2", forwarded),
+    ] {
+        let refused = guarded
+            .check_source(Some(peer.parse().unwrap()), &headers, "")
+            .unwrap_err();
+        assert_eq!(refused.status(), 403);
+    }
+    assert!(guarded
+        .check_source(Some("198.51.100.9".parse().unwrap()), &HeaderMap::new(), "")
+        .is_ok());
+
     // The store down at the claim: 503.
     let down = Receiver::builder()
         .secret(SECRET)
@@ -240,7 +264,12 @@ async fn every_outcome_is_counted_once_with_its_label() {
         1.0,
         "{text}"
     );
-    assert_eq!(samples(&text, "payhook_deliveries_total").len(), 10, "{text}");
+    assert_eq!(
+        deliveries(r#"outcome="rejected",reason="source_not_allowed""#),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(samples(&text, "payhook_deliveries_total").len(), 11, "{text}");
 
     let handler = |name: &str, labels: &str| count(&text, name, labels);
     assert_eq!(

@@ -1154,3 +1154,46 @@ async fn a_store_failing_after_the_claim_still_acknowledges_success_and_logs_bot
         "{released}"
     );
 }
+
+#[tokio::test]
+async fn a_refused_source_is_logged_once_at_warn_with_hostile_header_text_escaped() {
+    let log = CapturedLog::default();
+    let _logging = log.start();
+    let receiver = builder()
+        .allowed_networks(["198.51.100.0/24"])
+        .trusted_proxies(["10.0.0.0/8"])
+        .build()
+        .unwrap();
+    let mut forwarded = http::HeaderMap::new();
+    // Bytes a header may carry that a terminal or log reader acts on.
+    let hostile = "\u{202e}evil\u{85}\u{2028}FORGED ERROR payhook: x";
+    forwarded.insert(
+        "x-forwarded-for",
+        http::HeaderValue::from_bytes(format!("198.51.100.7, {hostile}").as_bytes()).unwrap(),
+    );
+    let refused = receiver
+        .check_source(Some("10.0.0.2".parse().unwrap()), &forwarded, "")
+        .unwrap_err();
+    assert_eq!(refused.status(), 403);
+    assert!(
+        !refused.body().contains("evil"),
+        "the reply is fixed: {}",
+        refused.body()
+    );
+    let stranger = receiver
+        .check_source(Some("192.0.2.1".parse().unwrap()), &http::HeaderMap::new(), "")
+        .unwrap_err();
+    assert_eq!(stranger, refused);
+
+    let text = log.text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines.iter().all(|line| line.contains(" WARN ")), "{text}");
+    assert!(
+        lines[0].contains(r#"X-Forwarded-For entry "\u{202e}evil\u{85}\u{2028}FORGED ERROR payhook: x""#),
+        "{text}"
+    );
+    assert!(lines[0].contains("peer=10.0.0.2"), "{text}");
+    assert!(lines[1].contains("peer=192.0.2.1 client=192.0.2.1"), "{text}");
+    assert!(!text.contains(['\u{202e}', '\u{85}', '\u{2028}']), "{text}");
+}

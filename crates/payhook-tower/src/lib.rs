@@ -19,6 +19,8 @@
 //! | duplicate of an event handled before | `200 {"received":true}` |
 //! | bad signature, stale timestamp, invalid event, body cut short | `400 Webhook Error: …` |
 //! | body over the limit | `413 Webhook Error: …`, without reading the rest; connection closed |
+//! | client address outside the receiver's source-IP allowlist | `403 Webhook Error: …`, before the body is read; connection closed |
+//! | an allowlist is configured but the server passes no peer address ([`PeerAddr`]) | `500 Webhook Error: server misconfigured: …` |
 //! | the same event in flight in another request | `409 Webhook Error: …` |
 //! | dedupe store unreachable | `503 Webhook Error: …` |
 //! | body not complete within the receiver's body timeout | `408 Webhook Error: …`, connection closed |
@@ -68,9 +70,11 @@ pub mod axum;
 mod body;
 mod future;
 mod layer;
+mod peer;
 mod service;
 
 pub use body::RawBody;
 pub use future::ResponseFuture;
 pub use layer::WebhookLayer;
+pub use peer::PeerAddr;
 pub use service::WebhookService;

@@ -20,6 +20,10 @@ use crate::future::ResponseFuture;
 ///
 /// For each request it:
 ///
+/// 0. checks the source address when the receiver has an allowlist
+///    ([`Receiver::check_source`], with the peer from the request extensions:
+///    see [`PeerAddr`](crate::PeerAddr)): a refused source gets `403` and the
+///    inner service never runs;
 /// 1. reads the raw body up to the receiver's limit (`413` at once when
 ///    `Content-Length` is over it; a chunked body is read only until it passes
 ///    it; a body that breaks off is a `400`; a body that has not arrived in full
@@ -98,6 +102,10 @@ where
     ResBody: From<String> + From<&'static str>,
 {
     let (mut parts, body) = request.into_parts();
+    let peer = crate::peer::peer_ip(&parts.extensions);
+    if let Err(refusal) = receiver.check_source(peer, &parts.headers, crate::peer::PASS_THE_PEER) {
+        return Ok(refusal.into_response());
+    }
     let bytes = match body::read(&parts.headers, body, &receiver).await {
         Ok(bytes) => bytes,
         Err(refusal) => return Ok(refusal.into_response()),

@@ -330,3 +330,62 @@ async fn a_chunked_body_within_the_limit_is_verified_whole() {
     let (status, body) = text(service.oneshot(request).await.unwrap()).await;
     assert_eq!((status.as_u16(), body.as_str()), (200, event.event_id()));
 }
+
+#[tokio::test]
+async fn a_plain_tower_server_passes_the_peer_as_peer_addr_for_the_allowlist() {
+    let receiver = Receiver::builder()
+        .secret(SECRET)
+        .allowed_networks(["192.0.2.0/24"])
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&calls);
+    let service = WebhookLayer::new(receiver).layer(service_fn(move |_: Request<Full<Bytes>>| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        async { Ok::<_, Infallible>(Response::new(Full::from(r#"{"received":true}"#))) }
+    }));
+    let from = |peer: Option<&str>| {
+        let mut request = request(&signed(&EventBuilder::payment_intent_succeeded()));
+        if let Some(peer) = peer {
+            request
+                .extensions_mut()
+                .insert(payhook_tower::PeerAddr(peer.parse().unwrap()));
+        }
+        request
+    };
+    let (status, _) = text(
+        service
+            .clone()
+            .oneshot(from(Some("192.0.2.9:4000")))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let response = service
+        .clone()
+        .oneshot(from(Some("[2001:db8::1]:4000")))
+        .await
+        .unwrap();
+    assert_eq!(
+        response.headers()["connection"],
+        "close",
+        "the unread body closes the connection"
+    );
+    assert_eq!(
+        text(response).await,
+        (
+            StatusCode::FORBIDDEN,
+            "Webhook Error: the source address is not allowed to deliver to this endpoint".to_owned()
+        )
+    );
+    // No peer at all: the configuration 500 naming the extension, never an allow.
+    let (status, body) = text(service.oneshot(from(None)).await.unwrap()).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(body.contains("payhook::tower::PeerAddr"), "{body}");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the inner service ran for the allowed peer only"
+    );
+}

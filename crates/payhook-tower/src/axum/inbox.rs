@@ -21,12 +21,16 @@
 //! # });
 //! ```
 //!
-//! The route reads the body through the core's intake (size limit, body
+//! The route checks the source address first when the receiver has an
+//! allowlist (`403` for a refused one, nothing stored; the peer is read as
+//! for [`WebhookLayer`](crate::WebhookLayer), see [`PeerAddr`](crate::PeerAddr)),
+//! then reads the body through the core's intake (size limit, body
 //! timeout), then [`Inbox::ingest`] verifies, parses and stores the delivery:
 //! `200 {"received":true}` once it is committed (new or repeat), `400`/`413`/`408`
 //! for what fails the checks, `503` when the database is down.
 
 use axum::body::Body;
+use axum::extract::Request;
 use axum::http::{HeaderMap, Response};
 use axum::routing::{post, MethodRouter};
 use payhook_inbox::Inbox;
@@ -37,13 +41,26 @@ pub fn inbox_route<S>(inbox: Inbox) -> MethodRouter<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    post(move |headers: HeaderMap, body: Body| {
+    post(move |request: Request| {
         let inbox = inbox.clone();
-        async move { ingest(&inbox, &headers, body).await }
+        let (parts, body) = request.into_parts();
+        let peer = crate::peer::peer_ip(&parts.extensions);
+        async move { ingest(&inbox, peer, &parts.headers, body).await }
     })
 }
 
-async fn ingest(inbox: &Inbox, headers: &HeaderMap, body: Body) -> Response<Body> {
+async fn ingest(
+    inbox: &Inbox,
+    peer: Option<std::net::IpAddr>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Response<Body> {
+    if let Err(refusal) = inbox
+        .receiver()
+        .check_source(peer, headers, crate::peer::PASS_THE_PEER)
+    {
+        return refusal.into_response();
+    }
     let reply = match crate::body::read(headers, body, inbox.receiver()).await {
         Ok(bytes) => inbox.ingest(headers, bytes).await,
         Err(refusal) => refusal,

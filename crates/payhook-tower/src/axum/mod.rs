@@ -1,5 +1,7 @@
 //! axum integration (feature `axum`): the [`Webhook`] extractor, the
-//! [`Received`] responder and [`EventHandlers`].
+//! [`Received`] responder, [`EventHandlers`], and [`serve`] (axum's `serve`
+//! with a header-read timeout and the peer address the source-IP allowlist
+//! needs).
 //!
 //! Put [`WebhookLayer`](crate::WebhookLayer) on the webhook route with
 //! `route_layer` (other routes stay untouched), and take the verified event in
@@ -63,8 +65,10 @@ mod extract;
 mod handlers;
 #[cfg(feature = "inbox")]
 mod inbox;
+mod serve;
 
 pub use extract::{Received, Webhook, WebhookRejection};
 pub use handlers::EventHandlers;
 #[cfg(feature = "inbox")]
 pub use inbox::inbox_route;
+pub use serve::{serve, Serve, DEFAULT_HEADER_READ_TIMEOUT};
