@@ -29,13 +29,16 @@
 use axum::body::Body;
 use axum::http::{HeaderMap, Response};
 use axum::routing::{post, MethodRouter};
-use payhook_inbox::Inbox;
+use payhook_inbox::{Backend, Inbox};
 
 /// `POST` route that stores verified deliveries in `inbox` and acknowledges
 /// them; mount it with `Router::route("/webhooks", inbox_route(inbox))`.
-pub fn inbox_route<S>(inbox: Inbox) -> MethodRouter<S>
+/// Takes an inbox on any database (`Inbox<sqlx::Postgres>`,
+/// `Inbox<sqlx::Sqlite>`, or `Inbox` from a URL).
+pub fn inbox_route<S, DB>(inbox: Inbox<DB>) -> MethodRouter<S>
 where
     S: Clone + Send + Sync + 'static,
+    DB: Backend,
 {
     post(move |headers: HeaderMap, body: Body| {
         let inbox = inbox.clone();
@@ -43,7 +46,7 @@ where
     })
 }
 
-async fn ingest(inbox: &Inbox, headers: &HeaderMap, body: Body) -> Response<Body> {
+async fn ingest<DB: Backend>(inbox: &Inbox<DB>, headers: &HeaderMap, body: Body) -> Response<Body> {
     let reply = match crate::body::read(headers, body, inbox.receiver()).await {
         Ok(bytes) => inbox.ingest(headers, bytes).await,
         Err(refusal) => refusal,
