@@ -18,17 +18,6 @@ pub(crate) struct FileIdentity {
 }
 
 impl FileIdentity {
-    /// The file a `sqlite:` URL names, if it is one (not in memory).
-    pub(crate) fn of_url(url: &str) -> Option<Self> {
-        let path = url
-            .trim_start_matches("sqlite:")
-            .trim_start_matches("//")
-            .split('?')
-            .next()
-            .unwrap_or("");
-        Self::of_path(path)
-    }
-
     /// The main file of a SQLite pool, as SQLite reports it.
     pub(crate) async fn of_pool<DB: Backend>(db: &Database<DB>) -> Option<Self> {
         let path = DB::main_file(db).await.ok().flatten()?;

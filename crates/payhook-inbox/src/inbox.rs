@@ -571,11 +571,7 @@ impl InboxBuilder {
         if db.dialect == Dialect::Postgres {
             config.listen_url = Some(url.to_owned());
         }
-        let file = match db.dialect {
-            Dialect::Sqlite => crate::file::FileIdentity::of_url(url),
-            Dialect::Postgres => None,
-        };
-        start(self.receiver, db, config, self.migrate, file).await
+        start(self.receiver, db, config, self.migrate).await
     }
 
     /// Builds the inbox on the app's own pool (`sqlx::PgPool`,
@@ -607,11 +603,7 @@ impl InboxBuilder {
             ));
         }
         let db = database_of(pool, None)?;
-        let file = match db.dialect {
-            Dialect::Sqlite => crate::file::FileIdentity::of_pool(&db).await,
-            Dialect::Postgres => None,
-        };
-        start(self.receiver, db, config, self.migrate, file).await
+        start(self.receiver, db, config, self.migrate).await
     }
 }
 
@@ -620,11 +612,15 @@ async fn start<DB: Backend>(
     db: Database<DB>,
     config: Config,
     migrate: bool,
-    file: Option<crate::file::FileIdentity>,
 ) -> Result<Inbox<DB>, InboxError> {
     if migrate {
         DB::migrate(&db).await?;
     }
+    // The file as SQLite opened it (after the migrations, which create it).
+    let file = match db.dialect {
+        Dialect::Sqlite => crate::file::FileIdentity::of_pool(&db).await,
+        Dialect::Postgres => None,
+    };
     // SQLite has one writer whatever we do: one ingest task batches best.
     // PostgreSQL commits in parallel, so a few tasks keep it busy.
     let writers = match db.dialect {
