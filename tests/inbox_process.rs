@@ -330,6 +330,54 @@ async fn postgres_crash_loop_ends_dead() {
     crash_loop_ends_dead(postgres_url().await).await;
 }
 
+/// `payhook inbox` on a mistyped path: a clear error, exit 2, and no file
+/// made; on a running event, `show` and `list` say when its lease runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inbox_commands_read_without_creating_and_show_leases() {
+    let url = sqlite_url();
+    let missing = format!("{}.typo", url);
+    let output = Command::new(payhook_command())
+        .args(["inbox", "--database-url", &missing, "list"])
+        .env_remove("PAYHOOK_DATABASE_URL")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no database file"), "{stderr}");
+    assert!(!std::path::Path::new(missing.trim_start_matches("sqlite://")).exists());
+
+    let example = start(
+        &url,
+        &[
+            ("PAYHOOK_HANDLER_DELAY_MS", "4000"),
+            ("PAYHOOK_INBOX_LEASE_MS", "60000"),
+        ],
+    );
+    post_ok(&example, &event("evt_slow", "pi_slow", 1, None)).await;
+    let db = pool(&url).await;
+    eventually(Duration::from_secs(10), "the event running", || async {
+        sqlx::query("SELECT state FROM payhook_inbox WHERE event_id = 'evt_slow'")
+            .fetch_one(&db)
+            .await
+            .unwrap()
+            .get::<String, _>(0)
+            == "running"
+    })
+    .await;
+    let (code, shown) = inbox_show(&url, "evt_slow");
+    assert_eq!(code, 0, "{shown}");
+    assert!(
+        shown.lines().any(|line| line.starts_with("lease: expires in ")),
+        "{shown}"
+    );
+    let output = Command::new(payhook_command())
+        .args(["inbox", "--database-url", &url, "list"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&output.stdout);
+    assert!(listed.contains("\trunning (expires in "), "{listed}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_on_postgres_apply_once_in_order() {
     let url = postgres_url().await;
