@@ -28,8 +28,13 @@
 //! alone keeps it to one row per event) through the transaction payhook hands
 //! it, commits, and prints `handled <event id> <event type>`. When the
 //! payment intent's `metadata.fail_attempts` is `"N"`, its first N attempts
-//! fail after writing the row, so a failed attempt must leave no row. Logs go
-//! to stderr (`RUST_LOG`, default `info`).
+//! fail after writing the row, so a failed attempt must leave no row. When its
+//! `metadata.crash` is `"abort"`, the handler aborts the whole process
+//! (`std::process::abort()`) before writing, standing in for an event whose
+//! handling crashes the service (out of memory, a native crash): restarted
+//! after each crash, the process takes such an event up at most
+//! `PAYHOOK_INBOX_MAX_ATTEMPTS` times, then it is `dead` and the others keep
+//! flowing. Logs go to stderr (`RUST_LOG`, default `info`).
 
 mod common;
 
@@ -151,6 +156,10 @@ async fn handle(job: Job, delay: Duration) -> Result<(), HandlerError> {
         .and_then(|intent| intent.metadata.get("fail_attempts"))
         .and_then(|value| value.parse().ok())
         .unwrap_or(0);
+    if intent.and_then(|intent| intent.metadata.get("crash")) == Some("abort") {
+        eprintln!("inbox_receiver: aborting on request (attempt {})", job.attempt());
+        std::process::abort();
+    }
     {
         let mut tx = job.transaction().await?;
         sqlx::query("INSERT INTO ledger (event_id, event_type, amount) VALUES ($1, $2, $3)")

@@ -80,8 +80,56 @@ async fn pool(url: &str) -> AnyPool {
 
 fn event(id: &str, intent: &str, created: u64, fail_attempts: Option<u32>) -> String {
     let metadata = fail_attempts.map_or(String::new(), |n| format!(r#""fail_attempts":"{n}""#));
+    event_with_metadata(id, intent, created, &metadata)
+}
+
+/// An event whose payment intent's metadata is `metadata` (JSON members).
+fn event_with_metadata(id: &str, intent: &str, created: u64, metadata: &str) -> String {
     format!(
         r#"{{"id":"{id}","type":"payment_intent.succeeded","created":{created},"data":{{"object":{{"id":"{intent}","object":"payment_intent","amount":123456789012345678901234567890,"currency":"eth","status":"succeeded","created":1,"metadata":{{{metadata}}}}}}}}}"#
+    )
+}
+
+/// The `payhook` command, built once per test binary.
+fn payhook_command() -> std::path::PathBuf {
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let output = Command::new(cargo)
+                .args([
+                    "build",
+                    "-p",
+                    "payhook-cli",
+                    "--bin",
+                    "payhook",
+                    "--message-format=json-render-diagnostics",
+                ])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .stderr(std::process::Stdio::inherit())
+                .output()
+                .expect("run cargo build -p payhook-cli");
+            assert!(output.status.success(), "cargo build -p payhook-cli failed");
+            String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                .filter(|message| message["target"]["name"] == "payhook")
+                .find_map(|message| message["executable"].as_str().map(std::path::PathBuf::from))
+                .expect("cargo reports the payhook executable")
+        })
+        .clone()
+}
+
+/// `payhook inbox show ID` on the inbox at `url`: its exit code and output.
+fn inbox_show(url: &str, id: &str) -> (i32, String) {
+    let output = Command::new(payhook_command())
+        .args(["inbox", "--database-url", url, "show", id])
+        .env_remove("PAYHOOK_DATABASE_URL")
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
     )
 }
 
@@ -213,6 +261,121 @@ async fn sqlite_sigkill_mid_handlers_then_restart_applies_each_event_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_sigkill_mid_handlers_then_restart_applies_each_event_once() {
     sigkill_then_restart(postgres_url().await).await;
+}
+
+/// An event whose handler aborts the process, with a supervisor restarting
+/// it after each crash: it is taken up at most max-attempts times, then it is
+/// dead (so says `payhook inbox show`), and the other events keep flowing.
+async fn crash_loop_ends_dead(url: String) {
+    let env = [
+        ("PAYHOOK_INBOX_MAX_ATTEMPTS", "3"),
+        ("PAYHOOK_INBOX_LEASE_MS", "1000"),
+        ("PAYHOOK_INBOX_BACKOFF_MS", "100"),
+    ];
+    let mut example = start(&url, &env);
+    // The worker may take the event up and abort before the reply is written
+    // (the sender would deliver again and get 200): stored either way.
+    let crash = event_with_metadata("evt_crash", "pi_crash", 1, r#""crash":"abort""#);
+    if let Ok(reply) = post(&example.url(), &crash).await {
+        assert_eq!(reply, (200, r#"{"received":true}"#.to_owned()));
+    }
+    let db = pool(&url).await;
+    let state = |db: AnyPool| async move {
+        sqlx::query("SELECT state FROM payhook_inbox WHERE event_id = 'evt_crash'")
+            .fetch_one(&db)
+            .await
+            .unwrap()
+            .get::<String, _>(0)
+    };
+    let mut crashes = 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while state(db.clone()).await != "dead" {
+        assert!(
+            Instant::now() < deadline,
+            "the event never became dead after {crashes} crash(es)"
+        );
+        if let Some(status) = example.wait_exit(Duration::from_millis(100)) {
+            assert!(!status.success(), "the example exited by itself: {status}");
+            crashes += 1;
+            assert!(crashes <= 3, "the event crashed the process a fourth time");
+            // The supervisor restarts it.
+            example = start(&url, &env);
+        }
+    }
+    assert_eq!(crashes, 3, "each of the 3 attempts crashed the process once");
+    let (code, shown) = inbox_show(&url, "evt_crash");
+    assert_eq!(code, 0, "{shown}");
+    assert!(shown.lines().any(|line| line == "state: dead"), "{shown}");
+    assert!(shown.lines().any(|line| line == "attempts: 3"), "{shown}");
+    assert!(
+        shown.contains("the worker stopped while handling it (attempt 3 of 3)"),
+        "{shown}"
+    );
+    // The process that found it dead keeps running, and handles the others.
+    post_ok(&example, &event("evt_after_crash", "pi_other", 2, None)).await;
+    let handled = example.wait_for_line(Duration::from_secs(30), |line| line.starts_with("handled "));
+    assert_eq!(handled, "handled evt_after_crash payment_intent.succeeded");
+    assert!(example.wait_exit(Duration::from_millis(500)).is_none());
+    let ledger = ledger_counts(&db).await;
+    assert_eq!(ledger, BTreeMap::from([("evt_after_crash".to_owned(), 1)]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_crash_loop_ends_dead() {
+    crash_loop_ends_dead(sqlite_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_crash_loop_ends_dead() {
+    crash_loop_ends_dead(postgres_url().await).await;
+}
+
+/// `payhook inbox` on a mistyped path: a clear error, exit 2, and no file
+/// made; on a running event, `show` and `list` say when its lease runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inbox_commands_read_without_creating_and_show_leases() {
+    let url = sqlite_url();
+    let missing = format!("{}.typo", url);
+    let output = Command::new(payhook_command())
+        .args(["inbox", "--database-url", &missing, "list"])
+        .env_remove("PAYHOOK_DATABASE_URL")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no database file"), "{stderr}");
+    assert!(!std::path::Path::new(missing.trim_start_matches("sqlite://")).exists());
+
+    let example = start(
+        &url,
+        &[
+            ("PAYHOOK_HANDLER_DELAY_MS", "4000"),
+            ("PAYHOOK_INBOX_LEASE_MS", "60000"),
+        ],
+    );
+    post_ok(&example, &event("evt_slow", "pi_slow", 1, None)).await;
+    let db = pool(&url).await;
+    eventually(Duration::from_secs(10), "the event running", || async {
+        sqlx::query("SELECT state FROM payhook_inbox WHERE event_id = 'evt_slow'")
+            .fetch_one(&db)
+            .await
+            .unwrap()
+            .get::<String, _>(0)
+            == "running"
+    })
+    .await;
+    let (code, shown) = inbox_show(&url, "evt_slow");
+    assert_eq!(code, 0, "{shown}");
+    assert!(
+        shown.lines().any(|line| line.starts_with("lease: expires in ")),
+        "{shown}"
+    );
+    let output = Command::new(payhook_command())
+        .args(["inbox", "--database-url", &url, "list"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&output.stdout);
+    assert!(listed.contains("\trunning (expires in "), "{listed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -143,6 +143,21 @@ impl Example {
         }
     }
 
+    /// Waits until the process exits by itself (it is not killed); its exit
+    /// status, or `None` when it still runs after `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The webhook URL.
     pub fn url(&self) -> String {
         format!("http://{}/webhooks", self.addr)

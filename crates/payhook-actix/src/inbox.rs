@@ -29,20 +29,22 @@
 //! for what fails the checks, `503` when the database is down.
 
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError, Route};
-use payhook_inbox::Inbox;
+use payhook_inbox::{Backend, Inbox};
 
 use crate::extract::{read_body, reply_to_response, ActixHeaders};
 
 /// `POST` route that stores verified deliveries in `inbox` and acknowledges
 /// them; mount it with `App::route("/webhooks", inbox_route(inbox))`.
-pub fn inbox_route(inbox: Inbox) -> Route {
+/// Takes an inbox on any database (`Inbox<sqlx::Postgres>`,
+/// `Inbox<sqlx::Sqlite>`, or `Inbox` from a URL).
+pub fn inbox_route<DB: Backend>(inbox: Inbox<DB>) -> Route {
     web::post().to(move |req: HttpRequest, payload: web::Payload| {
         let inbox = inbox.clone();
         async move { ingest(&inbox, &req, payload).await }
     })
 }
 
-async fn ingest(inbox: &Inbox, req: &HttpRequest, payload: web::Payload) -> HttpResponse {
+async fn ingest<DB: Backend>(inbox: &Inbox<DB>, req: &HttpRequest, payload: web::Payload) -> HttpResponse {
     let headers = ActixHeaders(req.headers());
     match read_body(inbox.receiver(), req.peer_addr(), &headers, payload.into_inner()).await {
         Ok(body) => reply_to_response(inbox.ingest(&headers, body).await),

@@ -116,9 +116,12 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
             say!("EVENT\tSTATE\tTYPE\tATTEMPTS\tAGE\tLAST ERROR");
             for event in events {
                 say!(
-                    "{}\t{}\t{}\t{}\t{}\t{}",
+                    "{}\t{}{}\t{}\t{}\t{}\t{}",
                     Untrusted::value(&event.event_id),
                     event.state,
+                    event
+                        .lease_until
+                        .map_or(String::new(), |until| format!(" ({})", lease(until))),
                     Untrusted::value(&event.event_type),
                     event.attempts,
                     age(event.received_at),
@@ -176,6 +179,9 @@ fn show(event: &StoredEvent) {
         Untrusted::value(event.intent_id.as_deref().unwrap_or("-"))
     );
     say!("state: {}", event.state);
+    if let Some(until) = event.lease_until {
+        say!("lease: {}", lease(until));
+    }
     say!("attempts: {}", event.attempts);
     say!("created: {}", event.created);
     say!("received: {} ago", age(event.received_at));
@@ -204,9 +210,24 @@ fn now_secs() -> i64 {
         .map_or(0, |elapsed| i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX))
 }
 
+/// When a running event's lease runs out: after that, a worker takes it up
+/// again (or makes it dead, if that was its last attempt).
+fn lease(until_ms: i64) -> String {
+    let left = until_ms / 1000 - now_secs();
+    if left > 0 {
+        format!("expires in {}", span(left))
+    } else {
+        format!("expired {} ago; taken up again at the next claim", span(-left))
+    }
+}
+
 /// How long ago a Unix-milliseconds time was, rounded to a readable unit.
 fn age(at_ms: i64) -> String {
-    let seconds = now_secs().saturating_sub(at_ms / 1000).max(0);
+    span(now_secs().saturating_sub(at_ms / 1000).max(0))
+}
+
+/// A number of seconds, rounded to a readable unit.
+fn span(seconds: i64) -> String {
     match seconds {
         s if s < 120 => format!("{s}s"),
         s if s < 7200 => format!("{}m", s / 60),

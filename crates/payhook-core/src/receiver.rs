@@ -214,6 +214,13 @@ impl Receiver {
         self.inner.retention
     }
 
+    /// Whether the receiver keeps handled event ids in its own in-memory
+    /// store (none was given to the builder). The durable inbox, whose table
+    /// is its dedupe store, refuses a receiver built with another store.
+    pub fn has_own_store(&self) -> bool {
+        self.inner.own_store
+    }
+
     /// The namespace, and the store when it is the receiver's own in-memory
     /// store (none was set on the builder): what tells two receivers built
     /// alike apart when their dedupe is not shared.

@@ -1,4 +1,4 @@
-//! The database pool, which backend it talks to, and the clock and tokens the
+//! The database pool, which dialect it speaks, and the clock and tokens the
 //! queue uses.
 
 use std::collections::hash_map::RandomState;
@@ -9,74 +9,85 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{Any, Executor, Pool};
 
-use tokio::sync::oneshot;
+use crate::error::InboxError;
+use crate::queue::Dialect;
 
-use crate::error::{describe, InboxError};
-
-/// Which SQL dialect a URL speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Backend {
-    Sqlite,
-    Postgres,
+/// A pool and its dialect.
+#[derive(Debug)]
+pub struct Database<DB: sqlx::Database> {
+    pub(crate) pool: Pool<DB>,
+    pub(crate) dialect: Dialect,
 }
 
-impl Backend {
-    pub(crate) fn of_url(url: &str) -> Result<Self, InboxError> {
-        let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
-        match scheme {
-            "sqlite" if cfg!(feature = "sqlite") => Ok(Self::Sqlite),
-            "postgres" | "postgresql" if cfg!(feature = "postgres") => Ok(Self::Postgres),
-            "sqlite" => Err(InboxError::UnsupportedUrl(
-                "sqlite: URLs need payhook-inbox's `sqlite` feature",
-            )),
-            "postgres" | "postgresql" => Err(InboxError::UnsupportedUrl(
-                "postgres: URLs need payhook-inbox's `postgres` feature",
-            )),
-            _ => Err(InboxError::UnsupportedUrl(
-                "expected sqlite://FILE or postgres://USER@HOST/DB",
-            )),
+impl<DB: sqlx::Database> Clone for Database<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            dialect: self.dialect,
         }
     }
 }
 
-/// A pool and its backend.
-#[derive(Debug, Clone)]
-pub(crate) struct Database {
-    pub(crate) pool: Pool<Any>,
-    pub(crate) backend: Backend,
+/// How a pool built from a URL opens the database.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UrlOptions {
+    pub(crate) max_connections: u32,
+    pub(crate) acquire_timeout: Duration,
+    pub(crate) sqlite_full_sync: bool,
+    pub(crate) sqlite_cache_kib: u32,
+    /// Create a missing SQLite file (the inbox) or refuse it (the admin
+    /// commands, which never create or change a database's schema).
+    pub(crate) create: bool,
 }
 
-impl Database {
-    /// Connects (lazily checking the URL first) with at most `max_connections`;
-    /// on SQLite each connection keeps a page cache of at most `sqlite_cache_kib`.
-    pub(crate) async fn connect(
-        url: &str,
-        max_connections: u32,
-        acquire_timeout: Duration,
-        sqlite_full_sync: bool,
-        sqlite_cache_kib: u32,
-    ) -> Result<Self, InboxError> {
+impl Database<Any> {
+    /// A pool for a `sqlite:` or `postgres:` URL, connecting lazily. Without
+    /// `create`, one connection is opened and read first, so that a missing
+    /// file or a file that is not a database is reported at once, by what it is
+    /// (the pool would retry it until its acquire timeout).
+    pub(crate) async fn connect(url: &str, options: UrlOptions) -> Result<Self, InboxError> {
         sqlx::any::install_default_drivers();
-        let backend = Backend::of_url(url)?;
-        let url = match backend {
-            // Create the file when it does not exist yet, unless the URL says otherwise.
-            Backend::Sqlite if !url.contains("mode=") => {
+        let dialect = Dialect::of_url(url)?;
+        let url = match dialect {
+            // Create the file when it does not exist yet (or refuse to), unless
+            // the URL says otherwise.
+            Dialect::Sqlite if !url.contains("mode=") => {
+                let mode = if options.create { "mode=rwc" } else { "mode=rw" };
                 if url.contains('?') {
-                    format!("{url}&mode=rwc")
+                    format!("{url}&{mode}")
                 } else {
-                    format!("{url}?mode=rwc")
+                    format!("{url}?{mode}")
                 }
             }
             _ => url.to_owned(),
         };
-        let options = AnyConnectOptions::from_str(&url)
+        let connect_options = AnyConnectOptions::from_str(&url)
             .map_err(|_| InboxError::UnsupportedUrl("the database URL cannot be parsed"))?;
+        if !options.create {
+            if dialect == Dialect::Sqlite && !sqlite_file_exists(&url) {
+                return Err(InboxError::NoInbox("there is no database file at this path"));
+            }
+            use sqlx::Connection as _;
+            let mut conn = sqlx::AnyConnection::connect_with(&connect_options).await?;
+            let probe = match dialect {
+                // Reading the schema reads the file's header.
+                Dialect::Sqlite => "SELECT COUNT(*) FROM sqlite_master",
+                Dialect::Postgres => "SELECT 1",
+            };
+            conn.execute(probe).await?;
+            let _ = conn.close().await;
+        }
+        let UrlOptions {
+            sqlite_full_sync,
+            sqlite_cache_kib,
+            ..
+        } = options;
         let pool = AnyPoolOptions::new()
-            .max_connections(max_connections.max(2))
-            .acquire_timeout(acquire_timeout)
+            .max_connections(options.max_connections.max(2))
+            .acquire_timeout(options.acquire_timeout)
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
-                    if backend == Backend::Sqlite {
+                    if dialect == Dialect::Sqlite {
                         // Wait for the single write lock instead of failing at once.
                         conn.execute("PRAGMA busy_timeout = 10000").await?;
                         // In WAL mode NORMAL makes a commit durable against a
@@ -95,9 +106,20 @@ impl Database {
                     Ok(())
                 })
             })
-            .connect_lazy_with(options);
-        Ok(Self { pool, backend })
+            .connect_lazy_with(connect_options);
+        Ok(Self { pool, dialect })
     }
+}
+
+/// Whether the file a `sqlite:` URL names exists (in-memory databases do).
+fn sqlite_file_exists(url: &str) -> bool {
+    let path = url
+        .trim_start_matches("sqlite:")
+        .trim_start_matches("//")
+        .split('?')
+        .next()
+        .unwrap_or("");
+    path.is_empty() || path == ":memory:" || std::path::Path::new(path).exists()
 }
 
 /// Milliseconds since the Unix epoch.
@@ -124,26 +146,4 @@ pub(crate) fn random_u64() -> u64 {
 pub(crate) fn new_token() -> i64 {
     // Tokens are compared, never ordered: the sign bit is as good as any other.
     i64::from_ne_bytes(random_u64().to_ne_bytes())
-}
-
-/// Answers everyone waiting on one batched statement: each its own result in
-/// batch order, or all of them the statement's error (as safe text). A waiter
-/// that went away (its request was dropped) is skipped.
-pub(crate) fn answer_batch<T>(
-    waiters: impl Iterator<Item = oneshot::Sender<Result<T, String>>>,
-    result: Result<Vec<T>, sqlx::Error>,
-) {
-    match result {
-        Ok(answers) => {
-            for (waiter, answer) in waiters.zip(answers) {
-                let _ = waiter.send(Ok(answer));
-            }
-        }
-        Err(err) => {
-            let message = describe(&err);
-            for waiter in waiters {
-                let _ = waiter.send(Err(message.clone()));
-            }
-        }
-    }
 }

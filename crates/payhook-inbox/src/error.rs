@@ -25,6 +25,14 @@ pub enum InboxError {
     /// [`Job::commit`](crate::Job::commit).
     #[error("the transaction of event {0} was already committed")]
     Committed(String),
+    /// The database holds no inbox (a missing file or table): the read-only
+    /// operations never create one.
+    #[error("no inbox here: {0}")]
+    NoInbox(&'static str),
+    /// [`Inbox::wait_idle`](crate::Inbox::wait_idle) timed out with events
+    /// still waiting.
+    #[error("the inbox still had {0} event(s) waiting when the time ran out")]
+    NotIdle(i64),
     /// No event with this id in the namespace.
     #[error("no event {0} in the inbox")]
     NotFound(String),
@@ -36,7 +44,20 @@ impl From<sqlx::Error> for InboxError {
     }
 }
 
-/// A database error as text that is safe to log and to put in a reply.
+/// What kind of database failure this was, for a `503` reply: never a table,
+/// index, constraint or server message (those go to the log).
+pub(crate) fn kind(err: &sqlx::Error) -> &'static str {
+    match err {
+        sqlx::Error::Database(_) => "the database refused the write",
+        sqlx::Error::Io(_) | sqlx::Error::Tls(_) => "the database cannot be reached",
+        sqlx::Error::PoolTimedOut => "timed out waiting for a database connection",
+        sqlx::Error::PoolClosed => "the inbox is shutting down",
+        _ => "the database failed",
+    }
+}
+
+/// A database error as text for the log and for operators (escape it before
+/// a log line: a server message may quote stored values).
 pub(crate) fn describe(err: &sqlx::Error) -> String {
     match err {
         sqlx::Error::Database(db) => db.message().to_owned(),

@@ -1,36 +1,39 @@
 //! The inbox: connect, ingest a delivery, configure the workers.
 //!
-//! Ingest runs the core's verify-then-parse ([`Receiver::check`]) and only then
+//! Ingest runs the core's intake ([`Receiver::admit`]) and only then
 //! writes: nothing unsigned or invalid ever becomes a row. Concurrent ingests are
 //! grouped by a few writer tasks into one multi-row `INSERT` each, so many
 //! deliveries share one statement and one commit (and, on SQLite, one turn of
 //! the single write lock); every delivery still gets its reply only after the
-//! commit that holds it.
+//! commit that holds it. When such a statement fails, its rows are written one
+//! by one, so a row the database refuses fails its own delivery alone.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use payhook_core::adapter::Headers;
+use payhook_core::receiver::{MAX_DURATION, MIN_LEASE};
 use payhook_core::{Error, Event, Receiver, Reply};
-use sqlx::Row as _;
+use sqlx::{Any, Pool};
 use tokio::sync::{mpsc, oneshot, Mutex, Notify};
 
-use crate::db::{answer_batch, now_ms, Backend, Database};
-use crate::error::InboxError;
+use crate::db::{now_ms, Database, UrlOptions};
+use crate::error::{describe, kind, InboxError};
 use crate::metrics as m;
-use crate::schema;
+use crate::queue::{database_of, Backend, Dialect, NewRow, MAX_ID_BYTES};
 use crate::worker::{Handler, Workers};
 
-/// The namespace unless configured otherwise (the core receiver's default too).
+/// The namespace unless configured otherwise: the core receiver's.
 pub const DEFAULT_NAMESPACE: &str = payhook_core::receiver::DEFAULT_NAMESPACE;
-/// How long a done event is kept (the dedupe window) unless configured otherwise.
-pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
-/// How long a claim lasts before it must be renewed, unless configured otherwise.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// How long a done event is kept (the dedupe window) unless configured
+/// otherwise: the core receiver's.
+pub const DEFAULT_RETENTION: Duration = payhook_core::receiver::DEFAULT_RETENTION;
+/// How long a claim lasts before it must be renewed, unless configured
+/// otherwise: the core receiver's.
+pub const DEFAULT_LEASE: Duration = payhook_core::receiver::DEFAULT_LEASE;
 /// The first retry delay unless configured otherwise.
 pub const DEFAULT_BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// The longest retry delay unless configured otherwise.
@@ -46,27 +49,36 @@ pub const DEFAULT_SQLITE_CACHE_KIB: u32 = 256;
 /// The most handlers [`InboxBuilder::concurrency`] accepts.
 const MOST_HANDLERS: usize = 65_536;
 
-/// The longest any Duration setting may be: far beyond any sensible value,
-/// and far enough from overflow that `Instant::now()` plus it stays valid.
-const LONGEST_SETTING: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
 /// Most deliveries written in one ingest transaction.
 const INGEST_BATCH: usize = 256;
 
-/// A durable inbox: verified events are written to a database and acknowledged,
-/// and [`Workers`] hand them to a handler afterwards. Cheap to clone.
-#[derive(Clone)]
-pub struct Inbox {
-    pub(crate) inner: Arc<Inner>,
+/// A durable inbox on the database `DB` (sqlx's [`Postgres`](sqlx::Postgres)
+/// or [`Sqlite`](sqlx::Sqlite) when built from the app's pool with
+/// [`Inbox::from_pool`]; [`Any`] when built from a URL with
+/// [`Inbox::connect`]): verified events are written to the database and
+/// acknowledged, and [`Workers`] hand them to a handler afterwards. Cheap to
+/// clone.
+pub struct Inbox<DB: Backend = Any> {
+    pub(crate) inner: Arc<Inner<DB>>,
 }
 
-pub(crate) struct Inner {
+impl<DB: Backend> Clone for Inbox<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+pub(crate) struct Inner<DB: Backend> {
     pub(crate) receiver: Receiver,
-    pub(crate) db: Database,
+    pub(crate) db: Database<DB>,
     pub(crate) config: Config,
     ingest: mpsc::Sender<Pending>,
     /// Woken after each ingest commit so idle workers look at once.
     pub(crate) arrived: Notify,
+    /// The SQLite file as opened, to notice it deleted or replaced.
+    file: Option<crate::file::FileIdentity>,
 }
 
 /// The worker-side settings.
@@ -80,71 +92,82 @@ pub(crate) struct Config {
     pub(crate) max_attempts: u32,
     pub(crate) concurrency: usize,
     pub(crate) poll_interval: Duration,
+    /// The URL of a PostgreSQL inbox built from one (for its listener).
+    pub(crate) listen_url: Option<String>,
 }
 
-impl fmt::Debug for Inbox {
+impl<DB: Backend> fmt::Debug for Inbox<DB> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Inbox")
-            .field("backend", &self.inner.db.backend)
-            .field("config", &self.inner.config)
+            .field("dialect", &self.inner.db.dialect)
+            .field("namespace", &self.inner.config.namespace)
+            .field("lease", &self.inner.config.lease)
+            .field("retention", &self.inner.config.retention)
+            .field("max_attempts", &self.inner.config.max_attempts)
+            .field("concurrency", &self.inner.config.concurrency)
             .finish_non_exhaustive()
     }
 }
 
 /// One delivery waiting for its ingest commit.
 struct Pending {
-    row: Row,
-    done: oneshot::Sender<Result<bool, String>>,
+    row: NewRow,
+    done: oneshot::Sender<Result<bool, &'static str>>,
 }
 
-/// The columns ingest writes.
-struct Row {
-    event_id: String,
-    event_type: String,
-    intent_id: Option<String>,
-    created: i64,
-    body: String,
-    received_at: i64,
-}
-
-impl Inbox {
-    /// Starts a builder around a configured [`Receiver`] (its secrets, header,
-    /// tolerance and body limit are used; its dedupe store is not).
+impl Inbox<Any> {
+    /// Starts a builder around a configured [`Receiver`]. The inbox takes the
+    /// receiver's secrets, header, tolerance, body limit and intake (logging
+    /// and `payhook_deliveries_total`), and its namespace, lease and retention
+    /// unless the builder overrides them. A receiver given its own dedupe
+    /// store is refused (see [`InboxBuilder::connect`]): the inbox's table is
+    /// its dedupe store.
     pub fn builder(receiver: Receiver) -> InboxBuilder {
         InboxBuilder {
             receiver,
-            config: Config {
-                namespace: DEFAULT_NAMESPACE.to_owned(),
-                lease: DEFAULT_LEASE,
-                retention: DEFAULT_RETENTION,
-                backoff_base: DEFAULT_BACKOFF_BASE,
-                backoff_cap: DEFAULT_BACKOFF_CAP,
-                max_attempts: DEFAULT_MAX_ATTEMPTS,
-                concurrency: DEFAULT_CONCURRENCY,
-                poll_interval: Duration::from_millis(200),
-            },
+            namespace: None,
+            lease: None,
+            retention: None,
+            backoff_base: DEFAULT_BACKOFF_BASE,
+            backoff_cap: DEFAULT_BACKOFF_CAP,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            concurrency: DEFAULT_CONCURRENCY,
+            poll_interval: Duration::from_millis(200),
             migrate: true,
-            acquire_timeout: Duration::from_secs(5),
-            sqlite_full_sync: false,
-            sqlite_cache_kib: DEFAULT_SQLITE_CACHE_KIB,
+            acquire_timeout: None,
+            sqlite_full_sync: None,
+            sqlite_cache_kib: None,
         }
     }
 
-    /// Connects with the default settings and runs the migrations.
+    /// Connects to a URL with the default settings and runs the migrations.
     ///
     /// # Errors
     /// See [`InboxBuilder::connect`].
     pub async fn connect(receiver: Receiver, url: &str) -> Result<Self, InboxError> {
         Self::builder(receiver).connect(url).await
     }
+}
 
-    /// Creates the inbox table when it is missing. [`InboxBuilder::connect`] does
-    /// this unless [`InboxBuilder::skip_migrations`] was set.
+impl<DB: Backend> Inbox<DB> {
+    /// An inbox on the app's own pool (`sqlx::PgPool`, `sqlx::SqlitePool`),
+    /// with the default settings; runs the migrations. Handlers get
+    /// [`Job<DB>`](crate::Job), whose transaction is the app's connection type.
+    ///
+    /// # Errors
+    /// See [`InboxBuilder::from_pool`].
+    pub async fn from_pool(receiver: Receiver, pool: Pool<DB>) -> Result<Self, InboxError> {
+        Inbox::builder(receiver).from_pool(pool).await
+    }
+
+    /// Runs the numbered migrations that have not run yet on this database
+    /// (each recorded in the `payhook_inbox_schema` table). Building the inbox
+    /// does this unless [`InboxBuilder::skip_migrations`] was set.
     ///
     /// # Errors
     /// The database could not be reached or refused the statements.
     pub async fn migrate(&self) -> Result<(), InboxError> {
-        schema::migrate(&self.inner.db.pool, self.inner.db.backend).await
+        DB::migrate(&self.inner.db).await
     }
 
     /// The receiver that verifies and parses deliveries.
@@ -152,8 +175,13 @@ impl Inbox {
         &self.inner.receiver
     }
 
+    /// The namespace events are kept under.
+    pub fn namespace(&self) -> &str {
+        &self.inner.config.namespace
+    }
+
     /// The database pool, for the app's own queries outside handlers.
-    pub fn pool(&self) -> &sqlx::AnyPool {
+    pub fn pool(&self) -> &Pool<DB> {
         &self.inner.db.pool
     }
 
@@ -161,10 +189,19 @@ impl Inbox {
     ///
     /// * not signed correctly, or not a valid event → the core's `400`/`413`
     ///   reply, and nothing is written;
+    /// * an event the inbox cannot store as it is — an id, type or
+    ///   payment-intent id longer than [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
+    ///   or a NUL character in any of them or in the body → `400 Webhook
+    ///   Error: …` naming the field, before any database work, the same on
+    ///   every backend (counted `verified`, then `rejected` with reason
+    ///   `invalid_payload`);
     /// * new or already in the inbox → `200 {"received":true}` once the row is
     ///   committed;
-    /// * the database is unreachable or failing → `503 Webhook Error: …`:
-    ///   nothing was acknowledged, so the sender delivers again.
+    /// * the database is unreachable, failing, or (SQLite) its file was deleted
+    ///   or replaced since the inbox opened it → `503 Webhook Error: inbox
+    ///   database unavailable: …` saying which kind of failure (never a table,
+    ///   index or server message: those go to the log, escaped). Nothing was
+    ///   acknowledged, so the sender delivers again.
     ///
     /// Verification and parsing happen before this returns (the future does not
     /// borrow `headers`); the returned future only waits for the commit.
@@ -189,12 +226,39 @@ impl Inbox {
     /// process, beside the server; stop them with [`Workers::shutdown`].
     ///
     /// Must be called inside a tokio runtime.
-    pub fn start<H: Handler>(&self, handler: H) -> Workers {
+    pub fn start<H: Handler<DB>>(&self, handler: H) -> Workers {
         Workers::start(self.clone(), handler)
+    }
+
+    /// Waits until no event of this namespace is waiting (pending, retrying or
+    /// running): every stored event is done or dead. For tests: deliver, then
+    /// `inbox.wait_idle(timeout)`, then check the effects.
+    ///
+    /// # Errors
+    /// [`InboxError::NotIdle`] with the number still waiting when `timeout`
+    /// runs out, or a database error.
+    pub async fn wait_idle(&self, timeout: Duration) -> Result<(), InboxError> {
+        let deadline = Instant::now() + timeout.min(MAX_DURATION);
+        loop {
+            let (waiting, _) = DB::depth(&self.inner.db, &self.inner.config.namespace).await?;
+            if waiting == 0 {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(InboxError::NotIdle(waiting));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
 
-async fn store(inner: &Inner, row: Row) -> Reply {
+async fn store<DB: Backend>(inner: &Inner<DB>, row: NewRow) -> Reply {
+    if let Some(file) = &inner.file {
+        if let Err(reason) = file.check() {
+            tracing::error!(target: "payhook", status = 503, reason, "delivery not stored: the SQLite file the inbox opened is gone");
+            return unavailable(reason);
+        }
+    }
     let (done, answer) = oneshot::channel();
     let event_id = row.event_id.clone();
     if inner.ingest.send(Pending { row, done }).await.is_err() {
@@ -213,7 +277,7 @@ async fn store(inner: &Inner, row: Row) -> Reply {
             }
             Reply::received()
         }
-        Ok(Err(message)) => unavailable(&message),
+        Ok(Err(kind)) => unavailable(kind),
         Err(_) => unavailable("the inbox writer has stopped"),
     }
 }
@@ -224,23 +288,47 @@ pub(crate) fn payhook_escape(text: &str) -> String {
     payhook_core::untrusted::Untrusted::value(text).to_string()
 }
 
-fn unavailable(message: &str) -> Reply {
-    let error = Error::StoreUnavailable(format!("inbox database unavailable: {message}"));
+/// The `503` reply: `kind` is one of a few fixed phrases, never a database's
+/// own message.
+fn unavailable(kind: &str) -> Reply {
+    let error = Error::StoreUnavailable(format!("inbox database unavailable: {kind}"));
     tracing::error!(target: "payhook", status = 503, reason = %error, "delivery not stored");
     Reply::error(&error)
 }
 
 /// The columns of a verified event. The order key is the event's `created`
-/// (seconds), or the time of arrival when the event has none.
-fn row_of(event: &Event, body: &[u8]) -> Result<Row, Error> {
+/// (seconds), or the time of arrival when the event has none. What one of the
+/// backends could not store is refused here, for every backend alike.
+fn row_of(event: &Event, body: &[u8]) -> Result<NewRow, Error> {
     let received_at = now_ms();
     let body = std::str::from_utf8(body)
         .map_err(|_| Error::InvalidPayload("body is not UTF-8".to_owned()))?
         .to_owned();
-    Ok(Row {
+    let intent_id = event.payment_intent().map(|intent| intent.id.clone());
+    for (field, value) in [
+        ("id", Some(event.id())),
+        ("type", Some(event.event_type())),
+        ("data.object.id", intent_id.as_deref()),
+    ] {
+        let Some(value) = value else { continue };
+        if value.len() > MAX_ID_BYTES {
+            return Err(Error::InvalidPayload(format!(
+                "{field} is longer than {MAX_ID_BYTES} bytes"
+            )));
+        }
+        if value.contains('\0') {
+            return Err(Error::InvalidPayload(format!("{field} contains a NUL character")));
+        }
+    }
+    // Raw NUL bytes are not valid JSON; an escaped one (\u0000) elsewhere in
+    // the body is stored as the six characters it is written with.
+    if body.contains('\0') {
+        return Err(Error::InvalidPayload("body contains a NUL byte".to_owned()));
+    }
+    Ok(NewRow {
         event_id: event.id().to_owned(),
         event_type: event.event_type().to_owned(),
-        intent_id: event.payment_intent().map(|intent| intent.id.clone()),
+        intent_id,
         created: event.created().unwrap_or(received_at / 1000),
         body,
         received_at,
@@ -251,35 +339,48 @@ fn row_of(event: &Event, body: &[u8]) -> Result<Row, Error> {
 #[derive(Debug)]
 pub struct InboxBuilder {
     receiver: Receiver,
-    config: Config,
+    namespace: Option<String>,
+    lease: Option<Duration>,
+    retention: Option<Duration>,
+    backoff_base: Duration,
+    backoff_cap: Duration,
+    max_attempts: u32,
+    concurrency: usize,
+    poll_interval: Duration,
     migrate: bool,
-    acquire_timeout: Duration,
-    sqlite_full_sync: bool,
-    sqlite_cache_kib: u32,
+    acquire_timeout: Option<Duration>,
+    sqlite_full_sync: Option<bool>,
+    sqlite_cache_kib: Option<u32>,
 }
 
 impl InboxBuilder {
-    /// The namespace events are kept under (default `payhook`). Endpoints that
-    /// share one database each need their own.
+    /// Overrides the receiver's namespace ([`Receiver::namespace`], default
+    /// `payhook`): the namespace events are kept under. Endpoints that share
+    /// one database each need their own.
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.config.namespace = namespace.into();
+        self.namespace = Some(namespace.into());
         self
     }
 
-    /// How long a claim on an event lasts (default 30 s). It is renewed every
-    /// third of it while the handler runs, so it only runs out when the worker
-    /// stopped (crashed, paused, cut off from the database). At least 300 ms,
-    /// at most 100 years.
+    /// Overrides the receiver's lease ([`Receiver::lease`], default
+    /// [`DEFAULT_LEASE`], 5 minutes): how long a claim on an event lasts. It is
+    /// renewed every third of it while the handler runs, so it only runs out
+    /// when the worker stopped (crashed, paused, cut off from the database);
+    /// an event whose worker stopped is taken up again within 1¼ leases. From
+    /// the core's `MIN_LEASE` (1 s) to `MAX_DURATION` (100 years), as on the
+    /// receiver.
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.config.lease = lease;
+        self.lease = Some(lease);
         self
     }
 
-    /// How long done events are kept, and so how long a repeated delivery is
-    /// recognised (default 7 days; above zero, at most 100 years). Workers
-    /// purge older ones.
+    /// Overrides the receiver's retention ([`Receiver::retention`], default
+    /// [`DEFAULT_RETENTION`], 7 days): how long done events are kept, and so
+    /// how long a repeated delivery is recognised. Above zero, at most 100
+    /// years. Workers purge older ones, in bounded batches, as fast as they
+    /// are added.
     pub fn retention(mut self, retention: Duration) -> Self {
-        self.config.retention = retention;
+        self.retention = Some(retention);
         self
     }
 
@@ -288,83 +389,99 @@ impl InboxBuilder {
     /// all of its value (defaults 1 s and 1 h; `base` above zero and not above
     /// `cap`, `cap` at most 100 years).
     pub fn backoff(mut self, base: Duration, cap: Duration) -> Self {
-        self.config.backoff_base = base;
-        self.config.backoff_cap = cap;
+        self.backoff_base = base;
+        self.backoff_cap = cap;
         self
     }
 
-    /// How many attempts an event gets before it is dead (default 10; at least 1).
+    /// How many attempts an event gets before it is dead (default 10; at least
+    /// 1). Attempts are counted when an event is claimed: an event whose
+    /// worker stops (the process crashes) during its last attempt is dead too.
     pub fn max_attempts(mut self, attempts: u32) -> Self {
-        self.config.max_attempts = attempts;
+        self.max_attempts = attempts;
         self
     }
 
     /// How many handlers run at once in this process (default 8; 1 to 65 536).
+    /// An inbox on the app's pool needs that many connections in it, plus a
+    /// few for ingest and claims.
     pub fn concurrency(mut self, handlers: usize) -> Self {
-        self.config.concurrency = handlers;
+        self.concurrency = handlers;
         self
     }
 
     /// How often idle workers look for due events (default 200 ms). Events
-    /// ingested by this process wake them at once; this bounds the delay for
-    /// retries and for events ingested by other processes. Above zero, at most
+    /// ingested by this process wake them at once, and on PostgreSQL so do
+    /// those ingested by other replicas (`LISTEN`/`NOTIFY`); this bounds the
+    /// delay for retries and when notifications are lost. Above zero, at most
     /// 100 years.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
-        self.config.poll_interval = interval;
+        self.poll_interval = interval;
         self
     }
 
-    /// How long to wait for a database connection before answering `503`
-    /// (default 5 s; above zero, at most 100 years).
+    /// For an inbox built from a URL: how long to wait for a database
+    /// connection before answering `503` (default 5 s; above zero, at most 100
+    /// years). On the app's own pool, set it on the pool's options
+    /// ([`from_pool`](Self::from_pool) refuses it).
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
-        self.acquire_timeout = timeout;
+        self.acquire_timeout = Some(timeout);
         self
     }
 
-    /// SQLite only: sync the write-ahead log to disk at every commit
-    /// (`synchronous = FULL`), so acknowledged events also survive a power loss
-    /// or an operating-system crash. By default (`NORMAL`) a commit survives a
-    /// crash or kill of the process, and the log is synced at checkpoints: many
-    /// times the commit rate on ordinary disks.
+    /// For a SQLite inbox built from a URL: sync the write-ahead log to disk at
+    /// every commit (`synchronous = FULL`), so acknowledged events also survive
+    /// a power loss or an operating-system crash. By default (`NORMAL`) a
+    /// commit survives a crash or kill of the process, and the log is synced
+    /// at checkpoints: many times the commit rate on ordinary disks. On the
+    /// app's own pool, set it on the pool's options.
     pub fn sqlite_full_sync(mut self) -> Self {
-        self.sqlite_full_sync = true;
+        self.sqlite_full_sync = Some(true);
         self
     }
 
-    /// SQLite only: the most each pooled connection keeps in its page cache, in
-    /// KiB (default [`DEFAULT_SQLITE_CACHE_KIB`], 256). Each connection fills its
-    /// cache as the file grows, so resident memory grows by up to this much per
-    /// connection (the pool holds up to [`concurrency`](Self::concurrency) + 6)
-    /// before it levels off. In WAL mode a connection drops its cache whenever
-    /// another one has written since its last read, which in a busy inbox is
-    /// almost always, so a large cache buys little here. Raise it when the app's
-    /// own read-heavy queries share this pool and this file. At most
-    /// `i32::MAX` KiB (SQLite's limit); [`connect`](Self::connect) refuses more.
+    /// For a SQLite inbox built from a URL: the most each pooled connection
+    /// keeps in its page cache, in KiB (default [`DEFAULT_SQLITE_CACHE_KIB`],
+    /// 256). Each connection fills its cache as the file grows, so resident
+    /// memory grows by up to this much per connection (the pool holds up to
+    /// [`concurrency`](Self::concurrency) + 6) before it levels off. In WAL
+    /// mode a connection drops its cache whenever another one has written
+    /// since its last read, which in a busy inbox is almost always, so a large
+    /// cache buys little here. At most `i32::MAX` KiB (SQLite's limit);
+    /// [`connect`](Self::connect) refuses more.
     pub fn sqlite_page_cache(mut self, kib: u32) -> Self {
-        self.sqlite_cache_kib = kib;
+        self.sqlite_cache_kib = Some(kib);
         self
     }
 
-    /// Does not create the table on connect; call [`Inbox::migrate`] instead.
+    /// Does not run the migrations when the inbox is built; call
+    /// [`Inbox::migrate`] instead.
     pub fn skip_migrations(mut self) -> Self {
         self.migrate = false;
         self
     }
 
-    /// Connects to `sqlite://FILE` (created when missing) or `postgres://…` and,
-    /// unless told otherwise, runs the migrations. Must be called inside a tokio
-    /// runtime: it starts the ingest writers.
-    ///
-    /// # Errors
-    /// An unsupported URL, a setting out of range, or (when migrating) a
-    /// database that cannot be reached.
-    pub async fn connect(self, url: &str) -> Result<Inbox, InboxError> {
-        let config = self.config;
+    /// The settings every inbox has, checked, with the receiver's as defaults.
+    fn config(&self) -> Result<Config, InboxError> {
+        let config = Config {
+            namespace: self
+                .namespace
+                .clone()
+                .unwrap_or_else(|| self.receiver.namespace().to_owned()),
+            lease: self.lease.unwrap_or_else(|| self.receiver.lease()),
+            retention: self.retention.unwrap_or_else(|| self.receiver.retention()),
+            backoff_base: self.backoff_base,
+            backoff_cap: self.backoff_cap,
+            max_attempts: self.max_attempts,
+            concurrency: self.concurrency,
+            poll_interval: self.poll_interval,
+            listen_url: None,
+        };
         if config.namespace.is_empty() {
             return Err(InboxError::InvalidSetting("namespace must not be empty"));
         }
-        if config.lease < Duration::from_millis(300) {
-            return Err(InboxError::InvalidSetting("lease must be at least 300 ms"));
+        if config.lease < MIN_LEASE {
+            return Err(InboxError::InvalidSetting("lease must be at least 1 s"));
         }
         if config.retention.is_zero() {
             return Err(InboxError::InvalidSetting("retention must be longer than zero"));
@@ -388,26 +505,51 @@ impl InboxBuilder {
         if config.poll_interval.is_zero() {
             return Err(InboxError::InvalidSetting("poll interval must be above zero"));
         }
-        // Zero would time out every acquire: each delivery a 503 blaming the database.
-        if self.acquire_timeout.is_zero() {
-            return Err(InboxError::InvalidSetting("acquire timeout must be above zero"));
-        }
         // Deadlines are `Instant::now() + setting` (std and sqlx add without
         // saturating), so an unbounded Duration would panic a worker or the
-        // pool later instead of failing here.
+        // pool later instead of failing here. The cap is the core's.
         for (setting, refusal) in [
             (config.lease, "lease must be at most 100 years"),
             (config.retention, "retention must be at most 100 years"),
             (config.backoff_cap, "backoff cap must be at most 100 years"),
             (config.poll_interval, "poll interval must be at most 100 years"),
-            (self.acquire_timeout, "acquire timeout must be at most 100 years"),
         ] {
-            if setting > LONGEST_SETTING {
+            if setting > MAX_DURATION {
                 return Err(InboxError::InvalidSetting(refusal));
             }
         }
+        if !self.receiver.has_own_store() {
+            return Err(InboxError::InvalidSetting(
+                "the receiver has its own dedupe store, which the inbox would not use: \
+                 the inbox's table is its dedupe store; build the receiver without store(...)",
+            ));
+        }
+        Ok(config)
+    }
+
+    /// Connects to `sqlite://FILE` (created when missing) or `postgres://…` and,
+    /// unless told otherwise, runs the migrations. Handlers get [`Job`](crate::Job)
+    /// (`Job<sqlx::Any>`). Must be called inside a tokio runtime: it starts the
+    /// ingest writers.
+    ///
+    /// # Errors
+    /// An unsupported URL, a setting out of range, a receiver with its own
+    /// dedupe store, or (when migrating) a database that cannot be reached.
+    pub async fn connect(self, url: &str) -> Result<Inbox<Any>, InboxError> {
+        let mut config = self.config()?;
+        let acquire_timeout = self.acquire_timeout.unwrap_or(Duration::from_secs(5));
+        // Zero would time out every acquire: each delivery a 503 blaming the database.
+        if acquire_timeout.is_zero() {
+            return Err(InboxError::InvalidSetting("acquire timeout must be above zero"));
+        }
+        if acquire_timeout > MAX_DURATION {
+            return Err(InboxError::InvalidSetting(
+                "acquire timeout must be at most 100 years",
+            ));
+        }
+        let sqlite_cache_kib = self.sqlite_cache_kib.unwrap_or(DEFAULT_SQLITE_CACHE_KIB);
         // SQLite reads a larger cache_size as 0 (almost no cache) without a word.
-        if i32::try_from(self.sqlite_cache_kib).is_err() {
+        if i32::try_from(sqlite_cache_kib).is_err() {
             return Err(InboxError::InvalidSetting(
                 "sqlite page cache must be at most 2147483647 KiB",
             ));
@@ -417,86 +559,102 @@ impl InboxBuilder {
             .saturating_add(6);
         let db = Database::connect(
             url,
-            connections,
-            self.acquire_timeout,
-            self.sqlite_full_sync,
-            self.sqlite_cache_kib,
+            UrlOptions {
+                max_connections: connections,
+                acquire_timeout,
+                sqlite_full_sync: self.sqlite_full_sync.unwrap_or(false),
+                sqlite_cache_kib,
+                create: true,
+            },
         )
         .await?;
-        if self.migrate {
-            schema::migrate(&db.pool, db.backend).await?;
+        if db.dialect == Dialect::Postgres {
+            config.listen_url = Some(url.to_owned());
         }
-        // SQLite has one writer whatever we do: one ingest task batches best.
-        // PostgreSQL commits in parallel, so a few tasks keep it busy.
-        let writers = match db.backend {
-            Backend::Sqlite => 1,
-            Backend::Postgres => 4,
-        };
-        let (ingest, queue) = mpsc::channel(4 * INGEST_BATCH);
-        let queue = Arc::new(Mutex::new(queue));
-        for _ in 0..writers {
-            tokio::spawn(write_batches(
-                db.clone(),
-                config.namespace.clone(),
-                Arc::clone(&queue),
+        start(self.receiver, db, config, self.migrate).await
+    }
+
+    /// Builds the inbox on the app's own pool (`sqlx::PgPool`,
+    /// `sqlx::SqlitePool`) and, unless told otherwise, runs the migrations
+    /// (on SQLite they also switch the file to WAL mode). Handlers get
+    /// [`Job<DB>`](crate::Job), whose [`transaction`](crate::Job::transaction)
+    /// derefs to the app's `PgConnection` / `SqliteConnection`. The pool needs
+    /// [`concurrency`](Self::concurrency) connections for handlers plus a few
+    /// for ingest and claims; on SQLite give it a busy timeout (sqlx's default
+    /// is 5 s). Must be called inside a tokio runtime.
+    ///
+    /// # Errors
+    /// A setting out of range, a setting that only applies to a URL
+    /// ([`acquire_timeout`](Self::acquire_timeout),
+    /// [`sqlite_full_sync`](Self::sqlite_full_sync),
+    /// [`sqlite_page_cache`](Self::sqlite_page_cache): set those on the pool),
+    /// a receiver with its own dedupe store, an `Any` pool (use
+    /// [`connect`](Self::connect)), or (when migrating) a database that
+    /// cannot be reached.
+    pub async fn from_pool<DB: Backend>(self, pool: Pool<DB>) -> Result<Inbox<DB>, InboxError> {
+        let config = self.config()?;
+        if self.acquire_timeout.is_some()
+            || self.sqlite_full_sync.is_some()
+            || self.sqlite_cache_kib.is_some()
+        {
+            return Err(InboxError::InvalidSetting(
+                "acquire_timeout, sqlite_full_sync and sqlite_page_cache apply to an inbox built from a URL; \
+                 set them on the pool's options",
             ));
         }
-        Ok(Inbox {
-            inner: Arc::new(Inner {
-                receiver: self.receiver,
-                db,
-                config,
-                ingest,
-                arrived: Notify::new(),
-            }),
-        })
+        let db = database_of(pool, None)?;
+        start(self.receiver, db, config, self.migrate).await
     }
 }
 
-/// Rows of one ingest `INSERT` statement: its batch, padded with empty rows
-/// to the next power of two, so that only nine statements exist.
-fn padded_rows(rows: usize) -> usize {
-    rows.max(1).next_power_of_two()
-}
-
-/// One `INSERT … SELECT … FROM (VALUES …)` for `rows` rows: `$1` is the
-/// namespace, then six parameters per row (`received_at` is also the first
-/// `due_at`). Padding rows are all NULL and filtered out; repeats are skipped
-/// by `ON CONFLICT`, and the new rows' ids come back.
-fn insert_statement(rows: usize) -> String {
-    let mut sql = String::with_capacity(rows * 40 + 400);
-    sql.push_str(
-        "INSERT INTO payhook_inbox \
-         (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at) \
-         SELECT $1, column1, column2, column3, column4, column5, column6, 'pending', 0, column6 \
-         FROM (VALUES ",
-    );
-    for row in 0..rows {
-        let first = 2 + row * 6;
-        if row > 0 {
-            sql.push_str(", ");
-        }
-        sql.push_str(&format!(
-            "(${}, ${}, ${}, ${}, ${}, ${})",
-            first,
-            first + 1,
-            first + 2,
-            first + 3,
-            first + 4,
-            first + 5
+async fn start<DB: Backend>(
+    receiver: Receiver,
+    db: Database<DB>,
+    config: Config,
+    migrate: bool,
+) -> Result<Inbox<DB>, InboxError> {
+    if migrate {
+        DB::migrate(&db).await?;
+    }
+    // The file as SQLite opened it (after the migrations, which create it).
+    let file = match db.dialect {
+        Dialect::Sqlite => crate::file::FileIdentity::of_pool(&db).await,
+        Dialect::Postgres => None,
+    };
+    // SQLite has one writer whatever we do: one ingest task batches best.
+    // PostgreSQL commits in parallel, so a few tasks keep it busy.
+    let writers = match db.dialect {
+        Dialect::Sqlite => 1,
+        Dialect::Postgres => 4,
+    };
+    let (ingest, queue) = mpsc::channel(4 * INGEST_BATCH);
+    let queue = Arc::new(Mutex::new(queue));
+    for _ in 0..writers {
+        tokio::spawn(write_batches(
+            db.clone(),
+            config.namespace.clone(),
+            Arc::clone(&queue),
         ));
     }
-    // The WHERE also tells SQLite's parser that ON CONFLICT is the upsert clause.
-    sql.push_str(
-        ") AS batch WHERE column1 IS NOT NULL \
-         ON CONFLICT (namespace, event_id) DO NOTHING RETURNING event_id",
-    );
-    sql
+    Ok(Inbox {
+        inner: Arc::new(Inner {
+            receiver,
+            db,
+            config,
+            ingest,
+            arrived: Notify::new(),
+            file,
+        }),
+    })
 }
 
 /// One ingest writer: takes every delivery waiting, writes them in one
 /// statement, answers each after the commit. Ends when the inbox is dropped.
-async fn write_batches(db: Database, namespace: String, queue: Arc<Mutex<mpsc::Receiver<Pending>>>) {
+async fn write_batches<DB: Backend>(
+    db: Database<DB>,
+    namespace: String,
+    queue: Arc<Mutex<mpsc::Receiver<Pending>>>,
+) {
     let mut batch = Vec::with_capacity(INGEST_BATCH);
     loop {
         {
@@ -505,60 +663,50 @@ async fn write_batches(db: Database, namespace: String, queue: Arc<Mutex<mpsc::R
                 return;
             }
         }
-        let rows: Vec<&Row> = batch.iter().map(|pending| &pending.row).collect();
-        let new = insert_all(&db, &namespace, &rows).await;
-        answer_batch(batch.drain(..).map(|pending| pending.done), new);
+        let answers = insert_batch(&db, &namespace, &batch).await;
+        if answers.iter().any(|answer| matches!(answer, Ok(true))) {
+            DB::notify(&db, &namespace).await;
+        }
+        for (pending, answer) in batch.drain(..).zip(answers) {
+            // A waiter that went away (its request was dropped) is skipped.
+            let _ = pending.done.send(answer);
+        }
     }
 }
 
-/// Inserts the rows in one statement (atomic on its own: no transaction to
-/// open and commit around it); for each row, whether it was new.
-async fn insert_all(db: &Database, namespace: &str, rows: &[&Row]) -> Result<Vec<bool>, sqlx::Error> {
-    // Insert in id order so two writers holding the same ids in their batches
-    // wait for each other instead of deadlocking (PostgreSQL). A repeated id
-    // within the batch is written once; its later copies are duplicates.
-    let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_by(|&a, &b| rows[a].event_id.cmp(&rows[b].event_id));
-    order.dedup_by(|&mut later, &mut first| rows[later].event_id == rows[first].event_id);
-    let padded = padded_rows(order.len());
-    let sql = insert_statement(padded);
-    // Statements for up to 16 rows stay prepared on their connection. Larger
-    // ones are prepared for each use: kept on every connection of the pool,
-    // the 32- to 256-row ones add up to several hundred KiB per connection
-    // (SQLite), and their parse is shared by at least 17 rows.
-    let mut query = sqlx::query(&sql).persistent(padded <= 16).bind(namespace);
-    for &index in &order {
-        let row = rows[index];
-        query = query
-            .bind(Some(row.event_id.as_str()))
-            .bind(Some(row.event_type.as_str()))
-            .bind(row.intent_id.as_deref())
-            .bind(Some(row.created))
-            .bind(Some(row.body.as_str()))
-            .bind(Some(row.received_at));
+/// Writes a batch in one statement; when that statement fails, each row
+/// alone, so that one row the database refuses never fails another delivery.
+async fn insert_batch<DB: Backend>(
+    db: &Database<DB>,
+    namespace: &str,
+    batch: &[Pending],
+) -> Vec<Result<bool, &'static str>> {
+    let rows: Vec<&NewRow> = batch.iter().map(|pending| &pending.row).collect();
+    let err = match DB::insert(db, namespace, &rows).await {
+        Ok(new) => return new.into_iter().map(Ok).collect(),
+        Err(err) => err,
+    };
+    if rows.len() == 1 || !matches!(err, sqlx::Error::Database(_)) {
+        // Unreachable or timed out: every row would fail alike.
+        log_store_failure(&err, rows.len());
+        return vec![Err(kind(&err)); rows.len()];
     }
-    for _ in order.len()..padded {
-        query = query
-            .bind(None::<&str>)
-            .bind(None::<&str>)
-            .bind(None::<&str>)
-            .bind(None::<i64>)
-            .bind(None::<&str>)
-            .bind(None::<i64>);
+    let mut answers = Vec::with_capacity(rows.len());
+    for row in &rows {
+        answers.push(match DB::insert(db, namespace, std::slice::from_ref(row)).await {
+            Ok(new) => Ok(new.first().copied().unwrap_or(false)),
+            Err(err) => {
+                log_store_failure(&err, 1);
+                Err(kind(&err))
+            }
+        });
     }
-    let inserted: HashSet<String> = query
-        .fetch_all(&db.pool)
-        .await?
-        .iter()
-        .map(|row| row.try_get("event_id"))
-        .collect::<Result<_, _>>()?;
-    // The first row of each id is new when its id came back; every other
-    // row is a duplicate.
-    let mut new = vec![false; rows.len()];
-    for index in order {
-        new[index] = inserted.contains(&rows[index].event_id);
-    }
-    Ok(new)
+    answers
+}
+
+fn log_store_failure(err: &sqlx::Error, rows: usize) {
+    let reason = payhook_core::untrusted::Untrusted::message(&describe(err)).to_string();
+    tracing::error!(target: "payhook", rows, %reason, "could not store deliveries in the inbox");
 }
 
 #[cfg(test)]

@@ -53,9 +53,10 @@
 pub mod admin;
 mod db;
 mod error;
+mod file;
 mod inbox;
 pub mod metrics;
-mod schema;
+mod queue;
 mod worker;
 
 pub use error::InboxError;
@@ -63,7 +64,7 @@ pub use inbox::{
     Inbox, InboxBuilder, DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_CONCURRENCY, DEFAULT_LEASE,
     DEFAULT_MAX_ATTEMPTS, DEFAULT_NAMESPACE, DEFAULT_RETENTION, DEFAULT_SQLITE_CACHE_KIB,
 };
-pub use schema::TABLE;
+pub use queue::{Backend, State, MAX_ID_BYTES, SCHEMA_TABLE, TABLE};
 pub use worker::{Handler, HandlerError, HandlerFuture, Job, JobTransaction, Workers};
 
 /// The database crate the inbox runs on, so handlers use the same version.

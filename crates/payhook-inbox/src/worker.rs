@@ -24,7 +24,6 @@
 //! `created` time and then of arrival: an event is due only when no earlier
 //! event of its intent is still waiting and none is running.
 
-use std::collections::HashSet;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -34,16 +33,15 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use payhook_core::Event;
-use sqlx::AnyConnection;
-use sqlx::{Any, Row, Transaction};
+use sqlx::{Any, Transaction};
 use tokio::sync::{mpsc, oneshot, watch, Mutex, OwnedMappedMutexGuard, OwnedMutexGuard, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::db::{answer_batch, millis, now_ms, random_u64, Backend, Database};
+use crate::db::{millis, now_ms, random_u64, Database};
 use crate::error::{describe, InboxError};
 use crate::inbox::{payhook_escape, Config, Inbox};
 use crate::metrics as m;
-use crate::schema::PG_CLAIM_LOCK_CLASS;
+use crate::queue::{Backend, ClaimRequest, Claimed};
 
 /// What a handler returns when it fails: any error, boxed. Its text is kept as
 /// the event's last error.
@@ -52,32 +50,35 @@ pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
 /// The future a [`Handler`] returns.
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<(), HandlerError>> + Send>>;
 
-/// The user's code for stored events: any `Fn(Job) -> impl Future<Output =
+/// The user's code for stored events: any `Fn(Job<DB>) -> impl Future<Output =
 /// Result<(), HandlerError>>` that is `Send + Sync + 'static`.
-pub trait Handler: Send + Sync + 'static {
+pub trait Handler<DB: Backend = Any>: Send + Sync + 'static {
     /// Handles one attempt at one event.
-    fn handle(&self, job: Job) -> HandlerFuture;
+    fn handle(&self, job: Job<DB>) -> HandlerFuture;
 }
 
-impl<F, Fut> Handler for F
+impl<DB, F, Fut> Handler<DB> for F
 where
-    F: Fn(Job) -> Fut + Send + Sync + 'static,
+    DB: Backend,
+    F: Fn(Job<DB>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
 {
-    fn handle(&self, job: Job) -> HandlerFuture {
+    fn handle(&self, job: Job<DB>) -> HandlerFuture {
         Box::pin(self(job))
     }
 }
 
-/// One attempt at one stored event, handed to the [`Handler`].
-pub struct Job {
+/// One attempt at one stored event, handed to the [`Handler`]. `DB` is the
+/// inbox's database: `Job<sqlx::Postgres>` on an inbox built from a `PgPool`,
+/// `Job<sqlx::Sqlite>` from a `SqlitePool`, `Job` (`Job<sqlx::Any>`) from a URL.
+pub struct Job<DB: Backend = Any> {
     event: Event,
     attempt: u32,
-    claim: Arc<ClaimRef>,
-    slot: Arc<Mutex<Slot>>,
+    claim: Arc<ClaimRef<DB>>,
+    slot: Arc<Mutex<Slot<DB>>>,
 }
 
-impl std::fmt::Debug for Job {
+impl<DB: Backend> std::fmt::Debug for Job<DB> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Job")
             .field("event_id", &self.event.id())
@@ -87,8 +88,8 @@ impl std::fmt::Debug for Job {
 }
 
 /// What identifies a claim: the row and the lease token.
-struct ClaimRef {
-    db: Database,
+struct ClaimRef<DB: Backend> {
+    db: Database<DB>,
     arrival: i64,
     token: i64,
     event_id: String,
@@ -97,46 +98,53 @@ struct ClaimRef {
     opened: AtomicBool,
 }
 
-#[derive(Default)]
-struct Slot {
-    tx: Option<Transaction<'static, Any>>,
+struct Slot<DB: Backend> {
+    tx: Option<Transaction<'static, DB>>,
     lost: bool,
     /// The handler committed through [`Job::commit`]: the event is done.
     committed: bool,
 }
 
-/// The transaction in which the event is marked done, from
-/// [`Job::transaction`]. Use it as a connection (`&mut *tx`) for the handler's
-/// own writes; payhook commits it after the handler returns `Ok`, and rolls it
-/// back after an error or a panic.
-pub struct JobTransaction {
-    guard: OwnedMappedMutexGuard<Slot, Transaction<'static, Any>>,
+impl<DB: Backend> Default for Slot<DB> {
+    fn default() -> Self {
+        Self {
+            tx: None,
+            lost: false,
+            committed: false,
+        }
+    }
 }
 
-impl std::fmt::Debug for JobTransaction {
+/// The transaction in which the event is marked done, from
+/// [`Job::transaction`]. It derefs to the database's connection type
+/// (`PgConnection`, `SqliteConnection`, `AnyConnection`), so `&mut tx` goes
+/// wherever the app's own code takes `&mut PgConnection`, and `&mut *tx` is an
+/// executor for `sqlx::query`/`sqlx::query!`. payhook commits it after the
+/// handler returns `Ok`, and rolls it back after an error or a panic.
+pub struct JobTransaction<DB: Backend = Any> {
+    guard: OwnedMappedMutexGuard<Slot<DB>, Transaction<'static, DB>>,
+}
+
+impl<DB: Backend> std::fmt::Debug for JobTransaction<DB> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("JobTransaction")
     }
 }
 
-impl std::ops::Deref for JobTransaction {
-    type Target = AnyConnection;
-    fn deref(&self) -> &AnyConnection {
+impl<DB: Backend> std::ops::Deref for JobTransaction<DB> {
+    type Target = DB::Connection;
+    fn deref(&self) -> &DB::Connection {
         &self.guard
     }
 }
 
-impl std::ops::DerefMut for JobTransaction {
-    fn deref_mut(&mut self) -> &mut AnyConnection {
+impl<DB: Backend> std::ops::DerefMut for JobTransaction<DB> {
+    fn deref_mut(&mut self) -> &mut DB::Connection {
         &mut self.guard
     }
 }
 
-const MARK_DONE: &str = "UPDATE payhook_inbox SET state = 'done', done_at = $1, \
-    lease_token = NULL, lease_until = NULL \
-    WHERE arrival = $2 AND lease_token = $3 AND state = 'running'";
-
-impl Job {
+impl<DB: Backend> Job<DB> {
     /// The typed event.
     pub fn event(&self) -> &Event {
         &self.event
@@ -157,8 +165,8 @@ impl Job {
     /// [`InboxError::LeaseLost`] when another worker has taken the event over
     /// (return the error: nothing this attempt does may commit), or a database
     /// error.
-    pub async fn transaction(&self) -> Result<JobTransaction, InboxError> {
-        let mut slot: OwnedMutexGuard<Slot> = Arc::clone(&self.slot).lock_owned().await;
+    pub async fn transaction(&self) -> Result<JobTransaction<DB>, InboxError> {
+        let mut slot: OwnedMutexGuard<Slot<DB>> = Arc::clone(&self.slot).lock_owned().await;
         if slot.lost {
             return Err(InboxError::LeaseLost(payhook_escape(&self.claim.event_id)));
         }
@@ -167,13 +175,8 @@ impl Job {
         }
         if slot.tx.is_none() {
             let mut tx = self.claim.db.pool.begin().await?;
-            let marked = sqlx::query(MARK_DONE)
-                .bind(now_ms())
-                .bind(self.claim.arrival)
-                .bind(self.claim.token)
-                .execute(&mut *tx)
-                .await?;
-            if marked.rows_affected() == 0 {
+            let marked = DB::mark_done_in(&mut tx, self.claim.arrival, self.claim.token).await?;
+            if !marked {
                 slot.lost = true;
                 drop(tx); // rolled back
                 return Err(InboxError::LeaseLost(payhook_escape(&self.claim.event_id)));
@@ -187,7 +190,7 @@ impl Job {
     }
 }
 
-impl Job {
+impl<DB: Backend> Job<DB> {
     /// Commits the transaction now — the handler's writes and the done mark —
     /// instead of after the handler returns, for handlers that act on the
     /// commit (print, notify). Opens the transaction first if the handler has
@@ -220,9 +223,10 @@ pub struct Workers {
 }
 
 impl Workers {
-    pub(crate) fn start<H: Handler>(inbox: Inbox, handler: H) -> Self {
+    pub(crate) fn start<DB: Backend, H: Handler<DB>>(inbox: Inbox<DB>, handler: H) -> Self {
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(dispatch(inbox, Arc::new(handler), stopped));
+        let handler: Arc<dyn Handler<DB>> = Arc::new(handler);
+        let task = tokio::spawn(dispatch(inbox, handler, stopped));
         Self { stop, task }
     }
 
@@ -234,20 +238,29 @@ impl Workers {
     }
 }
 
-/// A claimed row.
-struct Claimed {
-    arrival: i64,
-    event_id: String,
-    body: String,
-    attempts: i64,
-    token: i64,
-}
-
-async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::Receiver<bool>) {
+async fn dispatch<DB: Backend>(
+    inbox: Inbox<DB>,
+    handler: Arc<dyn Handler<DB>>,
+    mut stopped: watch::Receiver<bool>,
+) {
     let config = inbox.inner.config.clone();
+    let db = inbox.inner.db.clone();
     let permits = Arc::new(Semaphore::new(config.concurrency));
     let (marks, queue) = mpsc::channel(MARK_BATCH);
-    let marker = tokio::spawn(mark_batches(inbox.inner.db.clone(), queue));
+    let marker = tokio::spawn(mark_batches(db.clone(), queue));
+    // Other replicas' new events wake this one (PostgreSQL); polling stays
+    // the fallback when a notification is lost.
+    let listener = {
+        let inbox = inbox.clone();
+        let wake = Arc::new(move || inbox.inner.arrived.notify_one());
+        DB::listen(
+            &db,
+            config.listen_url.clone(),
+            config.namespace.clone(),
+            wake,
+            stopped.clone(),
+        )
+    };
     let mut running = JoinSet::new();
     let mut next_depth = Instant::now();
     let mut next_purge = Instant::now();
@@ -259,12 +272,14 @@ async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::R
         while running.try_join_next().is_some() {}
         let now = Instant::now();
         if now >= next_depth {
-            report_depth(&inbox.inner.db, &config).await;
+            report_depth(&db, &config).await;
             next_depth = now + Duration::from_secs(5);
         }
         if now >= next_purge {
-            purge_expired(&inbox.inner.db, &config).await;
-            next_purge = now + Duration::from_secs(60);
+            let purged = purge_expired(&db, &config).await;
+            // A full round means more is waiting: come back soon, so the
+            // purge keeps up with any sustained rate of new events.
+            next_purge = now + if purged { PURGE_EVERY / 10 } else { PURGE_EVERY };
         }
         let free = permits.available_permits();
         // Claim in batches: wait until half the handlers are free (or none
@@ -282,7 +297,7 @@ async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::R
         if requeue {
             next_requeue = now + config.lease / 4;
         }
-        match claim(&inbox.inner.db, &config, free, requeue).await {
+        match claim(&db, &config, free, requeue).await {
             Ok(claimed) if !claimed.is_empty() => {
                 for claimed in claimed {
                     let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
@@ -300,7 +315,8 @@ async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::R
             }
             Ok(_) => {}
             Err(err) => {
-                tracing::warn!(target: "payhook", reason = %describe(&err), "could not claim inbox events; retrying");
+                let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
+                tracing::warn!(target: "payhook", %reason, "could not claim inbox events; retrying");
             }
         }
         tokio::select! {
@@ -310,6 +326,9 @@ async fn dispatch(inbox: Inbox, handler: Arc<dyn Handler>, mut stopped: watch::R
         }
     }
     while running.join_next().await.is_some() {}
+    if let Some(listener) = listener {
+        listener.abort();
+    }
     // Every handler has its answer: the marker ends once its queue is closed.
     drop(marks);
     let _ = marker.await;
@@ -332,20 +351,30 @@ struct MarkDone {
 /// that are waiting in one statement, each still checked against its lease
 /// token: one commit (and on SQLite one turn of the write lock) for many
 /// events instead of one each. Ends when every sender is gone.
-async fn mark_batches(db: Database, mut queue: mpsc::Receiver<MarkDone>) {
+async fn mark_batches<DB: Backend>(db: Database<DB>, mut queue: mpsc::Receiver<MarkDone>) {
     let mut batch = Vec::with_capacity(MARK_BATCH);
     while queue.recv_many(&mut batch, MARK_BATCH).await > 0 {
         // Arrival order: repeats of one row (see `mark_all`) sit side by side.
         batch.sort_by_key(|mark: &MarkDone| mark.arrival);
-        let marked = mark_all(&db, &batch).await;
-        answer_batch(batch.drain(..).map(|mark| mark.answer), marked);
+        match mark_all(&db, &batch).await {
+            Ok(marked) => {
+                for (mark, marked) in batch.drain(..).zip(marked) {
+                    let _ = mark.answer.send(Ok(marked));
+                }
+            }
+            Err(err) => {
+                let message = describe(&err);
+                for mark in batch.drain(..) {
+                    let _ = mark.answer.send(Err(message.clone()));
+                }
+            }
+        }
     }
 }
 
 /// Marks a batch (sorted by arrival) done; for each mark, whether its row was
 /// still its claim's.
-async fn mark_all(db: &Database, batch: &[MarkDone]) -> Result<Vec<bool>, sqlx::Error> {
-    let now = now_ms();
+async fn mark_all<DB: Backend>(db: &Database<DB>, batch: &[MarkDone]) -> Result<Vec<bool>, sqlx::Error> {
     let mut marked = vec![false; batch.len()];
     let mut rest: Vec<usize> = (0..batch.len()).collect();
     // One statement per round, each row at most once in it. A row appears
@@ -364,7 +393,11 @@ async fn mark_all(db: &Database, batch: &[MarkDone]) -> Result<Vec<bool>, sqlx::
                 round.push(index);
             }
         }
-        let done = mark_round(db, batch, &round, now).await?;
+        let marks: Vec<(i64, i64)> = round
+            .iter()
+            .map(|&index| (batch[index].arrival, batch[index].token))
+            .collect();
+        let done = DB::mark_done_batch(db, &marks).await?;
         for index in round {
             marked[index] = done.contains(&batch[index].arrival);
         }
@@ -373,146 +406,43 @@ async fn mark_all(db: &Database, batch: &[MarkDone]) -> Result<Vec<bool>, sqlx::
     Ok(marked)
 }
 
-/// `UPDATE … WHERE arrival IN (…) AND lease_token = CASE arrival WHEN … END`
-/// for `rows` marks (`$1` is the time, then an arrival and its token per
-/// mark): each row is found by its key and done only under its own token.
-fn mark_statement(rows: usize) -> String {
-    let mut arrivals = String::with_capacity(rows * 6);
-    let mut tokens = String::with_capacity(rows * 18);
-    for row in 0..rows {
-        let arrival = 2 + row * 2;
-        if row > 0 {
-            arrivals.push_str(", ");
-        }
-        arrivals.push_str(&format!("${arrival}"));
-        tokens.push_str(&format!(" WHEN ${arrival} THEN ${}", arrival + 1));
-    }
-    format!(
-        "UPDATE payhook_inbox SET state = 'done', done_at = $1, lease_token = NULL, lease_until = NULL \
-         WHERE arrival IN ({arrivals}) AND state = 'running' AND lease_token = CASE arrival{tokens} END \
-         RETURNING arrival"
-    )
-}
-
-/// Marks rows `round` of `batch` (distinct arrivals) in one statement, padded
-/// with NULL marks (which match nothing) to the next power of two so that few
-/// statements exist; the arrivals marked.
-async fn mark_round(
-    db: &Database,
-    batch: &[MarkDone],
-    round: &[usize],
-    now: i64,
-) -> Result<HashSet<i64>, sqlx::Error> {
-    let padded = round.len().max(1).next_power_of_two();
-    let sql = mark_statement(padded);
-    // As for ingest: small statements stay prepared, larger ones are prepared per use.
-    let mut query = sqlx::query(&sql).persistent(padded <= 16).bind(now);
-    for &index in round {
-        query = query
-            .bind(Some(batch[index].arrival))
-            .bind(Some(batch[index].token));
-    }
-    for _ in round.len()..padded {
-        query = query.bind(None::<i64>).bind(None::<i64>);
-    }
-    query
-        .fetch_all(&db.pool)
-        .await?
-        .iter()
-        .map(|row| row.try_get("arrival"))
-        .collect()
-}
-
-/// Gives events whose lease ran out (their worker crashed, hung or lost the
-/// database) back to the queue, as they were due before. Their old token no
-/// longer matches, so the late worker changes nothing. `{lock}` is the
-/// PostgreSQL row-locking clause: rows a worker is marking right now are
-/// skipped rather than waited for.
-const REQUEUE_EXPIRED: &str = "UPDATE payhook_inbox SET state = 'pending', \
-    lease_token = NULL, lease_until = NULL \
-    WHERE arrival IN ( \
-      SELECT arrival FROM payhook_inbox \
-      WHERE namespace = $1 AND state = 'running' AND lease_until < $2 {lock})";
-
-/// The claim: due pending events whose intent has nothing earlier waiting and
-/// nothing running, oldest due first. Only `pending` rows are candidates, so
-/// the scan follows the `(namespace, state, due_at, arrival)` index in claim order and
-/// stops after `LIMIT` rows, however many done rows the table keeps.
-/// `{lock}` is the PostgreSQL row-locking clause.
-const CLAIM: &str = "UPDATE payhook_inbox SET state = 'running', lease_token = $4, \
-    lease_until = $3, attempts = attempts + 1, last_attempt_at = $2 \
-    WHERE arrival IN ( \
-      SELECT c.arrival FROM payhook_inbox c \
-      WHERE c.namespace = $1 AND c.state = 'pending' AND c.due_at <= $2 \
-        AND (c.intent_id IS NULL OR NOT EXISTS ( \
-          SELECT 1 FROM payhook_inbox e \
-          WHERE e.namespace = c.namespace AND e.intent_id = c.intent_id AND e.arrival <> c.arrival \
-            AND (e.state = 'running' \
-              OR (e.state = 'pending' \
-                  AND (e.created < c.created OR (e.created = c.created AND e.arrival < c.arrival)))))) \
-      ORDER BY c.due_at, c.arrival \
-      LIMIT $5 {lock}) \
-    RETURNING arrival, event_id, body, attempts";
-
 /// Claims up to `limit` due events; first, with `requeue`, puts expired ones
-/// back in the queue.
-async fn claim(
-    db: &Database,
+/// back in the queue, or makes them dead when their lease ran out on their
+/// last attempt.
+async fn claim<DB: Backend>(
+    db: &Database<DB>,
     config: &Config,
     limit: usize,
     requeue: bool,
 ) -> Result<Vec<Claimed>, sqlx::Error> {
     let now = now_ms();
-    let token = crate::db::new_token();
-    let limit = i64::try_from(limit.min(256)).unwrap_or(256);
-    let lease_until = now.saturating_add(millis(config.lease));
-    let lock = match db.backend {
-        Backend::Sqlite => "",
-        Backend::Postgres => "FOR UPDATE SKIP LOCKED",
+    let request = ClaimRequest {
+        namespace: &config.namespace,
+        now,
+        lease_until: now.saturating_add(millis(config.lease)),
+        token: crate::db::new_token(),
+        limit: i64::try_from(limit.min(256)).unwrap_or(256),
+        requeue: requeue.then_some(config.max_attempts),
     };
-    // One transaction: on SQLite one turn of the write lock, on PostgreSQL one
-    // commit for the requeue and the claim.
-    let mut tx = db.pool.begin().await?;
-    if db.backend == Backend::Postgres {
-        // Claims in one namespace are serialized (one short transaction each,
-        // many events per claim) so that two workers never pick two events of
-        // one intent from snapshots that cannot see each other's claim.
-        sqlx::query("SELECT 1 FROM pg_advisory_xact_lock($1, hashtext($2))")
-            .bind(PG_CLAIM_LOCK_CLASS)
-            .bind(&config.namespace)
-            .execute(&mut *tx)
-            .await?;
+    let result = DB::claim(db, request).await?;
+    for (event_id, attempts) in &result.died {
+        m::failed(config.namespace.clone(), 0.0, true);
+        tracing::error!(
+            target: "payhook",
+            event_id = %payhook_escape(event_id),
+            attempts,
+            "inbox event is dead: the worker stopped while handling its last attempt"
+        );
     }
-    if requeue {
-        sqlx::query(&REQUEUE_EXPIRED.replace("{lock}", lock))
-            .bind(&config.namespace)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-    }
-    let rows = sqlx::query(&CLAIM.replace("{lock}", lock))
-        .bind(&config.namespace)
-        .bind(now)
-        .bind(lease_until)
-        .bind(token)
-        .bind(limit)
-        .fetch_all(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    rows.into_iter()
-        .map(|row| {
-            Ok(Claimed {
-                arrival: row.try_get("arrival")?,
-                event_id: row.try_get("event_id")?,
-                body: row.try_get("body")?,
-                attempts: row.try_get("attempts")?,
-                token,
-            })
-        })
-        .collect()
+    Ok(result.claimed)
 }
 
-async fn process(inbox: &Inbox, handler: &dyn Handler, marks: &mpsc::Sender<MarkDone>, claimed: Claimed) {
+async fn process<DB: Backend>(
+    inbox: &Inbox<DB>,
+    handler: &dyn Handler<DB>,
+    marks: &mpsc::Sender<MarkDone>,
+    claimed: Claimed,
+) {
     let db = &inbox.inner.db;
     let config = &inbox.inner.config;
     let started = Instant::now();
@@ -610,7 +540,7 @@ async fn process(inbox: &Inbox, handler: &dyn Handler, marks: &mpsc::Sender<Mark
 
 /// Renews the lease every third of it until the transaction is open; never
 /// returns unless the lease is gone.
-async fn renew(claim: &ClaimRef, lease: Duration) {
+async fn renew<DB: Backend>(claim: &ClaimRef<DB>, lease: Duration) {
     let mut every = tokio::time::interval(lease / 3);
     every.tick().await;
     loop {
@@ -618,17 +548,9 @@ async fn renew(claim: &ClaimRef, lease: Duration) {
         if claim.opened.load(Ordering::Acquire) {
             continue;
         }
-        let renewed = sqlx::query(
-            "UPDATE payhook_inbox SET lease_until = $1 \
-             WHERE arrival = $2 AND lease_token = $3 AND state = 'running'",
-        )
-        .bind(now_ms().saturating_add(millis(lease)))
-        .bind(claim.arrival)
-        .bind(claim.token)
-        .execute(&claim.db.pool)
-        .await;
-        match renewed {
-            Ok(done) if done.rows_affected() == 0 && !claim.opened.load(Ordering::Acquire) => {
+        let until = now_ms().saturating_add(millis(lease));
+        match DB::renew(&claim.db, claim.arrival, claim.token, until).await {
+            Ok(false) if !claim.opened.load(Ordering::Acquire) => {
                 tracing::warn!(target: "payhook", event_id = %payhook_escape(&claim.event_id), "lease lost to another worker while the handler ran");
                 // Let the handler finish: it cannot commit, and stopping it
                 // half-way could leave its external work in an unknown state.
@@ -636,7 +558,8 @@ async fn renew(claim: &ClaimRef, lease: Duration) {
             }
             Ok(_) => {}
             Err(err) => {
-                tracing::warn!(target: "payhook", reason = %describe(&err), "could not renew a lease; trying again");
+                let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
+                tracing::warn!(target: "payhook", %reason, "could not renew a lease; trying again");
             }
         }
     }
@@ -660,54 +583,43 @@ pub(crate) fn backoff(config: &Config, failed: u32) -> Duration {
     half.saturating_add(Duration::from_millis(jitter))
 }
 
-async fn record_failure(inbox: &Inbox, claimed: &Claimed, message: &str, started: Instant) {
+async fn record_failure<DB: Backend>(inbox: &Inbox<DB>, claimed: &Claimed, message: &str, started: Instant) {
     let config = &inbox.inner.config;
     let attempts = u32::try_from(claimed.attempts).unwrap_or(u32::MAX);
     let dead = attempts >= config.max_attempts;
     let due = now_ms().saturating_add(millis(backoff(config, attempts)));
     let message: String = message.chars().take(2000).collect();
-    let recorded = sqlx::query(
-        "UPDATE payhook_inbox SET state = $1, due_at = $2, last_error = $3, \
-         lease_token = NULL, lease_until = NULL \
-         WHERE arrival = $4 AND lease_token = $5 AND state = 'running'",
+    let recorded = DB::record_failure(
+        &inbox.inner.db,
+        claimed.arrival,
+        claimed.token,
+        dead,
+        due,
+        &message,
     )
-    .bind(if dead { "dead" } else { "pending" })
-    .bind(due)
-    .bind(&message)
-    .bind(claimed.arrival)
-    .bind(claimed.token)
-    .execute(&inbox.inner.db.pool)
     .await;
     let id = payhook_escape(&claimed.event_id);
     m::failed(config.namespace.clone(), started.elapsed().as_secs_f64(), dead);
     let message = payhook_core::untrusted::Untrusted::message(&message).to_string();
     match recorded {
-        Ok(done) if done.rows_affected() > 0 && dead => {
+        Ok(true) if dead => {
             tracing::error!(target: "payhook", event_id = %id, attempts, reason = %message, "inbox event is dead after its last attempt");
         }
-        Ok(done) if done.rows_affected() > 0 => {
+        Ok(true) => {
             tracing::warn!(target: "payhook", event_id = %id, attempts, reason = %message, "inbox handler failed; retry scheduled");
         }
-        Ok(_) => {
+        Ok(false) => {
             tracing::warn!(target: "payhook", event_id = %id, reason = %message, "attempt ended after its lease was lost; another worker has the event");
         }
         Err(err) => {
-            tracing::error!(target: "payhook", event_id = %id, reason = %describe(&err), "could not record a failed attempt; the event is retried after its lease");
+            let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
+            tracing::error!(target: "payhook", event_id = %id, %reason, "could not record a failed attempt; the event is retried after its lease");
         }
     }
 }
 
-async fn report_depth(db: &Database, config: &Config) {
-    let row = sqlx::query(
-        "SELECT COUNT(*) AS waiting, MIN(received_at) AS oldest FROM payhook_inbox \
-         WHERE namespace = $1 AND state IN ('pending', 'running')",
-    )
-    .bind(&config.namespace)
-    .fetch_one(&db.pool)
-    .await;
-    if let Ok(row) = row {
-        let waiting: i64 = row.try_get("waiting").unwrap_or(0);
-        let oldest: Option<i64> = row.try_get("oldest").unwrap_or(None);
+async fn report_depth<DB: Backend>(db: &Database<DB>, config: &Config) {
+    if let Ok((waiting, oldest)) = DB::depth(db, &config.namespace).await {
         let age = oldest.map_or(0.0, |oldest| {
             Duration::from_millis(u64::try_from(now_ms().saturating_sub(oldest)).unwrap_or(0)).as_secs_f64()
         });
@@ -715,25 +627,44 @@ async fn report_depth(db: &Database, config: &Config) {
     }
 }
 
-async fn purge_expired(db: &Database, config: &Config) {
+/// How often the workers purge done events past their retention, when the
+/// last round found no more than it could take.
+pub(crate) const PURGE_EVERY: Duration = Duration::from_secs(10);
+
+/// Rows deleted per purge statement: each statement is short (a few
+/// milliseconds of write lock), whatever the backlog.
+pub(crate) const PURGE_BATCH: i64 = 1000;
+
+/// Batches per purge round, before the workers go back to claiming.
+const PURGE_ROUND: usize = 20;
+
+/// Deletes done events past their retention in bounded batches: up to
+/// [`PURGE_ROUND`] batches of [`PURGE_BATCH`] rows. Returns whether the
+/// round was full (more may be waiting), so that the next comes sooner: the
+/// purge then removes up to 200 000 rows a second round, and keeps up with any
+/// ingest rate the workers keep up with.
+async fn purge_expired<DB: Backend>(db: &Database<DB>, config: &Config) -> bool {
     let before = now_ms().saturating_sub(millis(config.retention));
-    let purged = sqlx::query(
-        "DELETE FROM payhook_inbox WHERE arrival IN ( \
-           SELECT arrival FROM payhook_inbox \
-           WHERE namespace = $1 AND state = 'done' AND done_at < $2 LIMIT 5000)",
-    )
-    .bind(&config.namespace)
-    .bind(before)
-    .execute(&db.pool)
-    .await;
-    if let Err(err) = purged {
-        tracing::warn!(target: "payhook", reason = %describe(&err), "could not purge expired inbox events");
+    for _ in 0..PURGE_ROUND {
+        match DB::purge(db, &config.namespace, before, PURGE_BATCH).await {
+            Ok(deleted) if deleted < u64::try_from(PURGE_BATCH).unwrap_or(u64::MAX) => return false,
+            Ok(_) => {}
+            Err(err) => {
+                let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
+                tracing::warn!(target: "payhook", %reason, "could not purge expired inbox events");
+                return false;
+            }
+        }
+        // Let ingest and claims have the write lock between batches.
+        tokio::task::yield_now().await;
     }
+    true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sqlx::Row as _;
 
     fn config(base_ms: u64, cap_ms: u64) -> Config {
         Config {
@@ -745,6 +676,7 @@ mod tests {
             max_attempts: 3,
             concurrency: 1,
             poll_interval: Duration::from_millis(10),
+            listen_url: None,
         }
     }
 
@@ -773,10 +705,19 @@ mod tests {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let url = format!("sqlite://{}", dir.join("inbox.db").display());
-        let db = Database::connect(&url, 2, Duration::from_secs(5), false, 256)
-            .await
-            .unwrap();
-        crate::schema::migrate(&db.pool, db.backend).await.unwrap();
+        let db = Database::connect(
+            &url,
+            crate::db::UrlOptions {
+                max_connections: 2,
+                acquire_timeout: Duration::from_secs(5),
+                sqlite_full_sync: false,
+                sqlite_cache_kib: 256,
+                create: true,
+            },
+        )
+        .await
+        .unwrap();
+        <Any as crate::queue::Queue>::migrate(&db).await.unwrap();
         // (event id, the token its row is leased under now)
         let rows = [("evt_twice_late", 22), ("evt_twice_early", 44), ("evt_once", 66)];
         let mut arrivals = Vec::new();

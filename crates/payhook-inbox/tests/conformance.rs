@@ -361,14 +361,14 @@ async fn failures_retry_then_succeed_and_roll_back(url: String) {
             ("evt_panic".to_owned(), "attempt 3".to_owned())
         ]
     );
+    // Done clears the last error; the attempt history stays.
     let flaky = admin.show("evt_flaky").await.unwrap();
     assert_eq!(flaky.attempts, 3);
-    assert_eq!(flaky.last_error.as_deref(), Some("failing attempt 2"));
+    assert_eq!(flaky.last_error, None);
+    assert!(flaky.last_attempt_at.is_some());
     let panicked = admin.show("evt_panic").await.unwrap();
-    assert_eq!(
-        panicked.last_error.as_deref(),
-        Some("handler panicked: boom on attempt 2")
-    );
+    assert_eq!(panicked.attempts, 3);
+    assert_eq!(panicked.last_error, None);
 }
 
 async fn dead_after_last_attempt_then_retry(url: String) {
@@ -630,6 +630,309 @@ async fn unreachable_database_is_a_clear_error(url: String) {
     assert!(!err.to_string().contains("hunter2"), "{err}");
 }
 
+/// What no backend can store — NUL in the id, type or intent id, or an id
+/// longer than MAX_ID_BYTES — is refused at intake with 400 naming the field,
+/// the same on both backends, and never fails the deliveries beside it.
+async fn poison_events_are_refused_alone(url: String) {
+    let setup = Setup::new(url);
+    let inbox = setup.inbox(|b| b).await;
+    let admin = setup.admin().await;
+    let long_id = format!("evt_{}", "x".repeat(3000));
+    let mut tasks = Vec::new();
+    for i in 0..300 {
+        let inbox = inbox.clone();
+        let long_id = long_id.clone();
+        tasks.push(tokio::spawn(async move {
+            let (body, field) = match i % 10 {
+                0 => match (i / 10) % 4 {
+                    0 => (
+                        event(&format!("evt_nul\\u0000{i}"), &format!("pi_{i}"), 1),
+                        Some("id contains a NUL"),
+                    ),
+                    1 => (
+                        event(&format!("{long_id}{i}"), &format!("pi_{i}"), 1),
+                        Some("id is longer than 255 bytes"),
+                    ),
+                    2 => (
+                        Bytes::from(
+                            String::from_utf8(event(&format!("evt_t{i}"), &format!("pi_{i}"), 1).to_vec())
+                                .unwrap()
+                                .replace("payment_intent.succeeded", "payment_intent.succ\\u0000eeded"),
+                        ),
+                        Some("type contains a NUL"),
+                    ),
+                    _ => (
+                        event(&format!("evt_pi{i}"), &format!("pi_\\u0000{i}"), 1),
+                        Some("data.object.id contains a NUL"),
+                    ),
+                },
+                _ => (event(&format!("evt_ok{i}"), &format!("pi_{i}"), 1), None),
+            };
+            let reply = inbox.ingest(&signed(&body), body.clone()).await;
+            (i, reply.status().as_u16(), reply.body().to_owned(), field)
+        }));
+    }
+    let mut good = 0;
+    for task in tasks {
+        let (i, status, body, field) = task.await.unwrap();
+        match field {
+            None => {
+                assert_eq!(
+                    (status, body.as_str()),
+                    (200, r#"{"received":true}"#),
+                    "delivery {i}"
+                );
+                good += 1;
+            }
+            Some(field) => {
+                assert_eq!(status, 400, "delivery {i}: {body}");
+                assert!(body.starts_with("Webhook Error: invalid payload: "), "{body}");
+                assert!(body.contains(field), "delivery {i}: {body} should name {field}");
+            }
+        }
+    }
+    assert_eq!(good, 270);
+    let stored = admin
+        .list(&Filter {
+            limit: Some(1000),
+            ..Filter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 270);
+    assert!(stored.iter().all(|event| event.event_id.starts_with("evt_ok")));
+    // An id of exactly the limit is stored.
+    let at_limit = format!("evt_{}", "y".repeat(payhook_inbox::MAX_ID_BYTES - 4));
+    ingest_ok(&inbox, &event(&at_limit, "pi_limit", 1)).await;
+}
+
+/// A row the database itself refuses (here a trigger) fails its own delivery
+/// with a 503 that names no database internals; the batch it shared a
+/// statement with is written row by row, so every other delivery gets 200.
+async fn a_row_the_database_refuses_fails_alone_with_a_plain_503(url: String) {
+    let setup = Setup::new(url.clone());
+    let inbox = setup.inbox(|b| b).await;
+    let postgres = url.starts_with("postgres");
+    let trigger = format!("refuse_{}", setup.namespace);
+    if postgres {
+        sqlx::query(&format!(
+            "CREATE FUNCTION {trigger}() RETURNS trigger AS $$ BEGIN \
+               IF NEW.event_id LIKE 'evt_refused%' THEN \
+                 RAISE EXCEPTION 'refused in payhook_inbox_namespace_event_id_key by the test trigger'; \
+               END IF; RETURN NEW; END $$ LANGUAGE plpgsql"
+        ))
+        .execute(inbox.pool())
+        .await
+        .unwrap();
+        sqlx::query(&format!(
+            "CREATE TRIGGER {trigger} BEFORE INSERT ON payhook_inbox FOR EACH ROW \
+             WHEN (NEW.namespace = '{}') EXECUTE FUNCTION {trigger}()",
+            setup.namespace
+        ))
+        .execute(inbox.pool())
+        .await
+        .unwrap();
+    } else {
+        sqlx::query(&format!(
+            "CREATE TRIGGER {trigger} BEFORE INSERT ON payhook_inbox \
+             WHEN NEW.namespace = '{}' AND NEW.event_id LIKE 'evt_refused%' \
+             BEGIN SELECT RAISE(ABORT, 'refused in payhook_inbox_namespace_event_id_key by the test trigger'); END",
+            setup.namespace
+        ))
+        .execute(inbox.pool())
+        .await
+        .unwrap();
+    }
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let inbox = inbox.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = if i % 10 == 3 {
+                format!("evt_refused{i}")
+            } else {
+                format!("evt_fine{i}")
+            };
+            let body = event(&id, &format!("pi_{i}"), 1);
+            let reply = inbox.ingest(&signed(&body), body.clone()).await;
+            (id, reply.status().as_u16(), reply.body().to_owned())
+        }));
+    }
+    let mut refused = 0;
+    for task in tasks {
+        let (id, status, body) = task.await.unwrap();
+        if id.starts_with("evt_refused") {
+            refused += 1;
+            assert_eq!(status, 503, "{id}: {body}");
+            assert_eq!(
+                body,
+                "Webhook Error: dedupe store unavailable: inbox database unavailable: the database refused the write"
+            );
+        } else {
+            assert_eq!((status, body.as_str()), (200, r#"{"received":true}"#), "{id}");
+        }
+    }
+    assert_eq!(refused, 20);
+    let stored = setup
+        .admin()
+        .await
+        .list(&Filter {
+            limit: Some(1000),
+            ..Filter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 180);
+    let drop = format!(
+        "DROP TRIGGER {trigger}{}",
+        if postgres { " ON payhook_inbox" } else { "" }
+    );
+    sqlx::query(&drop).execute(inbox.pool()).await.unwrap();
+}
+
+/// A claim whose lease ran out on the event's last attempt (the worker died)
+/// makes it dead with a message saying so; one with attempts left is taken up
+/// again; `wait_idle` returns once nothing is waiting.
+async fn an_expired_last_attempt_is_dead_and_wait_idle_waits(url: String) {
+    let setup = Setup::new(url);
+    let inbox = setup.inbox(|b| b.max_attempts(2)).await;
+    let admin = setup.admin().await;
+    for id in ["evt_died_last", "evt_died_first", "evt_fresh"] {
+        ingest_ok(&inbox, &event(id, &format!("pi_{id}"), 1)).await;
+    }
+    // Two events claimed by a worker that died: one on its last attempt.
+    for (id, attempts) in [("evt_died_last", 2), ("evt_died_first", 1)] {
+        sqlx::query(
+            "UPDATE payhook_inbox SET state = 'running', attempts = $1, lease_token = 7, lease_until = 1 \
+             WHERE namespace = $2 AND event_id = $3",
+        )
+        .bind(attempts)
+        .bind(&setup.namespace)
+        .bind(id)
+        .execute(inbox.pool())
+        .await
+        .unwrap();
+    }
+    let running = admin.show("evt_died_last").await.unwrap();
+    assert_eq!(
+        running.lease_until,
+        Some(1),
+        "show reports when the lease runs out"
+    );
+    assert!(matches!(
+        inbox.wait_idle(Duration::from_millis(50)).await,
+        Err(InboxError::NotIdle(3))
+    ));
+    let table = setup.ledger.clone();
+    let workers = inbox.start(move |job: Job| {
+        let table = table.clone();
+        async move { write_ledger(&job, &table, "ok").await }
+    });
+    inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
+    workers.shutdown().await;
+    let dead = admin.show("evt_died_last").await.unwrap();
+    assert_eq!((dead.state.as_str(), dead.attempts), ("dead", 2));
+    assert_eq!(
+        dead.last_error.as_deref(),
+        Some("the worker stopped while handling it (attempt 2 of 2)")
+    );
+    assert_eq!(dead.lease_until, None);
+    let again = admin.show("evt_died_first").await.unwrap();
+    assert_eq!((again.state.as_str(), again.attempts), ("done", 2));
+    let mut ledger = setup.ledger(&inbox).await;
+    ledger.sort();
+    assert_eq!(
+        ledger,
+        vec![
+            ("evt_died_first".to_owned(), "ok".to_owned()),
+            ("evt_fresh".to_owned(), "ok".to_owned())
+        ]
+    );
+}
+
+/// Done events older than the retention are purged, in batches; younger done
+/// events and events in every other state stay.
+async fn retention_purges_old_done_events_only(url: String) {
+    let setup = Setup::new(url);
+    let inbox = setup.inbox(|b| b.retention(Duration::from_secs(3600))).await;
+    let admin = setup.admin().await;
+    let ids: Vec<String> = (0..2500).map(|i| format!("evt_r{i:04}")).collect();
+    let mut tasks = Vec::new();
+    for chunk in ids.chunks(250) {
+        let (inbox, chunk) = (inbox.clone(), chunk.to_vec());
+        tasks.push(tokio::spawn(async move {
+            for id in chunk {
+                ingest_ok(&inbox, &event(&id, &format!("pi_{id}"), 1)).await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let hour_ago = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64 - 3_700_000;
+    // 2 400 old done rows (more than one purge batch), one young done row,
+    // and old rows in the other states.
+    sqlx::query("UPDATE payhook_inbox SET state = 'done', done_at = $1 WHERE namespace = $2 AND event_id < 'evt_r2400'")
+        .bind(hour_ago)
+        .bind(&setup.namespace)
+        .execute(inbox.pool())
+        .await
+        .unwrap();
+    for (id, state) in [
+        ("evt_r2400", "done"),
+        ("evt_r2401", "dead"),
+        ("evt_r2402", "running"),
+    ] {
+        sqlx::query("UPDATE payhook_inbox SET state = $1, done_at = $2, received_at = $3, lease_until = $4 WHERE namespace = $5 AND event_id = $6")
+            .bind(state)
+            .bind((state == "done").then(|| hour_ago + 200_000))
+            .bind(hour_ago)
+            .bind(i64::MAX)
+            .bind(&setup.namespace)
+            .bind(id)
+            .execute(inbox.pool())
+            .await
+            .unwrap();
+    }
+    let old_done = || async {
+        admin
+            .list(&Filter {
+                state: Some(State::Done),
+                limit: Some(10_000),
+                ..Filter::default()
+            })
+            .await
+            .unwrap()
+            .iter()
+            .filter(|event| event.event_id.as_str() < "evt_r2400")
+            .count()
+    };
+    assert_eq!(old_done().await, 2400);
+    let workers = inbox.start(|_job: Job| async { Ok(()) });
+    eventually("old done rows purged", || async { old_done().await == 0 }).await;
+    workers.shutdown().await;
+    let left: Vec<(String, String)> = admin
+        .list(&Filter {
+            limit: Some(10_000),
+            ..Filter::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|event| event.event_id.as_str() <= "evt_r2402")
+        .map(|event| (event.event_id, event.state))
+        .collect();
+    let mut left = left;
+    left.sort();
+    assert_eq!(
+        left,
+        vec![
+            ("evt_r2400".to_owned(), "done".to_owned()),
+            ("evt_r2401".to_owned(), "dead".to_owned()),
+            ("evt_r2402".to_owned(), "running".to_owned()),
+        ]
+    );
+}
+
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -661,6 +964,10 @@ conformance!(
     lost_lease_rolls_back_the_late_commit,
     lost_lease_voids_the_late_mark_of_a_handler_without_transaction,
     unreachable_database_is_a_clear_error,
+    poison_events_are_refused_alone,
+    a_row_the_database_refuses_fails_alone_with_a_plain_503,
+    an_expired_last_attempt_is_dead_and_wait_idle_waits,
+    retention_purges_old_done_events_only,
 );
 
 /// SQLite connections keep the page cache the builder set (default 256 KiB),

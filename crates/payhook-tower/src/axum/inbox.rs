@@ -33,13 +33,16 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderMap, Response};
 use axum::routing::{post, MethodRouter};
-use payhook_inbox::Inbox;
+use payhook_inbox::{Backend, Inbox};
 
 /// `POST` route that stores verified deliveries in `inbox` and acknowledges
 /// them; mount it with `Router::route("/webhooks", inbox_route(inbox))`.
-pub fn inbox_route<S>(inbox: Inbox) -> MethodRouter<S>
+/// Takes an inbox on any database (`Inbox<sqlx::Postgres>`,
+/// `Inbox<sqlx::Sqlite>`, or `Inbox` from a URL).
+pub fn inbox_route<S, DB>(inbox: Inbox<DB>) -> MethodRouter<S>
 where
     S: Clone + Send + Sync + 'static,
+    DB: Backend,
 {
     post(move |request: Request| {
         let inbox = inbox.clone();
@@ -49,8 +52,8 @@ where
     })
 }
 
-async fn ingest(
-    inbox: &Inbox,
+async fn ingest<DB: Backend>(
+    inbox: &Inbox<DB>,
     peer: Option<std::net::IpAddr>,
     headers: &HeaderMap,
     body: Body,

@@ -1,0 +1,121 @@
+//! Deliveries to the inbox are counted by the receiver's one intake, like
+//! inline deliveries: `payhook_deliveries_total` counts the rejected ones by
+//! reason (the inbox's own refusals included) and the verified ones, and the
+//! inbox counts what it stored. Read back as a scraper reads them.
+//!
+//! One test in this binary, so the process-wide recorder sees only its deliveries.
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use metrics_exporter_prometheus::PrometheusBuilder;
+use payhook_core::{sign, Receiver, Secret};
+use payhook_inbox::Inbox;
+
+const SECRET: &str = "whsec_inbox_metrics";
+
+/// Every sample of `name` in a Prometheus text rendering, by its labels.
+fn samples(text: &str, name: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (series_name, labels) = match series.split_once('{') {
+                Some((n, rest)) => (n, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            (series_name == name).then(|| (labels.to_owned(), value.parse().unwrap()))
+        })
+        .collect()
+}
+
+fn signed(body: &Bytes) -> http::HeaderMap {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        "x-service-signature",
+        sign(body, &Secret::new(SECRET).unwrap(), now).parse().unwrap(),
+    );
+    headers
+}
+
+fn event(id: &str) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"id":"{id}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"pi_1","object":"payment_intent","amount":1,"currency":"eth","status":"succeeded","created":1}}}}}}"#
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inbox_deliveries_are_counted_by_the_one_intake() {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let prometheus = recorder.handle();
+    metrics::set_global_recorder(recorder).expect("the only recorder of this test binary");
+
+    let dir = std::env::temp_dir().join(format!("payhook-inbox-metrics-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let inbox = Inbox::connect(receiver, &format!("sqlite://{}", dir.join("inbox.db").display()))
+        .await
+        .unwrap();
+
+    // Unsigned, wrongly signed: rejected before anything is stored.
+    let good = event("evt_counted");
+    assert_eq!(
+        inbox
+            .ingest(&http::HeaderMap::new(), good.clone())
+            .await
+            .status()
+            .as_u16(),
+        400
+    );
+    assert_eq!(
+        inbox
+            .ingest(&signed(&event("evt_other")), good.clone())
+            .await
+            .status()
+            .as_u16(),
+        400
+    );
+    // Signed, but what the inbox cannot store: verified, then rejected.
+    let poison = event("evt_nul\\u0000");
+    assert_eq!(
+        inbox.ingest(&signed(&poison), poison).await.status().as_u16(),
+        400
+    );
+    // Stored, then a repeat.
+    assert_eq!(
+        inbox.ingest(&signed(&good), good.clone()).await.status().as_u16(),
+        200
+    );
+    assert_eq!(inbox.ingest(&signed(&good), good).await.status().as_u16(), 200);
+
+    let text = prometheus.render();
+    let deliveries = samples(&text, "payhook_deliveries_total");
+    let count = |labels: &str| deliveries.get(labels).copied().unwrap_or(0.0);
+    assert_eq!(
+        count(r#"outcome="rejected",reason="missing_header""#),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        count(r#"outcome="rejected",reason="signature_mismatch""#),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        count(r#"outcome="rejected",reason="invalid_payload""#),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(count(r#"outcome="verified""#), 3.0, "{text}");
+    let stored = |name: &str| {
+        samples(&text, name)
+            .get(r#"namespace="payhook""#)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    assert_eq!(stored("payhook_inbox_ingested_total"), 1.0, "{text}");
+    assert_eq!(stored("payhook_inbox_duplicates_total"), 1.0, "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

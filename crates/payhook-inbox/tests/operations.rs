@@ -1,0 +1,252 @@
+//! Operating an inbox: the admin operations never create or change a database,
+//! a SQLite file deleted or replaced under a running inbox is noticed, and on
+//! PostgreSQL a replica's new event wakes the others' workers at once.
+//!
+//! PostgreSQL comes from `PAYHOOK_TEST_DATABASE_URL` (`.ci/start-postgres`);
+//! the PostgreSQL test fails when it is unset or unreachable.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use payhook_core::{sign, Receiver, Secret};
+use payhook_inbox::admin::Admin;
+use payhook_inbox::sqlx::{self, Row};
+use payhook_inbox::{Inbox, InboxError, Job};
+
+const SECRET: &str = "whsec_operations";
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    format!("{prefix}_{}_{nanos}", std::process::id())
+}
+
+fn temp_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(unique("payhook-operations"));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn receiver() -> Receiver {
+    Receiver::builder().secret(SECRET).build().unwrap()
+}
+
+fn delivery(id: &str) -> (http::HeaderMap, Bytes) {
+    let body = Bytes::from(format!(
+        r#"{{"id":"{id}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"pi_{id}","object":"payment_intent","amount":1,"currency":"eth","status":"succeeded","created":1}}}}}}"#
+    ));
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        "x-service-signature",
+        sign(&body, &Secret::new(SECRET).unwrap(), now).parse().unwrap(),
+    );
+    (headers, body)
+}
+
+#[tokio::test]
+async fn admin_refuses_a_missing_file_and_creates_nothing() {
+    let dir = temp_dir();
+    let path = dir.join("mistyped.db");
+    let err = Admin::connect(&format!("sqlite://{}", path.display()), "payhook")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, InboxError::NoInbox(_)), "{err}");
+    assert!(err.to_string().contains("no database file"), "{err}");
+    assert!(!path.exists(), "a read-only command created the file");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn admin_on_a_file_that_is_not_a_database_fails_at_once() {
+    let dir = temp_dir();
+    let path = dir.join("notes.txt");
+    std::fs::write(&path, "these are not the pages you are looking for\n".repeat(200)).unwrap();
+    let started = Instant::now();
+    let err = Admin::connect(&format!("sqlite://{}", path.display()), "payhook")
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(err.to_string().contains("not a database"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn admin_on_a_database_without_an_inbox_changes_nothing() {
+    let dir = temp_dir();
+    let url = format!("sqlite://{}", dir.join("app.db").display());
+    sqlx::any::install_default_drivers();
+    let app = sqlx::AnyPool::connect(&format!("{url}?mode=rwc")).await.unwrap();
+    sqlx::query("CREATE TABLE orders (id TEXT)")
+        .execute(&app)
+        .await
+        .unwrap();
+    let err = Admin::connect(&url, "payhook").await.unwrap_err();
+    assert!(matches!(err, InboxError::NoInbox(_)), "{err}");
+    assert!(err.to_string().contains("no payhook_inbox table"), "{err}");
+    let tables: Vec<String> = sqlx::query("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .fetch_all(&app)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(tables, ["orders"]);
+    let journal: String = sqlx::query("PRAGMA journal_mode")
+        .fetch_one(&app)
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(journal, "delete", "a read-only command switched the file to WAL");
+    app.close().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_file_deleted_or_replaced_under_the_inbox_answers_503() {
+    for replace in [false, true] {
+        let dir = temp_dir();
+        let path = dir.join("inbox.db");
+        let inbox = Inbox::connect(receiver(), &format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        let (headers, body) = delivery("evt_before");
+        assert_eq!(inbox.ingest(&headers, body).await.status().as_u16(), 200);
+        if replace {
+            let other = dir.join("other.db");
+            std::fs::write(&other, b"").unwrap();
+            std::fs::rename(&other, &path).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+        let (headers, body) = delivery("evt_after");
+        let reply = inbox.ingest(&headers, body).await;
+        assert_eq!(reply.status().as_u16(), 503, "{}", reply.body());
+        let expected = if replace { "replaced" } else { "deleted" };
+        assert!(
+            reply.body().ends_with(&format!("its SQLite file was {expected}")),
+            "{}",
+            reply.body()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// Two replicas on one PostgreSQL database, polling only every 5 s: an event
+/// stored by A starts on B well within a second (B's workers are woken by
+/// `NOTIFY`), for B built from a URL and from the app's own pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_replicas_wake_each_other() {
+    let url = std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
+        "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"`; \
+         this test never skips",
+    );
+    for typed in [false, true] {
+        let namespace = unique("wake");
+        let builder = || {
+            Inbox::builder(receiver())
+                .namespace(&namespace)
+                .poll_interval(Duration::from_secs(5))
+        };
+        let a = builder().connect(&url).await.unwrap();
+        let started: Arc<Mutex<Option<Instant>>> = Arc::default();
+        let seen = Arc::clone(&started);
+        let handler = move || {
+            let seen = Arc::clone(&seen);
+            move || {
+                seen.lock().unwrap().get_or_insert_with(Instant::now);
+            }
+        };
+        let workers = if typed {
+            let pool = sqlx::PgPool::connect(&url).await.unwrap();
+            let b = builder().from_pool(pool).await.unwrap();
+            let mark = handler();
+            b.start(move |_job: Job<sqlx::Postgres>| {
+                mark();
+                async { Ok(()) }
+            })
+        } else {
+            let b = builder().connect(&url).await.unwrap();
+            let mark = handler();
+            b.start(move |_job: Job| {
+                mark();
+                async { Ok(()) }
+            })
+        };
+        // B has looked once and now sleeps for its 5 s poll.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (headers, body) = delivery(&unique("evt_wake"));
+        let stored_at = Instant::now();
+        assert_eq!(a.ingest(&headers, body).await.status().as_u16(), 200);
+        let deadline = stored_at + Duration::from_secs(3);
+        let latency = loop {
+            if let Some(at) = *started.lock().unwrap() {
+                break at.duration_since(stored_at);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "replica B did not start the event (typed: {typed})"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert!(
+            latency < Duration::from_millis(1000),
+            "B started the event {latency:?} after A stored it (typed: {typed})"
+        );
+        workers.shutdown().await;
+    }
+}
+
+/// The inbox takes its namespace, lease and retention from the receiver unless
+/// the builder overrides them, and refuses a receiver with its own dedupe
+/// store (the inbox's table is the store; that one would be ignored).
+#[tokio::test]
+async fn settings_come_from_the_receiver_and_a_custom_store_is_refused() {
+    let dir = temp_dir();
+    let url = format!("sqlite://{}", dir.join("inbox.db").display());
+    let receiver = Receiver::builder()
+        .secret(SECRET)
+        .namespace("shop")
+        .lease(Duration::from_secs(7))
+        .retention(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let inbox = Inbox::connect(receiver.clone(), &url).await.unwrap();
+    assert_eq!(inbox.namespace(), "shop");
+    let debug = format!("{inbox:?}");
+    assert!(
+        debug.contains("lease: 7s") && debug.contains("retention: 3600s"),
+        "{debug}"
+    );
+    let overridden = Inbox::builder(receiver)
+        .namespace("other")
+        .lease(Duration::from_secs(9))
+        .connect(&url)
+        .await
+        .unwrap();
+    assert_eq!(overridden.namespace(), "other");
+    assert!(format!("{overridden:?}").contains("lease: 9s"));
+
+    let with_store = Receiver::builder()
+        .secret(SECRET)
+        .namespace("shop")
+        .store(payhook_core::MemoryStore::new())
+        .build()
+        .unwrap();
+    let err = Inbox::connect(with_store, &url).await.unwrap_err();
+    assert!(matches!(err, InboxError::InvalidSetting(_)), "{err}");
+    assert!(err.to_string().contains("dedupe store"), "{err}");
+    // A setting for URL-built inboxes is refused on the app's own pool, not ignored.
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let err = Inbox::builder(self::receiver())
+        .acquire_timeout(Duration::from_secs(1))
+        .from_pool(pool)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("set them on the pool"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,201 @@
+//! The numbered migrations upgrade an inbox made before they existed, in
+//! place, losing nothing: a table with rows in every state, created with the
+//! schema as first released (the fixture below, copied from that release), is
+//! taken over by `Inbox::connect`, and its events keep flowing.
+//!
+//! PostgreSQL comes from `PAYHOOK_TEST_DATABASE_URL` (`.ci/start-postgres`);
+//! the test makes a database of its own there, and fails when it is
+//! unreachable.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use payhook_core::Receiver;
+use payhook_inbox::admin::{Admin, Filter};
+use payhook_inbox::sqlx::{self, AnyPool, Row};
+use payhook_inbox::{Inbox, Job};
+
+/// The inbox's schema before migrations were numbered (SQLite spelling of the
+/// key; PostgreSQL's is `BIGSERIAL PRIMARY KEY`).
+const FIRST_SCHEMA: [&str; 3] = [
+    "CREATE TABLE IF NOT EXISTS payhook_inbox (
+        arrival {arrival},
+        namespace TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        event_type TEXT NOT NULL,
+        intent_id TEXT,
+        created BIGINT NOT NULL,
+        body TEXT NOT NULL,
+        received_at BIGINT NOT NULL,
+        state TEXT NOT NULL,
+        attempts BIGINT NOT NULL DEFAULT 0,
+        due_at BIGINT NOT NULL,
+        lease_token BIGINT,
+        lease_until BIGINT,
+        last_error TEXT,
+        last_attempt_at BIGINT,
+        done_at BIGINT,
+        UNIQUE (namespace, event_id)
+    )",
+    "CREATE INDEX IF NOT EXISTS payhook_inbox_claim ON payhook_inbox (namespace, state, due_at, arrival)",
+    "CREATE INDEX IF NOT EXISTS payhook_inbox_intent ON payhook_inbox (namespace, intent_id, created, arrival)",
+];
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    format!("{prefix}_{}_{nanos}", std::process::id())
+}
+
+fn now_ms() -> i64 {
+    i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
+
+fn body(id: &str) -> String {
+    format!(
+        r#"{{"id":"{id}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"pi_{id}","object":"payment_intent","amount":1,"currency":"eth","status":"succeeded","created":1}}}}}}"#
+    )
+}
+
+async fn any_pool(url: &str) -> AnyPool {
+    sqlx::any::install_default_drivers();
+    sqlx::any::AnyPoolOptions::new()
+        .max_connections(2)
+        .connect(url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"))
+}
+
+/// (event id, state, attempts, last error) of every row.
+async fn rows(pool: &AnyPool) -> Vec<(String, String, i64, Option<String>)> {
+    sqlx::query("SELECT event_id, state, attempts, last_error FROM payhook_inbox ORDER BY event_id")
+        .fetch_all(pool)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
+        .collect()
+}
+
+async fn upgrade_in_place(url: String, arrival: &str) {
+    let old = any_pool(&url).await;
+    for statement in FIRST_SCHEMA {
+        sqlx::query(&statement.replace("{arrival}", arrival))
+            .execute(&old)
+            .await
+            .unwrap();
+    }
+    let now = now_ms();
+    // (id, state, attempts, last error, done_at)
+    let fixture: [(&str, &str, i64, Option<&str>, Option<i64>); 5] = [
+        ("evt_pending", "pending", 0, None, None),
+        ("evt_retrying", "pending", 1, Some("first attempt failed"), None),
+        ("evt_running", "running", 1, None, None),
+        ("evt_done", "done", 2, Some("an old failure"), Some(now)),
+        ("evt_dead", "dead", 3, Some("gave up"), None),
+    ];
+    for (id, state, attempts, last_error, done_at) in fixture {
+        sqlx::query(
+            "INSERT INTO payhook_inbox (namespace, event_id, event_type, intent_id, created, body, received_at, \
+             state, attempts, due_at, lease_token, lease_until, last_error, done_at) \
+             VALUES ('payhook', $1, 'payment_intent.succeeded', $2, 1, $3, $4, $5, $6, $4, $7, $8, $9, $10)",
+        )
+        .bind(id)
+        .bind(format!("pi_{id}"))
+        .bind(body(id))
+        .bind(now)
+        .bind(state)
+        .bind(attempts)
+        .bind((state == "running").then_some(42_i64))
+        // The running event's worker died: its lease has run out.
+        .bind((state == "running").then_some(now - 1))
+        .bind(last_error)
+        .bind(done_at)
+        .execute(&old)
+        .await
+        .unwrap();
+    }
+    let before = rows(&old).await;
+
+    let receiver = Receiver::builder().secret("whsec_upgrade").build().unwrap();
+    let inbox = Inbox::builder(receiver.clone())
+        .lease(Duration::from_secs(1))
+        .poll_interval(Duration::from_millis(20))
+        .connect(&url)
+        .await
+        .unwrap();
+    // Every row is still there as it was, but for the done event's stale
+    // error (done events keep none since migration 2).
+    let after = rows(&old).await;
+    let expected: Vec<_> = before
+        .into_iter()
+        .map(|(id, state, attempts, error)| {
+            let error = if state == "done" { None } else { error };
+            (id, state, attempts, error)
+        })
+        .collect();
+    assert_eq!(after, expected);
+    let versions: Vec<i64> = sqlx::query("SELECT version FROM payhook_inbox_schema ORDER BY version")
+        .fetch_all(&old)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(versions, [1, 2]);
+    // Migrating again (another replica starting) changes nothing.
+    let again = Inbox::connect(receiver, &url).await.unwrap();
+    again.migrate().await.unwrap();
+    assert_eq!(rows(&old).await, after);
+
+    // The upgraded inbox works: the waiting events (the running one's lease
+    // has run out) are handled; done and dead stay as they were.
+    let workers = inbox.start(|_job: Job| async { Ok(()) });
+    inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
+    workers.shutdown().await;
+    let admin = Admin::connect(&url, "payhook").await.unwrap();
+    let mut states: Vec<(String, String)> = admin
+        .list(&Filter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|event| (event.event_id, event.state))
+        .collect();
+    states.sort();
+    assert_eq!(
+        states,
+        [
+            ("evt_dead", "dead"),
+            ("evt_done", "done"),
+            ("evt_pending", "done"),
+            ("evt_retrying", "done"),
+            ("evt_running", "done"),
+        ]
+        .map(|(id, state)| (id.to_owned(), state.to_owned()))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_inbox_of_the_first_schema_upgrades_in_place() {
+    let dir = std::env::temp_dir().join(unique("payhook-upgrade"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("inbox.db").display());
+    // The old inbox made the file; the fixture does too.
+    drop(any_pool(&format!("{url}?mode=rwc")).await);
+    upgrade_in_place(url, "INTEGER PRIMARY KEY AUTOINCREMENT").await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_inbox_of_the_first_schema_upgrades_in_place() {
+    let base = std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
+        "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"`; \
+         this test never skips",
+    );
+    let name = unique("payhook_upgrade");
+    let admin = any_pool(&base).await;
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let (server, _) = base.rsplit_once('/').unwrap();
+    upgrade_in_place(format!("{server}/{name}"), "BIGSERIAL PRIMARY KEY").await;
+}
