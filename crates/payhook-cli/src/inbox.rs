@@ -4,11 +4,20 @@
 //! * `show ID` — one event: state, attempts, last error, body;
 //! * `retry ID` / `retry --dead` — make a dead (or waiting) event due now;
 //! * `replay --since TIME` — run done events again, explicitly;
-//! * `purge --done-before TIME` — delete done events.
+//! * `purge --done-before TIME --yes` — delete done events.
 //!
 //! TIME is Unix seconds (`1732264800`), an RFC 3339 UTC time
-//! (`2026-11-23T04:00:00Z`), or an age (`30m`, `2h`, `7d`: that long ago).
-//! Exit codes: 0 done, 1 no such event, 2 usage error or unreachable database.
+//! (`2026-11-23T04:00:00Z`), or an age (`30m`, `2h`, `7d`: that long ago); a
+//! date that does not exist (`2026-02-31`) is refused.
+//! Exit codes: 0 done, 1 no such event, 2 usage error, unreachable database, or
+//! a purge not confirmed.
+//!
+//! A purge forgets event ids, so their redeliveries are handled again; it is
+//! guarded: a `--done-before` in the future is refused (it would purge events
+//! done a moment ago, whose redeliveries may still be on their way), and
+//! without `--yes` the command only counts what would go and says so. On a
+//! terminal it then asks; otherwise (a script, a pipe) it stops there with
+//! exit code 2, purging nothing.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -79,11 +88,16 @@ pub enum InboxAction {
         #[arg(long, value_name = "TIME", value_parser = parse_time)]
         since: i64,
     },
-    /// Delete done events marked done before TIME.
+    /// Delete done events marked done before TIME (their ids are then
+    /// forgotten: a redelivery runs the handler again). Counts first; purges
+    /// only with --yes, or when confirmed on a terminal.
     Purge {
-        /// Unix seconds, RFC 3339 UTC, or an age like `7d`.
+        /// Unix seconds, RFC 3339 UTC, or an age like `7d`; not in the future.
         #[arg(long, value_name = "TIME", value_parser = parse_time)]
         done_before: i64,
+        /// Purge without asking.
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -148,15 +162,73 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
                 .map_err(failure)?;
             say!("{count} done event(s) due again");
         }
-        InboxAction::Purge { done_before } => {
-            let count = admin
-                .purge_done_before(done_before.saturating_mul(1000))
-                .await
-                .map_err(failure)?;
-            say!("{count} done event(s) purged");
-        }
+        InboxAction::Purge { done_before, yes } => purge(&admin, *done_before, *yes).await?,
     }
     Ok(())
+}
+
+/// The most done events counted before a purge; beyond it the count is a
+/// lower bound ("at least").
+const PURGE_COUNT_LIMIT: u32 = 100_000;
+
+async fn purge(admin: &Admin, done_before: i64, yes: bool) -> Result<(), Failure> {
+    let now = now_secs();
+    if done_before > now {
+        return Err(Failure::usage(format_args!(
+            "--done-before {done_before} is in the future (now is {now}): a purge only forgets \
+             events done before a time that has passed, or their redeliveries run again"
+        )));
+    }
+    let before_ms = done_before.saturating_mul(1000);
+    // Done at `before_ms` means received no later: narrow the listing to those.
+    let received_ago = Duration::from_secs(u64::try_from(now - done_before).unwrap_or(0));
+    let done = admin
+        .list(&Filter {
+            state: Some(State::Done),
+            older_than: Some(received_ago),
+            limit: Some(PURGE_COUNT_LIMIT),
+            ..Filter::default()
+        })
+        .await
+        .map_err(failure)?;
+    let listed = done.len();
+    let count = done
+        .iter()
+        .filter(|event| event.done_at.is_some_and(|at| at < before_ms))
+        .count();
+    if count == 0 {
+        say!("0 done event(s) purged");
+        return Ok(());
+    }
+    let shown = if listed >= PURGE_COUNT_LIMIT as usize {
+        format!("at least {count}")
+    } else {
+        count.to_string()
+    };
+    if !yes {
+        say!("{shown} done event(s) marked done before {done_before} would be purged; their ids are then forgotten");
+        if !confirmed()? {
+            return Err(Failure::usage(
+                "nothing purged: run again with --yes to purge them",
+            ));
+        }
+    }
+    let purged = admin.purge_done_before(before_ms).await.map_err(failure)?;
+    say!("{purged} done event(s) purged");
+    Ok(())
+}
+
+/// Asks on the terminal; `false` without one (nothing can answer).
+fn confirmed() -> Result<bool, Failure> {
+    use std::io::IsTerminal;
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        return Ok(false);
+    }
+    print!("purge them? [y/N] ");
+    std::io::Write::flush(&mut std::io::stdout()).map_err(Failure::usage)?;
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).map_err(Failure::usage)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
 fn failure(err: InboxError) -> Failure {
@@ -195,7 +267,14 @@ fn show(event: &StoredEvent) {
     if let Some(at) = event.done_at {
         say!("done: {} ago", age(at));
     }
-    say!("body: {}", event.body.as_deref().unwrap_or(""));
+    // The body is laid out from its JSON tokens with every string escaped,
+    // indented under this line: a CR/LF between tokens cannot start a line
+    // of its own, and no character reaches the terminal raw.
+    say!("body:");
+    say!(
+        "{}",
+        crate::output::pretty_json(event.body.as_deref().unwrap_or(""), "  ")
+    );
 }
 
 /// Error texts come from handlers and may quote the delivery: one line,
@@ -259,7 +338,8 @@ fn parse_age(value: &str) -> Result<Duration, String> {
         .ok_or_else(error)
 }
 
-/// Unix seconds, RFC 3339 UTC (`2026-11-23T04:00:00Z`), or an age ago.
+/// Unix seconds, RFC 3339 UTC (`2026-11-23T04:00:00Z`), a UTC date
+/// (`2026-11-23`, its midnight), or an age ago.
 fn parse_time(value: &str) -> Result<i64, String> {
     if let Ok(seconds) = value.parse::<i64>() {
         return Ok(seconds);
@@ -267,9 +347,46 @@ fn parse_time(value: &str) -> Result<i64, String> {
     if let Ok(age) = parse_age(value) {
         return Ok(now_secs().saturating_sub(i64::try_from(age.as_secs()).unwrap_or(i64::MAX)));
     }
-    parse_rfc3339_utc(value).ok_or_else(|| {
-        format!("{value:?} is not a time: use Unix seconds, 2026-11-23T04:00:00Z, or an age like 2h")
-    })
+    if let Some((year, month, day)) = date_part(value) {
+        let days = days_in_month(year, month);
+        if (1..=12).contains(&month) && day > days && day <= 31 {
+            return Err(format!(
+                "{value:?} is not a date: {year}-{month:02} has {days} days"
+            ));
+        }
+    }
+    parse_rfc3339_utc(value)
+        .or_else(|| parse_date_utc(value))
+        .ok_or_else(|| {
+            format!(
+                "{value:?} is not a time: use Unix seconds, 2026-11-23T04:00:00Z, 2026-11-23, or an age like 2h"
+            )
+        })
+}
+
+/// The `YYYY-MM-DD` a time starts with, as numbers.
+fn date_part(value: &str) -> Option<(i64, i64, i64)> {
+    let date = value.split(['T', 't', ' ']).next()?;
+    let mut parts = date.splitn(3, '-').map(str::parse::<i64>);
+    Some((parts.next()?.ok()?, parts.next()?.ok()?, parts.next()?.ok()?))
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// `YYYY-MM-DD`, its midnight UTC, to Unix seconds.
+fn parse_date_utc(value: &str) -> Option<i64> {
+    if value.len() != 10 {
+        return None;
+    }
+    parse_rfc3339_utc(&format!("{value}T00:00:00Z"))
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` (a fraction is ignored) to Unix seconds.
@@ -283,7 +400,7 @@ fn parse_rfc3339_utc(value: &str) -> Option<i64> {
     let (hour, minute, second) = (time.next()?.ok()?, time.next()?.ok()?, time.next()?.ok()?);
     let valid = (1970..=9999).contains(&year)
         && (1..=12).contains(&month)
-        && (1..=31).contains(&day)
+        && (1..=days_in_month(year, month)).contains(&day)
         && (0..24).contains(&hour)
         && (0..60).contains(&minute)
         && (0..=60).contains(&second);
@@ -312,12 +429,35 @@ mod tests {
         assert_eq!(parse_rfc3339_utc("2024-11-22T08:40:00Z"), Some(1_732_264_800));
         assert_eq!(parse_rfc3339_utc("1970-01-01T00:00:00Z"), Some(0));
         assert_eq!(parse_rfc3339_utc("2000-03-01T00:00:00.5Z"), Some(951_868_800));
+        assert_eq!(parse_rfc3339_utc("2024-02-29T00:00:00Z"), Some(1_709_164_800));
+        assert_eq!(parse_rfc3339_utc("2000-02-29T00:00:00Z"), Some(951_782_400));
+        assert_eq!(parse_time("2024-11-22"), Ok(1_732_233_600));
+        assert_eq!(
+            parse_time("2026-02-31"),
+            Err(r#""2026-02-31" is not a date: 2026-02 has 28 days"#.to_owned())
+        );
+        assert!(parse_time("2026-04-31T10:00:00Z")
+            .unwrap_err()
+            .contains("has 30 days"));
+        assert_eq!(parse_rfc3339_utc("2024-02-29T00:00:00Z"), Some(1_709_164_800));
+        assert_eq!(parse_rfc3339_utc("2000-02-29T00:00:00Z"), Some(951_782_400));
         let two_hours_ago = parse_time("2h").unwrap();
         assert!((now_secs() - 7200 - two_hours_ago).abs() <= 1);
         for bad in [
             "",
             "yesterday",
             "2024-13-01T00:00:00Z",
+            "2026-02-31T00:00:00Z",
+            "2026-02-29T00:00:00Z",
+            "2026-04-31T00:00:00Z",
+            "1900-02-29T00:00:00Z",
+            "2026-02-31",
+            "2026-2-3",
+            "2026-13-01",
+            "2026-02-31T00:00:00Z",
+            "2026-02-29T00:00:00Z",
+            "2026-04-31T00:00:00Z",
+            "1900-02-29T00:00:00Z",
             "2024-11-22T08:40:00",
             "5w",
             "99999999999999999999d",

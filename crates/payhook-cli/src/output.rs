@@ -98,3 +98,125 @@ macro_rules! note {
 }
 
 pub(crate) use {note, say};
+
+/// A JSON body pretty-printed for a terminal, with nothing in it that a sender
+/// could use to forge a line or drive the terminal.
+///
+/// The text is re-laid out token by token rather than printed as stored: the
+/// whitespace between tokens (where a sender can put CR/LF) is dropped and
+/// replaced by this layout, and inside strings every character the core's
+/// [`Untrusted`](payhook_core::untrusted::Untrusted) rule escapes (controls,
+/// C1 controls, bidi overrides, line separators) is written as a JSON `\uXXXX`
+/// escape, so the result is still JSON with the same meaning. Numbers keep
+/// their exact text (wei amounts beyond 2^64 included). Text that is not JSON
+/// is laid out the same way and escaped alike. Every line starts with
+/// `indent`, so no line of a body can pose as a line of the tool's own.
+pub fn pretty_json(text: &str, indent: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 4);
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    // A line is open once something was written on it after the indent.
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(indent);
+        for _ in 0..depth {
+            out.push_str("  ");
+        }
+    };
+    out.push_str(indent);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_string {
+            match c {
+                _ if escaped => {
+                    escaped = false;
+                    push_safe(&mut out, c);
+                }
+                '\\' => {
+                    escaped = true;
+                    out.push('\\');
+                }
+                '"' => {
+                    in_string = false;
+                    out.push('"');
+                }
+                c => push_safe(&mut out, c),
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push('"');
+            }
+            '{' | '[' => {
+                out.push(c);
+                // An empty object or array stays on its line.
+                while chars.peek().is_some_and(|next| next.is_whitespace()) {
+                    chars.next();
+                }
+                if matches!(chars.peek(), Some('}' | ']')) {
+                    continue;
+                }
+                depth += 1;
+                newline(&mut out, depth);
+            }
+            '}' | ']' => {
+                if !matches!(out.chars().last(), Some('{' | '[')) {
+                    depth = depth.saturating_sub(1);
+                    newline(&mut out, depth);
+                }
+                out.push(c);
+            }
+            ',' => {
+                out.push(',');
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            c => push_safe(&mut out, c),
+        }
+    }
+    out
+}
+
+/// Appends `c`, or its JSON escape when the core's rule for request-derived
+/// text would escape it.
+fn push_safe(out: &mut String, c: char) {
+    let mut buf = [0u8; 4];
+    let as_text = c.encode_utf8(&mut buf);
+    let safe = (c.is_ascii_graphic() || c == ' ')
+        || payhook_core::untrusted::Untrusted::message(as_text).to_string() == *as_text;
+    if safe {
+        out.push(c);
+    } else {
+        let mut units = [0u16; 2];
+        for unit in c.encode_utf16(&mut units) {
+            out.push_str(&format!("\\u{unit:04x}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pretty_json_lays_out_and_escapes() {
+        let body = "{\"id\":\"evt_1\",\r\n\"a\": [1, {}, []],\"n\":18446744073709551617,\"s\":\"x\\\"\u{1b}\u{9b}\u{202e}\u{2028}\u{7}y\"}";
+        let shown = pretty_json(body, "  ");
+        assert_eq!(
+            shown,
+            "  {\n    \"id\": \"evt_1\",\n    \"a\": [\n      1,\n      {},\n      []\n    ],\n    \"n\": 18446744073709551617,\n    \"s\": \"x\\\"\\u001b\\u009b\\u202e\\u2028\\u0007y\"\n  }"
+        );
+        // Still JSON, with the same strings.
+        let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        assert_eq!(back["s"], "x\"\u{1b}\u{9b}\u{202e}\u{2028}\u{7}y");
+        assert_eq!(back["a"], serde_json::json!([1, {}, []]));
+        // Not JSON at all: escaped just the same, every line indented.
+        let shown = pretty_json("x\r\nstate: dead\u{1b}[2J", "| ");
+        assert!(shown.lines().all(|line| line.starts_with("| ")), "{shown}");
+        assert!(!shown.contains('\u{1b}') && !shown.contains('\r'), "{shown}");
+    }
+}

@@ -14,6 +14,13 @@
 //! if any reply is unexpected, and with exit code 3 at once if the endpoint
 //! cannot be reached at all.
 //!
+//! The peer is not trusted: of each reply at most [`MAX_REPLY_BYTES`] of the
+//! body are read (enough to show and judge it) and the connection is dropped
+//! with the rest unread, so memory stays flat whatever it sends; and every
+//! piece of a reply or of a `--data` file that is printed (reply bodies, error
+//! causes, the file's event id and type) goes through the core's
+//! [`Untrusted`] escaping. Reply headers are never printed.
+//!
 //! The HTTP client is hyper's pooled client with rustls (on the `ring` provider,
 //! no C toolchain) for `https://`, trusting the platform's root certificates
 //! (`SSL_CERT_FILE` names another bundle), so a staging receiver can be
@@ -33,6 +40,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use payhook_core::reply::RECEIVED_BODY;
 use payhook_core::testing::{unique_event_id, unix_now, EventBuilder};
+use payhook_core::untrusted::Untrusted;
 use payhook_core::{sign, Event, Secret};
 use reqwest::Url;
 use tokio::sync::mpsc;
@@ -48,8 +56,10 @@ use crate::secret::{self, Stdin};
 const STALE_AGE_SECS: u64 = 3600;
 /// How often, at most, a progress line goes to stderr during a long run.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
-/// The longest reply body shown on one line.
-const SHOWN_BODY_CHARS: usize = 300;
+/// The most of a reply body that is read: far more than any reply of the
+/// protocol (`{"received":true}`, a `Webhook Error: …` line), little enough
+/// that `--concurrency` copies of it are nothing.
+pub const MAX_REPLY_BYTES: usize = 64 * 1024;
 /// The prefix of every error reply of the protocol.
 const ERROR_PREFIX: &str = "Webhook Error: ";
 
@@ -91,7 +101,10 @@ struct Plan {
 enum Seen {
     Reply {
         status: u16,
+        /// At most [`MAX_REPLY_BYTES`] of it.
         body: String,
+        /// The body went on past [`MAX_REPLY_BYTES`]; the rest was not read.
+        cut: bool,
     },
     /// The connection was made but no complete reply came (timeout, reset).
     NoReply(String),
@@ -124,9 +137,16 @@ impl Plan {
                     path.display().to_string()
                 };
                 let label = match Event::from_slice(&body) {
-                    Ok(event) => format!("{} {} (from {source})", event.event_type(), event.id()),
+                    Ok(event) => format!(
+                        "{} {} (from {source})",
+                        Untrusted::value(event.event_type()),
+                        Untrusted::value(event.id())
+                    ),
                     Err(err) => {
-                        note!("note: {source} is not a valid event ({err}); a healthy receiver rejects it");
+                        note!(
+                            "note: {source} is not a valid event ({}); a healthy receiver rejects it",
+                            Untrusted::message(&err.to_string())
+                        );
                         expect = Expect::Rejected("a body that is not a valid event");
                         format!("{source} (not a valid event)")
                     }
@@ -292,10 +312,11 @@ impl Plan {
                 Err(err) => return Ok(Seen::NoReply(causes(&err))),
             };
             let status = response.status().as_u16();
-            Ok(match response.into_body().collect().await {
-                Ok(body) => Seen::Reply {
+            Ok(match read_prefix(response.into_body(), MAX_REPLY_BYTES).await {
+                Ok((body, cut)) => Seen::Reply {
                     status,
-                    body: String::from_utf8_lossy(&body.to_bytes()).into_owned(),
+                    body: String::from_utf8_lossy(&body).into_owned(),
+                    cut,
                 },
                 Err(err) => Seen::NoReply(format!(
                     "status {status}, but the body could not be read: {}",
@@ -332,17 +353,25 @@ impl Plan {
         // Only copies of one event may meet each other in flight (409).
         let concurrent = self.concurrency > 1 && self.distinct.is_none();
         let (line, verdict) = match seen {
-            Seen::Reply { status, body } => {
+            Seen::Reply { status, body, cut } => {
                 *tally.by_status.entry(*status).or_default() += 1;
+                let cut = if *cut {
+                    format!(
+                        " (reply longer than {} KiB; the rest was not read)",
+                        MAX_REPLY_BYTES / 1024
+                    )
+                } else {
+                    String::new()
+                };
                 (
-                    format!("#{n} {status} {}", shown_body(body)),
+                    format!("#{n} {status} {}{cut}", shown_body(body)),
                     judge(self.expect, concurrent, *status, body),
                 )
             }
             Seen::NoReply(why) => {
                 tally.no_reply += 1;
                 (
-                    format!("#{n} no reply: {why}"),
+                    format!("#{n} no reply: {}", Untrusted::message(why)),
                     Err(expected_text(self.expect, concurrent)),
                 )
             }
@@ -562,16 +591,29 @@ fn shown_url(url: &Url) -> String {
 
 /// A reply body on one line, cut to a readable length.
 fn shown_body(body: &str) -> String {
-    let mut shown: String = body
-        .trim_end()
-        .chars()
-        .take(SHOWN_BODY_CHARS)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if body.trim_end().chars().count() > SHOWN_BODY_CHARS {
-        shown.push('…');
+    Untrusted::message(body.trim_end()).to_string()
+}
+
+/// Reads at most `limit` bytes of a body; `true` when there was more. The
+/// rest is left unread: dropping the body then closes the connection rather
+/// than draining it.
+async fn read_prefix<B>(mut body: B, limit: usize) -> Result<(Vec<u8>, bool), B::Error>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+{
+    let mut read = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue; // trailers
+        };
+        let room = limit - read.len();
+        if data.len() > room {
+            read.extend_from_slice(&data[..room]);
+            return Ok((read, true));
+        }
+        read.extend_from_slice(&data);
     }
-    shown
+    Ok((read, false))
 }
 
 #[cfg(test)]
@@ -651,10 +693,27 @@ mod tests {
 
     #[test]
     fn long_or_multiline_bodies_fit_on_one_line() {
-        assert_eq!(shown_body("a\nb\n"), "a b");
+        assert_eq!(shown_body("a\nb\n"), "a\\nb");
+        assert_eq!(
+            shown_body("\u{1b}[2J\u{9b}\u{202e}"),
+            "\\u{1b}[2J\\u{9b}\\u{202e}"
+        );
         let long = "x".repeat(1000);
         let shown = shown_body(&long);
-        assert_eq!(shown.chars().count(), SHOWN_BODY_CHARS + 1);
+        assert_eq!(
+            shown.chars().count(),
+            payhook_core::untrusted::MAX_SHOWN_CHARS + 1
+        );
         assert!(shown.ends_with('…'));
+    }
+
+    #[test]
+    fn only_a_prefix_of_a_reply_is_read() {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let read = |len: usize| runtime.block_on(read_prefix(Full::new(Bytes::from(vec![b'x'; len])), 10));
+        let (prefix, cut) = read(100).unwrap();
+        assert_eq!((prefix.len(), cut), (10, true));
+        let (prefix, cut) = read(10).unwrap();
+        assert_eq!((prefix.len(), cut), (10, false));
     }
 }

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use payhook_core::untrusted::Untrusted;
 use payhook_core::{Error, Event, EventKind, Reply, Verifier};
 
 use crate::cli::VerifyArgs;
@@ -42,19 +43,24 @@ pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
         note!("the signature is valid; the body is not a valid event");
         rejected(&error)
     })?;
+    // Everything after "verified" comes from the body: escaped and capped, so
+    // a signed but hostile event cannot repaint the terminal or forge a line.
     say!(
         "{} {} {}",
         paint_stdout("verified", Colour::Green),
-        event.id(),
-        event.event_type()
+        Untrusted::value(event.id()),
+        Untrusted::value(event.event_type())
     );
     if let EventKind::PaymentIntentSucceeded(pi) | EventKind::PaymentIntentFailed(pi) = event.kind() {
+        let received = pi
+            .amount_received
+            .map_or_else(String::new, |received| format!(" received {received}"));
         say!(
-            "payment_intent {} amount {} {} status {}",
-            pi.id,
+            "payment_intent {} amount {}{received} {} status {}",
+            Untrusted::value(&pi.id),
             pi.amount,
-            pi.currency,
-            pi.status.as_str()
+            Untrusted::value(&pi.currency),
+            Untrusted::value(pi.status.as_str())
         );
     }
     Ok(())

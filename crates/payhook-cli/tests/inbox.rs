@@ -126,7 +126,7 @@ async fn dead_event_is_brought_back(url: String) {
     );
     assert!(
         run.stdout
-            .contains(r#"body: {"id":"evt_bad","type":"payment_intent.failed""#),
+            .contains("body:\n  {\n    \"id\": \"evt_bad\",\n    \"type\": \"payment_intent.failed\",\n"),
         "{run:?}"
     );
     let run = inbox_cli(&url, &namespace, &["show", "evt_missing"]);
@@ -159,11 +159,36 @@ async fn dead_event_is_brought_back(url: String) {
     let run = inbox_cli(&url, &namespace, &["show", "evt_good"]);
     assert!(run.stdout.contains("attempts: 2\n"), "replayed once: {run:?}");
     workers.shutdown().await;
-    let run = inbox_cli(
-        &url,
-        &namespace,
-        &["purge", "--done-before", "2999-01-01T00:00:00Z"],
+    // A time in the future, or one that does not exist, purges nothing.
+    for (time, why) in [
+        ("2999-01-01T00:00:00Z", "is in the future"),
+        ("9223372036854775807", "is in the future"),
+        ("2026-02-31", "2026-02 has 28 days"),
+    ] {
+        let run = inbox_cli(&url, &namespace, &["purge", "--done-before", time, "--yes"]);
+        assert_eq!(run.code, 2, "{time}: {run:?}");
+        assert!(run.stderr.contains(why), "{time}: {run:?}");
+    }
+    // Marked done over a second ago, so `0s` (now, in whole seconds) is after.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Without --yes (and no terminal to ask on): counted, not purged.
+    let run = inbox_cli(&url, &namespace, &["purge", "--done-before", "0s"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stdout.starts_with("2 done event(s) marked done before "),
+        "{run:?}"
     );
+    assert!(run.stderr.contains("run again with --yes"), "{run:?}");
+    let run = inbox_cli(&url, &namespace, &["list"]);
+    assert_eq!(run.stdout.lines().count(), 3, "nothing purged: {run:?}");
+    // Before both were done: nothing to purge, nothing to confirm.
+    let run = inbox_cli(&url, &namespace, &["purge", "--done-before", "1h"]);
+    assert_eq!(
+        (run.code, run.stdout.as_str()),
+        (0, "0 done event(s) purged\n"),
+        "{run:?}"
+    );
+    let run = inbox_cli(&url, &namespace, &["purge", "--done-before", "0s", "--yes"]);
     assert_eq!(
         (run.code, run.stdout.as_str()),
         (0, "2 done event(s) purged\n"),

@@ -284,7 +284,9 @@ struct ExpectedIntent {
     amount: u128,
     status: String,
     metadata: BTreeMap<String, String>,
-    methods: Vec<String>,
+    /// `None` when absent or null: never invented.
+    received: Option<u128>,
+    methods: Option<Vec<String>>,
 }
 
 /// The protocol's verdict on event-shaped JSON, read from the value itself
@@ -298,7 +300,10 @@ fn expected_event(value: &serde_json::Value) -> Result<ExpectedEvent, &'static s
     let event_type = value["type"].as_str().ok_or("type is not a string")?;
     let is_payment = matches!(
         event_type,
-        "payment_intent.succeeded" | "payment.succeeded" | "payment_intent.failed"
+        "payment_intent.succeeded"
+            | "payment.succeeded"
+            | "payment_intent.failed"
+            | "payment_intent.payment_failed"
     );
     let intent = if is_payment {
         let data = value["data"].as_object().ok_or("data is not an object")?;
@@ -317,9 +322,10 @@ fn expected_event(value: &serde_json::Value) -> Result<ExpectedEvent, &'static s
             return Err("not a payment_intent");
         }
         let amount = pi.get("amount").and_then(Value::as_u64).ok_or("amount")?;
-        if pi.get("amount_received").is_some_and(|v| !v.is_u64()) {
-            return Err("amount_received");
-        }
+        let received = match pi.get("amount_received") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_u64().ok_or("amount_received")?),
+        };
         string("currency").ok_or("currency")?;
         let status = string("status").ok_or("status")?;
         if !optional("created", Value::is_i64) || !optional("description", Value::is_string) {
@@ -335,18 +341,21 @@ fn expected_event(value: &serde_json::Value) -> Result<ExpectedEvent, &'static s
             Some(_) => return Err("metadata is not an object"),
         };
         let methods = match pi.get("payment_method_types") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|m| m.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-                .ok_or("a payment method is not a string")?,
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) => Some(
+                items
+                    .iter()
+                    .map(|m| m.as_str().map(str::to_owned))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or("a payment method is not a string")?,
+            ),
             Some(_) => return Err("payment_method_types is not an array"),
         };
         Some(ExpectedIntent {
             amount: u128::from(amount),
             status: status.to_owned(),
             metadata,
+            received: received.map(u128::from),
             methods,
         })
     } else {
@@ -372,33 +381,37 @@ fn valid_intent() -> impl Strategy<Value = serde_json::Value> {
         "[a-z_]{1,12}",
         btree_map("[a-z_]{1,8}", json_value(), 0..5),
         vec("[a-z]{1,8}", 0..3),
-        any::<[u8; 4]>(),
+        any::<[u8; 5]>(),
         json_value(),
+        any::<u64>(),
     )
-        .prop_map(move |(amount, status, metadata, methods, present, extra)| {
-            let mut pi = serde_json::json!({
-                "id": "pi_1", "amount": amount, "currency": "eth", "status": status,
-                "unknown_field": extra,
-            });
-            let fields = [
-                ("object", serde_json::json!("payment_intent")),
-                (
-                    "metadata",
-                    serde_json::Value::Object(metadata.into_iter().collect()),
-                ),
-                ("payment_method_types", serde_json::json!(methods)),
-                ("description", serde_json::json!("text")),
-            ];
-            for ((key, value), present) in fields.into_iter().zip(present) {
-                if key == "object" && present % 3 == 1 {
-                    continue; // `object` may be absent, but not null
+        .prop_map(
+            move |(amount, status, metadata, methods, present, extra, received)| {
+                let mut pi = serde_json::json!({
+                    "id": "pi_1", "amount": amount, "currency": "eth", "status": status,
+                    "unknown_field": extra,
+                });
+                let fields = [
+                    ("object", serde_json::json!("payment_intent")),
+                    (
+                        "metadata",
+                        serde_json::Value::Object(metadata.into_iter().collect()),
+                    ),
+                    ("payment_method_types", serde_json::json!(methods)),
+                    ("description", serde_json::json!("text")),
+                    ("amount_received", serde_json::json!(received)),
+                ];
+                for ((key, value), present) in fields.into_iter().zip(present) {
+                    if key == "object" && present % 3 == 1 {
+                        continue; // `object` may be absent, but not null
+                    }
+                    if let Some(value) = optional(value, present) {
+                        pi[key] = value;
+                    }
                 }
-                if let Some(value) = optional(value, present) {
-                    pi[key] = value;
-                }
-            }
-            pi
-        })
+                pi
+            },
+        )
 }
 
 /// Event-shaped JSON: the envelope keys with values of any kind, and payment
@@ -408,6 +421,7 @@ fn event_like() -> impl Strategy<Value = serde_json::Value> {
         Just(serde_json::json!("payment_intent.succeeded")),
         Just(serde_json::json!("payment.succeeded")),
         Just(serde_json::json!("payment_intent.failed")),
+        Just(serde_json::json!("payment_intent.payment_failed")),
         Just(serde_json::json!("customer.created")),
         json_value(),
     ];
@@ -417,12 +431,28 @@ fn event_like() -> impl Strategy<Value = serde_json::Value> {
         Just(serde_json::json!(1.5)),
         json_value(),
     ];
-    let intent =
-        (amount, json_value(), json_value(), json_value()).prop_map(|(amount, status, metadata, methods)| {
-            serde_json::json!({
+    let received = prop_oneof![
+        any::<u64>().prop_map(serde_json::Value::from),
+        Just(serde_json::Value::Null),
+        json_value(),
+    ];
+    let intent = (
+        amount,
+        json_value(),
+        json_value(),
+        json_value(),
+        received,
+        any::<bool>(),
+    )
+        .prop_map(|(amount, status, metadata, methods, received, send_received)| {
+            let mut pi = serde_json::json!({
                 "id": "pi_1", "object": "payment_intent", "amount": amount, "currency": "btc",
                 "status": status, "metadata": metadata, "payment_method_types": methods,
-            })
+            });
+            if send_received {
+                pi["amount_received"] = received;
+            }
+            pi
         });
     let data = prop_oneof![
         intent.prop_map(|pi| serde_json::json!({ "object": pi })),
@@ -478,8 +508,12 @@ proptest! {
                         prop_assert_eq!(pi.amount, want.amount);
                         prop_assert_eq!(pi.status.as_str(), want.status.as_str());
                         prop_assert_eq!(&pi.metadata, &want.metadata);
-                        let methods: Vec<&str> = pi.payment_method_types.iter().map(|m| m.as_str()).collect();
-                        prop_assert_eq!(methods, want.methods.iter().map(String::as_str).collect::<Vec<_>>());
+                        prop_assert_eq!(pi.amount_received, want.received);
+                        let methods: Option<Vec<&str>> =
+                            pi.payment_method_types.as_ref().map(|m| m.iter().map(|m| m.as_str()).collect());
+                        let want_methods: Option<Vec<&str>> =
+                            want.methods.as_ref().map(|m| m.iter().map(String::as_str).collect());
+                        prop_assert_eq!(methods, want_methods);
                     }
                     (EventKind::Other { data }, None) => prop_assert_eq!(data.get(), value["data"].to_string()),
                     (kind, want) => prop_assert!(false, "kind {:?}, expected intent {:?}", kind, want),
@@ -492,7 +526,7 @@ proptest! {
 
     #[test]
     fn built_events_parse_back_exactly(
-        kind in 0usize..3,
+        kind in 0usize..4,
         amount in any::<u128>(),
         received in any::<u128>(),
         currency in "[a-z]{3,5}",
@@ -504,7 +538,8 @@ proptest! {
         let builder = match kind {
             0 => EventBuilder::payment_intent_succeeded(),
             1 => EventBuilder::payment_succeeded(),
-            _ => EventBuilder::payment_intent_failed(),
+            2 => EventBuilder::payment_intent_failed(),
+            _ => EventBuilder::payment_intent_payment_failed(),
         };
         let mut builder = builder
             .amount(amount)
@@ -520,13 +555,13 @@ proptest! {
         prop_assert_eq!(event.id(), builder.event_id());
         let pi = event.payment_intent().expect("a payment event");
         prop_assert_eq!(pi.amount, amount);
-        prop_assert_eq!(pi.amount_received, received);
+        prop_assert_eq!(pi.amount_received, Some(received));
         prop_assert_eq!(&pi.currency, &currency);
         prop_assert_eq!(pi.status.as_str(), status.as_str());
         prop_assert_eq!(pi.status == PaymentIntentStatus::Succeeded, status == "succeeded");
         prop_assert_eq!(pi.description.as_deref(), description.as_deref());
         prop_assert_eq!(&pi.metadata, &metadata);
-        let got: Vec<&str> = pi.payment_method_types.iter().map(|m| m.as_str()).collect();
+        let got: Vec<&str> = pi.payment_method_types.iter().flatten().map(|m| m.as_str()).collect();
         prop_assert_eq!(got, methods.iter().map(String::as_str).collect::<Vec<_>>());
         let is_success = matches!(event.kind(), EventKind::PaymentIntentSucceeded(_));
         prop_assert_eq!(is_success, kind < 2);

@@ -17,6 +17,9 @@ pub const PAYMENT_INTENT_SUCCEEDED: &str = "payment_intent.succeeded";
 pub const PAYMENT_SUCCEEDED: &str = "payment.succeeded";
 /// The type string of a failed payment intent.
 pub const PAYMENT_INTENT_FAILED: &str = "payment_intent.failed";
+/// The name Stripe-style senders give the failure event; the same kind as
+/// [`PAYMENT_INTENT_FAILED`].
+pub const PAYMENT_INTENT_PAYMENT_FAILED: &str = "payment_intent.payment_failed";
 
 /// A verified webhook event.
 #[derive(Debug, Clone)]
@@ -29,12 +32,35 @@ pub struct Event {
 }
 
 /// What an event is about.
+///
+/// Each payment kind has two type names (aliases), and both mean the same
+/// thing to every handler; [`Event::event_type`] keeps the name as sent:
+///
+/// | `type` | kind |
+/// |---|---|
+/// | `payment_intent.succeeded`, `payment.succeeded` | [`PaymentIntentSucceeded`](Self::PaymentIntentSucceeded) |
+/// | `payment_intent.failed`, `payment_intent.payment_failed` | [`PaymentIntentFailed`](Self::PaymentIntentFailed) |
+/// | anything else | [`Other`](Self::Other) |
+///
+/// `payment.succeeded` is the other spelling the service's document shows;
+/// `payment_intent.payment_failed` is the name senders modelled on Stripe's
+/// format emit for a failed payment.
+///
+/// ```
+/// use payhook::{Event, EventKind};
+///
+/// let body = br#"{"id":"evt_1","type":"payment_intent.payment_failed","data":{"object":
+///   {"id":"pi_1","amount":5,"currency":"btc","status":"requires_payment_method"}}}"#;
+/// let event = Event::from_slice(body).unwrap();
+/// assert!(matches!(event.kind(), EventKind::PaymentIntentFailed(_)));
+/// assert_eq!(event.event_type(), "payment_intent.payment_failed");
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum EventKind {
     /// `payment_intent.succeeded` or `payment.succeeded`.
     PaymentIntentSucceeded(PaymentIntent),
-    /// `payment_intent.failed`.
+    /// `payment_intent.failed` or `payment_intent.payment_failed`.
     PaymentIntentFailed(PaymentIntent),
     /// Any other type; [`Event::event_type`] has its type string.
     Other {
@@ -75,7 +101,9 @@ impl Event {
             PAYMENT_INTENT_SUCCEEDED | PAYMENT_SUCCEEDED => {
                 EventKind::PaymentIntentSucceeded(payment_intent(envelope.data, text)?)
             }
-            PAYMENT_INTENT_FAILED => EventKind::PaymentIntentFailed(payment_intent(envelope.data, text)?),
+            PAYMENT_INTENT_FAILED | PAYMENT_INTENT_PAYMENT_FAILED => {
+                EventKind::PaymentIntentFailed(payment_intent(envelope.data, text)?)
+            }
             _ => EventKind::Other {
                 data: match envelope.data {
                     DataField::Raw(data) => data.to_owned(),
@@ -285,7 +313,7 @@ enum DataField<'a> {
 fn is_payment_type(event_type: &str) -> bool {
     matches!(
         event_type,
-        PAYMENT_INTENT_SUCCEEDED | PAYMENT_SUCCEEDED | PAYMENT_INTENT_FAILED
+        PAYMENT_INTENT_SUCCEEDED | PAYMENT_SUCCEEDED | PAYMENT_INTENT_FAILED | PAYMENT_INTENT_PAYMENT_FAILED
     )
 }
 

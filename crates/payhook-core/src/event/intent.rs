@@ -14,6 +14,24 @@ use super::packed::{self, AppendStr, PackedMap};
 ///
 /// Amounts are in the currency's smallest unit (satoshi, wei, …) and exact.
 ///
+/// A field a sender may leave out is an `Option` and is `None` when it was
+/// not sent: payhook never fills in a value the sender did not give (an
+/// intent without `amount_received` has `amount_received: None`, not 0).
+/// `id`, `amount`, `currency` and `status` are required; `object` is assumed
+/// `payment_intent` and `metadata` empty when absent (PROTOCOL.md,
+/// "Omitted-field rules", has the table).
+///
+/// ```
+/// use payhook::{Event, PaymentIntent};
+///
+/// let body = br#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":
+///   {"id":"pi_1","amount":5,"currency":"btc","status":"succeeded"}}}"#;
+/// let event = Event::from_slice(body).unwrap();
+/// let pi: &PaymentIntent = event.payment_intent().unwrap();
+/// assert_eq!(pi.amount_received, None); // not sent, not invented
+/// assert_eq!(pi.payment_method_types, None);
+/// ```
+///
 /// It deserializes from any `serde_json` source (text, a reader, a
 /// `serde_json::Value`); an [`Event`](super::Event) reads it straight from the
 /// body, without the copy that takes.
@@ -26,15 +44,17 @@ pub struct PaymentIntent {
     pub object: String,
     /// The amount to pay, in the smallest unit of the currency.
     pub amount: u128,
-    /// The amount received so far (0 when absent).
-    pub amount_received: u128,
+    /// The amount received so far; `None` when the sender left it out (or
+    /// sent `null`), which is not the same as `Some(0)`.
+    pub amount_received: Option<u128>,
     /// Lowercase currency code (`btc`, `eth`, `usdc`, …).
     pub currency: String,
-    /// Accepted payment methods (empty when absent).
-    pub payment_method_types: Vec<PaymentMethod>,
+    /// Accepted payment methods; `None` when the sender left them out (or
+    /// sent `null`).
+    pub payment_method_types: Option<Vec<PaymentMethod>>,
     /// Lifecycle status.
     pub status: PaymentIntentStatus,
-    /// Creation time, unix seconds.
+    /// Creation time, unix seconds; `None` when absent or `null`.
     pub created: Option<i64>,
     /// Free text, when set.
     pub description: Option<String>,
@@ -72,11 +92,11 @@ pub(super) struct IntentFields {
     object: String,
     #[serde(deserialize_with = "amount")]
     amount: u128,
-    #[serde(default, deserialize_with = "amount")]
-    amount_received: u128,
+    #[serde(default, deserialize_with = "optional_amount")]
+    amount_received: Option<u128>,
     currency: String,
-    #[serde(default, deserialize_with = "null_as_default")]
-    payment_method_types: Vec<PaymentMethod>,
+    #[serde(default)]
+    payment_method_types: Option<Vec<PaymentMethod>>,
     status: PaymentIntentStatus,
     #[serde(default)]
     created: Option<i64>,
@@ -441,12 +461,12 @@ fn append_exact_value<E: de::Error>(text: &mut String, json: &str) -> Result<(),
     }
 }
 
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de> + Default,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+/// An amount that may be absent (the field's `default`) or `null`.
+fn optional_amount<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u128>, D::Error> {
+    match Option::<&RawValue>::deserialize(deserializer)? {
+        Some(raw) => amount_from_text(raw.get()).map(Some),
+        None => Ok(None),
+    }
 }
 
 /// Reads an amount exactly from its JSON text, with a message a person can act
@@ -454,9 +474,12 @@ where
 /// text (rather than serde's number visitors) keeps integers beyond 2^64 exact
 /// and tells a negative number apart from one that is too large.
 fn amount<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u128, D::Error> {
-    let text = <&RawValue>::deserialize(deserializer)?.get();
+    amount_from_text(<&RawValue>::deserialize(deserializer)?.get())
+}
+
+fn amount_from_text<E: de::Error>(text: &str) -> Result<u128, E> {
     let fail = |what: &str| {
-        de::Error::custom(format!(
+        E::custom(format!(
             "amount must be a non-negative integer, got {what} {text}"
         ))
     };
@@ -468,7 +491,7 @@ fn amount<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u128, D::Error> 
         }
         Some(b'0'..=b'9') if text.bytes().all(|b| b.is_ascii_digit()) => text
             .parse::<u128>()
-            .map_err(|_| de::Error::custom(format!("amount {text} is larger than 2^128 - 1"))),
+            .map_err(|_| E::custom(format!("amount {text} is larger than 2^128 - 1"))),
         Some(b'0'..=b'9') => Err(fail("the non-integer number")),
         _ => Err(fail("the value")),
     }

@@ -20,6 +20,7 @@
 //! | `payment_intent.succeeded` | [`EventKind::PaymentIntentSucceeded`] |
 //! | `payment.succeeded` (the other spelling the service uses) | [`EventKind::PaymentIntentSucceeded`] |
 //! | `payment_intent.failed` | [`EventKind::PaymentIntentFailed`] |
+//! | `payment_intent.payment_failed` (the name Stripe-style senders emit) | [`EventKind::PaymentIntentFailed`] |
 //! | anything else | [`EventKind::Other`] with the raw `data` |
 //!
 //! Unknown fields anywhere are ignored, unknown `status` values and payment
@@ -54,7 +55,10 @@ mod intent;
 mod packed;
 mod payload;
 
-pub use envelope::{Event, EventKind, PAYMENT_INTENT_FAILED, PAYMENT_INTENT_SUCCEEDED, PAYMENT_SUCCEEDED};
+pub use envelope::{
+    Event, EventKind, PAYMENT_INTENT_FAILED, PAYMENT_INTENT_PAYMENT_FAILED, PAYMENT_INTENT_SUCCEEDED,
+    PAYMENT_SUCCEEDED,
+};
 pub use intent::{Metadata, MetadataIter, PaymentIntent, PaymentIntentStatus, PaymentMethod};
 pub use payload::{into_payload, parse_as};
 
@@ -108,7 +112,7 @@ mod tests {
         let event = Event::from_slice(pi_body(PAYMENT_INTENT_SUCCEEDED, amount).as_bytes()).unwrap();
         let pi = event.payment_intent().unwrap();
         assert_eq!(pi.amount, u128::MAX);
-        assert_eq!(pi.amount_received, u128::MAX);
+        assert_eq!(pi.amount_received, Some(u128::MAX));
         let big = "18446744073709551617"; // 2^64 + 1
         let event = Event::from_slice(pi_body(PAYMENT_INTENT_FAILED, big).as_bytes()).unwrap();
         assert!(matches!(event.kind(), EventKind::PaymentIntentFailed(pi) if pi.amount == (1u128 << 64) + 1));
@@ -122,7 +126,10 @@ mod tests {
         assert_eq!(pi.status, PaymentIntentStatus::Other("requires_capture".into()));
         assert_eq!(
             pi.payment_method_types,
-            vec![PaymentMethod::Ethereum, PaymentMethod::Other("lightning".into())]
+            Some(vec![
+                PaymentMethod::Ethereum,
+                PaymentMethod::Other("lightning".into())
+            ])
         );
         assert_eq!(pi.metadata.get("order"), Some("42"));
         assert_eq!(pi.description, None);
@@ -304,23 +311,96 @@ mod tests {
         assert!(err.to_string().contains("EOF"), "{err}");
     }
 
+    /// A field the sender left out is `None`, never a value payhook made up;
+    /// `null` reads the same as absent, and a present value is checked as ever.
     #[test]
-    fn amount_received_absent_is_zero() {
-        let body = br#"{"id":"evt_r","type":"payment_intent.failed","data":{"object":{"id":"pi_r","amount":250,"currency":"btc","status":"failed"}}}"#;
-        let pi = Event::from_slice(body)
+    fn omitted_fields_are_none_not_invented() {
+        let body = r#"{"id":"evt_r","type":"payment_intent.succeeded","data":{"object":{"id":"pi_r","amount":250,"currency":"btc","status":"succeeded"}}}"#;
+        let pi = Event::from_slice(body.as_bytes())
             .unwrap()
             .payment_intent()
             .cloned()
             .unwrap();
-        assert_eq!((pi.amount, pi.amount_received), (250, 0));
-        let with_null = std::str::from_utf8(body)
+        assert_eq!(pi.amount, 250);
+        assert_eq!(pi.amount_received, None);
+        assert_eq!(pi.payment_method_types, None);
+        assert_eq!(pi.created, None);
+        assert_eq!(pi.description, None);
+        assert_eq!(pi.object, PaymentIntent::OBJECT);
+        assert!(pi.metadata.is_empty());
+        let with = |fields: &str| body.replace(r#""status""#, &format!(r#"{fields},"status""#));
+        let nulls = with(r#""amount_received":null,"payment_method_types":null,"created":null"#);
+        let pi = Event::from_slice(nulls.as_bytes())
             .unwrap()
-            .replace(r#""status""#, r#""amount_received":null,"status""#);
-        let err = Event::from_slice(with_null.as_bytes()).unwrap_err();
-        assert!(
-            err.to_string().contains("amount must be a non-negative integer"),
-            "{err}"
+            .payment_intent()
+            .cloned()
+            .unwrap();
+        assert_eq!(
+            (pi.amount_received, pi.payment_method_types, pi.created),
+            (None, None, None)
         );
+        let zero = with(r#""amount_received":0,"payment_method_types":[]"#);
+        let pi = Event::from_slice(zero.as_bytes())
+            .unwrap()
+            .payment_intent()
+            .cloned()
+            .unwrap();
+        assert_eq!(pi.amount_received, Some(0));
+        assert_eq!(pi.payment_method_types, Some(vec![]));
+        for bad in [
+            r#""amount_received":-1"#,
+            r#""amount_received":"5""#,
+            r#""amount_received":1.5"#,
+        ] {
+            let err = Event::from_slice(with(bad).as_bytes()).unwrap_err();
+            assert!(
+                err.to_string().contains("amount must be a non-negative integer"),
+                "{bad}: {err}"
+            );
+        }
+        // `data` before `type` reads the same.
+        let reordered = r#"{"data":{"object":{"id":"pi_r","amount":250,"currency":"btc","status":"succeeded"}},"id":"evt_r","type":"payment_intent.payment_failed"}"#;
+        let event = Event::from_slice(reordered.as_bytes()).unwrap();
+        assert!(matches!(event.kind(), EventKind::PaymentIntentFailed(pi) if pi.amount_received.is_none()));
+        // The required fields stay required.
+        for field in [
+            r#""currency":"btc","#,
+            r#""amount":250,"#,
+            r#""status":"succeeded""#,
+        ] {
+            let without = body.replace(field, "").replace(",}", "}");
+            let err = Event::from_slice(without.as_bytes()).unwrap_err();
+            assert!(err.to_string().contains("missing field"), "{without}: {err}");
+        }
+    }
+
+    /// Both names of each payment kind give that kind, in either key order,
+    /// and the type stays as sent.
+    #[test]
+    fn aliases_give_one_kind_and_keep_the_type_as_sent() {
+        for (event_type, failed) in [
+            (PAYMENT_INTENT_SUCCEEDED, false),
+            (PAYMENT_SUCCEEDED, false),
+            (PAYMENT_INTENT_FAILED, true),
+            (PAYMENT_INTENT_PAYMENT_FAILED, true),
+        ] {
+            let type_first = pi_body(event_type, "7");
+            let data_first = format!(
+                r#"{{"id":"evt_a","data":{{"object":{{"id":"pi_a","amount":7,"currency":"btc","status":"x"}}}},"type":"{event_type}"}}"#
+            );
+            for body in [type_first, data_first] {
+                let event = Event::from_slice(body.as_bytes()).unwrap();
+                assert_eq!(event.event_type(), event_type);
+                match event.kind() {
+                    EventKind::PaymentIntentFailed(pi) if failed => assert_eq!(pi.amount, 7),
+                    EventKind::PaymentIntentSucceeded(pi) if !failed => assert_eq!(pi.amount, 7),
+                    other => panic!("{event_type}: {other:?}"),
+                }
+            }
+        }
+        // A near miss is another event, not a payment.
+        let event = Event::from_slice(pi_body("payment_intent.payment_failed ", "7").as_bytes()).unwrap();
+        assert!(matches!(event.kind(), EventKind::Other { .. }));
     }
 
     #[test]

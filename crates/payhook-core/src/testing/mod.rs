@@ -25,7 +25,9 @@ use bytes::Bytes;
 use http_body_util::Full;
 
 use crate::error::ConfigError;
-use crate::event::{PAYMENT_INTENT_FAILED, PAYMENT_INTENT_SUCCEEDED, PAYMENT_SUCCEEDED};
+use crate::event::{
+    PAYMENT_INTENT_FAILED, PAYMENT_INTENT_PAYMENT_FAILED, PAYMENT_INTENT_SUCCEEDED, PAYMENT_SUCCEEDED,
+};
 use crate::secret::Secret;
 use crate::signature::{sign, DEFAULT_HEADER};
 
@@ -64,12 +66,22 @@ pub struct EventBuilder {
 struct IntentFields {
     id: String,
     amount: u128,
-    amount_received: Option<u128>,
+    amount_received: Received,
     currency: String,
     methods: Vec<String>,
     status: String,
     description: Option<String>,
     metadata: BTreeMap<String, String>,
+}
+
+/// What a builder writes as `amount_received`.
+#[derive(Debug, Clone, Copy)]
+enum Received {
+    /// The amount for a success, 0 otherwise.
+    Default,
+    Value(u128),
+    /// Left out, as some senders do.
+    Omitted,
 }
 
 impl IntentFields {
@@ -80,7 +92,7 @@ impl IntentFields {
                 crate::store::ClaimToken::random().as_u128() as u64
             ),
             amount: 250_000,
-            amount_received: None,
+            amount_received: Received::Default,
             currency: "btc".to_owned(),
             methods: vec!["bitcoin".to_owned()],
             status: status.to_owned(),
@@ -116,6 +128,12 @@ impl EventBuilder {
         Self::payment(PAYMENT_INTENT_FAILED, "requires_payment_method")
     }
 
+    /// `payment_intent.payment_failed`, the failure event under the name
+    /// Stripe-style senders use; status `requires_payment_method`.
+    pub fn payment_intent_payment_failed() -> Self {
+        Self::payment(PAYMENT_INTENT_PAYMENT_FAILED, "requires_payment_method")
+    }
+
     /// An event of any other type, with `data` `{}` unless set with [`data`](Self::data).
     pub fn other(event_type: &str) -> Self {
         Self {
@@ -134,6 +152,7 @@ impl EventBuilder {
             PAYMENT_INTENT_SUCCEEDED => Self::payment_intent_succeeded(),
             PAYMENT_SUCCEEDED => Self::payment_succeeded(),
             PAYMENT_INTENT_FAILED => Self::payment_intent_failed(),
+            PAYMENT_INTENT_PAYMENT_FAILED => Self::payment_intent_payment_failed(),
             other => Self::other(other),
         }
     }
@@ -176,7 +195,14 @@ impl EventBuilder {
 
     /// The amount received (default: the amount for a success, 0 otherwise).
     pub fn amount_received(mut self, amount: u128) -> Self {
-        self.intent().amount_received = Some(amount);
+        self.intent().amount_received = Received::Value(amount);
+        self
+    }
+
+    /// Leaves `amount_received` out of the payment intent, as some senders
+    /// do (the parsed intent then has `amount_received: None`).
+    pub fn without_amount_received(mut self) -> Self {
+        self.intent().amount_received = Received::Omitted;
         self
     }
 
@@ -229,9 +255,14 @@ impl EventBuilder {
         let data = match (&self.data, &self.intent) {
             (Some(raw), _) => raw.clone(),
             (None, Some(pi)) => {
-                let received =
-                    pi.amount_received
-                        .unwrap_or(if pi.status == "succeeded" { pi.amount } else { 0 });
+                let received = match pi.amount_received {
+                    Received::Default if pi.status == "succeeded" => {
+                        format!(r#""amount_received":{},"#, pi.amount)
+                    }
+                    Received::Default => r#""amount_received":0,"#.to_owned(),
+                    Received::Value(amount) => format!(r#""amount_received":{amount},"#),
+                    Received::Omitted => String::new(),
+                };
                 let methods: Vec<String> = pi.methods.iter().map(|m| json_string(m)).collect();
                 let metadata: Vec<String> = pi
                     .metadata
@@ -239,7 +270,7 @@ impl EventBuilder {
                     .map(|(k, v)| format!("{}:{}", json_string(k), json_string(v)))
                     .collect();
                 format!(
-                    r#"{{"object":{{"id":{},"object":"payment_intent","amount":{},"amount_received":{},"currency":{},"payment_method_types":[{}],"status":{},"created":{},"description":{},"metadata":{{{}}}}}}}"#,
+                    r#"{{"object":{{"id":{},"object":"payment_intent","amount":{},{}"currency":{},"payment_method_types":[{}],"status":{},"created":{},"description":{},"metadata":{{{}}}}}}}"#,
                     json_string(&pi.id),
                     pi.amount,
                     received,
@@ -340,6 +371,7 @@ mod tests {
             EventBuilder::payment_intent_succeeded(),
             EventBuilder::payment_succeeded(),
             EventBuilder::payment_intent_failed(),
+            EventBuilder::payment_intent_payment_failed(),
             EventBuilder::other("customer.created"),
         ] {
             let event = Event::from_slice(builder.to_json().as_bytes()).unwrap();
@@ -358,6 +390,21 @@ mod tests {
         };
         assert_eq!(pi.amount, u128::MAX);
         assert_eq!(pi.metadata.get("order"), Some("A \"quoted\" id"));
-        assert_eq!(pi.payment_method_types[0].as_str(), "ethereum");
+        assert_eq!(
+            pi.payment_method_types.as_deref().unwrap()[0].as_str(),
+            "ethereum"
+        );
+        assert_eq!(pi.amount_received, Some(u128::MAX));
+        let failed = EventBuilder::payment_intent_payment_failed().without_amount_received();
+        let event = Event::from_slice(failed.to_json().as_bytes()).unwrap();
+        assert_eq!(event.event_type(), "payment_intent.payment_failed");
+        let EventKind::PaymentIntentFailed(pi) = event.kind() else {
+            panic!()
+        };
+        assert_eq!(pi.amount_received, None);
+        assert!(!failed.to_json().contains("amount_received"));
+        let failed = EventBuilder::of_type("payment_intent.payment_failed").amount(9);
+        let event = Event::from_slice(failed.to_json().as_bytes()).unwrap();
+        assert_eq!(event.payment_intent().unwrap().amount_received, Some(0));
     }
 }
