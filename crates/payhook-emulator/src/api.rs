@@ -580,8 +580,27 @@ pub(crate) fn create_endpoint_op(
     let description = params.take_string("description", 5000)?.filter(|d| !d.is_empty());
     params.finish()?;
     let secret = ids::new_secret();
+    let id = insert_endpoint(shared, url, uri, enabled_events, description, &secret)?;
+    let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    let endpoint = state
+        .endpoints
+        .get(&id)
+        .ok_or_else(|| ApiError::missing("id", "webhook_endpoint", &id))?;
+    to_json(&endpoint.to_object(Some(&secret)))
+}
+
+/// Registers a webhook endpoint from checked fields, signing with `secret`;
+/// returns its id.
+pub(crate) fn insert_endpoint(
+    shared: &Arc<Shared>,
+    url: reqwest::Url,
+    uri: http::Uri,
+    enabled_events: Vec<String>,
+    description: Option<String>,
+    secret: &str,
+) -> Result<String, ApiError> {
     let keys = SigningKeys {
-        current: Secret::new(&secret).map_err(|_| internal())?,
+        current: Secret::new(secret).map_err(|_| internal())?,
         previous: None,
     };
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -596,8 +615,9 @@ pub(crate) fn create_endpoint_op(
     }
     let seq = state.next_endpoint_seq;
     state.next_endpoint_seq = seq.saturating_add(1);
+    let id = ids::new_id("we_");
     let endpoint = Endpoint {
-        id: ids::new_id("we_"),
+        id: id.clone(),
         uri,
         url,
         enabled_events,
@@ -606,9 +626,8 @@ pub(crate) fn create_endpoint_op(
         seq,
         keys: Arc::new(keys),
     };
-    let reply = to_json(&endpoint.to_object(Some(&secret)))?;
-    state.endpoints.insert(endpoint.id.clone(), endpoint);
-    Ok(reply)
+    state.endpoints.insert(id.clone(), endpoint);
+    Ok(id)
 }
 
 fn internal() -> ApiError {
@@ -622,7 +641,7 @@ fn internal() -> ApiError {
 }
 
 /// The endpoint's URL, and the same as the request target of its deliveries.
-fn parse_endpoint_url(url: &str) -> Result<(reqwest::Url, http::Uri), ApiError> {
+pub(crate) fn parse_endpoint_url(url: &str) -> Result<(reqwest::Url, http::Uri), ApiError> {
     let invalid = |why: String| ApiError::invalid("url", "url_invalid", why);
     let parsed =
         reqwest::Url::parse(url).map_err(|err| invalid(format!("url is not a valid URL ({err})")))?;

@@ -466,6 +466,8 @@ pub struct EmulatorBuilder {
     limits: Limits,
     api_latency: Duration,
     signature_header: String,
+    forward_to: Option<String>,
+    forward_secret: Option<String>,
 }
 
 // By hand: the API key is a secret and stays out of Debug output.
@@ -481,14 +483,46 @@ impl std::fmt::Debug for EmulatorBuilder {
             .field("limits", &self.limits)
             .field("api_latency", &self.api_latency)
             .field("signature_header", &self.signature_header)
+            .field("forward_to", &self.forward_to)
+            .field(
+                "forward_secret",
+                &self.forward_secret.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
 
 impl EmulatorBuilder {
     /// Where to listen; default `127.0.0.1:0` (a free loopback port).
+    ///
+    /// An address that is not loopback (`0.0.0.0`, a LAN address, …) needs a
+    /// fixed [`api_key`](Self::api_key): [`start`](Self::start) refuses it
+    /// otherwise, before binding. Anyone who can reach the port and holds the
+    /// key can register endpoints, have the emulator POST to any URL they
+    /// name, and read the first 200 characters of each reply in the delivery
+    /// attempts.
     pub fn addr(mut self, addr: SocketAddr) -> Self {
         self.addr = addr;
+        self
+    }
+
+    /// Registers a webhook endpoint for every event type (`*`) at start, as
+    /// `payhook emulate --forward-to URL` does; [`Emulator::forward_endpoint`]
+    /// gives its id and secret.
+    pub fn forward_to(mut self, url: impl Into<String>) -> Self {
+        self.forward_to = Some(url.into());
+        self
+    }
+
+    /// Fixes the signing secret of the [`forward_to`](Self::forward_to)
+    /// endpoint (as `payhook emulate --secret whsec_…` does), so a receiver
+    /// can be configured once and keep working across emulator restarts.
+    /// Without it a fresh `whsec_…` secret is drawn at every start.
+    ///
+    /// [`start`](Self::start) refuses a secret without `forward_to`, and one
+    /// that is not `whsec_` followed by 1 to 249 visible ASCII characters.
+    pub fn forward_secret(mut self, secret: impl Into<String>) -> Self {
+        self.forward_secret = Some(secret.into());
         self
     }
 
@@ -550,11 +584,35 @@ impl EmulatorBuilder {
     /// # Errors
     /// [`StartError`] for an invalid setting (a malformed fixed key, an empty
     /// retry schedule, a zero timeout, a probability outside 0–1, zero
-    /// limits), or an address that cannot be bound.
+    /// limits, a non-loopback address without a fixed key, a malformed
+    /// `forward_to` URL or secret), or an address that cannot be bound.
     pub async fn start(self) -> Result<Emulator, StartError> {
         if let Some(key) = &self.api_key {
             auth::check_api_key(key).map_err(|problem| StartError::Setting(problem.into()))?;
         }
+        if !self.addr.ip().is_loopback() && self.api_key.is_none() {
+            return Err(StartError::Setting(format!(
+                "{} is not a loopback address: listening there needs a fixed API key \
+                 (EmulatorBuilder::api_key), or anyone who reaches the port could make \
+                 the emulator send requests to any URL and read the replies",
+                self.addr.ip()
+            )));
+        }
+        if let Some(secret) = &self.forward_secret {
+            if self.forward_to.is_none() {
+                return Err(StartError::Setting(
+                    "a forward secret needs a forward_to URL: it is that endpoint's signing secret".into(),
+                ));
+            }
+            check_endpoint_secret(secret).map_err(|problem| StartError::Setting(problem.into()))?;
+        }
+        let forward_url = match &self.forward_to {
+            Some(url) => Some(
+                api::parse_endpoint_url(url)
+                    .map_err(|error| StartError::Setting(format!("forward_to: {}", error.message)))?,
+            ),
+            None => None,
+        };
         self.retry.check()?;
         self.faults.check()?;
         if self.attempt_timeout.is_zero() || self.attempt_timeout > MAX_ATTEMPT_TIMEOUT {
@@ -612,6 +670,15 @@ impl EmulatorBuilder {
             shutdown: shutdown.clone(),
             seed,
         });
+        let forward_endpoint = match forward_url {
+            Some((url, uri)) => {
+                let secret = self.forward_secret.unwrap_or_else(ids::new_secret);
+                let id = api::insert_endpoint(&shared, url, uri, vec!["*".to_owned()], None, &secret)
+                    .map_err(|error| StartError::Setting(format!("forward_to: {}", error.message)))?;
+                Some(RegisteredEndpoint { id, secret })
+            }
+            None => None,
+        };
         let router = api::router(Arc::clone(&shared));
         let mut stopped = shutdown;
         let server = tokio::spawn(async move {
@@ -624,6 +691,7 @@ impl EmulatorBuilder {
         Ok(Emulator {
             addr,
             api_key,
+            forward_endpoint,
             shared,
             stop,
             server: Some(server),
@@ -636,6 +704,7 @@ impl EmulatorBuilder {
 pub struct Emulator {
     addr: SocketAddr,
     api_key: String,
+    forward_endpoint: Option<RegisteredEndpoint>,
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
     server: Option<JoinHandle<std::io::Result<()>>>,
@@ -663,7 +732,16 @@ impl Emulator {
             limits: Limits::default(),
             api_latency: Duration::ZERO,
             signature_header: payhook_core::signature::DEFAULT_HEADER.to_owned(),
+            forward_to: None,
+            forward_secret: None,
         }
+    }
+
+    /// The endpoint registered at start with [`EmulatorBuilder::forward_to`]:
+    /// its id and signing secret (the fixed one, if
+    /// [`forward_secret`](EmulatorBuilder::forward_secret) gave one).
+    pub fn forward_endpoint(&self) -> Option<&RegisteredEndpoint> {
+        self.forward_endpoint.as_ref()
     }
 
     /// The address it listens on.
@@ -827,6 +905,27 @@ impl Drop for Emulator {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
     }
+}
+
+/// Checks a signing secret to fix with [`EmulatorBuilder::forward_secret`]
+/// (or `payhook emulate --secret`): `Err` says why it is refused, without
+/// quoting it.
+///
+/// ```
+/// assert!(payhook::emulator::check_endpoint_secret("whsec_local_test").is_ok());
+/// assert!(payhook::emulator::check_endpoint_secret("local_test").is_err());
+/// ```
+///
+/// # Errors
+/// Anything but `whsec_` followed by 1 to 249 visible ASCII characters.
+pub fn check_endpoint_secret(secret: &str) -> Result<(), &'static str> {
+    let Some(rest) = secret.strip_prefix("whsec_") else {
+        return Err("the signing secret must start with whsec_");
+    };
+    if rest.is_empty() || secret.len() > 255 || !rest.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("the signing secret must be whsec_ followed by 1 to 249 visible ASCII characters");
+    }
+    Ok(())
 }
 
 fn json_params(body: &str) -> Result<Params, RequestError> {
