@@ -27,7 +27,9 @@ use crate::state::{paginate, Idempotent, Page};
 use crate::text::shown;
 use crate::{delivery, ids, params, unix_seconds, Shared};
 
-/// The event types the emulator emits; `enabled_events` may name these or `*`.
+/// The event types the emulator emits: `payment_intent.succeeded` (from the
+/// succeed test helper) and `payment_intent.failed` (from the fail helper).
+/// `enabled_events` may name these, any other type string, or `*`.
 pub const EMITTED_EVENT_TYPES: [&str; 2] = ["payment_intent.succeeded", "payment_intent.failed"];
 /// The longest `roll_secret` overlap, `expires_in`: 7 days.
 const MAX_EXPIRES_IN: u128 = 7 * 24 * 3600;
@@ -55,6 +57,10 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/events", get(list_events))
         .route("/v1/events/{id}", get(get_event))
         .route("/v1/events/{id}/delivery_attempts", get(list_attempts))
+        .route(
+            "/v1/events/{id}/resend",
+            post(|s, k, p, h, b| object_post(s, k, p, h, b, "resend", resend_op)),
+        )
         .route(
             "/v1/webhook_endpoints",
             get(list_endpoints)
@@ -539,8 +545,58 @@ pub(crate) fn settle(
         .collect();
     state.events.insert(event_id, Arc::clone(&event));
     drop(state);
-    delivery::enqueue(shared, event, endpoints);
+    delivery::enqueue(shared, event, endpoints, 0);
     Ok(intent)
+}
+
+/// `POST /v1/events/:id/resend`: delivers the event again, byte for byte the
+/// same body signed afresh, to one endpoint (`webhook_endpoint`) or to every
+/// endpoint whose `enabled_events` match it now. Each resend is numbered (1,
+/// 2, … across the emulator) and its attempts carry that number.
+fn resend_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<Vec<u8>, ApiError> {
+    let chosen = params.take_string("webhook_endpoint", 255)?;
+    params.finish()?;
+    let (event, endpoints, resend) = {
+        let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let event = Arc::clone(
+            state
+                .events
+                .get(id)
+                .ok_or_else(|| ApiError::missing("id", "event", id))?,
+        );
+        let endpoints: Vec<(String, u64)> = match &chosen {
+            Some(endpoint_id) => {
+                let endpoint = state
+                    .endpoints
+                    .get(endpoint_id)
+                    .ok_or_else(|| ApiError::missing("webhook_endpoint", "webhook_endpoint", endpoint_id))?;
+                vec![(endpoint.id.clone(), endpoint.seq)]
+            }
+            None => state
+                .endpoints
+                .iter()
+                .filter(|endpoint| endpoint.wants(&event.event_type))
+                .map(|endpoint| (endpoint.id.clone(), endpoint.seq))
+                .collect(),
+        };
+        state.resends = state.resends.saturating_add(1);
+        (event, endpoints, state.resends)
+    };
+    #[derive(Serialize)]
+    struct Resent<'a> {
+        object: &'static str,
+        event: &'a str,
+        resend: u64,
+        webhook_endpoints: Vec<&'a str>,
+    }
+    let reply = to_json(&Resent {
+        object: "event_resend",
+        event: &event.id,
+        resend,
+        webhook_endpoints: endpoints.iter().map(|(id, _)| id.as_str()).collect(),
+    })?;
+    delivery::enqueue(shared, event, endpoints, resend);
+    Ok(reply)
 }
 
 /// `POST /v1/webhook_endpoints`.
@@ -561,19 +617,7 @@ pub(crate) fn create_endpoint_op(
             ))
         }
         Some(events) => {
-            for event in &events {
-                if event != "*" && !EMITTED_EVENT_TYPES.contains(&event.as_str()) {
-                    return Err(ApiError::invalid(
-                        "enabled_events",
-                        "parameter_invalid_event_type",
-                        format!(
-                            "{} is not an event type the service emits; use \"*\" or one of: {}",
-                            shown(event),
-                            EMITTED_EVENT_TYPES.join(", ")
-                        ),
-                    ));
-                }
-            }
+            check_enabled_events(&events)?;
             events
         }
     };
@@ -675,6 +719,41 @@ pub(crate) fn parse_endpoint_url(url: &str) -> Result<(reqwest::Url, http::Uri),
     }
 }
 
+/// The most entries of `enabled_events`.
+const MAX_ENABLED_EVENTS: usize = 100;
+/// The longest event type in `enabled_events`.
+const MAX_EVENT_TYPE_CHARS: usize = 255;
+
+/// Any type string (or `*`) is accepted, so an endpoint can be registered for
+/// the sibling format's names too; only what cannot be an event type is refused.
+fn check_enabled_events(events: &[String]) -> Result<(), ApiError> {
+    if events.len() > MAX_ENABLED_EVENTS {
+        return Err(ApiError::invalid(
+            "enabled_events",
+            "parameter_invalid_array",
+            format!(
+                "enabled_events may name at most {MAX_ENABLED_EVENTS} event types, got {}",
+                events.len()
+            ),
+        ));
+    }
+    for event in events {
+        let chars = event.chars().count();
+        if chars == 0 || chars > MAX_EVENT_TYPE_CHARS || event.chars().any(char::is_control) {
+            return Err(ApiError::invalid(
+                "enabled_events",
+                "parameter_invalid_event_type",
+                format!(
+                    "each entry of enabled_events is an event type of 1 to {MAX_EVENT_TYPE_CHARS} characters \
+                     without control characters (or \"*\" for all), got {}",
+                    shown(event)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `POST /v1/webhook_endpoints/:id/roll_secret`.
 pub(crate) fn roll_secret_op(
     shared: &Arc<Shared>,
@@ -746,6 +825,13 @@ fn reply(result: Result<Vec<u8>, ApiError>) -> Response {
 /// Reads `limit`, `starting_after` and `ending_before` from a query string.
 fn page_of(query: Option<String>) -> Result<Page, ApiError> {
     let mut params = Params::from_form(query.unwrap_or_default().as_bytes())?;
+    let page = take_page(&mut params)?;
+    params.finish()?;
+    Ok(page)
+}
+
+/// Takes `limit`, `starting_after` and `ending_before` from `params`.
+fn take_page(params: &mut Params) -> Result<Page, ApiError> {
     let limit = params.take_integer("limit", 1)?.unwrap_or(10);
     if limit > 100 {
         return Err(ApiError::invalid(
@@ -756,7 +842,6 @@ fn page_of(query: Option<String>) -> Result<Page, ApiError> {
     }
     let starting_after = params.take_string("starting_after", 255)?;
     let ending_before = params.take_string("ending_before", 255)?;
-    params.finish()?;
     if starting_after.is_some() && ending_before.is_some() {
         return Err(ApiError::invalid(
             "ending_before",
@@ -821,10 +906,83 @@ async fn get_intent(
     }))
 }
 
+/// The filters of `GET /v1/events`: `type`, and `created[gt|gte|lt|lte]` in unix seconds.
+#[derive(Debug, Default)]
+struct EventFilter {
+    event_type: Option<String>,
+    /// Inclusive bounds.
+    created_from: u64,
+    created_to: u64,
+}
+
+impl EventFilter {
+    fn take(params: &mut Params) -> Result<Self, ApiError> {
+        let event_type = params.take_string("type", MAX_EVENT_TYPE_CHARS)?;
+        let mut filter = Self {
+            event_type,
+            created_from: 0,
+            created_to: u64::MAX,
+        };
+        for (op, value) in params.take_string_map("created")?.unwrap_or_default() {
+            let param = format!("created[{op}]");
+            let seconds = value.parse::<u64>().map_err(|_| {
+                ApiError::invalid(
+                    param.as_str(),
+                    "parameter_invalid_integer",
+                    format!(
+                        "{} must be unix seconds (a whole number), got {}",
+                        shown(&param),
+                        shown(&value)
+                    ),
+                )
+            })?;
+            match op.as_str() {
+                "gt" => filter.created_from = filter.created_from.max(seconds.saturating_add(1)),
+                "gte" => filter.created_from = filter.created_from.max(seconds),
+                "lt" => match seconds.checked_sub(1) {
+                    Some(to) => filter.created_to = filter.created_to.min(to),
+                    None => {
+                        filter.created_from = 1;
+                        filter.created_to = 0;
+                    }
+                },
+                "lte" => filter.created_to = filter.created_to.min(seconds),
+                _ => {
+                    return Err(ApiError::invalid(
+                        param.as_str(),
+                        "parameter_unknown",
+                        format!(
+                            "{} is not a filter: use created[gt], created[gte], created[lt] or created[lte]",
+                            shown(&param)
+                        ),
+                    ))
+                }
+            }
+        }
+        Ok(filter)
+    }
+
+    fn matches(&self, event: &EventRecord) -> bool {
+        (self.created_from..=self.created_to).contains(&event.created)
+            && self.event_type.as_ref().is_none_or(|t| *t == event.event_type)
+    }
+}
+
 async fn list_events(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
-    reply(page_of(query).and_then(|page| {
+    let parsed = Params::from_form(query.unwrap_or_default().as_bytes()).and_then(|mut params| {
+        let page = take_page(&mut params)?;
+        let filter = EventFilter::take(&mut params)?;
+        params.finish()?;
+        Ok((page, filter))
+    });
+    reply(parsed.and_then(|(page, filter)| {
         let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        let items = state.events.iter().map(|e| (e.id.as_str(), e)).collect();
+        let items = state
+            .events
+            .iter()
+            .filter(|e| filter.matches(e))
+            .map(|e| (e.id.as_str(), e))
+            .collect();
         let listed = paginate(items, &page, cursor_missing("event"))?;
         let bodies: Vec<&[u8]> = listed.data.iter().map(|e| e.body.as_ref()).collect();
         Ok(list_json(&bodies, listed.has_more, "/v1/events"))

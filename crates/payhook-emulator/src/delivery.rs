@@ -109,6 +109,8 @@ struct Job {
     endpoint_id: String,
     endpoint_seq: u64,
     copy: u32,
+    /// 0, or the number of the resend this delivery is part of.
+    resend: u64,
 }
 
 /// Holds one of the bounded delivery slots; frees it when the delivery ends
@@ -166,7 +168,15 @@ fn draw(seed: u64, draw: Draw, job: &Job, attempt: u32) -> u64 {
         u64::from(job.copy),
         u64::from(attempt),
     ];
-    parts.iter().fold(mix(seed), |acc, part| mix(acc ^ part)) >> 32
+    let drawn = parts.iter().fold(mix(seed), |acc, part| mix(acc ^ part));
+    // A resend draws its own numbers; the event's own deliveries keep the
+    // pattern they had before resends existed.
+    let drawn = if job.resend == 0 {
+        drawn
+    } else {
+        mix(drawn ^ job.resend)
+    };
+    drawn >> 32
 }
 
 fn happens(probability: f64, drawn: u64) -> bool {
@@ -175,7 +185,13 @@ fn happens(probability: f64, drawn: u64) -> bool {
 }
 
 /// Queues `event` for every endpoint that wants it.
-pub(crate) fn enqueue(shared: &Arc<Shared>, event: Arc<EventRecord>, endpoints: Vec<(String, u64)>) {
+/// `resend` is 0 for the event's own deliveries, or the resend's number.
+pub(crate) fn enqueue(
+    shared: &Arc<Shared>,
+    event: Arc<EventRecord>,
+    endpoints: Vec<(String, u64)>,
+    resend: u64,
+) {
     let faults = &shared.config.faults;
     let mut ready = Vec::new();
     for (endpoint_id, endpoint_seq) in endpoints {
@@ -184,6 +200,7 @@ pub(crate) fn enqueue(shared: &Arc<Shared>, event: Arc<EventRecord>, endpoints: 
             endpoint_id,
             endpoint_seq,
             copy: 0,
+            resend,
         };
         let Some(slot) = admit(shared, &job) else {
             continue;
@@ -497,6 +514,7 @@ async fn attempt(shared: &Arc<Shared>, due: Due) {
         webhook_endpoint: job.endpoint_id.clone(),
         url,
         copy: job.copy,
+        resend: job.resend,
         attempt,
         started_at_ms: outcome.started_at_ms,
         signed_at: outcome.signed_at,
@@ -562,19 +580,23 @@ fn log_attempt(record: &DeliveryAttempt, next: Option<Duration>) {
         record.webhook_endpoint,
         record.url,
         record.attempt,
-        CopyNote(record.copy),
+        CopyNote(record.copy, record.resend),
         AttemptResult(record),
         record.duration_ms,
         NextNote(record.succeeded, next),
     );
 }
 
-/// ` (duplicate copy N)` for a copy the `duplicates` fault added. The log
-/// line's parts are written straight into it, not built as strings first.
-struct CopyNote(u32);
+/// ` (resend N)` for a delivery an API resend asked for, ` (duplicate copy
+/// N)` for a copy the `duplicates` fault added. The log line's parts are
+/// written straight into it, not built as strings first.
+struct CopyNote(u32, u64);
 
 impl std::fmt::Display for CopyNote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.1 > 0 {
+            write!(f, " (resend {})", self.1)?;
+        }
         if self.0 > 0 {
             write!(f, " (duplicate copy {})", self.0)?;
         }
@@ -865,6 +887,7 @@ mod tests {
             endpoint_id: "we_x".into(),
             endpoint_seq: 1,
             copy: 0,
+            resend: 0,
         };
         assert_eq!(
             draw(7, Draw::Duplicate, &job, 0),
@@ -954,8 +977,9 @@ mod tests {
         assert_eq!(AttemptResult(&record).to_string(), "could not connect");
         record.error = None;
         assert_eq!(AttemptResult(&record).to_string(), "no reply");
-        assert_eq!(CopyNote(0).to_string(), "");
-        assert_eq!(CopyNote(1).to_string(), " (duplicate copy 1)");
+        assert_eq!(CopyNote(0, 0).to_string(), "");
+        assert_eq!(CopyNote(1, 0).to_string(), " (duplicate copy 1)");
+        assert_eq!(CopyNote(0, 2).to_string(), " (resend 2)");
         assert_eq!(NextNote(true, None).to_string(), "");
         assert_eq!(NextNote(false, None).to_string(), "; no more attempts");
         assert_eq!(

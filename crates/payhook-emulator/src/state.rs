@@ -302,6 +302,8 @@ pub(crate) struct State {
     pub idempotency: IdempotencyKeys,
     pub next_event_seq: u64,
     pub next_endpoint_seq: u64,
+    /// Resends requested so far (the last one's number).
+    pub resends: u64,
 }
 
 impl State {
@@ -314,6 +316,7 @@ impl State {
             idempotency: IdempotencyKeys::new(limits.idempotency_keys, Duration::from_secs(24 * 3600)),
             next_event_seq: 0,
             next_endpoint_seq: 0,
+            resends: 0,
         }
     }
 }
