@@ -319,7 +319,10 @@ async fn emulate_faults_duplicate_and_drop_yet_the_receiver_handles_each_event_o
     let handled = runs.lock().expect("not poisoned").clone();
     assert!(handled.values().all(|(_, n)| *n == 1), "{handled:?}");
     let log = emulate.stderr();
-    assert!(log.contains("(fault drop-first)"), "{log}");
+    assert!(
+        log.contains("200, reply discarded by the injected fault drop-first (the receiver got the request and answered)"),
+        "{log}"
+    );
     assert!(log.contains("(duplicate copy 1)"), "{log}");
 }
 

@@ -32,6 +32,9 @@ use tokio::sync::{oneshot, Notify};
 use crate::model::{DeliveryAttempt, EventRecord, SigningKeys};
 use crate::{ids, unix_millis, Shared};
 
+/// The error of an attempt whose reply the `drop_first` fault discarded.
+const DROPPED_BY_FAULT: &str =
+    "reply discarded by the injected fault drop-first (the receiver got the request and answered)";
 /// The most reply-body characters kept in an attempt record.
 const RESPONSE_EXCERPT_CHARS: usize = 200;
 /// The most reply-body bytes read before the connection is let go.
@@ -497,13 +500,14 @@ async fn attempt(shared: &Arc<Shared>, due: Due) {
     } else {
         Some(retry_delay(shared, &job, attempt, outcome.retry_after))
     };
-    let error = if dropped {
-        Some(match &outcome.error {
-            Some(error) => format!("{error} (fault drop-first)"),
-            None => "reply dropped (fault drop-first): the attempt counts as lost".to_owned(),
-        })
-    } else {
-        outcome.error.clone()
+    // An injected fault is named as one, and only when it did something: an
+    // attempt that failed on its own (the receiver down, a timeout) keeps its
+    // real cause, so a log reader never blames the fault for a real failure
+    // or the receiver for the fault.
+    let error = match (&outcome.error, dropped) {
+        (Some(error), _) => Some(error.clone()),
+        (None, true) => Some(DROPPED_BY_FAULT.to_owned()),
+        (None, false) => None,
     };
     let now_ms = unix_millis();
     let record = DeliveryAttempt {

@@ -536,7 +536,10 @@ async fn drop_first_loses_the_first_reply_so_the_receiver_sees_a_redelivery() {
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 2);
     assert_eq!((attempts[0].status, attempts[0].succeeded), (Some(200), false));
-    assert!(attempts[0].error.as_deref().unwrap_or("").contains("drop-first"));
+    assert_eq!(
+        attempts[0].error.as_deref(),
+        Some("reply discarded by the injected fault drop-first (the receiver got the request and answered)")
+    );
     assert!(attempts[1].succeeded);
     assert_eq!(receiver.requests(), 2);
     assert_eq!(
@@ -939,5 +942,32 @@ async fn enabled_events_take_any_type_string_and_deliver_what_matches() {
         assert_eq!((reply.status, reply.param()), (400, "enabled_events"), "{events}");
         assert!(reply.message().contains(why), "{}", reply.message());
         assert!(!reply.message().contains('\u{7}'), "escaped: {}", reply.message());
+    }
+}
+
+#[tokio::test]
+async fn a_real_failure_under_drop_first_keeps_its_own_cause() {
+    let (emulator, api) = started(
+        Emulator::builder()
+            .retry_schedule(RetrySchedule::new(
+                Duration::from_millis(20),
+                Duration::from_millis(20),
+                2,
+            ))
+            .faults(Faults::default().drop_first()),
+    )
+    .await;
+    // Nothing listens there: the receiver is down, not dropped by the fault.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/webhooks", closed.local_addr().expect("addr"));
+    drop(closed);
+    api.register(&url).await;
+    one_succeeded_event(&api).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let attempts = emulator.attempts();
+    assert_eq!(attempts.len(), 2);
+    for attempt in &attempts {
+        assert_eq!(attempt.error.as_deref(), Some("could not connect"), "{attempt:?}");
+        assert_eq!(attempt.status, None);
     }
 }
