@@ -23,7 +23,7 @@ use crate::model::{
     Endpoint, EventBody, EventData, EventRecord, PaymentIntent, SigningKeys, API_VERSION, REQUIRES_PAYMENT,
 };
 use crate::params::{BodyFormat, Params};
-use crate::state::{paginate, Idempotent, Page};
+use crate::state::{paginate, Idempotent, Page, Stored};
 use crate::text::shown;
 use crate::{delivery, ids, params, unix_seconds, Shared};
 
@@ -33,6 +33,8 @@ use crate::{delivery, ids, params, unix_seconds, Shared};
 pub const EMITTED_EVENT_TYPES: [&str; 2] = ["payment_intent.succeeded", "payment_intent.failed"];
 /// The longest `roll_secret` overlap, `expires_in`: 7 days.
 const MAX_EXPIRES_IN: u128 = 7 * 24 * 3600;
+/// The longest endpoint URL, normalized.
+const MAX_URL_BYTES: usize = 2048;
 /// The longest `Idempotency-Key`.
 const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
 
@@ -102,7 +104,70 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     .into_response()
 }
 
-type Op = fn(&Arc<Shared>, &str, Params) -> Result<Vec<u8>, ApiError>;
+/// What an operation answers: the reply body, and how an idempotency key
+/// keeps it for a replay (`None`: as the bytes themselves).
+pub(crate) struct OpReply {
+    pub body: Vec<u8>,
+    pub stored: Option<Stored>,
+}
+
+impl OpReply {
+    fn bytes(body: Vec<u8>) -> Self {
+        Self { body, stored: None }
+    }
+
+    /// A payment intent, kept by reference for replays.
+    fn intent(intent: &PaymentIntent) -> Result<Self, ApiError> {
+        Ok(Self {
+            body: to_json(intent)?,
+            stored: Some(Stored::Intent {
+                id: intent.id.clone(),
+                status: intent.status.clone(),
+                amount_received: intent.amount_received,
+            }),
+        })
+    }
+}
+
+type Op = fn(&Arc<Shared>, &str, Params) -> Result<OpReply, ApiError>;
+
+/// The reply an idempotency key replays, rebuilt from what it references.
+fn replay(shared: &Shared, stored: &Stored) -> Result<Vec<u8>, ApiError> {
+    let gone = |what: &str, id: &str| {
+        let mut error = ApiError::missing("id", what, id);
+        error.message = format!(
+            "The {} {} this Idempotency-Key's first request returned is no longer kept \
+             (evicted or deleted since), so its reply cannot be replayed",
+            what.replace('_', " "),
+            shown(id)
+        );
+        error
+    };
+    let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    match stored {
+        Stored::Bytes(bytes) => Ok(bytes.to_vec()),
+        Stored::Intent {
+            id,
+            status,
+            amount_received,
+        } => {
+            let intent = state.intents.get(id).ok_or_else(|| gone("payment_intent", id))?;
+            let then = PaymentIntent {
+                status: status.clone(),
+                amount_received: *amount_received,
+                ..intent.clone()
+            };
+            to_json(&then)
+        }
+        Stored::Endpoint { id, secret } => {
+            let endpoint = state
+                .endpoints
+                .get(id)
+                .ok_or_else(|| gone("webhook_endpoint", id))?;
+            to_json(&endpoint.to_object(Some(secret)))
+        }
+    }
+}
 
 fn path_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
     path.map(|Path(id)| id)
@@ -226,12 +291,19 @@ async fn idempotent_post(
                 )
                 .into_response();
             }
-            Some(Idempotent::Done { status, body, .. }) => {
-                let mut response = json_response(*status, body.to_vec());
-                response
-                    .headers_mut()
-                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
-                return response;
+            Some(Idempotent::Done { status, reply, .. }) => {
+                let (status, reply) = (*status, reply.clone());
+                drop(state);
+                return match replay(shared, &reply) {
+                    Ok(body) => {
+                        let mut response = json_response(status, body);
+                        response
+                            .headers_mut()
+                            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+                        response
+                    }
+                    Err(error) => error.into_response(),
+                };
             }
             None => {
                 state.idempotency.set(
@@ -248,11 +320,13 @@ async fn idempotent_post(
     if !shared.config.api_latency.is_zero() {
         tokio::time::sleep(shared.config.api_latency).await;
     }
-    let (status, reply) = match Params::from_body(format, &body).and_then(|params| op(shared, &id, params)) {
-        Ok(reply) => (StatusCode::OK, reply),
-        Err(error) => (error.status, error.to_json()),
-    };
+    let (status, reply, stored) =
+        match Params::from_body(format, &body).and_then(|params| op(shared, &id, params)) {
+            Ok(OpReply { body, stored }) => (StatusCode::OK, body, stored),
+            Err(error) => (error.status, error.to_json(), None),
+        };
     if let Some(scoped) = in_flight.key.take() {
+        let stored = stored.unwrap_or_else(|| Stored::Bytes(Bytes::from(reply.clone())));
         let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(Idempotent::InFlight { fingerprint, since }) =
             state.idempotency.get(&scoped, Instant::now()).cloned()
@@ -263,7 +337,7 @@ async fn idempotent_post(
                     fingerprint,
                     since,
                     status,
-                    body: Bytes::from(reply.clone()),
+                    reply: stored,
                 },
             );
         }
@@ -304,8 +378,8 @@ fn required<T>(value: Option<T>, name: &str) -> Result<T, ApiError> {
 }
 
 /// `POST /v1/payment_intents`.
-fn create_intent_op(shared: &Arc<Shared>, _: &str, params: Params) -> Result<Vec<u8>, ApiError> {
-    to_json(&new_payment_intent(shared, params)?)
+fn create_intent_op(shared: &Arc<Shared>, _: &str, params: Params) -> Result<OpReply, ApiError> {
+    OpReply::intent(&new_payment_intent(shared, params)?)
 }
 
 /// Creates a payment intent from request parameters.
@@ -421,6 +495,16 @@ fn insert_payment_intent(
     description: Option<String>,
     metadata: BTreeMap<String, String>,
 ) -> PaymentIntent {
+    // Kept for the intent's whole life: no spare capacity from parsing.
+    let shrunk = |mut text: String| {
+        text.shrink_to_fit();
+        text
+    };
+    let metadata = metadata
+        .into_iter()
+        .map(|(key, value)| (shrunk(key), shrunk(value)))
+        .collect();
+    let description = description.map(shrunk);
     let intent = PaymentIntent {
         id: ids::new_id("pi_"),
         object: "payment_intent",
@@ -470,10 +554,10 @@ fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), ApiError> {
 }
 
 /// `POST /v1/test_helpers/payment_intents/:id/succeed`.
-fn succeed_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<Vec<u8>, ApiError> {
+fn succeed_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<OpReply, ApiError> {
     let amount_received = params.take_integer("amount_received", 1)?;
     params.finish()?;
-    to_json(&settle(
+    OpReply::intent(&settle(
         shared,
         id,
         "succeeded",
@@ -483,9 +567,9 @@ fn succeed_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<Vec<
 }
 
 /// `POST /v1/test_helpers/payment_intents/:id/fail`.
-fn fail_op(shared: &Arc<Shared>, id: &str, params: Params) -> Result<Vec<u8>, ApiError> {
+fn fail_op(shared: &Arc<Shared>, id: &str, params: Params) -> Result<OpReply, ApiError> {
     params.finish()?;
-    to_json(&settle(shared, id, "failed", None, "payment_intent.failed")?)
+    OpReply::intent(&settle(shared, id, "failed", None, "payment_intent.failed")?)
 }
 
 /// Moves a payment intent out of `requires_payment` (to `status`) and emits
@@ -500,23 +584,24 @@ pub(crate) fn settle(
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
     let intent = state
         .intents
-        .get_mut(id)
-        .ok_or_else(|| ApiError::missing("id", "payment_intent", id))?;
-    if intent.status != REQUIRES_PAYMENT {
-        return Err(ApiError::invalid(
-            "id",
-            "payment_intent_unexpected_state",
-            format!(
-                "This payment intent's status is {}; the test helper needs status {REQUIRES_PAYMENT}",
-                intent.status
-            ),
-        ));
-    }
-    intent.status = status.to_owned();
-    if status == "succeeded" {
-        intent.amount_received = amount_received.unwrap_or(intent.amount);
-    }
-    let intent = intent.clone();
+        .modify(id, |intent| {
+            if intent.status != REQUIRES_PAYMENT {
+                return Err(ApiError::invalid(
+                    "id",
+                    "payment_intent_unexpected_state",
+                    format!(
+                        "This payment intent's status is {}; the test helper needs status {REQUIRES_PAYMENT}",
+                        intent.status
+                    ),
+                ));
+            }
+            intent.status = status.to_owned();
+            if status == "succeeded" {
+                intent.amount_received = amount_received.unwrap_or(intent.amount);
+            }
+            Ok(intent.clone())
+        })
+        .ok_or_else(|| ApiError::missing("id", "payment_intent", id))??;
     let event_id = ids::new_id("evt_");
     let created = unix_seconds();
     let body = to_json(&EventBody {
@@ -527,7 +612,10 @@ pub(crate) fn settle(
         data: EventData { object: &intent },
         livemode: false,
         event_type,
-    })?;
+    })?
+    // Exactly its length: the serializer's spare capacity would be kept for
+    // the event's whole life.
+    .into_boxed_slice();
     let seq = state.next_event_seq;
     state.next_event_seq = seq.saturating_add(1);
     let event = Arc::new(EventRecord {
@@ -553,7 +641,7 @@ pub(crate) fn settle(
 /// same body signed afresh, to one endpoint (`webhook_endpoint`) or to every
 /// endpoint whose `enabled_events` match it now. Each resend is numbered (1,
 /// 2, … across the emulator) and its attempts carry that number.
-fn resend_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<Vec<u8>, ApiError> {
+fn resend_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<OpReply, ApiError> {
     let chosen = params.take_string("webhook_endpoint", 255)?;
     params.finish()?;
     let (event, endpoints, resend) = {
@@ -596,7 +684,7 @@ fn resend_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<Vec<u
         webhook_endpoints: endpoints.iter().map(|(id, _)| id.as_str()).collect(),
     })?;
     delivery::enqueue(shared, event, endpoints, resend);
-    Ok(reply)
+    Ok(OpReply::bytes(reply))
 }
 
 /// `POST /v1/webhook_endpoints`.
@@ -604,7 +692,7 @@ pub(crate) fn create_endpoint_op(
     shared: &Arc<Shared>,
     _: &str,
     mut params: Params,
-) -> Result<Vec<u8>, ApiError> {
+) -> Result<OpReply, ApiError> {
     let url = required(params.take_string("url", 2048)?, "url")?;
     let (url, uri) = parse_endpoint_url(&url)?;
     let enabled_events = match params.take_string_list("enabled_events")? {
@@ -630,7 +718,10 @@ pub(crate) fn create_endpoint_op(
         .endpoints
         .get(&id)
         .ok_or_else(|| ApiError::missing("id", "webhook_endpoint", &id))?;
-    to_json(&endpoint.to_object(Some(&secret)))
+    Ok(OpReply {
+        body: to_json(&endpoint.to_object(Some(&secret)))?,
+        stored: Some(Stored::Endpoint { id, secret }),
+    })
 }
 
 /// Registers a webhook endpoint from checked fields, signing with `secret`;
@@ -697,6 +788,12 @@ pub(crate) fn parse_endpoint_url(url: &str) -> Result<(reqwest::Url, http::Uri),
             "url must not carry a user name or password: deliveries are authenticated by their signature"
                 .to_owned(),
         )),
+        // Normalizing percent-encodes: 2 048 characters may grow, and the URL
+        // is kept with the endpoint and in every attempt record.
+        "http" if parsed.as_str().len() > MAX_URL_BYTES => Err(invalid(format!(
+            "url is {} bytes once normalized (percent-encoded); at most {MAX_URL_BYTES}",
+            parsed.as_str().len()
+        ))),
         "http" if parsed.host().is_some() => {
             // The URL parser's output is normalized and percent-encoded, so this
             // holds for every URL it accepts; the check keeps a surprise a 400.
@@ -759,7 +856,7 @@ pub(crate) fn roll_secret_op(
     shared: &Arc<Shared>,
     id: &str,
     mut params: Params,
-) -> Result<Vec<u8>, ApiError> {
+) -> Result<OpReply, ApiError> {
     let expires_in = params.take_integer("expires_in", 0)?.unwrap_or(0);
     if expires_in > MAX_EXPIRES_IN {
         return Err(ApiError::invalid(
@@ -772,15 +869,23 @@ pub(crate) fn roll_secret_op(
     let secret = ids::new_secret();
     let current = Secret::new(&secret).map_err(|_| internal())?;
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-    let endpoint = state
-        .endpoints
-        .get_mut(id)
-        .ok_or_else(|| ApiError::missing("id", "webhook_endpoint", id))?;
     // ≤ 7 days: fits in u64 and cannot overflow beside the current time.
     let until = unix_seconds().saturating_add(u64::try_from(expires_in).unwrap_or(0));
-    let previous = (expires_in > 0).then(|| (endpoint.keys.current.clone(), until));
-    endpoint.keys = Arc::new(SigningKeys { current, previous });
-    to_json(&endpoint.to_object(Some(&secret)))
+    let body = state
+        .endpoints
+        .modify(id, |endpoint| {
+            let previous = (expires_in > 0).then(|| (endpoint.keys.current.clone(), until));
+            endpoint.keys = Arc::new(SigningKeys { current, previous });
+            to_json(&endpoint.to_object(Some(&secret)))
+        })
+        .ok_or_else(|| ApiError::missing("id", "webhook_endpoint", id))??;
+    Ok(OpReply {
+        body,
+        stored: Some(Stored::Endpoint {
+            id: id.to_owned(),
+            secret,
+        }),
+    })
 }
 
 async fn delete_endpoint(

@@ -15,7 +15,7 @@
 //! attempt log keeps the newest [`Limits::attempts`](crate::Limits::attempts) records.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -81,6 +81,8 @@ pub(crate) struct Deliveries {
     pub attempts: AtomicU64,
     pub acknowledged: AtomicU64,
     pub gave_up: AtomicU64,
+    /// Deliveries abandoned because their event was evicted.
+    pub abandoned: AtomicU64,
     reorder_buffer: Mutex<Vec<Queued>>,
 }
 
@@ -99,6 +101,7 @@ impl Deliveries {
             attempts: AtomicU64::new(0),
             acknowledged: AtomicU64::new(0),
             gave_up: AtomicU64::new(0),
+            abandoned: AtomicU64::new(0),
             reorder_buffer: Mutex::new(Vec::new()),
         }
     }
@@ -107,8 +110,13 @@ impl Deliveries {
 /// One delivery: an event to one endpoint (`copy` > 0 for a duplicate the fault added).
 #[derive(Debug, Clone)]
 struct Job {
-    /// Shared by every delivery of the event (and the kept record).
-    event: Arc<EventRecord>,
+    /// The kept event. Not owned: a delivery whose event was evicted (to stay
+    /// within [`Limits`](crate::Limits)) is abandoned, so waiting deliveries
+    /// never hold bodies beyond the events' byte budget.
+    event: Weak<EventRecord>,
+    /// The event's id and creation order, known without the event.
+    event_id: String,
+    event_seq: u64,
     endpoint_id: String,
     endpoint_seq: u64,
     copy: u32,
@@ -166,7 +174,7 @@ fn mix(mut z: u64) -> u64 {
 fn draw(seed: u64, draw: Draw, job: &Job, attempt: u32) -> u64 {
     let parts = [
         draw as u64,
-        job.event.seq,
+        job.event_seq,
         job.endpoint_seq,
         u64::from(job.copy),
         u64::from(attempt),
@@ -199,7 +207,9 @@ pub(crate) fn enqueue(
     let mut ready = Vec::new();
     for (endpoint_id, endpoint_seq) in endpoints {
         let job = Job {
-            event: Arc::clone(&event),
+            event: Arc::downgrade(&event),
+            event_id: event.id.clone(),
+            event_seq: event.seq,
             endpoint_id,
             endpoint_seq,
             copy: 0,
@@ -253,10 +263,9 @@ fn admit(shared: &Arc<Shared>, job: &Job) -> Option<Slot> {
         shared.deliveries.dropped.fetch_add(1, Ordering::SeqCst);
         tracing::warn!(
             target: "payhook_emulator::delivery",
-            "delivery queue full ({} pending): dropped {} {} -> {} copy {}",
+            "delivery queue full ({} pending): dropped {} -> {} copy {}",
             shared.config.limits.pending_deliveries,
-            job.event.id,
-            job.event.event_type,
+            job.event_id,
             job.endpoint_id,
             job.copy
         );
@@ -484,12 +493,21 @@ async fn attempt(shared: &Arc<Shared>, due: Due) {
     let Some((uri, url, keys)) = endpoint else {
         tracing::info!(
             target: "payhook_emulator::delivery",
-            "{} {} -> {}: endpoint deleted, delivery abandoned",
-            job.event.id, job.event.event_type, job.endpoint_id
+            "{} -> {}: endpoint deleted, delivery abandoned",
+            job.event_id, job.endpoint_id
         );
         return;
     };
-    let outcome = attempt_once(shared, uri, &keys, &job.event.body).await;
+    let Some(event) = job.event.upgrade() else {
+        tracing::warn!(
+            target: "payhook_emulator::delivery",
+            "{} -> {}: event evicted to stay within the emulator's limits, delivery abandoned",
+            job.event_id, job.endpoint_id
+        );
+        shared.deliveries.abandoned.fetch_add(1, Ordering::SeqCst);
+        return;
+    };
+    let outcome = attempt_once(shared, uri, &keys, &event.body).await;
     let dropped = config.faults.drop_first && attempt == 1;
     // A 2xx whose reply did not finish within the timeout (or broke off) is
     // no acknowledgement: the receiver may still be stuck in its handler.
@@ -513,8 +531,8 @@ async fn attempt(shared: &Arc<Shared>, due: Due) {
     let record = DeliveryAttempt {
         id: ids::new_id("da_"),
         object: "delivery_attempt",
-        event: job.event.id.clone(),
-        event_type: job.event.event_type.clone(),
+        event: event.id.clone(),
+        event_type: event.event_type.clone(),
         webhook_endpoint: job.endpoint_id.clone(),
         url,
         copy: job.copy,
@@ -554,10 +572,11 @@ async fn attempt(shared: &Arc<Shared>, due: Due) {
         tracing::warn!(
             target: "payhook_emulator::delivery",
             "{} {} -> {}: gave up after {attempt} attempts",
-            job.event.id, job.event.event_type, job.endpoint_id
+            event.id, event.event_type, job.endpoint_id
         );
         return;
     };
+    drop(event);
     queue_after(
         shared,
         delay,
@@ -881,13 +900,9 @@ mod tests {
     #[test]
     fn draws_depend_on_seed_and_subject_only() {
         let job = Job {
-            event: Arc::new(EventRecord {
-                id: "evt_x".into(),
-                event_type: "t".into(),
-                created: 0,
-                body: Bytes::new(),
-                seq: 3,
-            }),
+            event: Weak::new(),
+            event_id: "evt_x".into(),
+            event_seq: 3,
             endpoint_id: "we_x".into(),
             endpoint_seq: 1,
             copy: 0,

@@ -317,6 +317,19 @@ impl Faults {
 }
 
 /// Bounds on what the emulator keeps in memory.
+///
+/// Two kinds of bound hold at once: a count per kind of object, which
+/// decides with ordinary objects (a payment intent with a little metadata
+/// takes well under 1 KiB), and one byte budget, [`stored_bytes`](Self::stored_bytes),
+/// which decides when objects are large (up to 50 metadata values of 500
+/// characters make an intent of about 64 KiB, and its event twice that).
+/// Whichever is reached first evicts the oldest objects of that kind.
+///
+/// With the defaults the worst case stays under 256 MiB of heap:
+/// [`worst_case_bytes`](Self::worst_case_bytes) adds the byte budget to what
+/// the count-bounded parts can take at their largest, and
+/// [`Emulator::stats`] reports what is kept now
+/// ([`DeliveryStats::stored_bytes`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {
@@ -333,6 +346,11 @@ pub struct Limits {
     pub idempotency_keys: usize,
     /// The largest request body; larger ones get 413. Default 64 KiB.
     pub body_bytes: usize,
+    /// The estimated bytes the kept objects may take, shared out as: payment
+    /// intents 3/8, events 3/8, delivery attempt records 3/16, idempotency
+    /// replies 1/16. Each kind evicts its oldest to stay within its share.
+    /// Default 192 MiB.
+    pub stored_bytes: usize,
 }
 
 impl Default for Limits {
@@ -344,7 +362,56 @@ impl Default for Limits {
             pending_deliveries: 10_000,
             idempotency_keys: 10_000,
             body_bytes: 64 * 1024,
+            stored_bytes: 192 * 1024 * 1024,
         }
+    }
+}
+
+/// The shares of [`Limits::stored_bytes`].
+pub(crate) struct Budget {
+    pub intents: usize,
+    pub events: usize,
+    pub attempts: usize,
+    pub idempotency: usize,
+}
+
+/// The most one webhook endpoint takes: its URL (2 048 bytes, held as a URL
+/// and a request target), up to 100 event types of 255 characters, a
+/// 5 000-character description (up to 4 bytes each), and the rest.
+const ENDPOINT_MAX_BYTES: usize = 2 * 2048 + 100 * (255 * 4 + 40) + 5000 * 4 + 1024;
+/// The most one waiting delivery takes (its queue entries, timer and counters;
+/// the event body is shared with the kept event).
+const PENDING_DELIVERY_MAX_BYTES: usize = 512;
+
+impl Limits {
+    pub(crate) fn budget(&self) -> Budget {
+        let eighth = self.stored_bytes / 8;
+        let sixteenth = self.stored_bytes / 16;
+        Budget {
+            intents: 3 * eighth,
+            events: 3 * eighth,
+            attempts: 3 * sixteenth,
+            idempotency: sixteenth,
+        }
+    }
+
+    /// The most heap, in bytes, that the emulator's kept state can take with
+    /// these limits: [`stored_bytes`](Self::stored_bytes), plus every
+    /// endpoint at its largest (about 128 KiB each) and every pending
+    /// delivery (512 bytes each). With the defaults, about 209 MiB. Requests
+    /// being read (each at most [`body_bytes`](Self::body_bytes)) and the
+    /// process itself come on top.
+    ///
+    /// ```
+    /// let limits = payhook::emulator::Limits::default();
+    /// assert!(limits.worst_case_bytes() < 256 * 1024 * 1024);
+    /// ```
+    pub fn worst_case_bytes(&self) -> u64 {
+        let total = self
+            .stored_bytes
+            .saturating_add(self.endpoints.saturating_mul(ENDPOINT_MAX_BYTES))
+            .saturating_add(self.pending_deliveries.saturating_mul(PENDING_DELIVERY_MAX_BYTES));
+        u64::try_from(total).unwrap_or(u64::MAX)
     }
 }
 
@@ -413,8 +480,21 @@ pub struct DeliveryStats {
     pub gave_up: u64,
     /// Attempt records evicted to stay within [`Limits::attempts`].
     pub attempts_evicted: u64,
-    /// Events evicted to stay within [`Limits::objects`].
+    /// Events evicted to stay within [`Limits::objects`] or their share of
+    /// [`Limits::stored_bytes`].
     pub events_evicted: u64,
+    /// Payment intents evicted likewise.
+    pub intents_evicted: u64,
+    /// Deliveries abandoned because their event was evicted before they
+    /// were acknowledged (a waiting delivery does not keep an event alive).
+    pub abandoned: u64,
+    /// The estimated bytes kept now: payment intents, events, delivery
+    /// attempt records and idempotency replies, the parts
+    /// [`Limits::stored_bytes`] bounds.
+    pub stored_bytes: u64,
+    /// [`Limits::worst_case_bytes`] of the limits in force: the most the
+    /// kept state can take.
+    pub worst_case_bytes: u64,
 }
 
 /// Settings, fixed at start.
@@ -628,6 +708,7 @@ impl EmulatorBuilder {
             limits.pending_deliveries,
             limits.idempotency_keys,
             limits.body_bytes,
+            limits.stored_bytes,
             self.max_concurrent_attempts,
         ]
         .contains(&0)
@@ -783,7 +864,7 @@ impl Emulator {
         events: &[&str],
     ) -> Result<RegisteredEndpoint, RequestError> {
         let body = serde_json::json!({ "url": url, "enabled_events": events }).to_string();
-        let reply = api::create_endpoint_op(&self.shared, "", json_params(&body)?)?;
+        let reply = api::create_endpoint_op(&self.shared, "", json_params(&body)?)?.body;
         #[derive(serde::Deserialize)]
         struct Created {
             id: String,
@@ -863,6 +944,16 @@ impl Emulator {
             gave_up: deliveries.gave_up.load(Ordering::SeqCst),
             attempts_evicted: state.attempts.evicted,
             events_evicted: state.events.evicted,
+            intents_evicted: state.intents.evicted,
+            abandoned: deliveries.abandoned.load(Ordering::SeqCst),
+            stored_bytes: u64::try_from(
+                state.intents.bytes()
+                    + state.events.bytes()
+                    + state.attempts.bytes()
+                    + state.idempotency.bytes(),
+            )
+            .unwrap_or(u64::MAX),
+            worst_case_bytes: self.shared.config.limits.worst_case_bytes(),
         }
     }
 

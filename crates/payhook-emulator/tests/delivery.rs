@@ -702,7 +702,7 @@ async fn a_receiver_that_never_answers_cannot_grow_the_emulator_without_bound() 
             let mut limits = Limits::default();
             limits.pending_deliveries = 5;
             limits.attempts = 3;
-            limits.objects = 4;
+            limits.objects = 8;
             limits
         })
         .start()
@@ -714,17 +714,53 @@ async fn a_receiver_that_never_answers_cannot_grow_the_emulator_without_bound() 
     })
     .await;
     emulator.register_endpoint(&receiver.url).expect("registered");
-    for _ in 0..20 {
+    let pay = || {
+        let intent = emulator.create_payment_intent(1, "btc").expect("created");
+        emulator.succeed_payment_intent(&intent.id).expect("succeeded");
+    };
+    for _ in 0..5 {
+        pay();
+    }
+    eventually(WAIT, "five requests held open", || receiver.arrivals().len() == 5).await;
+    for _ in 0..15 {
+        pay();
+    }
+    let stats = emulator.stats();
+    assert_eq!((stats.pending, stats.dropped), (5, 15), "{stats:?}");
+    assert_eq!(emulator.events().len(), 8, "only the newest events are kept");
+    assert_eq!(stats.events_evicted, 12);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(receiver.arrivals().len(), 5, "nothing beyond the bound was sent");
+}
+
+#[tokio::test]
+async fn a_waiting_delivery_whose_event_was_evicted_is_abandoned() {
+    let emulator = Emulator::builder()
+        .faults(Faults::default().delay(Duration::from_millis(300)))
+        .limits({
+            let mut limits = Limits::default();
+            limits.objects = 2;
+            limits
+        })
+        .start()
+        .await
+        .expect("starts");
+    let receiver = RecordingReceiver::start(Script::default()).await;
+    emulator.register_endpoint(&receiver.url).expect("registered");
+    for _ in 0..5 {
         let intent = emulator.create_payment_intent(1, "btc").expect("created");
         emulator.succeed_payment_intent(&intent.id).expect("succeeded");
     }
-    eventually(WAIT, "five requests held open", || receiver.arrivals().len() == 5).await;
+    let kept: Vec<String> = emulator.events().into_iter().map(|e| e.id).collect();
+    assert_eq!(kept.len(), 2);
+    assert!(emulator.wait_idle(WAIT).await);
     let stats = emulator.stats();
-    assert_eq!((stats.pending, stats.dropped), (5, 15), "{stats:?}");
-    assert_eq!(emulator.events().len(), 4, "only the newest events are kept");
-    assert_eq!(stats.events_evicted, 16);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(receiver.arrivals().len(), 5, "nothing beyond the bound was sent");
+    assert_eq!((stats.abandoned, stats.acknowledged), (3, 2), "{stats:?}");
+    let mut arrived: Vec<String> = receiver.arrivals().iter().map(|a| a.event_id()).collect();
+    arrived.sort();
+    let mut expected = kept;
+    expected.sort();
+    assert_eq!(arrived, expected, "only the kept events are delivered");
 }
 
 #[tokio::test]
