@@ -61,6 +61,19 @@ pub enum Command {
     /// Run the payment service in test mode: its API, and signed deliveries with retries and faults.
     #[cfg(feature = "emulate")]
     Emulate(crate::emulate::EmulateArgs),
+    /// Produce one event through a running emulator: create a payment intent, drive it
+    /// through the test helper, and follow its deliveries.
+    ///
+    /// Prints the intent and event ids and every delivery attempt; exits 0 once every
+    /// endpoint enabled for the type acknowledged it, 1 if one did not (the emulator
+    /// gave up, or --wait ran out), 3 if the emulator cannot be reached.
+    #[cfg(feature = "emulate")]
+    #[command(after_help = EXIT_CODES)]
+    Trigger(crate::trigger::TriggerArgs),
+    /// Act on a running emulator's events: `resend EVT` delivers one again.
+    #[cfg(feature = "emulate")]
+    #[command(after_help = EXIT_CODES)]
+    Events(crate::events::EventsArgs),
     /// Look into a durable inbox: list, show, retry, replay and purge events.
     #[cfg(feature = "inbox")]
     Inbox(crate::inbox::InboxArgs),

@@ -10,18 +10,25 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use std::path::PathBuf;
+
+use clap::builder::NonEmptyStringValueParser;
 use clap::{Args, ValueEnum};
+use payhook_core::signature::DEFAULT_HEADER;
 use payhook_emulator::{Emulator, Faults, RetrySchedule};
 use reqwest::Url;
 
+use crate::cli::SecretArgs;
 use crate::failure::Failure;
 use crate::output::say;
 use crate::runtime::{self, Threads};
+use crate::secret::{self, Stdin};
 
 /// `payhook emulate`.
 #[derive(Debug, Args)]
 pub struct EmulateArgs {
     /// Where to listen (port 0: any free port; the line `listening on http://ADDR` tells which).
+    /// An address that is not loopback needs --key.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:12111")]
     pub addr: SocketAddr,
 
@@ -32,6 +39,20 @@ pub struct EmulateArgs {
     /// Register a webhook endpoint for every event at start and print its signing secret.
     #[arg(long, value_name = "URL", value_parser = parse_forward_url)]
     pub forward_to: Option<Url>,
+
+    /// The --forward-to endpoint's signing secret (whsec_…), the same at every start
+    /// [default: a fresh one, printed]. `-` reads it from stdin.
+    #[arg(long, value_name = "SECRET", requires = "forward_to", value_parser = NonEmptyStringValueParser::new())]
+    pub secret: Option<String>,
+
+    /// Read the --forward-to endpoint's signing secret from this file (one line).
+    #[arg(long, value_name = "PATH", requires = "forward_to", conflicts_with = "secret")]
+    pub secret_file: Option<PathBuf>,
+
+    /// The header that carries the signature of each delivery, for example
+    /// stripe-signature.
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_HEADER, value_parser = parse_header_name)]
+    pub signature_header: http::HeaderName,
 
     /// When failed deliveries are retried: `test` (1 s, 2 s, 4 s … capped at 1 min,
     /// 8 attempts) or `service` (1 min doubling, capped at 6 h, 20 attempts: ~3 days).
@@ -95,6 +116,10 @@ fn parse_forward_url(value: &str) -> Result<Url, String> {
     }
 }
 
+fn parse_header_name(value: &str) -> Result<http::HeaderName, String> {
+    http::HeaderName::from_bytes(value.as_bytes()).map_err(|_| "not a valid HTTP header name".to_owned())
+}
+
 fn parse_probability(value: &str) -> Result<f64, String> {
     match value.parse::<f64>() {
         Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
@@ -135,10 +160,37 @@ impl EmulateArgs {
 
 /// Runs the emulator until Ctrl-C (or SIGTERM).
 pub fn run(args: &EmulateArgs) -> Result<(), Failure> {
-    runtime::block_on(Threads::PerCore, serve(args))
+    // Checked before anything is bound: an emulator reachable from other
+    // machines with any key accepted would send requests wherever a caller
+    // asks and show them the replies.
+    if !args.addr.ip().is_loopback() && args.key.is_none() {
+        return Err(Failure::usage(format_args!(
+            "--addr {} is not a loopback address: give a fixed API key with --key sk_test_… \
+             (anyone who reaches the port and holds the key can have the emulator POST to \
+             any URL and read the start of each reply)",
+            args.addr
+        )));
+    }
+    let secret = fixed_secret(args)?;
+    runtime::block_on(Threads::PerCore, serve(args, secret))
 }
 
-async fn serve(args: &EmulateArgs) -> Result<(), Failure> {
+/// The `--secret` or `--secret-file` value, checked (never quoted in an error).
+fn fixed_secret(args: &EmulateArgs) -> Result<Option<String>, Failure> {
+    if args.secret.is_none() && args.secret_file.is_none() {
+        return Ok(None);
+    }
+    let given = SecretArgs {
+        secret: args.secret.clone(),
+        secret_file: args.secret_file.clone(),
+    };
+    let secret = secret::one(&given, Stdin::Free)?;
+    payhook_emulator::check_endpoint_secret(&secret)
+        .map_err(|problem| Failure::usage(format_args!("--secret: {problem}")))?;
+    Ok(Some(secret))
+}
+
+async fn serve(args: &EmulateArgs, secret: Option<String>) -> Result<(), Failure> {
     // One line per delivery attempt on stderr; RUST_LOG can change the filter.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("payhook_emulator=info"));
@@ -157,30 +209,39 @@ async fn serve(args: &EmulateArgs) -> Result<(), Failure> {
         .addr(args.addr)
         .retry_schedule(schedule)
         .attempt_timeout(Duration::from_secs(args.attempt_timeout))
+        .signature_header(args.signature_header.as_str())
         .faults(faults);
     if let Some(key) = &args.key {
         builder = builder.api_key(key.clone());
     }
+    if let Some(url) = &args.forward_to {
+        builder = builder.forward_to(url.as_str());
+    }
+    let fixed = secret.is_some();
+    if let Some(secret) = secret {
+        builder = builder.forward_secret(secret);
+    }
     let emulator = builder.start().await.map_err(Failure::usage)?;
-    let endpoint =
-        match &args.forward_to {
-            Some(url) => Some(emulator.register_endpoint(url.as_str()).map_err(|err| {
-                Failure::usage(format_args!("cannot register --forward-to: {}", err.message))
-            })?),
-            None => None,
-        };
+    let endpoint = emulator.forward_endpoint();
 
     say!("listening on http://{}", emulator.addr());
     match &args.key {
         Some(_) => say!("api key: the one given with --key"),
         None => say!("api key: any sk_test_… key, for example {}", emulator.api_key()),
     }
-    if let (Some(url), Some(endpoint)) = (&args.forward_to, &endpoint) {
+    if let (Some(url), Some(endpoint)) = (&args.forward_to, endpoint) {
         say!(
             "forwarding every event to {url} (webhook endpoint {})",
             endpoint.id
         );
-        say!("signing secret: {}", endpoint.secret);
+        if fixed {
+            say!("signing secret: the one given with --secret");
+        } else {
+            say!("signing secret: {}", endpoint.secret);
+        }
+    }
+    if args.signature_header.as_str() != DEFAULT_HEADER {
+        say!("signature header: {}", args.signature_header);
     }
     let schedule_name = match args.retry_schedule {
         Schedule::Test => "test",

@@ -6,6 +6,8 @@
 //!   checks every reply;
 //! * `payhook emulate` (feature `emulate`, on by default) runs the payment
 //!   service in test mode: its API, and signed deliveries with retries and faults.
+//! * `payhook trigger` and `payhook events resend` (feature `emulate`) produce
+//!   and resend events through a running emulator, and follow their deliveries;
 //! * `payhook inbox` lists, shows, retries, replays and purges durable-inbox events.
 //!
 //! All protocol work (signing, verifying, parsing, the reply texts) is done by
@@ -14,6 +16,10 @@
 mod cli;
 #[cfg(feature = "emulate")]
 mod emulate;
+#[cfg(feature = "emulate")]
+mod emulator_api;
+#[cfg(feature = "emulate")]
+mod events;
 mod failure;
 #[cfg(feature = "inbox")]
 mod inbox;
@@ -23,6 +29,8 @@ mod runtime;
 mod secret;
 mod send;
 mod sign;
+#[cfg(feature = "emulate")]
+mod trigger;
 mod verify;
 
 use std::process::ExitCode;
@@ -39,6 +47,10 @@ fn main() -> ExitCode {
         Command::Send(args) => send::run(&args),
         #[cfg(feature = "emulate")]
         Command::Emulate(args) => emulate::run(&args),
+        #[cfg(feature = "emulate")]
+        Command::Trigger(args) => trigger::run(&args),
+        #[cfg(feature = "emulate")]
+        Command::Events(args) => events::run(&args),
         #[cfg(feature = "inbox")]
         Command::Inbox(args) => inbox::run(&args),
     };

@@ -319,7 +319,10 @@ async fn emulate_faults_duplicate_and_drop_yet_the_receiver_handles_each_event_o
     let handled = runs.lock().expect("not poisoned").clone();
     assert!(handled.values().all(|(_, n)| *n == 1), "{handled:?}");
     let log = emulate.stderr();
-    assert!(log.contains("(fault drop-first)"), "{log}");
+    assert!(
+        log.contains("200, reply discarded by the injected fault drop-first (the receiver got the request and answered)"),
+        "{log}"
+    );
     assert!(log.contains("(duplicate copy 1)"), "{log}");
 }
 
@@ -383,4 +386,133 @@ fn an_address_in_use_is_a_clear_error() {
         stderr.contains(&format!("could not listen on {addr}")),
         "{stderr}"
     );
+}
+
+/// Creates a payment intent and pays it through the test helper; returns the intent id.
+async fn pay(base: &str, key: &str) -> String {
+    let (status, intent) = api(base, key, "/v1/payment_intents", Some("amount=42&currency=btc")).await;
+    assert_eq!(status, 200, "{intent}");
+    let id = intent["id"].as_str().expect("id").to_owned();
+    let path = format!("/v1/test_helpers/payment_intents/{id}/succeed");
+    assert_eq!(api(base, key, &path, Some("")).await.0, 200);
+    id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_secret_signs_every_delivery_across_an_emulator_restart() {
+    const FIXED: &str = "whsec_fixed_across_restarts";
+    // The receiver starts first, configured once, before any emulator runs.
+    let (listener, url) = bind().await;
+    let runs = serve(listener, FIXED);
+    let dir = std::env::temp_dir().join(format!("payhook-emulate-secret-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let secret_file = dir.join("endpoint.secret");
+    std::fs::write(&secret_file, format!("{FIXED}\n")).expect("write the secret file");
+
+    for (round, secret_args) in [
+        ["--secret", FIXED],
+        ["--secret-file", secret_file.to_str().expect("UTF-8 path")],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut args = vec![
+            "--addr",
+            "127.0.0.1:0",
+            "--key",
+            "sk_test_fixed",
+            "--forward-to",
+            &url,
+        ];
+        args.extend(secret_args);
+        let emulate = Emulate::start(&args);
+        let base = emulate.listening();
+        let said = emulate.line_starting("signing secret: ");
+        assert_eq!(
+            said, "the one given with --secret",
+            "the fixed secret is not printed"
+        );
+        pay(&base, "sk_test_fixed").await;
+        wait_until("the receiver handles the event", || {
+            runs.lock().expect("not poisoned").len() == round + 1
+        })
+        .await;
+        let log = emulate.stderr();
+        assert!(!log.contains(FIXED), "the secret is never logged: {log}");
+        assert!(
+            log.contains("attempt 1: 200 in "),
+            "verified on the first attempt: {log}"
+        );
+        let (code, rest) = emulate.stop();
+        assert_eq!(code, 0, "{rest}");
+        assert!(!rest.contains(FIXED));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bad_fixed_secret_is_refused_without_echoing_it() {
+    for (args, says) in [
+        (
+            &[
+                "--forward-to",
+                "http://127.0.0.1:9/",
+                "--secret",
+                "not_a_whsec_value",
+            ][..],
+            "must start with whsec_",
+        ),
+        (
+            &[
+                "--forward-to",
+                "http://127.0.0.1:9/",
+                "--secret",
+                "whsec_has space",
+            ],
+            "visible ASCII",
+        ),
+        (&["--secret", "whsec_no_endpoint"], "--forward-to"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_payhook"))
+            .arg("emulate")
+            .args(args)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        let secret = args[args.len() - 1];
+        assert!(!stderr.contains(secret), "the secret is echoed: {stderr}");
+        assert!(output.stdout.is_empty(), "{args:?}: nothing listens");
+    }
+}
+
+#[test]
+fn a_non_loopback_address_without_a_key_is_refused_before_binding() {
+    // A port held by another socket: had the emulator tried to bind, the error
+    // would be "could not listen", not the missing key.
+    let taken = std::net::TcpListener::bind("0.0.0.0:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port().to_string();
+    for addr in [
+        "0.0.0.0:0".to_owned(),
+        format!("0.0.0.0:{port}"),
+        "[::]:0".to_owned(),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_payhook"))
+            .args(["emulate", "--addr", &addr])
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_ne!(output.status.code(), Some(0), "{addr}: {stderr}");
+        assert!(stderr.contains("--key"), "{addr}: {stderr}");
+        assert!(stderr.contains("not a loopback address"), "{addr}: {stderr}");
+        assert!(!stderr.contains("could not listen"), "{addr}: {stderr}");
+        assert!(output.stdout.is_empty(), "{addr}: nothing listens");
+    }
+    // The default stays on loopback.
+    let help = Command::new(env!("CARGO_BIN_EXE_payhook"))
+        .args(["emulate", "--help"])
+        .output()
+        .expect("runs");
+    assert!(String::from_utf8_lossy(&help.stdout).contains("[default: 127.0.0.1:12111]"));
 }

@@ -23,14 +23,18 @@ use crate::model::{
     Endpoint, EventBody, EventData, EventRecord, PaymentIntent, SigningKeys, API_VERSION, REQUIRES_PAYMENT,
 };
 use crate::params::{BodyFormat, Params};
-use crate::state::{paginate, Idempotent, Page};
+use crate::state::{paginate, Idempotent, Page, Stored};
 use crate::text::shown;
 use crate::{delivery, ids, params, unix_seconds, Shared};
 
-/// The event types the emulator emits; `enabled_events` may name these or `*`.
+/// The event types the emulator emits: `payment_intent.succeeded` (from the
+/// succeed test helper) and `payment_intent.failed` (from the fail helper).
+/// `enabled_events` may name these, any other type string, or `*`.
 pub const EMITTED_EVENT_TYPES: [&str; 2] = ["payment_intent.succeeded", "payment_intent.failed"];
 /// The longest `roll_secret` overlap, `expires_in`: 7 days.
 const MAX_EXPIRES_IN: u128 = 7 * 24 * 3600;
+/// The longest endpoint URL, normalized.
+const MAX_URL_BYTES: usize = 2048;
 /// The longest `Idempotency-Key`.
 const MAX_IDEMPOTENCY_KEY_CHARS: usize = 255;
 
@@ -55,6 +59,10 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/events", get(list_events))
         .route("/v1/events/{id}", get(get_event))
         .route("/v1/events/{id}/delivery_attempts", get(list_attempts))
+        .route(
+            "/v1/events/{id}/resend",
+            post(|s, k, p, h, b| object_post(s, k, p, h, b, "resend", resend_op)),
+        )
         .route(
             "/v1/webhook_endpoints",
             get(list_endpoints)
@@ -96,7 +104,70 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     .into_response()
 }
 
-type Op = fn(&Arc<Shared>, &str, Params) -> Result<Vec<u8>, ApiError>;
+/// What an operation answers: the reply body, and how an idempotency key
+/// keeps it for a replay (`None`: as the bytes themselves).
+pub(crate) struct OpReply {
+    pub body: Vec<u8>,
+    pub stored: Option<Stored>,
+}
+
+impl OpReply {
+    fn bytes(body: Vec<u8>) -> Self {
+        Self { body, stored: None }
+    }
+
+    /// A payment intent, kept by reference for replays.
+    fn intent(intent: &PaymentIntent) -> Result<Self, ApiError> {
+        Ok(Self {
+            body: to_json(intent)?,
+            stored: Some(Stored::Intent {
+                id: intent.id.clone(),
+                status: intent.status.clone(),
+                amount_received: intent.amount_received,
+            }),
+        })
+    }
+}
+
+type Op = fn(&Arc<Shared>, &str, Params) -> Result<OpReply, ApiError>;
+
+/// The reply an idempotency key replays, rebuilt from what it references.
+fn replay(shared: &Shared, stored: &Stored) -> Result<Vec<u8>, ApiError> {
+    let gone = |what: &str, id: &str| {
+        let mut error = ApiError::missing("id", what, id);
+        error.message = format!(
+            "The {} {} this Idempotency-Key's first request returned is no longer kept \
+             (evicted or deleted since), so its reply cannot be replayed",
+            what.replace('_', " "),
+            shown(id)
+        );
+        error
+    };
+    let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    match stored {
+        Stored::Bytes(bytes) => Ok(bytes.to_vec()),
+        Stored::Intent {
+            id,
+            status,
+            amount_received,
+        } => {
+            let intent = state.intents.get(id).ok_or_else(|| gone("payment_intent", id))?;
+            let then = PaymentIntent {
+                status: status.clone(),
+                amount_received: *amount_received,
+                ..intent.clone()
+            };
+            to_json(&then)
+        }
+        Stored::Endpoint { id, secret } => {
+            let endpoint = state
+                .endpoints
+                .get(id)
+                .ok_or_else(|| gone("webhook_endpoint", id))?;
+            to_json(&endpoint.to_object(Some(secret)))
+        }
+    }
+}
 
 fn path_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
     path.map(|Path(id)| id)
@@ -220,12 +291,19 @@ async fn idempotent_post(
                 )
                 .into_response();
             }
-            Some(Idempotent::Done { status, body, .. }) => {
-                let mut response = json_response(*status, body.to_vec());
-                response
-                    .headers_mut()
-                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
-                return response;
+            Some(Idempotent::Done { status, reply, .. }) => {
+                let (status, reply) = (*status, reply.clone());
+                drop(state);
+                return match replay(shared, &reply) {
+                    Ok(body) => {
+                        let mut response = json_response(status, body);
+                        response
+                            .headers_mut()
+                            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+                        response
+                    }
+                    Err(error) => error.into_response(),
+                };
             }
             None => {
                 state.idempotency.set(
@@ -242,11 +320,13 @@ async fn idempotent_post(
     if !shared.config.api_latency.is_zero() {
         tokio::time::sleep(shared.config.api_latency).await;
     }
-    let (status, reply) = match Params::from_body(format, &body).and_then(|params| op(shared, &id, params)) {
-        Ok(reply) => (StatusCode::OK, reply),
-        Err(error) => (error.status, error.to_json()),
-    };
+    let (status, reply, stored) =
+        match Params::from_body(format, &body).and_then(|params| op(shared, &id, params)) {
+            Ok(OpReply { body, stored }) => (StatusCode::OK, body, stored),
+            Err(error) => (error.status, error.to_json(), None),
+        };
     if let Some(scoped) = in_flight.key.take() {
+        let stored = stored.unwrap_or_else(|| Stored::Bytes(Bytes::from(reply.clone())));
         let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(Idempotent::InFlight { fingerprint, since }) =
             state.idempotency.get(&scoped, Instant::now()).cloned()
@@ -257,7 +337,7 @@ async fn idempotent_post(
                     fingerprint,
                     since,
                     status,
-                    body: Bytes::from(reply.clone()),
+                    reply: stored,
                 },
             );
         }
@@ -298,8 +378,8 @@ fn required<T>(value: Option<T>, name: &str) -> Result<T, ApiError> {
 }
 
 /// `POST /v1/payment_intents`.
-fn create_intent_op(shared: &Arc<Shared>, _: &str, params: Params) -> Result<Vec<u8>, ApiError> {
-    to_json(&new_payment_intent(shared, params)?)
+fn create_intent_op(shared: &Arc<Shared>, _: &str, params: Params) -> Result<OpReply, ApiError> {
+    OpReply::intent(&new_payment_intent(shared, params)?)
 }
 
 /// Creates a payment intent from request parameters.
@@ -415,6 +495,16 @@ fn insert_payment_intent(
     description: Option<String>,
     metadata: BTreeMap<String, String>,
 ) -> PaymentIntent {
+    // Kept for the intent's whole life: no spare capacity from parsing.
+    let shrunk = |mut text: String| {
+        text.shrink_to_fit();
+        text
+    };
+    let metadata = metadata
+        .into_iter()
+        .map(|(key, value)| (shrunk(key), shrunk(value)))
+        .collect();
+    let description = description.map(shrunk);
     let intent = PaymentIntent {
         id: ids::new_id("pi_"),
         object: "payment_intent",
@@ -464,10 +554,10 @@ fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), ApiError> {
 }
 
 /// `POST /v1/test_helpers/payment_intents/:id/succeed`.
-fn succeed_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<Vec<u8>, ApiError> {
+fn succeed_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<OpReply, ApiError> {
     let amount_received = params.take_integer("amount_received", 1)?;
     params.finish()?;
-    to_json(&settle(
+    OpReply::intent(&settle(
         shared,
         id,
         "succeeded",
@@ -477,9 +567,9 @@ fn succeed_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<Vec<
 }
 
 /// `POST /v1/test_helpers/payment_intents/:id/fail`.
-fn fail_op(shared: &Arc<Shared>, id: &str, params: Params) -> Result<Vec<u8>, ApiError> {
+fn fail_op(shared: &Arc<Shared>, id: &str, params: Params) -> Result<OpReply, ApiError> {
     params.finish()?;
-    to_json(&settle(shared, id, "failed", None, "payment_intent.failed")?)
+    OpReply::intent(&settle(shared, id, "failed", None, "payment_intent.failed")?)
 }
 
 /// Moves a payment intent out of `requires_payment` (to `status`) and emits
@@ -494,23 +584,24 @@ pub(crate) fn settle(
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
     let intent = state
         .intents
-        .get_mut(id)
-        .ok_or_else(|| ApiError::missing("id", "payment_intent", id))?;
-    if intent.status != REQUIRES_PAYMENT {
-        return Err(ApiError::invalid(
-            "id",
-            "payment_intent_unexpected_state",
-            format!(
-                "This payment intent's status is {}; the test helper needs status {REQUIRES_PAYMENT}",
-                intent.status
-            ),
-        ));
-    }
-    intent.status = status.to_owned();
-    if status == "succeeded" {
-        intent.amount_received = amount_received.unwrap_or(intent.amount);
-    }
-    let intent = intent.clone();
+        .modify(id, |intent| {
+            if intent.status != REQUIRES_PAYMENT {
+                return Err(ApiError::invalid(
+                    "id",
+                    "payment_intent_unexpected_state",
+                    format!(
+                        "This payment intent's status is {}; the test helper needs status {REQUIRES_PAYMENT}",
+                        intent.status
+                    ),
+                ));
+            }
+            intent.status = status.to_owned();
+            if status == "succeeded" {
+                intent.amount_received = amount_received.unwrap_or(intent.amount);
+            }
+            Ok(intent.clone())
+        })
+        .ok_or_else(|| ApiError::missing("id", "payment_intent", id))??;
     let event_id = ids::new_id("evt_");
     let created = unix_seconds();
     let body = to_json(&EventBody {
@@ -521,7 +612,10 @@ pub(crate) fn settle(
         data: EventData { object: &intent },
         livemode: false,
         event_type,
-    })?;
+    })?
+    // Exactly its length: the serializer's spare capacity would be kept for
+    // the event's whole life.
+    .into_boxed_slice();
     let seq = state.next_event_seq;
     state.next_event_seq = seq.saturating_add(1);
     let event = Arc::new(EventRecord {
@@ -539,8 +633,58 @@ pub(crate) fn settle(
         .collect();
     state.events.insert(event_id, Arc::clone(&event));
     drop(state);
-    delivery::enqueue(shared, event, endpoints);
+    delivery::enqueue(shared, event, endpoints, 0);
     Ok(intent)
+}
+
+/// `POST /v1/events/:id/resend`: delivers the event again, byte for byte the
+/// same body signed afresh, to one endpoint (`webhook_endpoint`) or to every
+/// endpoint whose `enabled_events` match it now. Each resend is numbered (1,
+/// 2, … across the emulator) and its attempts carry that number.
+fn resend_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<OpReply, ApiError> {
+    let chosen = params.take_string("webhook_endpoint", 255)?;
+    params.finish()?;
+    let (event, endpoints, resend) = {
+        let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let event = Arc::clone(
+            state
+                .events
+                .get(id)
+                .ok_or_else(|| ApiError::missing("id", "event", id))?,
+        );
+        let endpoints: Vec<(String, u64)> = match &chosen {
+            Some(endpoint_id) => {
+                let endpoint = state
+                    .endpoints
+                    .get(endpoint_id)
+                    .ok_or_else(|| ApiError::missing("webhook_endpoint", "webhook_endpoint", endpoint_id))?;
+                vec![(endpoint.id.clone(), endpoint.seq)]
+            }
+            None => state
+                .endpoints
+                .iter()
+                .filter(|endpoint| endpoint.wants(&event.event_type))
+                .map(|endpoint| (endpoint.id.clone(), endpoint.seq))
+                .collect(),
+        };
+        state.resends = state.resends.saturating_add(1);
+        (event, endpoints, state.resends)
+    };
+    #[derive(Serialize)]
+    struct Resent<'a> {
+        object: &'static str,
+        event: &'a str,
+        resend: u64,
+        webhook_endpoints: Vec<&'a str>,
+    }
+    let reply = to_json(&Resent {
+        object: "event_resend",
+        event: &event.id,
+        resend,
+        webhook_endpoints: endpoints.iter().map(|(id, _)| id.as_str()).collect(),
+    })?;
+    delivery::enqueue(shared, event, endpoints, resend);
+    Ok(OpReply::bytes(reply))
 }
 
 /// `POST /v1/webhook_endpoints`.
@@ -548,7 +692,7 @@ pub(crate) fn create_endpoint_op(
     shared: &Arc<Shared>,
     _: &str,
     mut params: Params,
-) -> Result<Vec<u8>, ApiError> {
+) -> Result<OpReply, ApiError> {
     let url = required(params.take_string("url", 2048)?, "url")?;
     let (url, uri) = parse_endpoint_url(&url)?;
     let enabled_events = match params.take_string_list("enabled_events")? {
@@ -561,27 +705,37 @@ pub(crate) fn create_endpoint_op(
             ))
         }
         Some(events) => {
-            for event in &events {
-                if event != "*" && !EMITTED_EVENT_TYPES.contains(&event.as_str()) {
-                    return Err(ApiError::invalid(
-                        "enabled_events",
-                        "parameter_invalid_event_type",
-                        format!(
-                            "{} is not an event type the service emits; use \"*\" or one of: {}",
-                            shown(event),
-                            EMITTED_EVENT_TYPES.join(", ")
-                        ),
-                    ));
-                }
-            }
+            check_enabled_events(&events)?;
             events
         }
     };
     let description = params.take_string("description", 5000)?.filter(|d| !d.is_empty());
     params.finish()?;
     let secret = ids::new_secret();
+    let id = insert_endpoint(shared, url, uri, enabled_events, description, &secret)?;
+    let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    let endpoint = state
+        .endpoints
+        .get(&id)
+        .ok_or_else(|| ApiError::missing("id", "webhook_endpoint", &id))?;
+    Ok(OpReply {
+        body: to_json(&endpoint.to_object(Some(&secret)))?,
+        stored: Some(Stored::Endpoint { id, secret }),
+    })
+}
+
+/// Registers a webhook endpoint from checked fields, signing with `secret`;
+/// returns its id.
+pub(crate) fn insert_endpoint(
+    shared: &Arc<Shared>,
+    url: reqwest::Url,
+    uri: http::Uri,
+    enabled_events: Vec<String>,
+    description: Option<String>,
+    secret: &str,
+) -> Result<String, ApiError> {
     let keys = SigningKeys {
-        current: Secret::new(&secret).map_err(|_| internal())?,
+        current: Secret::new(secret).map_err(|_| internal())?,
         previous: None,
     };
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -596,8 +750,9 @@ pub(crate) fn create_endpoint_op(
     }
     let seq = state.next_endpoint_seq;
     state.next_endpoint_seq = seq.saturating_add(1);
+    let id = ids::new_id("we_");
     let endpoint = Endpoint {
-        id: ids::new_id("we_"),
+        id: id.clone(),
         uri,
         url,
         enabled_events,
@@ -606,9 +761,8 @@ pub(crate) fn create_endpoint_op(
         seq,
         keys: Arc::new(keys),
     };
-    let reply = to_json(&endpoint.to_object(Some(&secret)))?;
-    state.endpoints.insert(endpoint.id.clone(), endpoint);
-    Ok(reply)
+    state.endpoints.insert(id.clone(), endpoint);
+    Ok(id)
 }
 
 fn internal() -> ApiError {
@@ -622,7 +776,7 @@ fn internal() -> ApiError {
 }
 
 /// The endpoint's URL, and the same as the request target of its deliveries.
-fn parse_endpoint_url(url: &str) -> Result<(reqwest::Url, http::Uri), ApiError> {
+pub(crate) fn parse_endpoint_url(url: &str) -> Result<(reqwest::Url, http::Uri), ApiError> {
     let invalid = |why: String| ApiError::invalid("url", "url_invalid", why);
     let parsed =
         reqwest::Url::parse(url).map_err(|err| invalid(format!("url is not a valid URL ({err})")))?;
@@ -634,6 +788,12 @@ fn parse_endpoint_url(url: &str) -> Result<(reqwest::Url, http::Uri), ApiError> 
             "url must not carry a user name or password: deliveries are authenticated by their signature"
                 .to_owned(),
         )),
+        // Normalizing percent-encodes: 2 048 characters may grow, and the URL
+        // is kept with the endpoint and in every attempt record.
+        "http" if parsed.as_str().len() > MAX_URL_BYTES => Err(invalid(format!(
+            "url is {} bytes once normalized (percent-encoded); at most {MAX_URL_BYTES}",
+            parsed.as_str().len()
+        ))),
         "http" if parsed.host().is_some() => {
             // The URL parser's output is normalized and percent-encoded, so this
             // holds for every URL it accepts; the check keeps a surprise a 400.
@@ -656,12 +816,47 @@ fn parse_endpoint_url(url: &str) -> Result<(reqwest::Url, http::Uri), ApiError> 
     }
 }
 
+/// The most entries of `enabled_events`.
+const MAX_ENABLED_EVENTS: usize = 100;
+/// The longest event type in `enabled_events`.
+const MAX_EVENT_TYPE_CHARS: usize = 255;
+
+/// Any type string (or `*`) is accepted, so an endpoint can be registered for
+/// the sibling format's names too; only what cannot be an event type is refused.
+fn check_enabled_events(events: &[String]) -> Result<(), ApiError> {
+    if events.len() > MAX_ENABLED_EVENTS {
+        return Err(ApiError::invalid(
+            "enabled_events",
+            "parameter_invalid_array",
+            format!(
+                "enabled_events may name at most {MAX_ENABLED_EVENTS} event types, got {}",
+                events.len()
+            ),
+        ));
+    }
+    for event in events {
+        let chars = event.chars().count();
+        if chars == 0 || chars > MAX_EVENT_TYPE_CHARS || event.chars().any(char::is_control) {
+            return Err(ApiError::invalid(
+                "enabled_events",
+                "parameter_invalid_event_type",
+                format!(
+                    "each entry of enabled_events is an event type of 1 to {MAX_EVENT_TYPE_CHARS} characters \
+                     without control characters (or \"*\" for all), got {}",
+                    shown(event)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `POST /v1/webhook_endpoints/:id/roll_secret`.
 pub(crate) fn roll_secret_op(
     shared: &Arc<Shared>,
     id: &str,
     mut params: Params,
-) -> Result<Vec<u8>, ApiError> {
+) -> Result<OpReply, ApiError> {
     let expires_in = params.take_integer("expires_in", 0)?.unwrap_or(0);
     if expires_in > MAX_EXPIRES_IN {
         return Err(ApiError::invalid(
@@ -674,15 +869,23 @@ pub(crate) fn roll_secret_op(
     let secret = ids::new_secret();
     let current = Secret::new(&secret).map_err(|_| internal())?;
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-    let endpoint = state
-        .endpoints
-        .get_mut(id)
-        .ok_or_else(|| ApiError::missing("id", "webhook_endpoint", id))?;
     // ≤ 7 days: fits in u64 and cannot overflow beside the current time.
     let until = unix_seconds().saturating_add(u64::try_from(expires_in).unwrap_or(0));
-    let previous = (expires_in > 0).then(|| (endpoint.keys.current.clone(), until));
-    endpoint.keys = Arc::new(SigningKeys { current, previous });
-    to_json(&endpoint.to_object(Some(&secret)))
+    let body = state
+        .endpoints
+        .modify(id, |endpoint| {
+            let previous = (expires_in > 0).then(|| (endpoint.keys.current.clone(), until));
+            endpoint.keys = Arc::new(SigningKeys { current, previous });
+            to_json(&endpoint.to_object(Some(&secret)))
+        })
+        .ok_or_else(|| ApiError::missing("id", "webhook_endpoint", id))??;
+    Ok(OpReply {
+        body,
+        stored: Some(Stored::Endpoint {
+            id: id.to_owned(),
+            secret,
+        }),
+    })
 }
 
 async fn delete_endpoint(
@@ -727,6 +930,13 @@ fn reply(result: Result<Vec<u8>, ApiError>) -> Response {
 /// Reads `limit`, `starting_after` and `ending_before` from a query string.
 fn page_of(query: Option<String>) -> Result<Page, ApiError> {
     let mut params = Params::from_form(query.unwrap_or_default().as_bytes())?;
+    let page = take_page(&mut params)?;
+    params.finish()?;
+    Ok(page)
+}
+
+/// Takes `limit`, `starting_after` and `ending_before` from `params`.
+fn take_page(params: &mut Params) -> Result<Page, ApiError> {
     let limit = params.take_integer("limit", 1)?.unwrap_or(10);
     if limit > 100 {
         return Err(ApiError::invalid(
@@ -737,7 +947,6 @@ fn page_of(query: Option<String>) -> Result<Page, ApiError> {
     }
     let starting_after = params.take_string("starting_after", 255)?;
     let ending_before = params.take_string("ending_before", 255)?;
-    params.finish()?;
     if starting_after.is_some() && ending_before.is_some() {
         return Err(ApiError::invalid(
             "ending_before",
@@ -802,10 +1011,83 @@ async fn get_intent(
     }))
 }
 
+/// The filters of `GET /v1/events`: `type`, and `created[gt|gte|lt|lte]` in unix seconds.
+#[derive(Debug, Default)]
+struct EventFilter {
+    event_type: Option<String>,
+    /// Inclusive bounds.
+    created_from: u64,
+    created_to: u64,
+}
+
+impl EventFilter {
+    fn take(params: &mut Params) -> Result<Self, ApiError> {
+        let event_type = params.take_string("type", MAX_EVENT_TYPE_CHARS)?;
+        let mut filter = Self {
+            event_type,
+            created_from: 0,
+            created_to: u64::MAX,
+        };
+        for (op, value) in params.take_string_map("created")?.unwrap_or_default() {
+            let param = format!("created[{op}]");
+            let seconds = value.parse::<u64>().map_err(|_| {
+                ApiError::invalid(
+                    param.as_str(),
+                    "parameter_invalid_integer",
+                    format!(
+                        "{} must be unix seconds (a whole number), got {}",
+                        shown(&param),
+                        shown(&value)
+                    ),
+                )
+            })?;
+            match op.as_str() {
+                "gt" => filter.created_from = filter.created_from.max(seconds.saturating_add(1)),
+                "gte" => filter.created_from = filter.created_from.max(seconds),
+                "lt" => match seconds.checked_sub(1) {
+                    Some(to) => filter.created_to = filter.created_to.min(to),
+                    None => {
+                        filter.created_from = 1;
+                        filter.created_to = 0;
+                    }
+                },
+                "lte" => filter.created_to = filter.created_to.min(seconds),
+                _ => {
+                    return Err(ApiError::invalid(
+                        param.as_str(),
+                        "parameter_unknown",
+                        format!(
+                            "{} is not a filter: use created[gt], created[gte], created[lt] or created[lte]",
+                            shown(&param)
+                        ),
+                    ))
+                }
+            }
+        }
+        Ok(filter)
+    }
+
+    fn matches(&self, event: &EventRecord) -> bool {
+        (self.created_from..=self.created_to).contains(&event.created)
+            && self.event_type.as_ref().is_none_or(|t| *t == event.event_type)
+    }
+}
+
 async fn list_events(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
-    reply(page_of(query).and_then(|page| {
+    let parsed = Params::from_form(query.unwrap_or_default().as_bytes()).and_then(|mut params| {
+        let page = take_page(&mut params)?;
+        let filter = EventFilter::take(&mut params)?;
+        params.finish()?;
+        Ok((page, filter))
+    });
+    reply(parsed.and_then(|(page, filter)| {
         let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        let items = state.events.iter().map(|e| (e.id.as_str(), e)).collect();
+        let items = state
+            .events
+            .iter()
+            .filter(|e| filter.matches(e))
+            .map(|e| (e.id.as_str(), e))
+            .collect();
         let listed = paginate(items, &page, cursor_missing("event"))?;
         let bodies: Vec<&[u8]> = listed.data.iter().map(|e| e.body.as_ref()).collect();
         Ok(list_json(&bodies, listed.has_more, "/v1/events"))

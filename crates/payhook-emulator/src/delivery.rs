@@ -15,7 +15,7 @@
 //! attempt log keeps the newest [`Limits::attempts`](crate::Limits::attempts) records.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -32,6 +32,9 @@ use tokio::sync::{oneshot, Notify};
 use crate::model::{DeliveryAttempt, EventRecord, SigningKeys};
 use crate::{ids, unix_millis, Shared};
 
+/// The error of an attempt whose reply the `drop_first` fault discarded.
+const DROPPED_BY_FAULT: &str =
+    "reply discarded by the injected fault drop-first (the receiver got the request and answered)";
 /// The most reply-body characters kept in an attempt record.
 const RESPONSE_EXCERPT_CHARS: usize = 200;
 /// The most reply-body bytes read before the connection is let go.
@@ -78,6 +81,8 @@ pub(crate) struct Deliveries {
     pub attempts: AtomicU64,
     pub acknowledged: AtomicU64,
     pub gave_up: AtomicU64,
+    /// Deliveries abandoned because their event was evicted.
+    pub abandoned: AtomicU64,
     reorder_buffer: Mutex<Vec<Queued>>,
 }
 
@@ -96,6 +101,7 @@ impl Deliveries {
             attempts: AtomicU64::new(0),
             acknowledged: AtomicU64::new(0),
             gave_up: AtomicU64::new(0),
+            abandoned: AtomicU64::new(0),
             reorder_buffer: Mutex::new(Vec::new()),
         }
     }
@@ -104,11 +110,18 @@ impl Deliveries {
 /// One delivery: an event to one endpoint (`copy` > 0 for a duplicate the fault added).
 #[derive(Debug, Clone)]
 struct Job {
-    /// Shared by every delivery of the event (and the kept record).
-    event: Arc<EventRecord>,
+    /// The kept event. Not owned: a delivery whose event was evicted (to stay
+    /// within [`Limits`](crate::Limits)) is abandoned, so waiting deliveries
+    /// never hold bodies beyond the events' byte budget.
+    event: Weak<EventRecord>,
+    /// The event's id and creation order, known without the event.
+    event_id: String,
+    event_seq: u64,
     endpoint_id: String,
     endpoint_seq: u64,
     copy: u32,
+    /// 0, or the number of the resend this delivery is part of.
+    resend: u64,
 }
 
 /// Holds one of the bounded delivery slots; frees it when the delivery ends
@@ -161,12 +174,20 @@ fn mix(mut z: u64) -> u64 {
 fn draw(seed: u64, draw: Draw, job: &Job, attempt: u32) -> u64 {
     let parts = [
         draw as u64,
-        job.event.seq,
+        job.event_seq,
         job.endpoint_seq,
         u64::from(job.copy),
         u64::from(attempt),
     ];
-    parts.iter().fold(mix(seed), |acc, part| mix(acc ^ part)) >> 32
+    let drawn = parts.iter().fold(mix(seed), |acc, part| mix(acc ^ part));
+    // A resend draws its own numbers; the event's own deliveries keep the
+    // pattern they had before resends existed.
+    let drawn = if job.resend == 0 {
+        drawn
+    } else {
+        mix(drawn ^ job.resend)
+    };
+    drawn >> 32
 }
 
 fn happens(probability: f64, drawn: u64) -> bool {
@@ -175,15 +196,24 @@ fn happens(probability: f64, drawn: u64) -> bool {
 }
 
 /// Queues `event` for every endpoint that wants it.
-pub(crate) fn enqueue(shared: &Arc<Shared>, event: Arc<EventRecord>, endpoints: Vec<(String, u64)>) {
+/// `resend` is 0 for the event's own deliveries, or the resend's number.
+pub(crate) fn enqueue(
+    shared: &Arc<Shared>,
+    event: Arc<EventRecord>,
+    endpoints: Vec<(String, u64)>,
+    resend: u64,
+) {
     let faults = &shared.config.faults;
     let mut ready = Vec::new();
     for (endpoint_id, endpoint_seq) in endpoints {
         let job = Job {
-            event: Arc::clone(&event),
+            event: Arc::downgrade(&event),
+            event_id: event.id.clone(),
+            event_seq: event.seq,
             endpoint_id,
             endpoint_seq,
             copy: 0,
+            resend,
         };
         let Some(slot) = admit(shared, &job) else {
             continue;
@@ -233,10 +263,9 @@ fn admit(shared: &Arc<Shared>, job: &Job) -> Option<Slot> {
         shared.deliveries.dropped.fetch_add(1, Ordering::SeqCst);
         tracing::warn!(
             target: "payhook_emulator::delivery",
-            "delivery queue full ({} pending): dropped {} {} -> {} copy {}",
+            "delivery queue full ({} pending): dropped {} -> {} copy {}",
             shared.config.limits.pending_deliveries,
-            job.event.id,
-            job.event.event_type,
+            job.event_id,
             job.endpoint_id,
             job.copy
         );
@@ -464,12 +493,21 @@ async fn attempt(shared: &Arc<Shared>, due: Due) {
     let Some((uri, url, keys)) = endpoint else {
         tracing::info!(
             target: "payhook_emulator::delivery",
-            "{} {} -> {}: endpoint deleted, delivery abandoned",
-            job.event.id, job.event.event_type, job.endpoint_id
+            "{} -> {}: endpoint deleted, delivery abandoned",
+            job.event_id, job.endpoint_id
         );
         return;
     };
-    let outcome = attempt_once(shared, uri, &keys, &job.event.body).await;
+    let Some(event) = job.event.upgrade() else {
+        tracing::warn!(
+            target: "payhook_emulator::delivery",
+            "{} -> {}: event evicted to stay within the emulator's limits, delivery abandoned",
+            job.event_id, job.endpoint_id
+        );
+        shared.deliveries.abandoned.fetch_add(1, Ordering::SeqCst);
+        return;
+    };
+    let outcome = attempt_once(shared, uri, &keys, &event.body).await;
     let dropped = config.faults.drop_first && attempt == 1;
     // A 2xx whose reply did not finish within the timeout (or broke off) is
     // no acknowledgement: the receiver may still be stuck in its handler.
@@ -480,23 +518,25 @@ async fn attempt(shared: &Arc<Shared>, due: Due) {
     } else {
         Some(retry_delay(shared, &job, attempt, outcome.retry_after))
     };
-    let error = if dropped {
-        Some(match &outcome.error {
-            Some(error) => format!("{error} (fault drop-first)"),
-            None => "reply dropped (fault drop-first): the attempt counts as lost".to_owned(),
-        })
-    } else {
-        outcome.error.clone()
+    // An injected fault is named as one, and only when it did something: an
+    // attempt that failed on its own (the receiver down, a timeout) keeps its
+    // real cause, so a log reader never blames the fault for a real failure
+    // or the receiver for the fault.
+    let error = match (&outcome.error, dropped) {
+        (Some(error), _) => Some(error.clone()),
+        (None, true) => Some(DROPPED_BY_FAULT.to_owned()),
+        (None, false) => None,
     };
     let now_ms = unix_millis();
     let record = DeliveryAttempt {
         id: ids::new_id("da_"),
         object: "delivery_attempt",
-        event: job.event.id.clone(),
-        event_type: job.event.event_type.clone(),
+        event: event.id.clone(),
+        event_type: event.event_type.clone(),
         webhook_endpoint: job.endpoint_id.clone(),
         url,
         copy: job.copy,
+        resend: job.resend,
         attempt,
         started_at_ms: outcome.started_at_ms,
         signed_at: outcome.signed_at,
@@ -532,10 +572,11 @@ async fn attempt(shared: &Arc<Shared>, due: Due) {
         tracing::warn!(
             target: "payhook_emulator::delivery",
             "{} {} -> {}: gave up after {attempt} attempts",
-            job.event.id, job.event.event_type, job.endpoint_id
+            event.id, event.event_type, job.endpoint_id
         );
         return;
     };
+    drop(event);
     queue_after(
         shared,
         delay,
@@ -562,19 +603,23 @@ fn log_attempt(record: &DeliveryAttempt, next: Option<Duration>) {
         record.webhook_endpoint,
         record.url,
         record.attempt,
-        CopyNote(record.copy),
+        CopyNote(record.copy, record.resend),
         AttemptResult(record),
         record.duration_ms,
         NextNote(record.succeeded, next),
     );
 }
 
-/// ` (duplicate copy N)` for a copy the `duplicates` fault added. The log
-/// line's parts are written straight into it, not built as strings first.
-struct CopyNote(u32);
+/// ` (resend N)` for a delivery an API resend asked for, ` (duplicate copy
+/// N)` for a copy the `duplicates` fault added. The log line's parts are
+/// written straight into it, not built as strings first.
+struct CopyNote(u32, u64);
 
 impl std::fmt::Display for CopyNote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.1 > 0 {
+            write!(f, " (resend {})", self.1)?;
+        }
         if self.0 > 0 {
             write!(f, " (duplicate copy {})", self.0)?;
         }
@@ -855,16 +900,13 @@ mod tests {
     #[test]
     fn draws_depend_on_seed_and_subject_only() {
         let job = Job {
-            event: Arc::new(EventRecord {
-                id: "evt_x".into(),
-                event_type: "t".into(),
-                created: 0,
-                body: Bytes::new(),
-                seq: 3,
-            }),
+            event: Weak::new(),
+            event_id: "evt_x".into(),
+            event_seq: 3,
             endpoint_id: "we_x".into(),
             endpoint_seq: 1,
             copy: 0,
+            resend: 0,
         };
         assert_eq!(
             draw(7, Draw::Duplicate, &job, 0),
@@ -954,8 +996,9 @@ mod tests {
         assert_eq!(AttemptResult(&record).to_string(), "could not connect");
         record.error = None;
         assert_eq!(AttemptResult(&record).to_string(), "no reply");
-        assert_eq!(CopyNote(0).to_string(), "");
-        assert_eq!(CopyNote(1).to_string(), " (duplicate copy 1)");
+        assert_eq!(CopyNote(0, 0).to_string(), "");
+        assert_eq!(CopyNote(1, 0).to_string(), " (duplicate copy 1)");
+        assert_eq!(CopyNote(0, 2).to_string(), " (resend 2)");
         assert_eq!(NextNote(true, None).to_string(), "");
         assert_eq!(NextNote(false, None).to_string(), "; no more attempts");
         assert_eq!(

@@ -317,6 +317,19 @@ impl Faults {
 }
 
 /// Bounds on what the emulator keeps in memory.
+///
+/// Two kinds of bound hold at once: a count per kind of object, which
+/// decides with ordinary objects (a payment intent with a little metadata
+/// takes well under 1 KiB), and one byte budget, [`stored_bytes`](Self::stored_bytes),
+/// which decides when objects are large (up to 50 metadata values of 500
+/// characters make an intent of about 64 KiB, and its event twice that).
+/// Whichever is reached first evicts the oldest objects of that kind.
+///
+/// With the defaults the worst case stays under 256 MiB of heap:
+/// [`worst_case_bytes`](Self::worst_case_bytes) adds the byte budget to what
+/// the count-bounded parts can take at their largest, and
+/// [`Emulator::stats`] reports what is kept now
+/// ([`DeliveryStats::stored_bytes`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {
@@ -333,6 +346,11 @@ pub struct Limits {
     pub idempotency_keys: usize,
     /// The largest request body; larger ones get 413. Default 64 KiB.
     pub body_bytes: usize,
+    /// The estimated bytes the kept objects may take, shared out as: payment
+    /// intents 3/8, events 3/8, delivery attempt records 3/16, idempotency
+    /// replies 1/16. Each kind evicts its oldest to stay within its share.
+    /// Default 192 MiB.
+    pub stored_bytes: usize,
 }
 
 impl Default for Limits {
@@ -344,7 +362,56 @@ impl Default for Limits {
             pending_deliveries: 10_000,
             idempotency_keys: 10_000,
             body_bytes: 64 * 1024,
+            stored_bytes: 192 * 1024 * 1024,
         }
+    }
+}
+
+/// The shares of [`Limits::stored_bytes`].
+pub(crate) struct Budget {
+    pub intents: usize,
+    pub events: usize,
+    pub attempts: usize,
+    pub idempotency: usize,
+}
+
+/// The most one webhook endpoint takes: its URL (2 048 bytes, held as a URL
+/// and a request target), up to 100 event types of 255 characters, a
+/// 5 000-character description (up to 4 bytes each), and the rest.
+const ENDPOINT_MAX_BYTES: usize = 2 * 2048 + 100 * (255 * 4 + 40) + 5000 * 4 + 1024;
+/// The most one waiting delivery takes (its queue entries, timer and counters;
+/// the event body is shared with the kept event).
+const PENDING_DELIVERY_MAX_BYTES: usize = 512;
+
+impl Limits {
+    pub(crate) fn budget(&self) -> Budget {
+        let eighth = self.stored_bytes / 8;
+        let sixteenth = self.stored_bytes / 16;
+        Budget {
+            intents: 3 * eighth,
+            events: 3 * eighth,
+            attempts: 3 * sixteenth,
+            idempotency: sixteenth,
+        }
+    }
+
+    /// The most heap, in bytes, that the emulator's kept state can take with
+    /// these limits: [`stored_bytes`](Self::stored_bytes), plus every
+    /// endpoint at its largest (about 128 KiB each) and every pending
+    /// delivery (512 bytes each). With the defaults, about 209 MiB. Requests
+    /// being read (each at most [`body_bytes`](Self::body_bytes)) and the
+    /// process itself come on top.
+    ///
+    /// ```
+    /// let limits = payhook::emulator::Limits::default();
+    /// assert!(limits.worst_case_bytes() < 256 * 1024 * 1024);
+    /// ```
+    pub fn worst_case_bytes(&self) -> u64 {
+        let total = self
+            .stored_bytes
+            .saturating_add(self.endpoints.saturating_mul(ENDPOINT_MAX_BYTES))
+            .saturating_add(self.pending_deliveries.saturating_mul(PENDING_DELIVERY_MAX_BYTES));
+        u64::try_from(total).unwrap_or(u64::MAX)
     }
 }
 
@@ -413,8 +480,21 @@ pub struct DeliveryStats {
     pub gave_up: u64,
     /// Attempt records evicted to stay within [`Limits::attempts`].
     pub attempts_evicted: u64,
-    /// Events evicted to stay within [`Limits::objects`].
+    /// Events evicted to stay within [`Limits::objects`] or their share of
+    /// [`Limits::stored_bytes`].
     pub events_evicted: u64,
+    /// Payment intents evicted likewise.
+    pub intents_evicted: u64,
+    /// Deliveries abandoned because their event was evicted before they
+    /// were acknowledged (a waiting delivery does not keep an event alive).
+    pub abandoned: u64,
+    /// The estimated bytes kept now: payment intents, events, delivery
+    /// attempt records and idempotency replies, the parts
+    /// [`Limits::stored_bytes`] bounds.
+    pub stored_bytes: u64,
+    /// [`Limits::worst_case_bytes`] of the limits in force: the most the
+    /// kept state can take.
+    pub worst_case_bytes: u64,
 }
 
 /// Settings, fixed at start.
@@ -466,6 +546,8 @@ pub struct EmulatorBuilder {
     limits: Limits,
     api_latency: Duration,
     signature_header: String,
+    forward_to: Option<String>,
+    forward_secret: Option<String>,
 }
 
 // By hand: the API key is a secret and stays out of Debug output.
@@ -481,14 +563,46 @@ impl std::fmt::Debug for EmulatorBuilder {
             .field("limits", &self.limits)
             .field("api_latency", &self.api_latency)
             .field("signature_header", &self.signature_header)
+            .field("forward_to", &self.forward_to)
+            .field(
+                "forward_secret",
+                &self.forward_secret.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
 
 impl EmulatorBuilder {
     /// Where to listen; default `127.0.0.1:0` (a free loopback port).
+    ///
+    /// An address that is not loopback (`0.0.0.0`, a LAN address, …) needs a
+    /// fixed [`api_key`](Self::api_key): [`start`](Self::start) refuses it
+    /// otherwise, before binding. Anyone who can reach the port and holds the
+    /// key can register endpoints, have the emulator POST to any URL they
+    /// name, and read the first 200 characters of each reply in the delivery
+    /// attempts.
     pub fn addr(mut self, addr: SocketAddr) -> Self {
         self.addr = addr;
+        self
+    }
+
+    /// Registers a webhook endpoint for every event type (`*`) at start, as
+    /// `payhook emulate --forward-to URL` does; [`Emulator::forward_endpoint`]
+    /// gives its id and secret.
+    pub fn forward_to(mut self, url: impl Into<String>) -> Self {
+        self.forward_to = Some(url.into());
+        self
+    }
+
+    /// Fixes the signing secret of the [`forward_to`](Self::forward_to)
+    /// endpoint (as `payhook emulate --secret whsec_…` does), so a receiver
+    /// can be configured once and keep working across emulator restarts.
+    /// Without it a fresh `whsec_…` secret is drawn at every start.
+    ///
+    /// [`start`](Self::start) refuses a secret without `forward_to`, and one
+    /// that is not `whsec_` followed by 1 to 249 visible ASCII characters.
+    pub fn forward_secret(mut self, secret: impl Into<String>) -> Self {
+        self.forward_secret = Some(secret.into());
         self
     }
 
@@ -550,11 +664,35 @@ impl EmulatorBuilder {
     /// # Errors
     /// [`StartError`] for an invalid setting (a malformed fixed key, an empty
     /// retry schedule, a zero timeout, a probability outside 0–1, zero
-    /// limits), or an address that cannot be bound.
+    /// limits, a non-loopback address without a fixed key, a malformed
+    /// `forward_to` URL or secret), or an address that cannot be bound.
     pub async fn start(self) -> Result<Emulator, StartError> {
         if let Some(key) = &self.api_key {
             auth::check_api_key(key).map_err(|problem| StartError::Setting(problem.into()))?;
         }
+        if !self.addr.ip().is_loopback() && self.api_key.is_none() {
+            return Err(StartError::Setting(format!(
+                "{} is not a loopback address: listening there needs a fixed API key \
+                 (EmulatorBuilder::api_key), or anyone who reaches the port could make \
+                 the emulator send requests to any URL and read the replies",
+                self.addr.ip()
+            )));
+        }
+        if let Some(secret) = &self.forward_secret {
+            if self.forward_to.is_none() {
+                return Err(StartError::Setting(
+                    "a forward secret needs a forward_to URL: it is that endpoint's signing secret".into(),
+                ));
+            }
+            check_endpoint_secret(secret).map_err(|problem| StartError::Setting(problem.into()))?;
+        }
+        let forward_url = match &self.forward_to {
+            Some(url) => Some(
+                api::parse_endpoint_url(url)
+                    .map_err(|error| StartError::Setting(format!("forward_to: {}", error.message)))?,
+            ),
+            None => None,
+        };
         self.retry.check()?;
         self.faults.check()?;
         if self.attempt_timeout.is_zero() || self.attempt_timeout > MAX_ATTEMPT_TIMEOUT {
@@ -570,6 +708,7 @@ impl EmulatorBuilder {
             limits.pending_deliveries,
             limits.idempotency_keys,
             limits.body_bytes,
+            limits.stored_bytes,
             self.max_concurrent_attempts,
         ]
         .contains(&0)
@@ -612,6 +751,15 @@ impl EmulatorBuilder {
             shutdown: shutdown.clone(),
             seed,
         });
+        let forward_endpoint = match forward_url {
+            Some((url, uri)) => {
+                let secret = self.forward_secret.unwrap_or_else(ids::new_secret);
+                let id = api::insert_endpoint(&shared, url, uri, vec!["*".to_owned()], None, &secret)
+                    .map_err(|error| StartError::Setting(format!("forward_to: {}", error.message)))?;
+                Some(RegisteredEndpoint { id, secret })
+            }
+            None => None,
+        };
         let router = api::router(Arc::clone(&shared));
         let mut stopped = shutdown;
         let server = tokio::spawn(async move {
@@ -624,6 +772,7 @@ impl EmulatorBuilder {
         Ok(Emulator {
             addr,
             api_key,
+            forward_endpoint,
             shared,
             stop,
             server: Some(server),
@@ -636,6 +785,7 @@ impl EmulatorBuilder {
 pub struct Emulator {
     addr: SocketAddr,
     api_key: String,
+    forward_endpoint: Option<RegisteredEndpoint>,
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
     server: Option<JoinHandle<std::io::Result<()>>>,
@@ -663,7 +813,16 @@ impl Emulator {
             limits: Limits::default(),
             api_latency: Duration::ZERO,
             signature_header: payhook_core::signature::DEFAULT_HEADER.to_owned(),
+            forward_to: None,
+            forward_secret: None,
         }
+    }
+
+    /// The endpoint registered at start with [`EmulatorBuilder::forward_to`]:
+    /// its id and signing secret (the fixed one, if
+    /// [`forward_secret`](EmulatorBuilder::forward_secret) gave one).
+    pub fn forward_endpoint(&self) -> Option<&RegisteredEndpoint> {
+        self.forward_endpoint.as_ref()
     }
 
     /// The address it listens on.
@@ -705,7 +864,7 @@ impl Emulator {
         events: &[&str],
     ) -> Result<RegisteredEndpoint, RequestError> {
         let body = serde_json::json!({ "url": url, "enabled_events": events }).to_string();
-        let reply = api::create_endpoint_op(&self.shared, "", json_params(&body)?)?;
+        let reply = api::create_endpoint_op(&self.shared, "", json_params(&body)?)?.body;
         #[derive(serde::Deserialize)]
         struct Created {
             id: String,
@@ -785,6 +944,16 @@ impl Emulator {
             gave_up: deliveries.gave_up.load(Ordering::SeqCst),
             attempts_evicted: state.attempts.evicted,
             events_evicted: state.events.evicted,
+            intents_evicted: state.intents.evicted,
+            abandoned: deliveries.abandoned.load(Ordering::SeqCst),
+            stored_bytes: u64::try_from(
+                state.intents.bytes()
+                    + state.events.bytes()
+                    + state.attempts.bytes()
+                    + state.idempotency.bytes(),
+            )
+            .unwrap_or(u64::MAX),
+            worst_case_bytes: self.shared.config.limits.worst_case_bytes(),
         }
     }
 
@@ -827,6 +996,27 @@ impl Drop for Emulator {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
     }
+}
+
+/// Checks a signing secret to fix with [`EmulatorBuilder::forward_secret`]
+/// (or `payhook emulate --secret`): `Err` says why it is refused, without
+/// quoting it.
+///
+/// ```
+/// assert!(payhook::emulator::check_endpoint_secret("whsec_local_test").is_ok());
+/// assert!(payhook::emulator::check_endpoint_secret("local_test").is_err());
+/// ```
+///
+/// # Errors
+/// Anything but `whsec_` followed by 1 to 249 visible ASCII characters.
+pub fn check_endpoint_secret(secret: &str) -> Result<(), &'static str> {
+    let Some(rest) = secret.strip_prefix("whsec_") else {
+        return Err("the signing secret must start with whsec_");
+    };
+    if rest.is_empty() || secret.len() > 255 || !rest.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("the signing secret must be whsec_ followed by 1 to 249 visible ASCII characters");
+    }
+    Ok(())
 }
 
 fn json_params(body: &str) -> Result<Params, RequestError> {

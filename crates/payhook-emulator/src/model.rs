@@ -181,6 +181,9 @@ pub struct DeliveryAttempt {
     pub url: String,
     /// 0 for the delivery itself, 1… for copies the `duplicates` fault added.
     pub copy: u32,
+    /// 0 for the event's own deliveries; `n` for those of the n-th resend
+    /// (`POST /v1/events/:id/resend`, numbered across the emulator).
+    pub resend: u64,
     /// 1 for the first attempt of this delivery, 2 for the first retry, …
     pub attempt: u32,
     /// When the attempt started, unix milliseconds.
@@ -215,6 +218,7 @@ impl DeliveryAttempt {
             webhook_endpoint: "we_x".into(),
             url: "http://127.0.0.1:9/".into(),
             copy: 0,
+            resend: 0,
             attempt: 1,
             started_at_ms: 0,
             signed_at: 0,

@@ -12,6 +12,84 @@ use http::StatusCode;
 use crate::error::ApiError;
 use crate::model::{DeliveryAttempt, Endpoint, EventRecord, PaymentIntent};
 
+/// What one heap allocation costs beyond its bytes (the allocator's header
+/// and rounding), counted so that many small values are not undercounted.
+const ALLOCATION_OVERHEAD: usize = 16;
+
+/// The heap bytes of a string (none when it holds no allocation).
+pub(crate) fn heap(text: &str, capacity: usize) -> usize {
+    if capacity == 0 && text.is_empty() {
+        0
+    } else {
+        capacity.max(text.len()) + ALLOCATION_OVERHEAD
+    }
+}
+
+fn string(text: &String) -> usize {
+    heap(text, text.capacity())
+}
+
+/// An estimate of the bytes a kept object takes, its own size and what it
+/// owns on the heap: what the byte budgets of [`Limits`](crate::Limits) count.
+pub(crate) trait Weigh {
+    fn weight(&self) -> usize;
+}
+
+impl Weigh for PaymentIntent {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + string(&self.id)
+            + string(&self.currency)
+            + string(&self.status)
+            + self.payment_method_types.capacity() * std::mem::size_of::<String>()
+            + ALLOCATION_OVERHEAD
+            + self.payment_method_types.iter().map(string).sum::<usize>()
+            + self.description.as_ref().map_or(0, string)
+            // A B-tree node per few entries: counted as 64 bytes an entry.
+            + self
+                .metadata
+                .iter()
+                .map(|(key, value)| string(key) + string(value) + 64)
+                .sum::<usize>()
+    }
+}
+
+impl Weigh for Arc<EventRecord> {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + 2 * std::mem::size_of::<usize>()
+            + ALLOCATION_OVERHEAD
+            + std::mem::size_of::<EventRecord>()
+            + string(&self.id)
+            + string(&self.event_type)
+            + self.body.len()
+            + ALLOCATION_OVERHEAD
+    }
+}
+
+impl Weigh for Endpoint {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + 2 * self.url.as_str().len()
+            + self.enabled_events.iter().map(string).sum::<usize>()
+            + self.description.as_ref().map_or(0, string)
+            + 256
+    }
+}
+
+impl Weigh for DeliveryAttempt {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + string(&self.id)
+            + string(&self.event)
+            + string(&self.event_type)
+            + string(&self.webhook_endpoint)
+            + string(&self.url)
+            + self.error.as_ref().map_or(0, string)
+            + self.response_body.as_ref().map_or(0, string)
+    }
+}
+
 /// Hashes the ids of a [`Collection`]: every id stored is one the emulator
 /// drew itself (a prefix and random alphanumerics), never one a caller chose,
 /// so no one can aim keys at one bucket and SipHash's resistance to that buys
@@ -55,41 +133,61 @@ impl Hasher for IdHasher {
     }
 }
 
-/// Objects in creation order, at most `capacity` of them: the oldest go first.
+/// Objects in creation order, at most `capacity` of them and at most
+/// `max_bytes` by their [weight](Weigh): the oldest go first.
 #[derive(Debug)]
 pub(crate) struct Collection<T> {
     order: VecDeque<String>,
     items: HashMap<String, T, BuildHasherDefault<IdHasher>>,
     capacity: usize,
-    /// How many objects were evicted to stay within `capacity`.
+    max_bytes: usize,
+    /// The weight of every object kept, with its id twice (index and order).
+    bytes: usize,
+    /// How many objects were evicted to stay within `capacity` or `max_bytes`.
     pub evicted: u64,
 }
 
-impl<T> Collection<T> {
-    pub fn new(capacity: usize) -> Self {
+impl<T: Weigh> Collection<T> {
+    pub fn new(capacity: usize, max_bytes: usize) -> Self {
         Self {
             order: VecDeque::new(),
             items: HashMap::default(),
             capacity: capacity.max(1),
+            max_bytes,
+            bytes: 0,
             evicted: 0,
         }
+    }
+
+    fn weigh(id: &str, item: &T) -> usize {
+        item.weight() + 2 * (std::mem::size_of::<String>() + heap(id, id.len()))
     }
 
     pub fn is_full(&self) -> bool {
         self.items.len() >= self.capacity
     }
 
-    /// Adds the newest object, evicting the oldest when full.
+    /// The estimated bytes kept.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Adds the newest object, evicting the oldest while full or over the byte budget.
     pub fn insert(&mut self, id: String, item: T) {
-        while self.is_full() {
+        let weight = Self::weigh(&id, &item);
+        while self.is_full() || (!self.items.is_empty() && self.bytes.saturating_add(weight) > self.max_bytes)
+        {
             match self.order.pop_front() {
                 Some(old) => {
-                    self.items.remove(&old);
+                    if let Some(gone) = self.items.remove(&old) {
+                        self.bytes = self.bytes.saturating_sub(Self::weigh(&old, &gone));
+                    }
                     self.evicted = self.evicted.saturating_add(1);
                 }
                 None => break,
             }
         }
+        self.bytes = self.bytes.saturating_add(weight);
         self.order.push_back(id.clone());
         self.items.insert(id, item);
     }
@@ -98,12 +196,19 @@ impl<T> Collection<T> {
         self.items.get(id)
     }
 
-    pub fn get_mut(&mut self, id: &str) -> Option<&mut T> {
-        self.items.get_mut(id)
+    /// Changes an object in place, keeping its weight counted.
+    pub fn modify<R>(&mut self, id: &str, change: impl FnOnce(&mut T) -> R) -> Option<R> {
+        let item = self.items.get_mut(id)?;
+        let before = item.weight();
+        let result = change(item);
+        let after = item.weight();
+        self.bytes = self.bytes.saturating_sub(before).saturating_add(after);
+        Some(result)
     }
 
     pub fn remove(&mut self, id: &str) -> Option<T> {
         let item = self.items.remove(id)?;
+        self.bytes = self.bytes.saturating_sub(Self::weigh(id, &item));
         self.order.retain(|other| other != id);
         Some(item)
     }
@@ -121,27 +226,41 @@ impl<T> Collection<T> {
 pub(crate) struct AttemptLog {
     records: VecDeque<DeliveryAttempt>,
     capacity: usize,
-    /// How many records were evicted to stay within `capacity`.
+    max_bytes: usize,
+    bytes: usize,
+    /// How many records were evicted to stay within `capacity` or `max_bytes`.
     pub evicted: u64,
 }
 
 impl AttemptLog {
-    pub fn new(capacity: usize) -> Self {
+    pub fn new(capacity: usize, max_bytes: usize) -> Self {
         Self {
             records: VecDeque::new(),
             capacity: capacity.max(1),
+            max_bytes,
+            bytes: 0,
             evicted: 0,
         }
     }
 
-    /// Adds the newest record, evicting the oldest when full.
+    /// The estimated bytes kept.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Adds the newest record, evicting the oldest while full or over the byte budget.
     pub fn push(&mut self, record: DeliveryAttempt) {
-        while self.records.len() >= self.capacity {
-            if self.records.pop_front().is_none() {
+        let weight = record.weight();
+        while self.records.len() >= self.capacity
+            || (!self.records.is_empty() && self.bytes.saturating_add(weight) > self.max_bytes)
+        {
+            let Some(old) = self.records.pop_front() else {
                 break;
-            }
+            };
+            self.bytes = self.bytes.saturating_sub(old.weight());
             self.evicted = self.evicted.saturating_add(1);
         }
+        self.bytes = self.bytes.saturating_add(weight);
         self.records.push_back(record);
     }
 
@@ -209,6 +328,36 @@ pub(crate) fn paginate<'a, T>(
     })
 }
 
+/// A finished request's reply, kept to be replayed: by reference to the
+/// object it returned where that object is kept anyway (a payment intent,
+/// a webhook endpoint), so a large object is not held twice; as bytes
+/// otherwise (errors, small replies).
+#[derive(Debug, Clone)]
+pub(crate) enum Stored {
+    /// The reply body as sent.
+    Bytes(Bytes),
+    /// A payment intent as it was then: the kept one, with this status and
+    /// amount received (the only fields that ever change).
+    Intent {
+        id: String,
+        status: String,
+        amount_received: u128,
+    },
+    /// A webhook endpoint as created or rolled, with the secret the reply showed.
+    Endpoint { id: String, secret: String },
+}
+
+impl Stored {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + match self {
+                Self::Bytes(bytes) => bytes.len() + ALLOCATION_OVERHEAD,
+                Self::Intent { id, status, .. } => string(id) + string(status),
+                Self::Endpoint { id, secret } => string(id) + string(secret),
+            }
+    }
+}
+
 /// What an idempotency key stands for.
 #[derive(Debug, Clone)]
 pub(crate) enum Idempotent {
@@ -219,7 +368,7 @@ pub(crate) enum Idempotent {
         fingerprint: [u8; 32],
         since: Instant,
         status: StatusCode,
-        body: Bytes,
+        reply: Stored,
     },
 }
 
@@ -229,25 +378,48 @@ impl Idempotent {
             Self::InFlight { since, .. } | Self::Done { since, .. } => *since,
         }
     }
+
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + match self {
+                Self::InFlight { .. } => 0,
+                Self::Done { reply, .. } => reply.weight(),
+            }
+    }
 }
 
-/// Idempotency keys per API key, kept for `ttl`, at most `capacity` at once.
+/// The weight of one key: the entry and its key, held twice (map and order).
+fn entry_weight(key: &(String, String), value: &Idempotent) -> usize {
+    value.weight() + 2 * (std::mem::size_of::<(String, String)>() + string(&key.0) + string(&key.1))
+}
+
+/// Idempotency keys per API key, kept for `ttl`, at most `capacity` at once
+/// and at most `max_bytes` by weight.
 #[derive(Debug)]
 pub(crate) struct IdempotencyKeys {
     entries: HashMap<(String, String), Idempotent>,
     order: VecDeque<(String, String)>,
     capacity: usize,
+    max_bytes: usize,
+    bytes: usize,
     ttl: Duration,
 }
 
 impl IdempotencyKeys {
-    pub fn new(capacity: usize, ttl: Duration) -> Self {
+    pub fn new(capacity: usize, max_bytes: usize, ttl: Duration) -> Self {
         Self {
             entries: HashMap::new(),
             order: VecDeque::new(),
             capacity: capacity.max(1),
+            max_bytes,
+            bytes: 0,
             ttl,
         }
+    }
+
+    /// The estimated bytes kept.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     fn expire(&mut self, now: Instant) {
@@ -256,7 +428,7 @@ impl IdempotencyKeys {
                 .entries
                 .get(oldest)
                 .is_none_or(|entry| now.saturating_duration_since(entry.since()) > self.ttl);
-            if !expired && self.entries.len() < self.capacity {
+            if !expired && self.entries.len() < self.capacity && self.bytes <= self.max_bytes {
                 break;
             }
             // Over capacity: a finished key goes first; an in-flight one is kept
@@ -268,7 +440,9 @@ impl IdempotencyKeys {
                         break;
                     }
                 }
-                self.entries.remove(&key);
+                if let Some(gone) = self.entries.remove(&key) {
+                    self.bytes = self.bytes.saturating_sub(entry_weight(&key, &gone));
+                }
             }
         }
     }
@@ -279,13 +453,17 @@ impl IdempotencyKeys {
     }
 
     pub fn set(&mut self, key: (String, String), value: Idempotent) {
-        if self.entries.insert(key.clone(), value).is_none() {
-            self.order.push_back(key);
+        let weight = entry_weight(&key, &value);
+        self.bytes = self.bytes.saturating_add(weight);
+        match self.entries.insert(key.clone(), value) {
+            Some(previous) => self.bytes = self.bytes.saturating_sub(entry_weight(&key, &previous)),
+            None => self.order.push_back(key),
         }
     }
 
     pub fn remove(&mut self, key: &(String, String)) {
-        if self.entries.remove(key).is_some() {
+        if let Some(gone) = self.entries.remove(key) {
+            self.bytes = self.bytes.saturating_sub(entry_weight(key, &gone));
             self.order.retain(|other| other != key);
         }
     }
@@ -302,18 +480,26 @@ pub(crate) struct State {
     pub idempotency: IdempotencyKeys,
     pub next_event_seq: u64,
     pub next_endpoint_seq: u64,
+    /// Resends requested so far (the last one's number).
+    pub resends: u64,
 }
 
 impl State {
     pub fn new(limits: &crate::Limits) -> Self {
+        let budget = limits.budget();
         Self {
-            intents: Collection::new(limits.objects),
-            events: Collection::new(limits.objects),
-            endpoints: Collection::new(limits.endpoints),
-            attempts: AttemptLog::new(limits.attempts),
-            idempotency: IdempotencyKeys::new(limits.idempotency_keys, Duration::from_secs(24 * 3600)),
+            intents: Collection::new(limits.objects, budget.intents),
+            events: Collection::new(limits.objects, budget.events),
+            endpoints: Collection::new(limits.endpoints, usize::MAX),
+            attempts: AttemptLog::new(limits.attempts, budget.attempts),
+            idempotency: IdempotencyKeys::new(
+                limits.idempotency_keys,
+                budget.idempotency,
+                Duration::from_secs(24 * 3600),
+            ),
             next_event_seq: 0,
             next_endpoint_seq: 0,
+            resends: 0,
         }
     }
 }
@@ -354,9 +540,32 @@ mod tests {
         assert_eq!(page(&[], &p(10, None, None)), (vec![], false));
     }
 
+    impl Weigh for i32 {
+        fn weight(&self) -> usize {
+            usize::try_from(*self).unwrap_or(0)
+        }
+    }
+
     #[test]
-    fn collections_evict_the_oldest() {
-        let mut c = Collection::new(2);
+    fn collections_evict_the_oldest_by_count_and_by_bytes() {
+        let id_weight = 2 * (std::mem::size_of::<String>() + heap("a", 1));
+        let mut c = Collection::new(10, 3 * id_weight + 300);
+        c.insert("a".into(), 100);
+        c.insert("b".into(), 100);
+        c.insert("c".into(), 100);
+        assert_eq!((c.evicted, c.bytes()), (0, 3 * id_weight + 300));
+        c.insert("d".into(), 150);
+        assert_eq!(c.evicted, 2, "two had to go to make room for 150 bytes");
+        assert_eq!(c.iter().copied().collect::<Vec<_>>(), [100, 150]);
+        c.modify("c", |n| *n = 10);
+        assert_eq!(c.bytes(), 2 * id_weight + 160);
+        assert_eq!(c.remove("d"), Some(150));
+        assert_eq!(c.bytes(), id_weight + 10);
+        // One object over the whole budget is still kept, alone.
+        c.insert("e".into(), 10_000);
+        assert_eq!(c.iter().copied().collect::<Vec<_>>(), [10_000]);
+
+        let mut c = Collection::new(2, usize::MAX);
         c.insert("a".into(), 1);
         c.insert("b".into(), 2);
         c.insert("c".into(), 3);
@@ -367,7 +576,8 @@ mod tests {
 
     #[test]
     fn the_attempt_log_keeps_the_newest() {
-        let mut log = AttemptLog::new(2);
+        let one = DeliveryAttempt::example("da_a").weight();
+        let mut log = AttemptLog::new(100, 2 * one);
         for id in ["da_a", "da_b", "da_c"] {
             log.push(DeliveryAttempt::example(id));
         }

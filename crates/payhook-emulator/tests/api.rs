@@ -674,7 +674,12 @@ async fn webhook_endpoints_are_registered_listed_rolled_and_deleted() {
         ("url=https://127.0.0.1/webhooks", "url", "url_invalid"),
         ("url=ftp://127.0.0.1/", "url", "url_invalid"),
         (
-            "url=http://127.0.0.1/&enabled_events[]=charge.refunded",
+            "url=http://127.0.0.1/&enabled_events[]=charge.refunded%0Aforged",
+            "enabled_events",
+            "parameter_invalid_event_type",
+        ),
+        (
+            "url=http://127.0.0.1/&enabled_events[]=",
             "enabled_events",
             "parameter_invalid_event_type",
         ),
@@ -947,4 +952,79 @@ async fn an_endpoint_url_with_credentials_is_refused_so_they_never_reach_a_log_o
         "{}",
         listed.text
     );
+}
+
+#[tokio::test]
+async fn events_filter_by_type_and_creation_time() {
+    let emulator = Emulator::builder().start().await.expect("starts");
+    let api = Api::new(&emulator);
+    let paid = api.create_intent("5", "btc").await;
+    api.succeed(&paid).await;
+    let failed = api.create_intent("5", "btc").await;
+    api.post_empty(&format!("/v1/test_helpers/payment_intents/{failed}/fail"))
+        .await;
+    let events = emulator.events();
+    let (succeeded, failed) = (&events[0], &events[1]);
+    assert_eq!(failed.event_type, "payment_intent.failed");
+    let ids = |path: &str| {
+        let api = api.clone();
+        let path = path.to_owned();
+        async move {
+            let reply = api.get(&path).await;
+            assert_eq!(reply.status, 200, "{path}: {}", reply.text);
+            assert_eq!(reply.json["url"], "/v1/events");
+            reply.ids()
+        }
+    };
+    assert_eq!(
+        ids("/v1/events?type=payment_intent.failed").await,
+        std::slice::from_ref(&failed.id)
+    );
+    assert_eq!(
+        ids("/v1/events?type=payment_intent.succeeded&limit=5").await,
+        std::slice::from_ref(&succeeded.id)
+    );
+    assert!(ids("/v1/events?type=payment_intent.payment_failed")
+        .await
+        .is_empty());
+    let created = succeeded.created;
+    let both = [failed.id.clone(), succeeded.id.clone()];
+    assert_eq!(ids(&format!("/v1/events?created[gte]={created}")).await.len(), 2);
+    assert_eq!(
+        ids(&format!("/v1/events?created[lte]={}", failed.created)).await,
+        both
+    );
+    assert!(ids(&format!("/v1/events?created[gt]={}", failed.created))
+        .await
+        .is_empty());
+    assert!(ids(&format!("/v1/events?created[lt]={created}")).await.is_empty());
+    assert!(ids("/v1/events?created[lt]=0").await.is_empty());
+    assert_eq!(
+        ids(&format!(
+            "/v1/events?created%5Bgt%5D={}&created%5Blt%5D={}&type=payment_intent.failed",
+            created - 1,
+            failed.created + 1
+        ))
+        .await,
+        std::slice::from_ref(&failed.id)
+    );
+
+    for (query, param) in [
+        ("created[gt]=soon", "created[gt]"),
+        ("created[gte]=-1", "created[gte]"),
+        ("created[lt]=1.5", "created[lt]"),
+        ("created[between]=1", "created[between]"),
+        ("created=5", "created"),
+        ("type[]=x", "type"),
+        ("kind=x", "kind"),
+    ] {
+        let reply = api.get(&format!("/v1/events?{query}")).await;
+        assert_eq!(
+            (reply.status, reply.param()),
+            (400, param),
+            "{query}: {}",
+            reply.text
+        );
+    }
+    emulator.shutdown().await;
 }

@@ -536,7 +536,10 @@ async fn drop_first_loses_the_first_reply_so_the_receiver_sees_a_redelivery() {
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 2);
     assert_eq!((attempts[0].status, attempts[0].succeeded), (Some(200), false));
-    assert!(attempts[0].error.as_deref().unwrap_or("").contains("drop-first"));
+    assert_eq!(
+        attempts[0].error.as_deref(),
+        Some("reply discarded by the injected fault drop-first (the receiver got the request and answered)")
+    );
     assert!(attempts[1].succeeded);
     assert_eq!(receiver.requests(), 2);
     assert_eq!(
@@ -699,7 +702,7 @@ async fn a_receiver_that_never_answers_cannot_grow_the_emulator_without_bound() 
             let mut limits = Limits::default();
             limits.pending_deliveries = 5;
             limits.attempts = 3;
-            limits.objects = 4;
+            limits.objects = 8;
             limits
         })
         .start()
@@ -711,17 +714,53 @@ async fn a_receiver_that_never_answers_cannot_grow_the_emulator_without_bound() 
     })
     .await;
     emulator.register_endpoint(&receiver.url).expect("registered");
-    for _ in 0..20 {
+    let pay = || {
+        let intent = emulator.create_payment_intent(1, "btc").expect("created");
+        emulator.succeed_payment_intent(&intent.id).expect("succeeded");
+    };
+    for _ in 0..5 {
+        pay();
+    }
+    eventually(WAIT, "five requests held open", || receiver.arrivals().len() == 5).await;
+    for _ in 0..15 {
+        pay();
+    }
+    let stats = emulator.stats();
+    assert_eq!((stats.pending, stats.dropped), (5, 15), "{stats:?}");
+    assert_eq!(emulator.events().len(), 8, "only the newest events are kept");
+    assert_eq!(stats.events_evicted, 12);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(receiver.arrivals().len(), 5, "nothing beyond the bound was sent");
+}
+
+#[tokio::test]
+async fn a_waiting_delivery_whose_event_was_evicted_is_abandoned() {
+    let emulator = Emulator::builder()
+        .faults(Faults::default().delay(Duration::from_millis(300)))
+        .limits({
+            let mut limits = Limits::default();
+            limits.objects = 2;
+            limits
+        })
+        .start()
+        .await
+        .expect("starts");
+    let receiver = RecordingReceiver::start(Script::default()).await;
+    emulator.register_endpoint(&receiver.url).expect("registered");
+    for _ in 0..5 {
         let intent = emulator.create_payment_intent(1, "btc").expect("created");
         emulator.succeed_payment_intent(&intent.id).expect("succeeded");
     }
-    eventually(WAIT, "five requests held open", || receiver.arrivals().len() == 5).await;
+    let kept: Vec<String> = emulator.events().into_iter().map(|e| e.id).collect();
+    assert_eq!(kept.len(), 2);
+    assert!(emulator.wait_idle(WAIT).await);
     let stats = emulator.stats();
-    assert_eq!((stats.pending, stats.dropped), (5, 15), "{stats:?}");
-    assert_eq!(emulator.events().len(), 4, "only the newest events are kept");
-    assert_eq!(stats.events_evicted, 16);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(receiver.arrivals().len(), 5, "nothing beyond the bound was sent");
+    assert_eq!((stats.abandoned, stats.acknowledged), (3, 2), "{stats:?}");
+    let mut arrived: Vec<String> = receiver.arrivals().iter().map(|a| a.event_id()).collect();
+    arrived.sort();
+    let mut expected = kept;
+    expected.sort();
+    assert_eq!(arrived, expected, "only the kept events are delivered");
 }
 
 #[tokio::test]
@@ -776,4 +815,195 @@ async fn shutdown_is_graceful_and_abandons_pending_retries() {
         reqwest::get(format!("{base}/v1/events")).await.is_err(),
         "no longer listening"
     );
+}
+
+#[tokio::test]
+async fn a_resend_delivers_the_same_body_signed_afresh_as_new_attempts() {
+    let (emulator, api) = started(Emulator::builder().retry_schedule(fast())).await;
+    let first = RecordingReceiver::start(Script::default()).await;
+    let second = RecordingReceiver::start(Script::default()).await;
+    let (first_id, first_secret) = api.register(&first.url).await;
+    let (second_id, _) = api.register(&second.url).await;
+    one_succeeded_event(&api).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let event = emulator.events()[0].id.clone();
+
+    // To every endpoint that wants the event.
+    let resent = api.post_empty(&format!("/v1/events/{event}/resend")).await;
+    assert_eq!(resent.status, 200, "{}", resent.text);
+    assert_eq!(resent.json["object"], "event_resend");
+    assert_eq!(resent.json["event"], event.as_str());
+    assert_eq!(resent.json["resend"], 1);
+    let mut targets: Vec<&str> = resent.json["webhook_endpoints"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    targets.sort_unstable();
+    let mut both = vec![first_id.as_str(), second_id.as_str()];
+    both.sort_unstable();
+    assert_eq!(targets, both);
+    assert!(emulator.wait_idle(WAIT).await);
+    assert_eq!(first.arrivals().len(), 2);
+    assert_eq!(second.arrivals().len(), 2);
+
+    // To one endpoint only, given by id.
+    tokio::time::sleep(Duration::from_millis(1100)).await; // a new signing second
+    let resent = api
+        .post_form(
+            &format!("/v1/events/{event}/resend"),
+            &format!("webhook_endpoint={first_id}"),
+        )
+        .await;
+    assert_eq!(
+        (resent.status, resent.json["resend"].as_u64()),
+        (200, Some(2)),
+        "{}",
+        resent.text
+    );
+    assert!(emulator.wait_idle(WAIT).await);
+    let arrivals = first.arrivals();
+    assert_eq!(arrivals.len(), 3);
+    assert_eq!(second.arrivals().len(), 2, "the other endpoint is left alone");
+    assert!(
+        arrivals.iter().all(|a| a.body == arrivals[0].body),
+        "the same bytes each time"
+    );
+    let (original, again) = (&arrivals[0].signature, &arrivals[2].signature);
+    assert!(
+        timestamp(again) > timestamp(original),
+        "signed afresh: {original} / {again}"
+    );
+    let expected = independent_hmac(&first_secret, timestamp(again), &arrivals[2].body);
+    assert_eq!(v1_items(again), [expected.as_str()]);
+
+    // Recorded as new attempts, numbered by resend.
+    let listed = api
+        .get(&format!("/v1/events/{event}/delivery_attempts?limit=100"))
+        .await;
+    let mut seen: Vec<(u64, String, u64)> = listed.json["data"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|a| {
+            (
+                a["resend"].as_u64().expect("resend"),
+                a["webhook_endpoint"].as_str().expect("endpoint").to_owned(),
+                a["attempt"].as_u64().expect("attempt"),
+            )
+        })
+        .collect();
+    seen.sort();
+    let mut expected = vec![
+        (0, first_id.clone(), 1),
+        (0, second_id.clone(), 1),
+        (1, first_id.clone(), 1),
+        (1, second_id.clone(), 1),
+        (2, first_id.clone(), 1),
+    ];
+    expected.sort();
+    assert_eq!(seen, expected);
+
+    // Refusals: an unknown event, an unknown endpoint, an unknown parameter.
+    let missing = api.post_empty("/v1/events/evt_missing/resend").await;
+    assert_eq!((missing.status, missing.code()), (404, "resource_missing"));
+    let missing = api
+        .post_form(
+            &format!("/v1/events/{event}/resend"),
+            "webhook_endpoint=we_missing",
+        )
+        .await;
+    assert_eq!((missing.status, missing.param()), (404, "webhook_endpoint"));
+    let unknown = api
+        .post_form(&format!("/v1/events/{event}/resend"), "url=http://x/")
+        .await;
+    assert_eq!((unknown.status, unknown.param()), (400, "url"));
+    assert_eq!(first.arrivals().len(), 3, "a refused resend delivers nothing");
+}
+
+#[tokio::test]
+async fn enabled_events_take_any_type_string_and_deliver_what_matches() {
+    let (emulator, api) = started(Emulator::builder()).await;
+    let sibling = RecordingReceiver::start(Script::default()).await;
+    let succeeded = RecordingReceiver::start(Script::default()).await;
+    let reply = api
+        .post_json(
+            "/v1/webhook_endpoints",
+            &format!(
+                r#"{{"url":"{}","enabled_events":["payment_intent.payment_failed","charge.refunded"]}}"#,
+                sibling.url
+            ),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        reply.json["enabled_events"],
+        serde_json::json!(["payment_intent.payment_failed", "charge.refunded"])
+    );
+    let reply = api
+        .post_form(
+            "/v1/webhook_endpoints",
+            &format!("url={}&enabled_events[]=payment_intent.succeeded", succeeded.url),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    one_succeeded_event(&api).await;
+    let failed = api.create_intent("10", "btc").await;
+    api.post_empty(&format!("/v1/test_helpers/payment_intents/{failed}/fail"))
+        .await;
+    assert!(emulator.wait_idle(WAIT).await);
+    assert_eq!(sibling.arrivals().len(), 0, "no emitted type matches");
+    assert_eq!(succeeded.arrivals().len(), 1);
+
+    let long = "x".repeat(256);
+    for (events, why) in [
+        (format!(r#"["{long}"]"#), "1 to 255 characters"),
+        (
+            r#"["payment_intent.succeeded","bad\u0007"]"#.to_owned(),
+            "control characters",
+        ),
+        (r#"[""]"#.to_owned(), "1 to 255 characters"),
+        (
+            format!("[{}]", vec![r#""a""#; 101].join(",")),
+            "at most 100 event types",
+        ),
+    ] {
+        let reply = api
+            .post_json(
+                "/v1/webhook_endpoints",
+                &format!(r#"{{"url":"http://127.0.0.1:9/","enabled_events":{events}}}"#),
+            )
+            .await;
+        assert_eq!((reply.status, reply.param()), (400, "enabled_events"), "{events}");
+        assert!(reply.message().contains(why), "{}", reply.message());
+        assert!(!reply.message().contains('\u{7}'), "escaped: {}", reply.message());
+    }
+}
+
+#[tokio::test]
+async fn a_real_failure_under_drop_first_keeps_its_own_cause() {
+    let (emulator, api) = started(
+        Emulator::builder()
+            .retry_schedule(RetrySchedule::new(
+                Duration::from_millis(20),
+                Duration::from_millis(20),
+                2,
+            ))
+            .faults(Faults::default().drop_first()),
+    )
+    .await;
+    // Nothing listens there: the receiver is down, not dropped by the fault.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/webhooks", closed.local_addr().expect("addr"));
+    drop(closed);
+    api.register(&url).await;
+    one_succeeded_event(&api).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let attempts = emulator.attempts();
+    assert_eq!(attempts.len(), 2);
+    for attempt in &attempts {
+        assert_eq!(attempt.error.as_deref(), Some("could not connect"), "{attempt:?}");
+        assert_eq!(attempt.status, None);
+    }
 }

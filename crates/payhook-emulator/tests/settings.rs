@@ -113,3 +113,83 @@ fn the_fixed_api_key_stays_out_of_the_builders_debug_output() {
     assert!(!shown.contains("do_not_print"), "{shown}");
     assert!(shown.contains("<redacted>"), "{shown}");
 }
+
+#[tokio::test]
+async fn a_non_loopback_address_needs_a_fixed_key() {
+    let any = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+    match Emulator::builder().addr(any).start().await {
+        Err(payhook_emulator::StartError::Setting(why)) => {
+            assert!(
+                why.contains("not a loopback address") && why.contains("api_key"),
+                "{why}"
+            );
+        }
+        other => panic!("started without a key: {other:?}"),
+    }
+    let emulator = Emulator::builder()
+        .addr(any)
+        .api_key("sk_test_exposed")
+        .start()
+        .await
+        .expect("a fixed key allows it");
+    assert_eq!(emulator.api_key(), "sk_test_exposed");
+    emulator.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_forward_endpoint_signs_with_the_fixed_secret() {
+    for (builder, why) in [
+        (
+            Emulator::builder().forward_secret("whsec_x"),
+            "needs a forward_to",
+        ),
+        (
+            Emulator::builder()
+                .forward_to("http://127.0.0.1:9/")
+                .forward_secret("x"),
+            "must start with whsec_",
+        ),
+        (
+            Emulator::builder()
+                .forward_to("http://127.0.0.1:9/")
+                .forward_secret("whsec_\n"),
+            "visible ASCII",
+        ),
+        (
+            Emulator::builder().forward_to("ftp://127.0.0.1:9/"),
+            "forward_to: url must be",
+        ),
+    ] {
+        match builder.start().await {
+            Err(payhook_emulator::StartError::Setting(message)) => {
+                assert!(message.contains(why), "{message}");
+            }
+            other => panic!("{why}: {other:?}"),
+        }
+    }
+    let emulator = Emulator::builder()
+        .forward_to("http://127.0.0.1:9/webhooks")
+        .forward_secret("whsec_fixed")
+        .start()
+        .await
+        .expect("starts");
+    let endpoint = emulator.forward_endpoint().expect("registered at start");
+    assert_eq!(endpoint.secret, "whsec_fixed");
+    assert!(endpoint.id.starts_with("we_"));
+    emulator.shutdown().await;
+    let fresh = Emulator::builder()
+        .forward_to("http://127.0.0.1:9/webhooks")
+        .start()
+        .await
+        .expect("starts");
+    assert!(fresh
+        .forward_endpoint()
+        .expect("registered")
+        .secret
+        .starts_with("whsec_"));
+    assert_ne!(
+        fresh.forward_endpoint().expect("registered").secret,
+        "whsec_fixed"
+    );
+    fresh.shutdown().await;
+}

@@ -1,0 +1,331 @@
+//! `payhook trigger` and `payhook events resend` against a real `payhook
+//! emulate` process delivering to a real payhook receiver, all on loopback:
+//! the three-terminal loop of the README, with a fixed signing secret.
+#![cfg(feature = "emulate")]
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{payhook, Run, TestReceiver, SECRET};
+
+const KEY: &str = "sk_test_trigger";
+
+/// `payhook emulate` with a fixed key and secret, forwarding to `url`; killed when dropped.
+struct Emulate {
+    child: Child,
+    base: String,
+}
+
+impl Emulate {
+    fn start(url: &str, extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_payhook"))
+            .args([
+                "emulate",
+                "--addr",
+                "127.0.0.1:0",
+                "--key",
+                KEY,
+                "--forward-to",
+                url,
+            ])
+            .args(["--secret", SECRET])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the payhook binary runs");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("a first line");
+        let base = line
+            .trim_end()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("first line {line:?}"))
+            .to_owned();
+        // Keep draining stdout so the emulator never blocks on a full pipe.
+        std::thread::spawn(move || for _ in stdout.lines().map_while(Result::ok) {});
+        Self { child, base }
+    }
+}
+
+impl Drop for Emulate {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn trigger(base: &str, event_type: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["trigger", event_type, "--api", base, "--key", KEY];
+    args.extend(extra);
+    payhook(&args, b"")
+}
+
+/// The value after `prefix` on the stdout line that starts with it.
+fn after<'a>(stdout: &'a str, prefix: &str) -> &'a str {
+    stdout
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("no line starting {prefix:?} in:\n{stdout}"))
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn trigger_delivers_each_type_and_resend_delivers_the_event_again() {
+    let receiver = TestReceiver::start();
+    let emulate = Emulate::start(&receiver.url, &[]);
+
+    let mut events = Vec::new();
+    for (asked, emitted) in [
+        ("payment_intent.succeeded", "payment_intent.succeeded"),
+        ("payment_intent.failed", "payment_intent.failed"),
+        ("payment_intent.payment_failed", "payment_intent.failed"),
+    ] {
+        let run = trigger(
+            &emulate.base,
+            asked,
+            &[
+                "--amount",
+                "18446744073709551617",
+                "--currency",
+                "btc",
+                "--metadata",
+                "order=42",
+            ],
+        );
+        assert_eq!(run.code, 0, "{asked}: {run:?}");
+        let intent = after(&run.stdout, "payment intent ");
+        assert!(
+            intent.starts_with("pi_") && intent.ends_with("(18446744073709551617 btc)"),
+            "{intent}"
+        );
+        let event = after(&run.stdout, "event ");
+        let (event_id, rest) = event.split_once(' ').expect("id and type");
+        assert!(event_id.starts_with("evt_"), "{event}");
+        assert!(rest.starts_with(emitted), "{event}");
+        let attempt = after(&run.stdout, "attempt 1 to we_");
+        assert!(
+            attempt.contains(&receiver.url) && attempt.ends_with(", acknowledged"),
+            "{attempt}"
+        );
+        assert!(attempt.contains(": 200 in "), "{attempt}");
+        assert_eq!(after(&run.stdout, "delivered "), "to 1 of 1 endpoint");
+        assert!(
+            !run.stdout.contains(KEY) && !run.stderr.contains(KEY),
+            "the key is never printed"
+        );
+        events.push((event_id.to_owned(), emitted));
+    }
+    // The receiver verified each with the fixed secret and ran its handler once per event.
+    let handled = receiver.handled();
+    assert_eq!(
+        handled
+            .iter()
+            .map(|h| (h.id.clone(), h.event_type.as_str()))
+            .collect::<Vec<_>>(),
+        events
+    );
+    assert!(
+        handled.iter().all(|h| h.amount == Some((1 << 64) + 1)),
+        "{handled:?}"
+    );
+    assert_eq!(receiver.requests(), 3);
+
+    // A resend: the same event reaches the receiver again (a duplicate to it).
+    let (event_id, _) = &events[0];
+    let run = payhook(
+        &["events", "resend", event_id, "--api", &emulate.base, "--key", KEY],
+        b"",
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        after(&run.stdout, "resend "),
+        format!("1 of event {event_id} to 1 endpoint")
+    );
+    assert!(
+        after(&run.stdout, "attempt 1 to we_").ends_with(", acknowledged"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(after(&run.stdout, "delivered "), "to 1 of 1 endpoint");
+    wait_for("the resent delivery arrives", || receiver.requests() == 4);
+    assert_eq!(
+        receiver.handled().len(),
+        3,
+        "a duplicate: the handler does not run again"
+    );
+
+    // To one endpoint by id.
+    let endpoint = after(&run.stdout, "attempt 1 to ")
+        .split_once(' ')
+        .expect("endpoint id")
+        .0
+        .to_owned();
+    let run = payhook(
+        &[
+            "events",
+            "resend",
+            event_id,
+            "--webhook-endpoint",
+            &endpoint,
+            "--api",
+            &emulate.base,
+            "--key",
+            KEY,
+        ],
+        b"",
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run
+        .stdout
+        .starts_with(&format!("resend 2 of event {event_id} to 1 endpoint")));
+    wait_for("the second resend arrives", || receiver.requests() == 5);
+}
+
+#[test]
+fn trigger_exits_non_zero_when_the_event_is_not_delivered() {
+    // No receiver listens at the forward URL: the attempt fails and is retried.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/webhooks", closed.local_addr().expect("addr"));
+    drop(closed);
+    let emulate = Emulate::start(&url, &[]);
+    let run = trigger(&emulate.base, "payment_intent.succeeded", &["--wait", "1"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        after(&run.stdout, "attempt 1 to we_").contains("could not connect"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("not delivered to we_"), "{}", run.stdout);
+    assert_eq!(after(&run.stdout, "delivered "), "to 0 of 1 endpoint");
+
+    // A resend of an unknown event, a wrong key, an emulator that is not there.
+    let run = payhook(
+        &[
+            "events",
+            "resend",
+            "evt_missing",
+            "--api",
+            &emulate.base,
+            "--key",
+            KEY,
+        ],
+        b"",
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("404 resource_missing"), "{}", run.stderr);
+    let run = payhook(
+        &[
+            "trigger",
+            "payment_intent.succeeded",
+            "--api",
+            &emulate.base,
+            "--key",
+            "sk_test_wrong",
+        ],
+        b"",
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("401 api_key_unknown"), "{}", run.stderr);
+    assert!(!run.stderr.contains("sk_test_wrong"), "the key is never printed");
+    drop(emulate);
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = format!("http://{}", gone.local_addr().expect("addr"));
+    drop(gone);
+    let run = trigger(&base, "payment_intent.succeeded", &[]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.contains("cannot reach the emulator"), "{}", run.stderr);
+}
+
+#[test]
+fn trigger_without_an_endpoint_for_the_type_delivers_nothing_and_says_so() {
+    let receiver = TestReceiver::start();
+    let emulate = Emulate::start(&receiver.url, &[]);
+    // Remove the forward endpoint through the API, then trigger.
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let listed = client
+            .get(format!("{}/v1/webhook_endpoints", emulate.base))
+            .bearer_auth(KEY)
+            .send()
+            .await
+            .expect("the emulator answers");
+        let listed: serde_json::Value =
+            serde_json::from_str(&listed.text().await.expect("body")).expect("JSON");
+        let id = listed["data"][0]["id"].as_str().expect("the forward endpoint");
+        let deleted = client
+            .delete(format!("{}/v1/webhook_endpoints/{id}", emulate.base))
+            .bearer_auth(KEY)
+            .send()
+            .await
+            .expect("the emulator answers");
+        assert_eq!(deleted.status(), 200);
+    });
+    let run = trigger(&emulate.base, "payment_intent.failed", &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("no webhook endpoint is enabled for payment_intent.failed"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(receiver.requests(), 0);
+}
+
+#[test]
+fn trigger_and_resend_refuse_bad_arguments() {
+    for args in [
+        &["trigger", "charge.refunded", "--key", KEY][..],
+        &["trigger", "payment_intent.succeeded", "--key", "sk_live_x"],
+        &[
+            "trigger",
+            "payment_intent.succeeded",
+            "--key",
+            KEY,
+            "--amount",
+            "0",
+        ],
+        &[
+            "trigger",
+            "payment_intent.succeeded",
+            "--key",
+            KEY,
+            "--metadata",
+            "novalue",
+        ],
+        &[
+            "trigger",
+            "payment_intent.succeeded",
+            "--key",
+            KEY,
+            "--api",
+            "https://127.0.0.1:1",
+        ],
+        &["trigger", "payment_intent.succeeded"],
+        &[
+            "events",
+            "resend",
+            "evt_1/../../x",
+            "--key",
+            KEY,
+            "--api",
+            "http://127.0.0.1:9",
+        ],
+    ] {
+        let run = payhook(args, b"");
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(run.stdout.is_empty(), "{args:?}");
+    }
+}
