@@ -8,7 +8,6 @@
 //! unset or unreachable.
 
 // Shared with the other example tests; this file uses part of it.
-#[allow(dead_code)]
 mod example_process;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,6 +1,9 @@
 //! Runs a receiver example (`examples/<name>.rs`) as its own process, the way
 //! `cargo run --example <name>` does, and reads what it prints.
 
+// Each test binary that includes this module uses a different part of it.
+#![allow(dead_code)]
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr};

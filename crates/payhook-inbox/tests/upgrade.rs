@@ -40,6 +40,8 @@ const FIRST_SCHEMA: [&str; 3] = [
     "CREATE INDEX IF NOT EXISTS payhook_inbox_intent ON payhook_inbox (namespace, intent_id, created, arrival)",
 ];
 
+/// One row of the old-schema fixture: (id, state, attempts, last error, done_at).
+type FixtureRow = (&'static str, &'static str, i64, Option<&'static str>, Option<i64>);
 fn unique(prefix: &str) -> String {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
     format!("{prefix}_{}_{nanos}", std::process::id())
@@ -84,8 +86,7 @@ async fn upgrade_in_place(url: String, arrival: &str) {
             .unwrap();
     }
     let now = now_ms();
-    // (id, state, attempts, last error, done_at)
-    let fixture: [(&str, &str, i64, Option<&str>, Option<i64>); 5] = [
+    let fixture: [FixtureRow; 5] = [
         ("evt_pending", "pending", 0, None, None),
         ("evt_retrying", "pending", 1, Some("first attempt failed"), None),
         ("evt_running", "running", 1, None, None),
