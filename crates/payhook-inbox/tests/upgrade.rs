@@ -75,6 +75,9 @@ async fn rows(pool: &AnyPool) -> Vec<(String, String, i64, Option<String>)> {
         .collect()
 }
 
+/// (id, state, attempts, last error, done_at) of a row of the old inbox.
+type FixtureRow = (&'static str, &'static str, i64, Option<&'static str>, Option<i64>);
+
 async fn upgrade_in_place(url: String, arrival: &str) {
     let old = any_pool(&url).await;
     for statement in FIRST_SCHEMA {
@@ -84,8 +87,7 @@ async fn upgrade_in_place(url: String, arrival: &str) {
             .unwrap();
     }
     let now = now_ms();
-    // (id, state, attempts, last error, done_at)
-    let fixture: [(&str, &str, i64, Option<&str>, Option<i64>); 5] = [
+    let fixture: [FixtureRow; 5] = [
         ("evt_pending", "pending", 0, None, None),
         ("evt_retrying", "pending", 1, Some("first attempt failed"), None),
         ("evt_running", "running", 1, None, None),
