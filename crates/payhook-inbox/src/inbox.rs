@@ -376,8 +376,8 @@ impl InboxBuilder {
 
     /// Overrides the receiver's retention ([`Receiver::retention`], default
     /// [`DEFAULT_RETENTION`], 7 days): how long done events are kept, and so
-    /// how long a repeated delivery is recognised. Above zero, at most 100
-    /// years. Workers purge older ones, in bounded batches, as fast as they
+    /// how long a repeated delivery is recognised. From 1 second to 100
+    /// years, as on the receiver. Workers purge older ones, in bounded batches, as fast as they
     /// are added.
     pub fn retention(mut self, retention: Duration) -> Self {
         self.retention = Some(retention);
@@ -483,8 +483,9 @@ impl InboxBuilder {
         if config.lease < MIN_LEASE {
             return Err(InboxError::InvalidSetting("lease must be at least 1 s"));
         }
-        if config.retention.is_zero() {
-            return Err(InboxError::InvalidSetting("retention must be longer than zero"));
+        // The receiver's range: the same setting, the same bounds.
+        if config.retention < Duration::from_secs(1) {
+            return Err(InboxError::InvalidSetting("retention must be at least 1 second"));
         }
         if config.max_attempts == 0 {
             return Err(InboxError::InvalidSetting("max_attempts must be at least 1"));
