@@ -11,7 +11,11 @@
 //! 6. PostgreSQL replicas: ingest on replica A → handler start on replica B
 //!    with a 5 s poll interval (woken by `NOTIFY`), p50/p99;
 //! 7. PostgreSQL no-op workers ÷ a minimal hand-written `FOR UPDATE SKIP
-//!    LOCKED` claim-and-mark loop on the same database, same pool size.
+//!    LOCKED` claim-and-mark loop on the same database, same pool size;
+//! 8. soak (only when listed in `PAYHOOK_BENCH_SECTIONS`): events ingested at
+//!    a steady rate (`PAYHOOK_BENCH_SOAK_RATE`, default 1 000/s) for
+//!    `PAYHOOK_BENCH_SOAK_MINUTES` (default 10) with no-op workers and a
+//!    1-minute retention: the table's rows and the RSS once a minute.
 //!
 //! ```text
 //! cargo bench --bench inbox                        # SQLite in a temp dir
@@ -510,6 +514,68 @@ async fn skip_locked_reference(url: &str, total: usize) -> f64 {
     total as f64 / started.elapsed().as_secs_f64()
 }
 
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Section 8: a steady load with a 1-minute retention, one line a minute.
+async fn soak(url: &str) {
+    let rate = env_number("PAYHOOK_BENCH_SOAK_RATE", 1000);
+    let minutes = env_number("PAYHOOK_BENCH_SOAK_MINUTES", 10);
+    let inbox = builder(16)
+        .retention(Duration::from_secs(60))
+        .connect(url)
+        .await
+        .expect("inbox");
+    let workers = inbox.start(|_job: Job| async { Ok(()) });
+    let secret = Secret::new(SECRET).expect("secret");
+    let started = Instant::now();
+    let mut sent: u64 = 0;
+    let mut next_report = started + Duration::from_secs(60);
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    let per_tick = (rate / 100).max(1);
+    let mut pending = Vec::new();
+    println!("8. soak: {rate} events/s for {minutes} min, retention 60 s, no-op workers (16)");
+    while started.elapsed() < Duration::from_secs(minutes * 60) {
+        tick.tick().await;
+        for _ in 0..per_tick {
+            let body = Bytes::from(body(&format!("evt_soak_{sent}")));
+            let mut headers = http::HeaderMap::new();
+            headers.insert(
+                "x-service-signature",
+                sign(&body, &secret, now()).parse().expect("header"),
+            );
+            pending.push(tokio::spawn(inbox.ingest(&headers, body)));
+            sent += 1;
+        }
+        if pending.len() >= 2048 {
+            for reply in pending.drain(..) {
+                assert_eq!(reply.await.expect("ingest").status().as_u16(), 200);
+            }
+        }
+        if Instant::now() >= next_report {
+            next_report += Duration::from_secs(60);
+            let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM payhook_inbox WHERE namespace = $1")
+                .bind(inbox.namespace())
+                .fetch_one(inbox.pool())
+                .await
+                .expect("count");
+            println!(
+                "  minute {:>2}: {sent} sent, {rows} rows in the table, RSS {:.1} MiB",
+                started.elapsed().as_secs() / 60,
+                status_kib("VmRSS:") as f64 / 1024.0
+            );
+        }
+    }
+    for reply in pending {
+        assert_eq!(reply.await.expect("ingest").status().as_u16(), 200);
+    }
+    workers.shutdown().await;
+}
+
 async fn run(name: &str, url: impl Fn() -> String) {
     let q = quick();
     let requests = if q { 1000 } else { 4000 };
@@ -540,6 +606,12 @@ async fn run(name: &str, url: impl Fn() -> String) {
     if section(5) {
         let events = if q { 2000 } else { 10_000 };
         typed_against_any(&url(), name.starts_with("PostgreSQL"), events).await;
+    }
+    // The soak runs only when asked for by number: it takes minutes.
+    let soak_listed = std::env::var("PAYHOOK_BENCH_SECTIONS")
+        .is_ok_and(|list| list.split(',').any(|item| item.trim() == "8"));
+    if soak_listed {
+        soak(&url()).await;
     }
     if name.starts_with("PostgreSQL") {
         if section(6) {
