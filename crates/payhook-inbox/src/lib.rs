@@ -69,6 +69,7 @@ mod file;
 mod inbox;
 pub mod metrics;
 mod queue;
+mod shared;
 mod worker;
 
 pub use error::InboxError;
