@@ -5,7 +5,17 @@
 //! 2. ingest over HTTP ÷ the same database's single-row inserts from the same
 //!    number of concurrent clients without HTTP;
 //! 3. no-op workers, events/s;
-//! 4. resident memory while 100 000 events pass through.
+//! 4. resident memory while 100 000 events pass through;
+//! 5. no-op workers on the app's own typed pool ÷ the same on a URL-built
+//!    (`Any`) inbox, both backends;
+//! 6. PostgreSQL replicas: ingest on replica A → handler start on replica B
+//!    with a 5 s poll interval (woken by `NOTIFY`), p50/p99;
+//! 7. PostgreSQL no-op workers ÷ a minimal hand-written `FOR UPDATE SKIP
+//!    LOCKED` claim-and-mark loop on the same database, same pool size;
+//! 8. soak (only when listed in `PAYHOOK_BENCH_SECTIONS`): events ingested at
+//!    a steady rate (`PAYHOOK_BENCH_SOAK_RATE`, default 1 000/s) for
+//!    `PAYHOOK_BENCH_SOAK_MINUTES` (default 10) with no-op workers and a
+//!    1-minute retention: the table's rows and the RSS once a minute.
 //!
 //! ```text
 //! cargo bench --bench inbox                        # SQLite in a temp dir
@@ -25,7 +35,7 @@ use axum::http::{HeaderMap, Response};
 use axum::routing::post;
 use axum::Router;
 use payhook::inbox::sqlx;
-use payhook::inbox::{Inbox, Job};
+use payhook::inbox::{Backend, Inbox, Job};
 use payhook::{sign, Receiver, Secret};
 
 const SECRET: &str = "whsec_bench_inbox";
@@ -220,7 +230,7 @@ async fn http_ingest_per_second(url: &str, total: usize) -> f64 {
     total as f64 / elapsed.as_secs_f64()
 }
 
-async fn store(inbox: &Inbox, count: usize, prefix: &str) {
+async fn store<DB: Backend>(inbox: &Inbox<DB>, count: usize, prefix: &str) {
     let secret = Secret::new(SECRET).expect("secret");
     let mut pending = Vec::new();
     for i in 0..count {
@@ -338,6 +348,234 @@ async fn memory_while_passing(url: &str, total: usize) {
     );
 }
 
+/// No-op workers (16) on `inbox`: events/s from start to the last mark.
+async fn noop_rate<DB: Backend>(inbox: Inbox<DB>, total: usize) -> f64 {
+    let prefix = unique("evt_t");
+    store(&inbox, total, &prefix).await;
+    let done = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&done);
+    let started = Instant::now();
+    let workers = inbox.start(move |_job: Job<DB>| {
+        counter.fetch_add(1, Ordering::Relaxed);
+        async { Ok(()) }
+    });
+    inbox.wait_idle(Duration::from_secs(600)).await.expect("idle");
+    let rate = total as f64 / started.elapsed().as_secs_f64();
+    assert!(done.load(Ordering::Relaxed) >= total);
+    workers.shutdown().await;
+    rate
+}
+
+fn builder(concurrency: usize) -> payhook::inbox::InboxBuilder {
+    let receiver = Receiver::builder().secret(SECRET).build().expect("receiver");
+    Inbox::builder(receiver)
+        .namespace(unique("bench"))
+        .concurrency(concurrency)
+        .poll_interval(Duration::from_millis(20))
+}
+
+/// Section 5: typed pool ÷ `Any`, same settings and pool size (16 + 6).
+async fn typed_against_any(url: &str, postgres: bool, total: usize) {
+    let any = noop_rate(connect(url, 16).await, total).await;
+    let typed = if postgres {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(22)
+            .connect(url)
+            .await
+            .expect("pool");
+        noop_rate(builder(16).from_pool(pool).await.expect("inbox"), total).await
+    } else {
+        let options: sqlx::sqlite::SqliteConnectOptions = url.parse().expect("sqlite URL");
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(22)
+            .connect_with(
+                options
+                    .create_if_missing(true)
+                    .busy_timeout(Duration::from_secs(10))
+                    .synchronous(sqlx::sqlite::SqliteSynchronous::Normal),
+            )
+            .await
+            .expect("pool");
+        noop_rate(builder(16).from_pool(pool).await.expect("inbox"), total).await
+    };
+    println!(
+        "5. no-op workers (16), {total} events: typed pool {typed:.0}/s, Any {any:.0}/s: ratio {:.2}",
+        typed / any
+    );
+}
+
+/// Section 6: replica A ingests, replica B (polling every 5 s) handles.
+async fn replica_wake(url: &str, events: usize) {
+    let namespace = unique("wake");
+    let receiver = || Receiver::builder().secret(SECRET).build().expect("receiver");
+    let a = Inbox::builder(receiver())
+        .namespace(&namespace)
+        .poll_interval(Duration::from_secs(5))
+        .connect(url)
+        .await
+        .expect("replica A");
+    let pool = sqlx::PgPool::connect(url).await.expect("pool");
+    let b = Inbox::builder(receiver())
+        .namespace(&namespace)
+        .poll_interval(Duration::from_secs(5))
+        .from_pool(pool)
+        .await
+        .expect("replica B");
+    let started: Arc<std::sync::Mutex<std::collections::HashMap<String, Instant>>> = Arc::default();
+    let seen = Arc::clone(&started);
+    let workers = b.start(move |job: Job<sqlx::Postgres>| {
+        seen.lock()
+            .expect("lock")
+            .insert(job.event().id().to_owned(), Instant::now());
+        async { Ok(()) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let secret = Secret::new(SECRET).expect("secret");
+    let mut latencies = Vec::new();
+    for i in 0..events {
+        let id = format!("evt_wake_{i}");
+        let body = Bytes::from(body(&id));
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "x-service-signature",
+            sign(&body, &secret, now()).parse().expect("header"),
+        );
+        let sent = Instant::now();
+        assert_eq!(a.ingest(&headers, body).await.status().as_u16(), 200);
+        let at = loop {
+            if let Some(at) = started.lock().expect("lock").get(&id).copied() {
+                break at;
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        };
+        latencies.push(at.saturating_duration_since(sent));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    workers.shutdown().await;
+    let p50 = percentile(&mut latencies, 0.50);
+    let p99 = percentile(&mut latencies, 0.99);
+    println!(
+        "6. replicas, poll 5 s: ingest on A -> handler start on B, {events} events: p50 {:.2} ms, p99 {:.2} ms",
+        p50.as_secs_f64() * 1e3,
+        p99.as_secs_f64() * 1e3
+    );
+}
+
+/// Section 7: the physical reference, a minimal queue on the same database:
+/// 16 tasks each claim one row with `FOR UPDATE SKIP LOCKED` and mark it done
+/// in the same transaction, on a pool of the inbox's size (22).
+async fn skip_locked_reference(url: &str, total: usize) -> f64 {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(22)
+        .connect(url)
+        .await
+        .expect("pool");
+    let table = unique("reference_queue");
+    sqlx::query(&format!(
+        "CREATE TABLE {table} (id BIGSERIAL PRIMARY KEY, state TEXT NOT NULL, body TEXT NOT NULL)"
+    ))
+    .execute(&pool)
+    .await
+    .expect("create");
+    sqlx::query(&format!(
+        "INSERT INTO {table} (state, body) SELECT 'pending', $1 FROM generate_series(1, $2)"
+    ))
+    .bind(body("evt_reference"))
+    .bind(i64::try_from(total).expect("count"))
+    .execute(&pool)
+    .await
+    .expect("fill");
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let (pool, table) = (pool.clone(), table.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let mut tx = pool.begin().await.expect("begin");
+                let id: Option<i64> = sqlx::query_scalar(&format!(
+                    "SELECT id FROM {table} WHERE state = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+                ))
+                .fetch_optional(&mut *tx)
+                .await
+                .expect("claim");
+                let Some(id) = id else { return };
+                sqlx::query(&format!("UPDATE {table} SET state = 'done' WHERE id = $1"))
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await
+                    .expect("mark");
+                tx.commit().await.expect("commit");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("task");
+    }
+    total as f64 / started.elapsed().as_secs_f64()
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Section 8: a steady load with a 1-minute retention, one line a minute.
+async fn soak(url: &str) {
+    let rate = env_number("PAYHOOK_BENCH_SOAK_RATE", 1000);
+    let minutes = env_number("PAYHOOK_BENCH_SOAK_MINUTES", 10);
+    let inbox = builder(16)
+        .retention(Duration::from_secs(60))
+        .connect(url)
+        .await
+        .expect("inbox");
+    let workers = inbox.start(|_job: Job| async { Ok(()) });
+    let secret = Secret::new(SECRET).expect("secret");
+    let started = Instant::now();
+    let mut sent: u64 = 0;
+    let mut next_report = started + Duration::from_secs(60);
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    let per_tick = (rate / 100).max(1);
+    let mut pending = Vec::new();
+    println!("8. soak: {rate} events/s for {minutes} min, retention 60 s, no-op workers (16)");
+    while started.elapsed() < Duration::from_secs(minutes * 60) {
+        tick.tick().await;
+        for _ in 0..per_tick {
+            let body = Bytes::from(body(&format!("evt_soak_{sent}")));
+            let mut headers = http::HeaderMap::new();
+            headers.insert(
+                "x-service-signature",
+                sign(&body, &secret, now()).parse().expect("header"),
+            );
+            pending.push(tokio::spawn(inbox.ingest(&headers, body)));
+            sent += 1;
+        }
+        if pending.len() >= 2048 {
+            for reply in pending.drain(..) {
+                assert_eq!(reply.await.expect("ingest").status().as_u16(), 200);
+            }
+        }
+        if Instant::now() >= next_report {
+            next_report += Duration::from_secs(60);
+            let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM payhook_inbox WHERE namespace = $1")
+                .bind(inbox.namespace())
+                .fetch_one(inbox.pool())
+                .await
+                .expect("count");
+            println!(
+                "  minute {:>2}: {sent} sent, {rows} rows in the table, RSS {:.1} MiB",
+                started.elapsed().as_secs() / 60,
+                status_kib("VmRSS:") as f64 / 1024.0
+            );
+        }
+    }
+    for reply in pending {
+        assert_eq!(reply.await.expect("ingest").status().as_u16(), 200);
+    }
+    workers.shutdown().await;
+}
+
 async fn run(name: &str, url: impl Fn() -> String) {
     let q = quick();
     let requests = if q { 1000 } else { 4000 };
@@ -364,6 +602,30 @@ async fn run(name: &str, url: impl Fn() -> String) {
         let events = if q { 2000 } else { 10_000 };
         let rate = workers_per_second(&url(), events).await;
         println!("3. no-op workers (16), {events} events: {rate:.0} events/s");
+    }
+    if section(5) {
+        let events = if q { 2000 } else { 10_000 };
+        typed_against_any(&url(), name.starts_with("PostgreSQL"), events).await;
+    }
+    // The soak runs only when asked for by number: it takes minutes.
+    let soak_listed = std::env::var("PAYHOOK_BENCH_SECTIONS")
+        .is_ok_and(|list| list.split(',').any(|item| item.trim() == "8"));
+    if soak_listed {
+        soak(&url()).await;
+    }
+    if name.starts_with("PostgreSQL") {
+        if section(6) {
+            replica_wake(&url(), if q { 100 } else { 500 }).await;
+        }
+        if section(7) {
+            let events = if q { 2000 } else { 10_000 };
+            let reference = skip_locked_reference(&url(), events).await;
+            let inbox = noop_rate(connect(&url(), 16).await, events).await;
+            println!(
+                "7. no-op workers (16), {events} events: inbox {inbox:.0}/s, FOR UPDATE SKIP LOCKED loop {reference:.0}/s: ratio {:.2}",
+                inbox / reference
+            );
+        }
     }
 }
 

@@ -319,6 +319,81 @@ async fn crash_loop_ends_dead(url: String) {
     assert_eq!(ledger, BTreeMap::from([("evt_after_crash".to_owned(), 1)]));
 }
 
+/// 300 concurrent deliveries to the example, 30 of them poison (a NUL in the
+/// id, type or intent id, or an id of 3 000 characters): the 30 get 400
+/// naming the field, the 270 others all 200 and each lands in the ledger once.
+async fn poison_among_concurrent_deliveries(url: String) {
+    let example = start(&url, &[]);
+    let webhook = example.url();
+    let long = "x".repeat(3000);
+    let mut tasks = Vec::new();
+    for i in 0..300 {
+        let (webhook, long) = (webhook.clone(), long.clone());
+        tasks.push(tokio::spawn(async move {
+            let (body, field) = match (i % 10, (i / 10) % 4) {
+                (0, 0) => (
+                    event(&format!("evt_p\\u0000{i}"), &format!("pi_p{i}"), 1, None),
+                    Some("id contains a NUL"),
+                ),
+                (0, 1) => (
+                    event(&format!("evt_{long}{i}"), &format!("pi_p{i}"), 1, None),
+                    Some("id is longer than 255 bytes"),
+                ),
+                (0, 2) => (
+                    event(&format!("evt_t{i}"), &format!("pi_p{i}"), 1, None)
+                        .replace("payment_intent.succeeded", "payment_intent.\\u0000"),
+                    Some("type contains a NUL"),
+                ),
+                (0, _) => (
+                    event(&format!("evt_i{i}"), &format!("pi_\\u0000{i}"), 1, None),
+                    Some("data.object.id contains a NUL"),
+                ),
+                _ => (
+                    event(&format!("evt_good_{i:03}"), &format!("pi_p{i}"), 1, None),
+                    None,
+                ),
+            };
+            let reply = post(&webhook, &body).await.expect("the example answers");
+            (i, reply, field)
+        }));
+    }
+    for task in tasks {
+        let (i, (status, reply), field) = task.await.unwrap();
+        match field {
+            None => assert_eq!(
+                (status, reply.as_str()),
+                (200, r#"{"received":true}"#),
+                "delivery {i}"
+            ),
+            Some(field) => {
+                assert_eq!(status, 400, "delivery {i}: {reply}");
+                assert!(reply.starts_with("Webhook Error: invalid payload: "), "{reply}");
+                assert!(reply.contains(field), "delivery {i}: {reply}");
+            }
+        }
+    }
+    let db = pool(&url).await;
+    eventually(Duration::from_secs(60), "270 events in the ledger", || async {
+        ledger_counts(&db).await.len() == 270
+    })
+    .await;
+    let expected = (0..300)
+        .filter(|i| i % 10 != 0)
+        .map(|i| format!("evt_good_{i:03}"))
+        .collect();
+    assert_each_applied_once(&db, &expected).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_poison_among_concurrent_deliveries_fails_alone() {
+    poison_among_concurrent_deliveries(sqlite_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_poison_among_concurrent_deliveries_fails_alone() {
+    poison_among_concurrent_deliveries(postgres_url().await).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_crash_loop_ends_dead() {
     crash_loop_ends_dead(sqlite_url()).await;

@@ -24,6 +24,8 @@ use crate::db::{now_ms, Database, UrlOptions};
 use crate::error::{describe, kind, InboxError};
 use crate::metrics as m;
 use crate::queue::{database_of, Backend, Dialect, NewRow, MAX_ID_BYTES};
+pub(crate) use crate::shared::payhook_escape;
+use crate::shared::{Config, Inner, Pending};
 use crate::worker::{Handler, Workers};
 
 /// The namespace unless configured otherwise: the core receiver's.
@@ -70,32 +72,6 @@ impl<DB: Backend> Clone for Inbox<DB> {
     }
 }
 
-pub(crate) struct Inner<DB: Backend> {
-    pub(crate) receiver: Receiver,
-    pub(crate) db: Database<DB>,
-    pub(crate) config: Config,
-    ingest: mpsc::Sender<Pending>,
-    /// Woken after each ingest commit so idle workers look at once.
-    pub(crate) arrived: Notify,
-    /// The SQLite file as opened, to notice it deleted or replaced.
-    file: Option<crate::file::FileIdentity>,
-}
-
-/// The worker-side settings.
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub(crate) namespace: String,
-    pub(crate) lease: Duration,
-    pub(crate) retention: Duration,
-    pub(crate) backoff_base: Duration,
-    pub(crate) backoff_cap: Duration,
-    pub(crate) max_attempts: u32,
-    pub(crate) concurrency: usize,
-    pub(crate) poll_interval: Duration,
-    /// The URL of a PostgreSQL inbox built from one (for its listener).
-    pub(crate) listen_url: Option<String>,
-}
-
 impl<DB: Backend> fmt::Debug for Inbox<DB> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Inbox")
@@ -107,12 +83,6 @@ impl<DB: Backend> fmt::Debug for Inbox<DB> {
             .field("concurrency", &self.inner.config.concurrency)
             .finish_non_exhaustive()
     }
-}
-
-/// One delivery waiting for its ingest commit.
-struct Pending {
-    row: NewRow,
-    done: oneshot::Sender<Result<bool, &'static str>>,
 }
 
 impl Inbox<Any> {
@@ -227,7 +197,7 @@ impl<DB: Backend> Inbox<DB> {
     ///
     /// Must be called inside a tokio runtime.
     pub fn start<H: Handler<DB>>(&self, handler: H) -> Workers {
-        Workers::start(self.clone(), handler)
+        Workers::start(Arc::clone(&self.inner), handler)
     }
 
     /// Waits until no event of this namespace is waiting (pending, retrying or
@@ -280,12 +250,6 @@ async fn store<DB: Backend>(inner: &Inner<DB>, row: NewRow) -> Reply {
         Ok(Err(kind)) => unavailable(kind),
         Err(_) => unavailable("the inbox writer has stopped"),
     }
-}
-
-/// Event ids come from the sender: cap and escape them before they reach a log.
-pub(crate) fn payhook_escape(text: &str) -> String {
-    // The core's one rule for request-derived text in logs and replies.
-    payhook_core::untrusted::Untrusted::value(text).to_string()
 }
 
 /// The `503` reply: `kind` is one of a few fixed phrases, never a database's
@@ -376,8 +340,8 @@ impl InboxBuilder {
 
     /// Overrides the receiver's retention ([`Receiver::retention`], default
     /// [`DEFAULT_RETENTION`], 7 days): how long done events are kept, and so
-    /// how long a repeated delivery is recognised. Above zero, at most 100
-    /// years. Workers purge older ones, in bounded batches, as fast as they
+    /// how long a repeated delivery is recognised. From 1 second to 100
+    /// years, as on the receiver. Workers purge older ones, in bounded batches, as fast as they
     /// are added.
     pub fn retention(mut self, retention: Duration) -> Self {
         self.retention = Some(retention);
@@ -483,8 +447,9 @@ impl InboxBuilder {
         if config.lease < MIN_LEASE {
             return Err(InboxError::InvalidSetting("lease must be at least 1 s"));
         }
-        if config.retention.is_zero() {
-            return Err(InboxError::InvalidSetting("retention must be longer than zero"));
+        // The receiver's range: the same setting, the same bounds.
+        if config.retention < Duration::from_secs(1) {
+            return Err(InboxError::InvalidSetting("retention must be at least 1 second"));
         }
         if config.max_attempts == 0 {
             return Err(InboxError::InvalidSetting("max_attempts must be at least 1"));

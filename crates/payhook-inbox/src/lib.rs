@@ -15,8 +15,20 @@
 //! * Events of one payment intent run one at a time, in `created` order.
 //!
 //! Backends (features): `sqlite` (default; bundled, a file in WAL mode) and
-//! `postgres` (for several replicas of one app). The table is created on
-//! connect, or by [`Inbox::migrate`] with [`InboxBuilder::skip_migrations`].
+//! `postgres` (for several replicas of one app, woken across replicas by
+//! `LISTEN`/`NOTIFY`). The inbox is typed by its database: built on the app's
+//! own pool with [`Inbox::from_pool`] (`Inbox<sqlx::Postgres>`,
+//! `Inbox<sqlx::Sqlite>`), its handlers get [`Job<DB>`](Job) whose
+//! [`transaction`](Job::transaction) derefs to the app's `PgConnection` /
+//! `SqliteConnection`; built from a URL with [`Inbox::connect`], it is an
+//! `Inbox<sqlx::Any>` (the default type parameter). The table is created by
+//! numbered migrations (recorded in [`SCHEMA_TABLE`]) when the inbox is built,
+//! or by [`Inbox::migrate`] with [`InboxBuilder::skip_migrations`].
+//!
+//! Defaults and caps are the core receiver's: namespace, lease (5 minutes) and
+//! retention (7 days) come from the [`Receiver`](payhook_core::Receiver) the
+//! inbox is built around unless the builder overrides them, and every duration
+//! is capped at `payhook_core::receiver::MAX_DURATION` (100 years).
 //!
 //! ```
 //! use payhook::inbox::{HandlerError, Inbox, Job};
@@ -57,6 +69,7 @@ mod file;
 mod inbox;
 pub mod metrics;
 mod queue;
+mod shared;
 mod worker;
 
 pub use error::InboxError;

@@ -39,9 +39,9 @@ use tokio::task::JoinSet;
 
 use crate::db::{millis, now_ms, random_u64, Database};
 use crate::error::{describe, InboxError};
-use crate::inbox::{payhook_escape, Config, Inbox};
 use crate::metrics as m;
 use crate::queue::{Backend, ClaimRequest, Claimed};
+use crate::shared::{payhook_escape, Config, Inner};
 
 /// What a handler returns when it fails: any error, boxed. Its text is kept as
 /// the event's last error.
@@ -223,7 +223,7 @@ pub struct Workers {
 }
 
 impl Workers {
-    pub(crate) fn start<DB: Backend, H: Handler<DB>>(inbox: Inbox<DB>, handler: H) -> Self {
+    pub(crate) fn start<DB: Backend, H: Handler<DB>>(inbox: Arc<Inner<DB>>, handler: H) -> Self {
         let (stop, stopped) = watch::channel(false);
         let handler: Arc<dyn Handler<DB>> = Arc::new(handler);
         let task = tokio::spawn(dispatch(inbox, handler, stopped));
@@ -239,20 +239,20 @@ impl Workers {
 }
 
 async fn dispatch<DB: Backend>(
-    inbox: Inbox<DB>,
+    inbox: Arc<Inner<DB>>,
     handler: Arc<dyn Handler<DB>>,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let config = inbox.inner.config.clone();
-    let db = inbox.inner.db.clone();
+    let config = inbox.config.clone();
+    let db = inbox.db.clone();
     let permits = Arc::new(Semaphore::new(config.concurrency));
     let (marks, queue) = mpsc::channel(MARK_BATCH);
     let marker = tokio::spawn(mark_batches(db.clone(), queue));
     // Other replicas' new events wake this one (PostgreSQL); polling stays
     // the fallback when a notification is lost.
     let listener = {
-        let inbox = inbox.clone();
-        let wake = Arc::new(move || inbox.inner.arrived.notify_one());
+        let inbox = Arc::clone(&inbox);
+        let wake = Arc::new(move || inbox.arrived.notify_one());
         DB::listen(
             &db,
             config.listen_url.clone(),
@@ -303,7 +303,7 @@ async fn dispatch<DB: Backend>(
                     let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
                         break;
                     };
-                    let inbox = inbox.clone();
+                    let inbox = Arc::clone(&inbox);
                     let handler = Arc::clone(&handler);
                     let marks = marks.clone();
                     running.spawn(async move {
@@ -320,7 +320,7 @@ async fn dispatch<DB: Backend>(
             }
         }
         tokio::select! {
-            () = inbox.inner.arrived.notified() => {}
+            () = inbox.arrived.notified() => {}
             () = tokio::time::sleep(config.poll_interval) => {}
             _ = stopped.changed() => {}
         }
@@ -438,13 +438,13 @@ async fn claim<DB: Backend>(
 }
 
 async fn process<DB: Backend>(
-    inbox: &Inbox<DB>,
+    inbox: &Inner<DB>,
     handler: &dyn Handler<DB>,
     marks: &mpsc::Sender<MarkDone>,
     claimed: Claimed,
 ) {
-    let db = &inbox.inner.db;
-    let config = &inbox.inner.config;
+    let db = &inbox.db;
+    let config = &inbox.config;
     let started = Instant::now();
     let claim = Arc::new(ClaimRef {
         db: db.clone(),
@@ -583,21 +583,13 @@ pub(crate) fn backoff(config: &Config, failed: u32) -> Duration {
     half.saturating_add(Duration::from_millis(jitter))
 }
 
-async fn record_failure<DB: Backend>(inbox: &Inbox<DB>, claimed: &Claimed, message: &str, started: Instant) {
-    let config = &inbox.inner.config;
+async fn record_failure<DB: Backend>(inbox: &Inner<DB>, claimed: &Claimed, message: &str, started: Instant) {
+    let config = &inbox.config;
     let attempts = u32::try_from(claimed.attempts).unwrap_or(u32::MAX);
     let dead = attempts >= config.max_attempts;
     let due = now_ms().saturating_add(millis(backoff(config, attempts)));
     let message: String = message.chars().take(2000).collect();
-    let recorded = DB::record_failure(
-        &inbox.inner.db,
-        claimed.arrival,
-        claimed.token,
-        dead,
-        due,
-        &message,
-    )
-    .await;
+    let recorded = DB::record_failure(&inbox.db, claimed.arrival, claimed.token, dead, due, &message).await;
     let id = payhook_escape(&claimed.event_id);
     m::failed(config.namespace.clone(), started.elapsed().as_secs_f64(), dead);
     let message = payhook_core::untrusted::Untrusted::message(&message).to_string();

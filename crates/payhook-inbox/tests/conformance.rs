@@ -997,7 +997,14 @@ async fn out_of_range_settings_and_malformed_urls_are_clear_errors() {
     let receiver = Receiver::builder().secret(SECRET).build().unwrap();
     let url = sqlite_url();
     type Configure = fn(payhook_inbox::InboxBuilder) -> payhook_inbox::InboxBuilder;
-    let cases: [(&str, Configure); 8] = [
+    let cases: [(&str, Configure); 10] = [
+        // The receiver's own bounds: 1 s at least for both.
+        ("lease must be at least 1 s", |b| {
+            b.lease(Duration::from_millis(999))
+        }),
+        ("retention must be at least 1 second", |b| {
+            b.retention(Duration::from_millis(999))
+        }),
         ("acquire timeout", |b| {
             b.skip_migrations().acquire_timeout(Duration::ZERO)
         }),

@@ -250,3 +250,21 @@ async fn settings_come_from_the_receiver_and_a_custom_store_is_refused() {
     assert!(err.to_string().contains("set them on the pool"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The admin operations on the app's own pool, beside an inbox on that pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_works_on_the_apps_own_pool() {
+    let dir = temp_dir();
+    let url = format!("sqlite://{}?mode=rwc", dir.join("app.db").display());
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let err = Admin::from_pool(pool.clone(), "payhook").await.unwrap_err();
+    assert!(matches!(err, InboxError::NoInbox(_)), "{err}");
+    let inbox = Inbox::from_pool(receiver(), pool.clone()).await.unwrap();
+    let (headers, body) = delivery("evt_pool");
+    assert_eq!(inbox.ingest(&headers, body).await.status().as_u16(), 200);
+    let admin = Admin::from_pool(pool, "payhook").await.unwrap();
+    let shown = admin.show("evt_pool").await.unwrap();
+    assert_eq!((shown.state.as_str(), shown.attempts), ("pending", 0));
+    assert_eq!(admin.list(&Default::default()).await.unwrap().len(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

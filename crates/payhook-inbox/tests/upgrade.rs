@@ -77,6 +77,9 @@ async fn rows(pool: &AnyPool) -> Vec<(String, String, i64, Option<String>)> {
         .collect()
 }
 
+/// (id, state, attempts, last error, done_at) of a row of the old inbox.
+type FixtureRow = (&'static str, &'static str, i64, Option<&'static str>, Option<i64>);
+
 async fn upgrade_in_place(url: String, arrival: &str) {
     let old = any_pool(&url).await;
     for statement in FIRST_SCHEMA {

@@ -1,0 +1,49 @@
+//! What the intake and the workers share: the inbox's state and settings.
+//! Both `inbox` (ingest, the builder) and `worker` use this module; neither
+//! uses the other's internals.
+
+use std::time::Duration;
+
+use payhook_core::Receiver;
+use tokio::sync::{mpsc, oneshot, Notify};
+
+use crate::db::Database;
+use crate::queue::{Backend, NewRow};
+
+pub(crate) struct Inner<DB: Backend> {
+    pub(crate) receiver: Receiver,
+    pub(crate) db: Database<DB>,
+    pub(crate) config: Config,
+    pub(crate) ingest: mpsc::Sender<Pending>,
+    /// Woken after each ingest commit so idle workers look at once.
+    pub(crate) arrived: Notify,
+    /// The SQLite file as opened, to notice it deleted or replaced.
+    pub(crate) file: Option<crate::file::FileIdentity>,
+}
+
+/// The worker-side settings.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) namespace: String,
+    pub(crate) lease: Duration,
+    pub(crate) retention: Duration,
+    pub(crate) backoff_base: Duration,
+    pub(crate) backoff_cap: Duration,
+    pub(crate) max_attempts: u32,
+    pub(crate) concurrency: usize,
+    pub(crate) poll_interval: Duration,
+    /// The URL of a PostgreSQL inbox built from one (for its listener).
+    pub(crate) listen_url: Option<String>,
+}
+
+/// One delivery waiting for its ingest commit.
+pub(crate) struct Pending {
+    pub(crate) row: NewRow,
+    pub(crate) done: oneshot::Sender<Result<bool, &'static str>>,
+}
+
+/// Event ids come from the sender: cap and escape them before they reach a log.
+pub(crate) fn payhook_escape(text: &str) -> String {
+    // The core's one rule for request-derived text in logs and replies.
+    payhook_core::untrusted::Untrusted::value(text).to_string()
+}
