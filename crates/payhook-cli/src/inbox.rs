@@ -149,7 +149,7 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
         }
         InboxAction::Retry { id: Some(id), .. } => {
             admin.retry(id).await.map_err(failure)?;
-            say!("{id} is due now");
+            say!("{} is due now", Untrusted::value(id));
         }
         InboxAction::Retry { id: None, .. } => {
             let count = admin.retry_dead().await.map_err(failure)?;
@@ -234,7 +234,7 @@ fn confirmed() -> Result<bool, Failure> {
 fn failure(err: InboxError) -> Failure {
     match err {
         InboxError::NotFound(_) => {
-            crate::output::note!("error: {err}");
+            crate::output::note!("error: {}", Untrusted::message(&err.to_string()));
             Failure::Rejected
         }
         other => Failure::usage(other),

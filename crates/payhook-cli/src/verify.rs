@@ -55,8 +55,9 @@ pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
         let received = pi
             .amount_received
             .map_or_else(String::new, |received| format!(" received {received}"));
+        // (Nothing is shown for a received amount the sender left out.)
         say!(
-            "payment_intent {} amount {}{received} {} status {}",
+            "payment_intent {} amount {} {} status {}{received}",
             Untrusted::value(&pi.id),
             pi.amount,
             Untrusted::value(&pi.currency),

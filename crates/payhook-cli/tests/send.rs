@@ -50,15 +50,22 @@ fn a_single_delivery_prints_no_rate_and_several_do() {
 #[test]
 fn every_event_type_is_built_and_delivered() {
     let receiver = TestReceiver::start();
-    for event_type in ["payment.succeeded", "payment_intent.failed", "customer.created"] {
+    let types = [
+        "payment.succeeded",
+        "payment_intent.failed",
+        "payment_intent.payment_failed",
+        "customer.created",
+    ];
+    for event_type in types {
         let run = send(&receiver, &["--type", event_type]);
         assert_eq!(run.code, 0, "{event_type}: {run:?}");
     }
-    let types: Vec<String> = receiver.handled().into_iter().map(|h| h.event_type).collect();
-    assert_eq!(
-        types,
-        ["payment.succeeded", "payment_intent.failed", "customer.created"]
-    );
+    let handled = receiver.handled();
+    let sent: Vec<&str> = handled.iter().map(|h| h.event_type.as_str()).collect();
+    assert_eq!(sent, types);
+    // Both failure names are built as payment events, with their intent.
+    let with_intent: Vec<bool> = handled.iter().map(|h| h.amount.is_some()).collect();
+    assert_eq!(with_intent, [true, true, true, false]);
 }
 
 #[test]

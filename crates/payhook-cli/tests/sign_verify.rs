@@ -177,8 +177,21 @@ fn verify_accepts_a_genuine_event_and_prints_it() {
     assert_eq!(lines.next(), Some("verified evt_cli_ok payment_intent.succeeded"));
     let detail = lines.next().expect("a payment intent line");
     assert!(
-        detail.contains(&format!("amount {amount} eth status succeeded")),
+        detail.ends_with(&format!("amount {amount} eth status succeeded received {amount}")),
         "{detail}"
+    );
+    // A received amount the sender left out is not shown as 0.
+    let body = builder.without_amount_received().to_json();
+    let header = signed_header(body.as_bytes(), "whsec_abc", unix_now());
+    let run = payhook(
+        &["verify", "--secret", "whsec_abc", "--header", &header],
+        body.as_bytes(),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .ends_with(&format!("amount {amount} eth status succeeded\n")),
+        "{run:?}"
     );
 }
 
