@@ -349,7 +349,7 @@ pub struct Limits {
     /// The estimated bytes the kept objects may take, shared out as: payment
     /// intents 3/8, events 3/8, delivery attempt records 3/16, idempotency
     /// replies 1/16. Each kind evicts its oldest to stay within its share.
-    /// Default 192 MiB.
+    /// Default 160 MiB.
     pub stored_bytes: usize,
 }
 
@@ -362,7 +362,7 @@ impl Default for Limits {
             pending_deliveries: 10_000,
             idempotency_keys: 10_000,
             body_bytes: 64 * 1024,
-            stored_bytes: 192 * 1024 * 1024,
+            stored_bytes: 160 * 1024 * 1024,
         }
     }
 }
@@ -398,7 +398,7 @@ impl Limits {
     /// The most heap, in bytes, that the emulator's kept state can take with
     /// these limits: [`stored_bytes`](Self::stored_bytes), plus every
     /// endpoint at its largest (about 128 KiB each) and every pending
-    /// delivery (512 bytes each). With the defaults, about 209 MiB. Requests
+    /// delivery (512 bytes each). With the defaults, about 177 MiB. Requests
     /// being read (each at most [`body_bytes`](Self::body_bytes)) and the
     /// process itself come on top.
     ///
