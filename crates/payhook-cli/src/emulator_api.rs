@@ -150,6 +150,24 @@ fn describe(err: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// An object id to put in a request path: letters, digits, `_` and `-` only,
+/// so neither an argument nor a reply can change which route is asked.
+pub fn path_id<'a>(id: &'a str, what: &str) -> Result<&'a str, Failure> {
+    if !id.is_empty()
+        && id.len() <= 255
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        Ok(id)
+    } else {
+        Err(Failure::usage(format_args!(
+            "{} is not {what}: 1 to 255 letters, digits, _ or -",
+            Untrusted::value(id)
+        )))
+    }
+}
+
 /// A string field of an API object, or `""`.
 pub fn text<'a>(value: &'a Value, field: &str) -> &'a str {
     value[field].as_str().unwrap_or("")
@@ -176,7 +194,10 @@ pub async fn follow_deliveries(
     let deadline = Instant::now() + wait;
     let mut printed: HashSet<String> = HashSet::new();
     let mut ended: BTreeMap<String, Ended> = BTreeMap::new();
-    let path = format!("/v1/events/{event}/delivery_attempts?limit=100");
+    let path = format!(
+        "/v1/events/{}/delivery_attempts?limit=100",
+        path_id(event, "an event id")?
+    );
     loop {
         let listed = api.get(&path).await?;
         let mut attempts: Vec<&Value> = listed["data"]

@@ -998,6 +998,25 @@ impl Emulator {
         )?)
     }
 
+    /// Delivers an event again, as `POST /v1/events/:id/resend` does: the same
+    /// body, signed afresh, to `endpoint` or (with `None`) to every endpoint
+    /// enabled for its type now. Returns the resend's number, which the
+    /// attempts' [`resend`](DeliveryAttempt::resend) field carries.
+    ///
+    /// # Errors
+    /// 404 for an unknown event or endpoint.
+    pub fn resend_event(&self, id: &str, endpoint: Option<&str>) -> Result<u64, RequestError> {
+        let body = serde_json::json!({ "webhook_endpoint": endpoint }).to_string();
+        let body = if endpoint.is_some() { body } else { "{}".to_owned() };
+        let reply = api::resend_op(&self.shared, id, json_params(&body)?)?.body;
+        #[derive(serde::Deserialize)]
+        struct Resent {
+            resend: u64,
+        }
+        let resent: Resent = serde_json::from_slice(&reply).map_err(|_| internal_error())?;
+        Ok(resent.resend)
+    }
+
     /// A payment intent by id.
     pub fn payment_intent(&self, id: &str) -> Option<PaymentIntent> {
         self.lock().intents.get(id).cloned()
