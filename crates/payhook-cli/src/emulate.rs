@@ -260,6 +260,12 @@ async fn serve(args: &EmulateArgs, secret: Option<String>) -> Result<(), Failure
     if !named.is_empty() {
         say!("faults: {} (seed {})", named.join(", "), emulator.seed());
     }
+    if endpoint.is_some() {
+        say!(
+            "send an event: payhook trigger payment_intent.succeeded --api http://{} --key sk_test_…",
+            emulator.addr()
+        );
+    }
     say!("press Ctrl-C to stop");
 
     wait_for_stop().await;

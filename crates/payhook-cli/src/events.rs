@@ -26,6 +26,11 @@ pub struct EventsArgs {
 #[derive(Debug, Subcommand)]
 pub enum EventsCommand {
     /// Have the emulator deliver an event again: the same body, signed afresh.
+    ///
+    /// Prints every attempt of the resend; exits 0 once every endpoint it went to
+    /// acknowledged it, 1 if one did not (the emulator gave up, or --wait ran out),
+    /// 2 if the emulator refused the request (an unknown event or endpoint), 3 if it
+    /// cannot be reached.
     Resend(ResendArgs),
 }
 
