@@ -939,10 +939,12 @@ impl Emulator {
         self.register_endpoint_for(url, &["*"])
     }
 
-    /// Registers a webhook endpoint for the given event types (`*` for all).
+    /// Registers a webhook endpoint for the given event types (`*` for all;
+    /// any type string is accepted, matched exactly).
     ///
     /// # Errors
-    /// The API's error for an invalid `url`, an unknown event type or too many endpoints.
+    /// The API's error for an invalid `url`, an event type that is empty,
+    /// longer than 255 characters or holds control characters, or too many endpoints.
     pub fn register_endpoint_for(
         &self,
         url: &str,
