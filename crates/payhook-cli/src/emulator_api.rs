@@ -64,6 +64,7 @@ pub struct Api {
 }
 
 impl Api {
+    /// A client of the emulator `args` name, with a 10 s timeout per request.
     pub fn new(args: &ApiArgs) -> Result<Self, Failure> {
         let client = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
@@ -79,6 +80,7 @@ impl Api {
         })
     }
 
+    /// `GET path`: the reply's JSON, or the emulator's refusal as a usage error.
     pub async fn get(&self, path: &str) -> Result<Value, Failure> {
         self.send("GET", path, self.client.get(format!("{}{path}", self.base)))
             .await
