@@ -6,6 +6,12 @@
 //! Once the server is bound (and the `--forward-to` endpoint registered) the
 //! first stdout line is exactly `listening on http://ADDR`; one line per
 //! delivery attempt then goes to stderr.
+//!
+//! `--secret`/`--secret-file` fix the forward endpoint's signing secret (never
+//! printed then), so a receiver configured once survives restarts. An
+//! `--addr` that is not loopback is refused before anything is bound unless
+//! `--key` fixes the API key: the key is what stands between the network and
+//! an emulator that POSTs wherever it is told and shows the replies.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -253,6 +259,12 @@ async fn serve(args: &EmulateArgs, secret: Option<String>) -> Result<(), Failure
     );
     if !named.is_empty() {
         say!("faults: {} (seed {})", named.join(", "), emulator.seed());
+    }
+    if endpoint.is_some() {
+        say!(
+            "send an event: payhook trigger payment_intent.succeeded --api http://{} --key sk_test_…",
+            emulator.addr()
+        );
     }
     say!("press Ctrl-C to stop");
 

@@ -64,6 +64,7 @@ pub struct Api {
 }
 
 impl Api {
+    /// A client of the emulator `args` name, with a 10 s timeout per request.
     pub fn new(args: &ApiArgs) -> Result<Self, Failure> {
         let client = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
@@ -79,6 +80,7 @@ impl Api {
         })
     }
 
+    /// `GET path`: the reply's JSON, or the emulator's refusal as a usage error.
     pub async fn get(&self, path: &str) -> Result<Value, Failure> {
         self.send("GET", path, self.client.get(format!("{}{path}", self.base)))
             .await
@@ -150,6 +152,24 @@ fn describe(err: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// An object id to put in a request path: letters, digits, `_` and `-` only,
+/// so neither an argument nor a reply can change which route is asked.
+pub fn path_id<'a>(id: &'a str, what: &str) -> Result<&'a str, Failure> {
+    if !id.is_empty()
+        && id.len() <= 255
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        Ok(id)
+    } else {
+        Err(Failure::usage(format_args!(
+            "{} is not {what}: 1 to 255 letters, digits, _ or -",
+            Untrusted::value(id)
+        )))
+    }
+}
+
 /// A string field of an API object, or `""`.
 pub fn text<'a>(value: &'a Value, field: &str) -> &'a str {
     value[field].as_str().unwrap_or("")
@@ -176,7 +196,10 @@ pub async fn follow_deliveries(
     let deadline = Instant::now() + wait;
     let mut printed: HashSet<String> = HashSet::new();
     let mut ended: BTreeMap<String, Ended> = BTreeMap::new();
-    let path = format!("/v1/events/{event}/delivery_attempts?limit=100");
+    let path = format!(
+        "/v1/events/{}/delivery_attempts?limit=100",
+        path_id(event, "an event id")?
+    );
     loop {
         let listed = api.get(&path).await?;
         let mut attempts: Vec<&Value> = listed["data"]

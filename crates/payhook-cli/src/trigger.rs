@@ -9,7 +9,7 @@ use clap::builder::{NonEmptyStringValueParser, PossibleValuesParser};
 use clap::Args;
 use payhook_core::untrusted::Untrusted;
 
-use crate::emulator_api::{follow_deliveries, text, Api, ApiArgs};
+use crate::emulator_api::{follow_deliveries, path_id, text, Api, ApiArgs};
 use crate::failure::Failure;
 use crate::output::say;
 use crate::runtime::{self, Threads};
@@ -84,7 +84,7 @@ async fn trigger(args: &TriggerArgs) -> Result<(), Failure> {
         fields.push((format!("metadata[{key}]"), value.clone()));
     }
     let intent = api.post("/v1/payment_intents", &fields).await?;
-    let intent_id = text(&intent, "id").to_owned();
+    let intent_id = path_id(text(&intent, "id"), "a payment intent id")?.to_owned();
     say!(
         "payment intent {} ({} {})",
         Untrusted::value(&intent_id),
@@ -113,7 +113,7 @@ async fn trigger(args: &TriggerArgs) -> Result<(), Failure> {
                 .find(|e| e["data"]["object"]["id"].as_str() == Some(intent_id.as_str()))
         })
         .ok_or_else(|| Failure::usage("the emulator shows no event for the payment intent"))?;
-    let event_id = text(event, "id").to_owned();
+    let event_id = path_id(text(event, "id"), "an event id")?.to_owned();
     say!(
         "event {} {} (payment intent {})",
         Untrusted::value(&event_id),

@@ -437,12 +437,13 @@ async fn a_fixed_secret_signs_every_delivery_across_an_emulator_restart() {
             runs.lock().expect("not poisoned").len() == round + 1
         })
         .await;
+        // Verified on the first attempt: its log line says 200.
+        wait_until("the attempt is logged", || {
+            emulate.stderr().contains("attempt 1: 200 in ")
+        })
+        .await;
         let log = emulate.stderr();
         assert!(!log.contains(FIXED), "the secret is never logged: {log}");
-        assert!(
-            log.contains("attempt 1: 200 in "),
-            "verified on the first attempt: {log}"
-        );
         let (code, rest) = emulate.stop();
         assert_eq!(code, 0, "{rest}");
         assert!(!rest.contains(FIXED));

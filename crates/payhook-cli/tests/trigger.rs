@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{payhook, Run, TestReceiver, SECRET};
+use support::{payhook, Config, Run, TestReceiver, SECRET};
 
 const KEY: &str = "sk_test_trigger";
 
@@ -328,4 +328,37 @@ fn trigger_and_resend_refuse_bad_arguments() {
         assert_eq!(run.code, 2, "{args:?}: {run:?}");
         assert!(run.stdout.is_empty(), "{args:?}");
     }
+}
+
+#[test]
+fn signature_header_signs_in_the_named_header() {
+    // A receiver of the sibling format: it reads only stripe-signature.
+    let receiver = TestReceiver::with(Config {
+        header: Some("stripe-signature"),
+        ..Config::default()
+    });
+    let emulate = Emulate::start(&receiver.url, &["--signature-header", "stripe-signature"]);
+    let run = trigger(&emulate.base, "payment_intent.succeeded", &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(receiver.handled().len(), 1);
+    drop(emulate);
+
+    // Signed in the default header, the same receiver refuses it: the flag did the work.
+    let emulate = Emulate::start(&receiver.url, &[]);
+    let run = trigger(&emulate.base, "payment_intent.succeeded", &["--wait", "1"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        after(&run.stdout, "attempt 1 to we_").contains(": 400 in "),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(receiver.handled().len(), 1);
+
+    let refused = payhook(&["emulate", "--signature-header", "bad header"], b"");
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused.stderr.contains("not a valid HTTP header name"),
+        "{}",
+        refused.stderr
+    );
 }

@@ -641,7 +641,7 @@ pub(crate) fn settle(
 /// same body signed afresh, to one endpoint (`webhook_endpoint`) or to every
 /// endpoint whose `enabled_events` match it now. Each resend is numbered (1,
 /// 2, … across the emulator) and its attempts carry that number.
-fn resend_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<OpReply, ApiError> {
+pub(crate) fn resend_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<OpReply, ApiError> {
     let chosen = params.take_string("webhook_endpoint", 255)?;
     params.finish()?;
     let (event, endpoints, resend) = {

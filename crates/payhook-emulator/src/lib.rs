@@ -6,7 +6,9 @@
 //! returned [`Emulator`] gives the base URL and test key, registers endpoints
 //! (handing back their signing secrets), shows every event and every delivery
 //! attempt, and shuts it down. Everything is kept in memory, bounded by
-//! [`Limits`]. The emulator is test mode only: live keys are refused.
+//! [`Limits`]. The emulator is test mode only: live keys are refused. The
+//! [Decisions](#decisions) below list everything it decides where the
+//! service's document is silent.
 //!
 //! The HTTP API (JSON or form bodies, `Authorization: Bearer sk_test_…`):
 //!
@@ -16,7 +18,8 @@
 //! | `GET /v1/payment_intents/:id`, `GET /v1/payment_intents` | retrieve, list (newest first) |
 //! | `POST /v1/test_helpers/payment_intents/:id/succeed` | the customer pays (optional `amount_received`): event `payment_intent.succeeded` |
 //! | `POST /v1/test_helpers/payment_intents/:id/fail` | the payment fails: event `payment_intent.failed` |
-//! | `GET /v1/events/:id`, `GET /v1/events` | events, exactly as delivered |
+//! | `GET /v1/events/:id`, `GET /v1/events` | events, exactly as delivered; the list filters by `type` and `created[gt]`, `created[gte]`, `created[lt]`, `created[lte]` (unix seconds) |
+//! | `POST /v1/events/:id/resend` | delivers the event again (optional `webhook_endpoint`: to that endpoint only); answers `{"object":"event_resend","event","resend","webhook_endpoints"}` |
 //! | `GET /v1/events/:id/delivery_attempts` | every attempt to deliver the event, newest first |
 //! | `POST /v1/webhook_endpoints`, `GET /v1/webhook_endpoints[/:id]`, `DELETE /v1/webhook_endpoints/:id` | register (`url`, `enabled_events`, `description`; the reply alone shows the `secret`; a `url` with a user name or password is refused, as deliveries are authenticated by their signature and the URL is logged and listed), list, retrieve, remove |
 //! | `POST /v1/webhook_endpoints/:id/roll_secret` | a new secret; the old one keeps signing beside it for `expires_in` seconds |
@@ -29,14 +32,96 @@
 //!
 //! Each event goes to every endpoint whose `enabled_events` match, as a `POST`
 //! with `content-type: application/json` and an `x-service-signature` header
-//! signed with payhook's own signer at the time of each attempt (two `v1` items
-//! during a secret roll overlap). A 2xx acknowledges; anything else, a
-//! connection error or no reply within the [attempt
-//! timeout](EmulatorBuilder::attempt_timeout) is retried on the
-//! [`RetrySchedule`], honouring `Retry-After`. One log line (`tracing`, target
-//! `payhook_emulator::delivery`) records each attempt; no secret is ever logged.
-//! [`Faults`] adds duplicates, reordering, delays, clock skew and lost first
-//! attempts, reproducibly from a seed.
+//! (or the [one chosen](EmulatorBuilder::signature_header)) signed with
+//! payhook's own signer at the time of each attempt (two `v1` items during a
+//! secret roll overlap). A 2xx acknowledges; anything else, a connection error
+//! or no reply within the [attempt timeout](EmulatorBuilder::attempt_timeout)
+//! is retried on the [`RetrySchedule`], honouring `Retry-After`. One log line
+//! (`tracing`, target `payhook_emulator::delivery`) records each attempt; no
+//! secret is ever logged. [`Faults`] adds duplicates, reordering, delays,
+//! clock skew and lost first attempts, reproducibly from a seed.
+//!
+//! # Decisions
+//!
+//! Where the service's document says nothing, the emulator decides as follows.
+//!
+//! **Events emitted.** [`EMITTED_EVENT_TYPES`] is `["payment_intent.succeeded",
+//! "payment_intent.failed"]`: the succeed test helper emits the first, the fail
+//! helper the second. The sibling format's `payment_intent.payment_failed` is
+//! not emitted (`payhook trigger payment_intent.payment_failed` drives the fail
+//! helper, which emits `payment_intent.failed`). Each event's body is fixed when
+//! it is created and every delivery of it carries the same bytes; keys are in
+//! the order the sibling format writes them (`id`, `object`, `api_version`
+//! `2024-06-20`, `created`, `data`, `livemode`, `type` last).
+//!
+//! **`enabled_events`.** Any type string is accepted, and `*` for all: 1 to
+//! 100 entries, each 1 to 255 characters without control characters (anything
+//! else is a 400 naming `enabled_events`). An event goes to an endpoint when an
+//! entry is `*` or equals its type exactly; there are no other wildcards.
+//!
+//! **Validation.** `amount` is a positive integer, exact up to 2^128 − 1;
+//! `currency` 3 to 10 lowercase letters; `metadata` at most 50 keys of 1–40
+//! characters with values of at most 500; endpoint URLs `http://` only, at
+//! most 2 048 bytes once normalized, without credentials. Unknown parameters
+//! are refused by name. Request bodies are at most 64 KiB ([`Limits::body_bytes`]).
+//!
+//! **Lists and filters.** Newest first; a cursor must name an object in the
+//! (filtered) list, or the reply is 404. `GET /v1/events` takes `type` (exact)
+//! and `created[gt|gte|lt|lte]` in unix seconds, combined with AND; a value
+//! that is not a whole number, or another `created[…]` key, is a 400 naming it.
+//!
+//! **Idempotency.** Keys are scoped to the API key and bound to the route, the
+//! object id, the content type and the exact body. A replay rebuilds the first
+//! reply from what it returned: a payment intent as it was then (status and
+//! amount received at that moment), a webhook endpoint with the secret shown
+//! then; if that object is no longer kept (evicted, or the endpoint deleted),
+//! the replay is a 404 `resource_missing` saying so, never another object.
+//!
+//! **Resends.** `POST /v1/events/:id/resend` delivers the same body, signed
+//! afresh at each attempt, to the endpoint named by `webhook_endpoint` (any
+//! endpoint, whatever its `enabled_events`) or to every endpoint enabled for
+//! the type now. Resends are numbered across the emulator (1, 2, …); each
+//! attempt record carries its number in `resend` (0 for the event's own
+//! deliveries), and its attempts count from 1 again. A resend is a `POST`:
+//! an `Idempotency-Key` makes a retried request resend once.
+//!
+//! **Secrets.** Each endpoint gets a fresh `whsec_` secret, shown only in the
+//! create and roll replies, unless [`EmulatorBuilder::forward_secret`] fixes
+//! the one of the [`forward_to`](EmulatorBuilder::forward_to) endpoint
+//! (`whsec_` and 1–249 visible ASCII characters). No secret or API key is
+//! ever logged or echoed in an error.
+//!
+//! **Exposure.** The emulator listens on loopback by default. A non-loopback
+//! address is refused at start unless a fixed API key is set
+//! ([`EmulatorBuilder::api_key`]): whoever reaches the port with a key can
+//! register any URL (private ranges and metadata addresses included: there is
+//! no filter), have the emulator POST to it, and read the first 200
+//! characters of each reply in `GET /v1/events/:id/delivery_attempts`
+//! (`response_body`). Treat the key as granting that, and keep the emulator
+//! on loopback or a trusted network.
+//!
+//! **Log lines.** One line per attempt: `evt_… TYPE -> we_… URL attempt N: RESULT
+//! in MS ms`, then `; next attempt in S s` or `; no more attempts`, with `
+//! (resend N)` and ` (duplicate copy N)` when they apply. A real failure reads
+//! as its cause (`could not connect`, `no reply within 10.0 s (timed out
+//! sending)`, `failed reading the reply: …`); an injected fault reads as one
+//! and only when it acted: `200, reply discarded by the injected fault
+//! drop-first (the receiver got the request and answered)`. Values from the
+//! receiver are escaped and shortened.
+//!
+//! **Memory.** Each payment intent is held once, each event body once (shared
+//! by its deliveries), idempotency replies by reference (above), and a
+//! waiting delivery does not keep its event alive: a delivery whose event was
+//! evicted is abandoned ([`DeliveryStats::abandoned`]). Counts
+//! ([`Limits::objects`] 10 000, [`Limits::attempts`] 50 000, …) and one byte
+//! budget ([`Limits::stored_bytes`], 160 MiB, shared out between intents,
+//! events, attempt records and idempotency replies) evict the oldest first.
+//! [`Limits::worst_case_bytes`] is about 177 MiB with the defaults, so the
+//! worst case stays under 256 MiB; [`Emulator::stats`] reports
+//! [`stored_bytes`](DeliveryStats::stored_bytes) now. Filled to every limit
+//! with the largest objects accepted, the whole process (emulator, receiver
+//! and client) peaked at about 218 MiB resident (the `emulate_memory`
+//! benchmark of `payhook-cli`).
 //!
 //! In a test, with a payhook receiver on another loopback port:
 //!
@@ -349,7 +434,7 @@ pub struct Limits {
     /// The estimated bytes the kept objects may take, shared out as: payment
     /// intents 3/8, events 3/8, delivery attempt records 3/16, idempotency
     /// replies 1/16. Each kind evicts its oldest to stay within its share.
-    /// Default 192 MiB.
+    /// Default 160 MiB.
     pub stored_bytes: usize,
 }
 
@@ -362,7 +447,7 @@ impl Default for Limits {
             pending_deliveries: 10_000,
             idempotency_keys: 10_000,
             body_bytes: 64 * 1024,
-            stored_bytes: 192 * 1024 * 1024,
+            stored_bytes: 160 * 1024 * 1024,
         }
     }
 }
@@ -398,7 +483,7 @@ impl Limits {
     /// The most heap, in bytes, that the emulator's kept state can take with
     /// these limits: [`stored_bytes`](Self::stored_bytes), plus every
     /// endpoint at its largest (about 128 KiB each) and every pending
-    /// delivery (512 bytes each). With the defaults, about 209 MiB. Requests
+    /// delivery (512 bytes each). With the defaults, about 177 MiB. Requests
     /// being read (each at most [`body_bytes`](Self::body_bytes)) and the
     /// process itself come on top.
     ///
@@ -854,10 +939,12 @@ impl Emulator {
         self.register_endpoint_for(url, &["*"])
     }
 
-    /// Registers a webhook endpoint for the given event types (`*` for all).
+    /// Registers a webhook endpoint for the given event types (`*` for all;
+    /// any type string is accepted, matched exactly).
     ///
     /// # Errors
-    /// The API's error for an invalid `url`, an unknown event type or too many endpoints.
+    /// The API's error for an invalid `url`, an event type that is empty,
+    /// longer than 255 characters or holds control characters, or too many endpoints.
     pub fn register_endpoint_for(
         &self,
         url: &str,
@@ -911,6 +998,25 @@ impl Emulator {
             None,
             "payment_intent.failed",
         )?)
+    }
+
+    /// Delivers an event again, as `POST /v1/events/:id/resend` does: the same
+    /// body, signed afresh, to `endpoint` or (with `None`) to every endpoint
+    /// enabled for its type now. Returns the resend's number, which the
+    /// attempts' [`resend`](DeliveryAttempt::resend) field carries.
+    ///
+    /// # Errors
+    /// 404 for an unknown event or endpoint.
+    pub fn resend_event(&self, id: &str, endpoint: Option<&str>) -> Result<u64, RequestError> {
+        let body = serde_json::json!({ "webhook_endpoint": endpoint }).to_string();
+        let body = if endpoint.is_some() { body } else { "{}".to_owned() };
+        let reply = api::resend_op(&self.shared, id, json_params(&body)?)?.body;
+        #[derive(serde::Deserialize)]
+        struct Resent {
+            resend: u64,
+        }
+        let resent: Resent = serde_json::from_slice(&reply).map_err(|_| internal_error())?;
+        Ok(resent.resend)
     }
 
     /// A payment intent by id.

@@ -200,7 +200,10 @@ pub struct DeliveryAttempt {
     pub error: Option<String>,
     /// Whether the endpoint acknowledged it (a 2xx the emulator did not drop).
     pub succeeded: bool,
-    /// The first 200 characters of the reply body, control characters escaped.
+    /// The first 200 characters of the reply body, control characters
+    /// escaped. Whoever holds an API key the emulator accepts can read it
+    /// (`GET /v1/events/:id/delivery_attempts`): the target's reply, whatever
+    /// URL the endpoint names. See the crate docs' *Exposure* decision.
     pub response_body: Option<String>,
     /// When the next attempt is due, unix milliseconds; `null` when none follows.
     pub next_attempt_at_ms: Option<u64>,

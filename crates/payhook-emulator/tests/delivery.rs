@@ -1007,3 +1007,27 @@ async fn a_real_failure_under_drop_first_keeps_its_own_cause() {
         assert_eq!(attempt.status, None);
     }
 }
+
+#[tokio::test]
+async fn the_library_resends_like_the_api() {
+    let (emulator, api) = started(Emulator::builder()).await;
+    let receiver = RecordingReceiver::start(Script::default()).await;
+    let (endpoint, _) = api.register(&receiver.url).await;
+    one_succeeded_event(&api).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    let event = emulator.events()[0].id.clone();
+    assert_eq!(emulator.resend_event(&event, None), Ok(1));
+    assert_eq!(emulator.resend_event(&event, Some(&endpoint)), Ok(2));
+    assert!(emulator.wait_idle(WAIT).await);
+    assert_eq!(receiver.arrivals().len(), 3);
+    let mut resends: Vec<u64> = emulator.attempts().iter().map(|a| a.resend).collect();
+    resends.sort_unstable();
+    assert_eq!(resends, [0, 1, 2]);
+    let missing = emulator.resend_event("evt_missing", None).unwrap_err();
+    assert_eq!((missing.status, missing.param.as_deref()), (404, Some("id")));
+    let missing = emulator.resend_event(&event, Some("we_missing")).unwrap_err();
+    assert_eq!(
+        (missing.status, missing.param.as_deref()),
+        (404, Some("webhook_endpoint"))
+    );
+}

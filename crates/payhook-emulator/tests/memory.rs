@@ -136,9 +136,10 @@ async fn the_byte_budget_bounds_what_is_kept_with_large_objects() {
     let newest = &kept_events[kept_events.len() - 1];
     let read = api.get(&format!("/v1/events/{}", newest.id)).await;
     assert_eq!(read.text.as_bytes(), &newest.body[..]);
+    let default = Limits::default();
     assert_eq!(
         stats.worst_case_bytes,
-        Limits::default().worst_case_bytes() - (192 * 1024 * 1024 - budget as u64)
+        default.worst_case_bytes() - (default.stored_bytes - budget) as u64
     );
     emulator.shutdown().await;
     assert!(empty < 4096, "an empty emulator keeps next to nothing: {empty}");
@@ -147,7 +148,7 @@ async fn the_byte_budget_bounds_what_is_kept_with_large_objects() {
 #[test]
 fn the_default_worst_case_stays_under_256_mib() {
     let limits = Limits::default();
-    assert_eq!(limits.stored_bytes, 192 * 1024 * 1024);
+    assert_eq!(limits.stored_bytes, 160 * 1024 * 1024);
     assert!(
         limits.worst_case_bytes() < 256 * 1024 * 1024,
         "{}",
