@@ -277,7 +277,13 @@ impl InboxBuilder {
 
     /// How long done events are kept, and so how long a repeated delivery is
     /// recognised (default 7 days; above zero, at most 100 years). Workers
-    /// purge older ones.
+    /// purge done events whose `done_at` is older than this (when they start,
+    /// then every minute); events in any other state are never purged.
+    ///
+    /// A delivery of an event whose row was purged is not recognised: it is
+    /// stored as a new event and handled again. Keep the retention longer than
+    /// the longest time the sender may still redeliver an event (its retries,
+    /// and replays you trigger from its dashboard).
     pub fn retention(mut self, retention: Duration) -> Self {
         self.config.retention = retention;
         self
