@@ -149,12 +149,14 @@ fn log_lines(message: &str, event_id: &str) -> usize {
 }
 
 /// One test's inbox on one database: its namespace, its ledger table (the
-/// handlers' effects) and a pool of its own for what the API does not expose.
+/// handlers' effects), its `Admin` and a pool of its own for what the API
+/// does not expose.
 struct Setup {
     backend: Backend,
     url: String,
     namespace: String,
     ledger: String,
+    admin: Admin,
     raw: AnyPool,
 }
 
@@ -248,11 +250,15 @@ impl Setup {
         .execute(&raw)
         .await
         .unwrap();
+        // One `Admin` per test: connecting runs the migrations, too slow to
+        // repeat at every poll.
+        let admin = Admin::connect(&url, &namespace).await.unwrap();
         Self {
             backend,
             url,
             namespace,
             ledger,
+            admin,
             raw,
         }
     }
@@ -263,12 +269,8 @@ impl Setup {
         connect(&self.url, &self.namespace, configure).await
     }
 
-    async fn admin(&self) -> Admin {
-        Admin::connect(&self.url, &self.namespace).await.unwrap()
-    }
-
     async fn show(&self, event_id: &str) -> StoredEvent {
-        self.admin().await.show(event_id).await.unwrap()
+        self.admin.show(event_id).await.unwrap()
     }
 
     async fn state(&self, event_id: &str) -> (String, i64) {
@@ -623,7 +625,9 @@ async fn handler_longer_than_its_lease_is_never_taken_over(backend: Backend) {
 /// `base · 2^(failures-1)`, jittered between half and all of it), and the
 /// next attempt starts no sooner than that.
 async fn failed_attempt_waits_its_backoff(backend: Backend) {
-    let base = Duration::from_millis(400);
+    // Long enough that the test sees each scheduled retry (at least 300 ms,
+    // then 600 ms) before it starts, even on a loaded machine.
+    let base = Duration::from_millis(600);
     let setup = Setup::new(backend).await;
     let inbox = setup
         .inbox(|b| b.backoff(base, Duration::from_secs(10)).max_attempts(5))
