@@ -340,9 +340,15 @@ impl InboxBuilder {
 
     /// Overrides the receiver's retention ([`Receiver::retention`], default
     /// [`DEFAULT_RETENTION`], 7 days): how long done events are kept, and so
-    /// how long a repeated delivery is recognised. From 1 second to 100
-    /// years, as on the receiver. Workers purge older ones, in bounded batches, as fast as they
-    /// are added.
+    /// how long a repeated delivery is recognised. From 1 second to 100 years,
+    /// as on the receiver. Workers purge done events whose `done_at` is older
+    /// than this, in bounded batches, as fast as they are added; events in any
+    /// other state are never purged.
+    ///
+    /// A delivery of an event whose row was purged is not recognised: it is
+    /// stored as a new event and handled again. Keep the retention longer than
+    /// the longest time the sender may still redeliver an event (its retries,
+    /// and replays you trigger from its dashboard).
     pub fn retention(mut self, retention: Duration) -> Self {
         self.retention = Some(retention);
         self

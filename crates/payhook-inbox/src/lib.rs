@@ -14,6 +14,17 @@
 //!   attempt (see [`admin`] to list, retry or replay events).
 //! * Events of one payment intent run one at a time, in `created` order.
 //!
+//! What the queue guarantees, each kept by a test in `tests/guarantees.rs`
+//! (and `tests/conformance.rs`) on both backends:
+//!
+//! * a repeated delivery is acknowledged and counted as a duplicate, one row;
+//! * a failed database write answers `503` and stores nothing;
+//! * a lease is renewed while the handler runs, so a long handler is never
+//!   run twice; a worker whose lease was taken over cannot commit anything;
+//! * a failed attempt waits at least half its backoff delay before the next;
+//! * two events of one payment intent never run at once, across replicas;
+//! * only done events older than the retention are purged.
+//!
 //! Backends (features): `sqlite` (default; bundled, a file in WAL mode) and
 //! `postgres` (for several replicas of one app, woken across replicas by
 //! `LISTEN`/`NOTIFY`). The inbox is typed by its database: built on the app's

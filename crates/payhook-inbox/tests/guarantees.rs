@@ -1,0 +1,1127 @@
+//! The inbox's guarantees, one test each, on SQLite (a file in a fresh temp
+//! dir) and on PostgreSQL (`PAYHOOK_TEST_DATABASE_URL`, started by
+//! `.ci/start-postgres`; the PostgreSQL tests fail when it is unset or
+//! unreachable, they never skip).
+//!
+//! Each test below fails when the guarantee it names is broken by a one-line
+//! change to the queue, and each was seen failing on that change. A change to
+//! the queue keeps this list whole: a guarantee that moves or changes keeps a
+//! test here that fails without it.
+//!
+//! | test | guarantee | the change it catches |
+//! |---|---|---|
+//! | [`taken_over_worker_cannot_commit`] | a worker whose lease was taken over cannot open its transaction or commit while the event runs under the new worker: nothing it writes is visible, the new worker's commit stands, the effect exists once | the done mark without its lease-token condition |
+//! | [`repeated_delivery_is_counted_as_a_duplicate`] | a repeated delivery (sequential, concurrent, or after the event is done) is acknowledged as already stored: the duplicate counter and log line, not the ingest counter; one row; the handler runs once | every stored delivery counted as new |
+//! | [`handler_longer_than_its_lease_is_never_taken_over`] | the lease is renewed while the handler runs: a handler 3× longer than the shortest lease finishes as attempt 1, never run twice | lease renewal switched off |
+//! | [`failed_attempt_waits_its_backoff`] | after a failure the event is due no sooner than the documented minimum backoff (half the nominal delay, which doubles per failure), and the next attempt does not start before it | no backoff; no doubling |
+//! | [`one_intent_never_runs_twice_at_once_across_replicas`] | two events of one payment intent never run at once, also when an earlier event of the intent arrives while another replica's claim is under way (on PostgreSQL: the per-namespace claim lock) | the PostgreSQL claim lock skipped |
+//! | [`retention_purges_only_old_done_rows`] | done rows older than the retention are purged; younger done rows, rows in any other state and other namespaces' rows are kept; a redelivery of a purged event is stored and handled again | the purge ignoring `done_at`, the state or the namespace |
+//! | [`failed_write_answers_503_and_stores_nothing`] | a delivery whose database write fails is answered `503` and nothing is stored or counted; once the database writes again the redelivery is stored and handled once | `200` after a failed write |
+//!
+//! Why the PostgreSQL claim lock matters (what the test shows): claims read
+//! pending rows under a statement snapshot, and `FOR UPDATE SKIP LOCKED` only
+//! keeps two claims off the *same* row. When an earlier event of an intent
+//! becomes pending (a late arrival, a replay, a retry of a dead event) between
+//! the snapshots of two concurrent claims, the first claim took the later
+//! event (the earlier one was not in its snapshot) and the second takes the
+//! earlier one (the first claim's `running` mark is not committed yet): both
+//! run at once. Serializing the claims of a namespace makes the second claim's
+//! snapshot see the first one's mark. The test holds the first claim inside
+//! its transaction with a trigger that waits on a lock the test holds.
+//!
+//! Type names of the API under test are in one place ([`TestInbox`],
+//! [`TestJob`]); raw SQL goes through the test's own pool.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use payhook_core::{sign, Receiver, Reply, Secret};
+use payhook_inbox::admin::{Admin, StoredEvent};
+use payhook_inbox::metrics::{DUPLICATES, INGESTED};
+use payhook_inbox::sqlx::{self, AnyPool, Row};
+use payhook_inbox::{HandlerError, Inbox, InboxBuilder, InboxError, Job};
+use tokio::sync::watch;
+
+/// The inbox type under test.
+type TestInbox = Inbox;
+/// The job type its handlers get.
+type TestJob = Job;
+
+const SECRET: &str = "whsec_guarantees";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{prefix}_{}_{}_{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn now_ms() -> i64 {
+    i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
+
+fn url_of(backend: Backend) -> String {
+    match backend {
+        Backend::Sqlite => {
+            let dir = std::env::temp_dir().join(unique("payhook-inbox-guarantees"));
+            std::fs::create_dir_all(&dir).unwrap();
+            format!("sqlite://{}", dir.join("inbox.db").display())
+        }
+        Backend::Postgres => std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
+            "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"` \
+             (or run .ci/test); these tests never skip",
+        ),
+    }
+}
+
+/// What the inbox records for an operator, captured once per test binary:
+/// its metrics through a Prometheus recorder, its log lines through a
+/// subscriber. Every test has its own namespace and event ids, so tests
+/// running at once read only their own series and lines.
+struct Telemetry {
+    prometheus: PrometheusHandle,
+    log: Arc<Mutex<Vec<u8>>>,
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn telemetry() -> &'static Telemetry {
+    static TELEMETRY: OnceLock<Telemetry> = OnceLock::new();
+    TELEMETRY.get_or_init(|| {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let prometheus = recorder.handle();
+        metrics::set_global_recorder(recorder).expect("the only recorder of this test binary");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&log);
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("payhook=debug"))
+            .with_ansi(false)
+            .with_writer(move || LogWriter(Arc::clone(&sink)))
+            .try_init()
+            .expect("the only subscriber of this test binary");
+        Telemetry { prometheus, log }
+    })
+}
+
+/// A counter's value for one namespace, as a scraper reads it.
+fn counter(name: &str, namespace: &str) -> f64 {
+    let text = telemetry().prometheus.render();
+    let series = format!("{name}{{namespace=\"{namespace}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .map_or(0.0, |value| value.trim().parse().unwrap())
+}
+
+/// How many captured log lines say `message` about `event_id`.
+fn log_lines(message: &str, event_id: &str) -> usize {
+    let log = telemetry().log.lock().unwrap();
+    let field = format!("event_id={event_id}");
+    String::from_utf8_lossy(&log)
+        .lines()
+        .filter(|line| line.contains(message) && line.split(' ').any(|word| word == field))
+        .count()
+}
+
+/// One test's inbox on one database: its namespace, its ledger table (the
+/// handlers' effects), its `Admin` and a pool of its own for what the API
+/// does not expose.
+struct Setup {
+    backend: Backend,
+    url: String,
+    namespace: String,
+    ledger: String,
+    admin: Admin,
+    raw: AnyPool,
+}
+
+impl Setup {
+    async fn new(backend: Backend) -> Self {
+        Self::on(backend, url_of(backend)).await
+    }
+
+    /// On PostgreSQL, in a database of its own (made here, dropped by
+    /// [`Setup::finish`]): for a test that holds a transaction open on the
+    /// inbox table while it goes on. In the shared database another test's
+    /// migrations (`CREATE INDEX IF NOT EXISTS` locks the table) would queue
+    /// behind that transaction, and every write to the table behind them.
+    /// Needs the `CREATEDB` privilege (the throwaway cluster's user has it).
+    async fn isolated(backend: Backend) -> Self {
+        match backend {
+            Backend::Sqlite => Self::new(backend).await,
+            Backend::Postgres => {
+                sqlx::any::install_default_drivers();
+                let shared = url_of(backend);
+                let name = unique("payhook_guarantees");
+                let admin = sqlx::any::AnyPoolOptions::new()
+                    .max_connections(1)
+                    .connect(&shared)
+                    .await
+                    .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"));
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&admin)
+                    .await
+                    .unwrap_or_else(|err| panic!("cannot create a test database (CREATEDB needed): {err}"));
+                admin.close().await;
+                let (base, query) = shared
+                    .split_once('?')
+                    .map_or((shared.as_str(), None), |(b, q)| (b, Some(q)));
+                let server = base.rsplit_once('/').map_or(base, |(server, _)| server);
+                let url = match query {
+                    Some(query) => format!("{server}/{name}?{query}"),
+                    None => format!("{server}/{name}"),
+                };
+                Self::on(backend, url).await
+            }
+        }
+    }
+
+    /// Drops the database [`Setup::isolated`] made (nothing on SQLite, whose
+    /// file is the test's own anyway).
+    async fn finish(self) {
+        if self.backend == Backend::Postgres && self.url != url_of(Backend::Postgres) {
+            let name = self
+                .url
+                .split('?')
+                .next()
+                .and_then(|base| base.rsplit('/').next())
+                .unwrap()
+                .to_owned();
+            self.raw.close().await;
+            let admin = sqlx::any::AnyPoolOptions::new()
+                .max_connections(1)
+                .connect(&url_of(Backend::Postgres))
+                .await
+                .unwrap();
+            sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+                .execute(&admin)
+                .await
+                .unwrap();
+        }
+    }
+
+    /// Another namespace on the same database.
+    async fn sibling(&self) -> Self {
+        Self::on(self.backend, self.url.clone()).await
+    }
+
+    async fn on(backend: Backend, url: String) -> Self {
+        telemetry();
+        let namespace = unique("ns");
+        let ledger = format!("ledger_{namespace}");
+        // The inbox's own connect creates the file and the table; the raw pool
+        // connects only when first used, after that.
+        let inbox = connect(&url, &namespace, |b| b).await;
+        drop(inbox);
+        sqlx::any::install_default_drivers();
+        let raw = sqlx::any::AnyPoolOptions::new()
+            .max_connections(4)
+            .connect(&url)
+            .await
+            .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"));
+        sqlx::query(&format!(
+            "CREATE TABLE IF NOT EXISTS {ledger} (event_id TEXT NOT NULL, note TEXT NOT NULL)"
+        ))
+        .execute(&raw)
+        .await
+        .unwrap();
+        // One `Admin` per test: connecting runs the migrations, too slow to
+        // repeat at every poll.
+        let admin = Admin::connect(&url, &namespace).await.unwrap();
+        Self {
+            backend,
+            url,
+            namespace,
+            ledger,
+            admin,
+            raw,
+        }
+    }
+
+    /// An inbox (a replica) on this namespace: short backoff and poll
+    /// interval, then `configure`.
+    async fn inbox(&self, configure: impl FnOnce(InboxBuilder) -> InboxBuilder) -> TestInbox {
+        connect(&self.url, &self.namespace, configure).await
+    }
+
+    async fn show(&self, event_id: &str) -> StoredEvent {
+        self.admin.show(event_id).await.unwrap()
+    }
+
+    async fn state(&self, event_id: &str) -> (String, i64) {
+        let shown = self.show(event_id).await;
+        (shown.state, shown.attempts)
+    }
+
+    /// The rows of this namespace, by event id and state.
+    async fn rows(&self) -> Vec<(String, String)> {
+        let mut rows: Vec<(String, String)> =
+            sqlx::query("SELECT event_id, state FROM payhook_inbox WHERE namespace = $1")
+                .bind(&self.namespace)
+                .fetch_all(&self.raw)
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| (row.get(0), row.get(1)))
+                .collect();
+        rows.sort();
+        rows
+    }
+
+    /// The handlers' effects, sorted.
+    async fn ledger(&self) -> Vec<(String, String)> {
+        let mut rows: Vec<(String, String)> =
+            sqlx::query(&format!("SELECT event_id, note FROM {}", self.ledger))
+                .fetch_all(&self.raw)
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| (row.get(0), row.get(1)))
+                .collect();
+        rows.sort();
+        rows
+    }
+
+    /// Runs `sql` with the namespace as `$1` and `event_id` as `$2`.
+    async fn update(&self, sql: &str, event_id: &str) {
+        let done = sqlx::query(sql)
+            .bind(&self.namespace)
+            .bind(event_id)
+            .execute(&self.raw)
+            .await
+            .unwrap();
+        assert_eq!(done.rows_affected(), 1, "{sql} {event_id}");
+    }
+}
+
+async fn connect(
+    url: &str,
+    namespace: &str,
+    configure: impl FnOnce(InboxBuilder) -> InboxBuilder,
+) -> TestInbox {
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let builder = Inbox::builder(receiver)
+        .namespace(namespace)
+        .backoff(Duration::from_millis(50), Duration::from_millis(200))
+        .poll_interval(Duration::from_millis(20));
+    configure(builder)
+        .connect(url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"))
+}
+
+fn event(id: &str, intent: &str, created: i64) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"id":"{id}","type":"payment_intent.succeeded","created":{created},"data":{{"object":{{"id":"{intent}","object":"payment_intent","amount":100,"currency":"btc","status":"succeeded","created":1}}}}}}"#
+    ))
+}
+
+async fn ingest(inbox: &TestInbox, body: &Bytes) -> Reply {
+    let mut headers = http::HeaderMap::new();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let signature = sign(body, &Secret::new(SECRET).unwrap(), now);
+    headers.insert("x-service-signature", signature.parse().unwrap());
+    inbox.ingest(&headers, body.clone()).await
+}
+
+async fn ingest_ok(inbox: &TestInbox, body: &Bytes) {
+    let reply = ingest(inbox, body).await;
+    assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
+    assert_eq!(reply.body(), r#"{"received":true}"#);
+}
+
+/// The handler's effect: one ledger row, written in the job's transaction.
+async fn write_effect(job: &TestJob, table: &str, note: &str) -> Result<(), HandlerError> {
+    let mut tx = job.transaction().await?;
+    sqlx::query(&format!("INSERT INTO {table} (event_id, note) VALUES ($1, $2)"))
+        .bind(job.event().id())
+        .bind(note)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+/// Polls until `check` holds, or fails the test after 20 s.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Holds handlers until the test opens it, and counts those that reached it.
+#[derive(Clone)]
+struct Gate {
+    entered: Arc<watch::Sender<usize>>,
+    open: Arc<watch::Sender<bool>>,
+}
+
+impl Gate {
+    fn new() -> Self {
+        Self {
+            entered: Arc::new(watch::channel(0).0),
+            open: Arc::new(watch::channel(false).0),
+        }
+    }
+
+    async fn pass(&self) {
+        self.entered.send_modify(|entered| *entered += 1);
+        let mut open = self.open.subscribe();
+        let _ = open.wait_for(|open| *open).await;
+    }
+
+    async fn entered(&self, count: usize) {
+        let mut entered = self.entered.subscribe();
+        tokio::time::timeout(Duration::from_secs(20), entered.wait_for(|n| *n >= count))
+            .await
+            .expect("timed out waiting for a handler to start")
+            .unwrap();
+    }
+
+    fn open(&self) {
+        self.open.send_replace(true);
+    }
+}
+
+// ---------------------------------------------------------------------------
+
+/// A worker stalls past its lease (as a paused process would); another one
+/// takes the event over and is still running it when the stalled one wakes
+/// up and asks for its transaction, then tries to commit.
+async fn taken_over_worker_cannot_commit(backend: Backend) {
+    let setup = Setup::new(backend).await;
+    // Long leases: nothing renews or expires them during the test but the
+    // take-over below. One handler at a time: the stalled worker does not
+    // claim the event again itself.
+    let stalled = setup
+        .inbox(|b| b.lease(Duration::from_secs(60)).concurrency(1))
+        .await;
+    ingest_ok(&stalled, &event("evt_takeover", "pi_t", 1)).await;
+
+    let (stalled_gate, new_gate) = (Gate::new(), Gate::new());
+    let outcome: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (gate, out, table) = (stalled_gate.clone(), Arc::clone(&outcome), setup.ledger.clone());
+    let stalled_workers = stalled.start(move |job: TestJob| {
+        let (gate, out, table) = (gate.clone(), Arc::clone(&out), table.clone());
+        async move {
+            gate.pass().await;
+            let opened = match job.transaction().await {
+                Ok(mut tx) => sqlx::query(&format!(
+                    "INSERT INTO {table} (event_id, note) VALUES ($1, 'stalled')"
+                ))
+                .bind(job.event().id())
+                .execute(&mut *tx)
+                .await
+                .map(drop)
+                .map_err(InboxError::from),
+                Err(err) => Err(err),
+            };
+            let committed = job.commit().await;
+            let mut out = out.lock().unwrap();
+            for (step, result) in [("transaction", opened), ("commit", committed)] {
+                out.push(match result {
+                    Ok(()) => format!("{step}: ok"),
+                    Err(InboxError::LeaseLost(_)) => format!("{step}: lease lost"),
+                    Err(err) => format!("{step}: {err}"),
+                });
+            }
+            Err::<(), HandlerError>("the stalled attempt ends".into())
+        }
+    });
+    stalled_gate.entered(1).await;
+    setup
+        .update(
+            "UPDATE payhook_inbox SET lease_until = 0 WHERE namespace = $1 AND event_id = $2",
+            "evt_takeover",
+        )
+        .await;
+    let replica = setup.inbox(|b| b.lease(Duration::from_secs(60))).await;
+    let (gate, table) = (new_gate.clone(), setup.ledger.clone());
+    let new_workers = replica.start(move |job: TestJob| {
+        let (gate, table) = (gate.clone(), table.clone());
+        async move {
+            gate.pass().await;
+            write_effect(&job, &table, "new").await
+        }
+    });
+    new_gate.entered(1).await;
+    assert_eq!(setup.state("evt_takeover").await, ("running".to_owned(), 2));
+
+    // The stalled worker wakes up while the event runs under the new one.
+    stalled_gate.open();
+    eventually("the stalled attempt ended", || async {
+        outcome.lock().unwrap().len() == 2
+    })
+    .await;
+    assert_eq!(
+        *outcome.lock().unwrap(),
+        ["transaction: lease lost", "commit: lease lost"]
+    );
+    stalled_workers.shutdown().await;
+    assert!(
+        setup.ledger().await.is_empty(),
+        "the stalled worker's write is visible"
+    );
+    assert_eq!(
+        setup.state("evt_takeover").await,
+        ("running".to_owned(), 2),
+        "the stalled worker changed the new worker's event"
+    );
+
+    new_gate.open();
+    eventually("done by the new worker", || async {
+        setup.state("evt_takeover").await.0 == "done"
+    })
+    .await;
+    new_workers.shutdown().await;
+    assert_eq!(
+        setup.ledger().await,
+        [("evt_takeover".to_owned(), "new".to_owned())]
+    );
+    let shown = setup.show("evt_takeover").await;
+    assert_eq!((shown.state.as_str(), shown.attempts), ("done", 2));
+}
+
+/// Repeats of a stored event — one after the other, many at once, and after
+/// it is done — are acknowledged as already stored, never as new.
+async fn repeated_delivery_is_counted_as_a_duplicate(backend: Backend) {
+    let setup = Setup::new(backend).await;
+    let inbox = setup.inbox(|b| b).await;
+    let ns = setup.namespace.as_str();
+    // Ids unique to the test: the log lines are read by event id.
+    let (one, burst) = (format!("evt_{ns}_one"), format!("evt_{ns}_burst"));
+    let (one_body, burst_body) = (event(&one, "pi_one", 1), event(&burst, "pi_burst", 1));
+
+    ingest_ok(&inbox, &one_body).await;
+    ingest_ok(&inbox, &one_body).await;
+    assert_eq!(counter(INGESTED, ns), 1.0);
+    assert_eq!(counter(DUPLICATES, ns), 1.0);
+    assert_eq!(log_lines("event stored in the inbox", &one), 1);
+    assert_eq!(log_lines("duplicate delivery acknowledged", &one), 1);
+
+    // Eight at once: written together, one of them new.
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (inbox, body) = (inbox.clone(), burst_body.clone());
+            tokio::spawn(async move { ingest_ok(&inbox, &body).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(counter(INGESTED, ns), 2.0);
+    assert_eq!(counter(DUPLICATES, ns), 8.0);
+    assert_eq!(log_lines("event stored in the inbox", &burst), 1);
+    assert_eq!(log_lines("duplicate delivery acknowledged", &burst), 7);
+    assert_eq!(
+        setup.rows().await,
+        [
+            (burst.clone(), "pending".to_owned()),
+            (one.clone(), "pending".to_owned())
+        ]
+    );
+
+    let table = setup.ledger.clone();
+    let workers = inbox.start(move |job: TestJob| {
+        let table = table.clone();
+        async move { write_effect(&job, &table, "handled").await }
+    });
+    eventually("both done", || async {
+        setup.rows().await.iter().all(|(_, state)| state == "done")
+    })
+    .await;
+    // A repeat of a done event, with the workers running: a duplicate, not run.
+    ingest_ok(&inbox, &one_body).await;
+    assert_eq!(counter(INGESTED, ns), 2.0);
+    assert_eq!(counter(DUPLICATES, ns), 9.0);
+    assert_eq!(log_lines("duplicate delivery acknowledged", &one), 2);
+    workers.shutdown().await;
+    assert_eq!(
+        setup.ledger().await,
+        [
+            (burst.clone(), "handled".to_owned()),
+            (one.clone(), "handled".to_owned())
+        ]
+    );
+    assert_eq!(setup.rows().await.len(), 2);
+    assert_eq!(setup.show(&one).await.attempts, 1);
+}
+
+/// A handler three times longer than the shortest lease, with two replicas
+/// ready to take over an expired lease: the lease is renewed while it runs.
+async fn handler_longer_than_its_lease_is_never_taken_over(backend: Backend) {
+    let lease = Duration::from_millis(300); // the builder's minimum
+    let setup = Setup::new(backend).await;
+    let replicas = [
+        setup.inbox(|b| b.lease(lease).concurrency(2)).await,
+        setup.inbox(|b| b.lease(lease).concurrency(2)).await,
+    ];
+    ingest_ok(&replicas[0], &event("evt_long", "pi_long", 1)).await;
+    let attempts: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let workers: Vec<_> = replicas
+        .iter()
+        .map(|inbox| {
+            let (attempts, table) = (Arc::clone(&attempts), setup.ledger.clone());
+            inbox.start(move |job: TestJob| {
+                let (attempts, table) = (Arc::clone(&attempts), table.clone());
+                async move {
+                    attempts.lock().unwrap().push(job.attempt());
+                    tokio::time::sleep(3 * lease + Duration::from_millis(100)).await;
+                    write_effect(&job, &table, &format!("attempt {}", job.attempt())).await
+                }
+            })
+        })
+        .collect();
+    // Done, or (a lease lost) started again: the assertions below tell which.
+    eventually("done or started again", || async {
+        attempts.lock().unwrap().len() > 1 || setup.state("evt_long").await.0 == "done"
+    })
+    .await;
+    for workers in workers {
+        workers.shutdown().await;
+    }
+    assert_eq!(*attempts.lock().unwrap(), [1], "the handler was started again");
+    let shown = setup.show("evt_long").await;
+    assert_eq!((shown.state.as_str(), shown.attempts), ("done", 1));
+    assert_eq!(shown.last_error, None);
+    assert_eq!(
+        setup.ledger().await,
+        [("evt_long".to_owned(), "attempt 1".to_owned())]
+    );
+}
+
+/// Two failures, then success: after each failure the event is due no
+/// sooner than the documented minimum (`InboxBuilder::backoff`: the delay is
+/// `base · 2^(failures-1)`, jittered between half and all of it), and the
+/// next attempt starts no sooner than that.
+async fn failed_attempt_waits_its_backoff(backend: Backend) {
+    // Long enough that the test sees each scheduled retry (at least 300 ms,
+    // then 600 ms) before it starts, even on a loaded machine.
+    let base = Duration::from_millis(600);
+    let setup = Setup::new(backend).await;
+    let inbox = setup
+        .inbox(|b| b.backoff(base, Duration::from_secs(10)).max_attempts(5))
+        .await;
+    ingest_ok(&inbox, &event("evt_retry", "pi_r", 1)).await;
+    // (attempt, started, ended) in Unix milliseconds.
+    let attempts: Arc<Mutex<Vec<(u32, i64, i64)>>> = Arc::default();
+    let (seen, table) = (Arc::clone(&attempts), setup.ledger.clone());
+    let workers = inbox.start(move |job: TestJob| {
+        let (seen, table) = (Arc::clone(&seen), table.clone());
+        async move {
+            let started = now_ms();
+            let result = if job.attempt() <= 2 {
+                Err(format!("failing attempt {}", job.attempt()).into())
+            } else {
+                write_effect(&job, &table, "ok").await
+            };
+            seen.lock().unwrap().push((job.attempt(), started, now_ms()));
+            result
+        }
+    });
+    // The retry as scheduled, read while the event waits for it.
+    let mut due = Vec::new();
+    for failed in 1..=2 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let shown = setup.show("evt_retry").await;
+            if shown.state == "pending" && shown.attempts == failed && shown.last_error.is_some() {
+                due.push(shown.due_at);
+                break;
+            }
+            assert!(
+                shown.attempts <= failed,
+                "attempt {} started before the retry after attempt {failed} was seen scheduled: {shown:?}",
+                shown.attempts
+            );
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for attempt {failed} to fail"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    eventually("done", || async { setup.state("evt_retry").await.0 == "done" }).await;
+    workers.shutdown().await;
+    let attempts = attempts.lock().unwrap().clone();
+    assert_eq!(attempts.iter().map(|a| a.0).collect::<Vec<_>>(), [1, 2, 3]);
+    for (failed, due_at) in (1..=2).zip(&due) {
+        let (_, _, ended) = attempts[failed - 1];
+        let (_, next_started, _) = attempts[failed];
+        // The least delay after failure n: half of base · 2^(n-1).
+        let least = i64::try_from((base * (1 << (failed - 1)) / 2).as_millis()).unwrap();
+        assert!(
+            *due_at >= ended + least,
+            "after failure {failed}: due {} ms after the attempt ended, at least {least} ms expected",
+            due_at - ended
+        );
+        assert!(
+            next_started >= *due_at,
+            "attempt {} started {} ms before it was due",
+            failed + 1,
+            due_at - next_started
+        );
+    }
+    assert_eq!(setup.ledger().await, [("evt_retry".to_owned(), "ok".to_owned())]);
+}
+
+/// Two replicas; a later event of an intent is being claimed by one when an
+/// earlier event of the same intent arrives and the other replica claims.
+async fn one_intent_never_runs_twice_at_once_across_replicas(backend: Backend) {
+    let setup = Setup::isolated(backend).await;
+    let running = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let order: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let hold = Gate::new();
+    let handler = || {
+        let (running, overlaps, order, hold, table) = (
+            Arc::clone(&running),
+            Arc::clone(&overlaps),
+            Arc::clone(&order),
+            hold.clone(),
+            setup.ledger.clone(),
+        );
+        move |job: TestJob| {
+            let (running, overlaps, order, hold, table) = (
+                Arc::clone(&running),
+                Arc::clone(&overlaps),
+                Arc::clone(&order),
+                hold.clone(),
+                table.clone(),
+            );
+            async move {
+                if running.fetch_add(1, Ordering::SeqCst) > 0 {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                order.lock().unwrap().push(job.event().created().unwrap());
+                hold.pass().await;
+                // Long enough for a wrongly claimed second event to start.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                write_effect(&job, &table, "ok").await
+            }
+        }
+    };
+    let first = setup.inbox(|b| b.concurrency(4)).await;
+    let second = setup.inbox(|b| b.concurrency(4)).await;
+    ingest_ok(&first, &event("evt_later", "pi_x", 200)).await;
+
+    let (first_workers, mut gate) = match backend {
+        Backend::Postgres => {
+            // Hold the first replica's claim inside its transaction, after its
+            // statement snapshot was taken: a trigger on the claim's update
+            // waits for a lock the test holds.
+            let gate = PgGate::install(&setup).await;
+            let workers = first.start(handler());
+            assert!(
+                gate.wait_for_waiters(1, Duration::from_secs(20)).await,
+                "the first replica's claim never reached the gate"
+            );
+            (workers, Some(gate))
+        }
+        Backend::Sqlite => {
+            // SQLite claims hold the database's one write lock: the nearest
+            // case is the earlier event arriving while the later one runs.
+            let workers = first.start(handler());
+            hold.entered(1).await;
+            (workers, None)
+        }
+    };
+    // The earlier event arrives; the other replica claims.
+    ingest_ok(&second, &event("evt_earlier", "pi_x", 100)).await;
+    let second_workers = second.start(handler());
+    if let Some(gate) = &mut gate {
+        // Without the claim lock, the second claim takes the earlier event
+        // and reaches the gate too; with it, it waits for the first claim.
+        let _ = gate.wait_for_waiters(2, Duration::from_millis(500)).await;
+        gate.release().await;
+        hold.entered(1).await;
+    }
+    // Give a wrong second claim time to start its handler.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    hold.open();
+    eventually("both done", || async {
+        setup
+            .rows()
+            .await
+            .iter()
+            .filter(|(_, state)| state == "done")
+            .count()
+            == 2
+    })
+    .await;
+    first_workers.shutdown().await;
+    second_workers.shutdown().await;
+    if let Some(gate) = gate {
+        gate.remove().await;
+    }
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "two events of one intent ran at once"
+    );
+    // The later event was claimed before the earlier one existed; the
+    // earlier one waited until it had finished.
+    assert_eq!(*order.lock().unwrap(), [200, 100]);
+    assert_eq!(
+        setup.ledger().await,
+        [
+            ("evt_earlier".to_owned(), "ok".to_owned()),
+            ("evt_later".to_owned(), "ok".to_owned())
+        ]
+    );
+    drop((first, second));
+    setup.finish().await;
+}
+
+/// A PostgreSQL trigger that holds every claim of one namespace (its
+/// `pending` → `running` update) until the test releases a lock it holds on
+/// a connection of its own.
+struct PgGate {
+    raw: AnyPool,
+    name: String,
+    key: i32,
+    holder: sqlx::pool::PoolConnection<sqlx::Any>,
+}
+
+impl PgGate {
+    const CLASS: i32 = 0x6761_7465; // "gate"
+
+    async fn install(setup: &Setup) -> Self {
+        let key = i32::try_from(COUNTER.fetch_add(1, Ordering::Relaxed)).unwrap();
+        let name = format!("gate_{}", setup.namespace);
+        let mut holder = setup.raw.acquire().await.unwrap();
+        sqlx::query("SELECT 1 FROM pg_advisory_lock($1, $2)")
+            .bind(Self::CLASS)
+            .bind(key)
+            .execute(&mut *holder)
+            .await
+            .unwrap();
+        sqlx::query(&format!(
+            "CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+               IF NEW.namespace = '{ns}' AND OLD.state = 'pending' AND NEW.state = 'running' THEN \
+                 PERFORM pg_advisory_xact_lock_shared({class}, {key}); \
+               END IF; \
+               RETURN NEW; \
+             END $$",
+            ns = setup.namespace,
+            class = Self::CLASS,
+        ))
+        .execute(&setup.raw)
+        .await
+        .unwrap();
+        sqlx::query(&format!(
+            "CREATE TRIGGER {name} BEFORE UPDATE ON payhook_inbox FOR EACH ROW EXECUTE FUNCTION {name}()"
+        ))
+        .execute(&setup.raw)
+        .await
+        .unwrap();
+        Self {
+            raw: setup.raw.clone(),
+            name,
+            key,
+            holder,
+        }
+    }
+
+    /// Waits until `count` claims wait at the gate (true), or `limit` passes.
+    async fn wait_for_waiters(&self, count: i64, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
+                 AND classid::text::bigint = $1 AND objid::text::bigint = $2 AND objsubid = 2",
+            )
+            .bind(i64::from(Self::CLASS))
+            .bind(i64::from(self.key))
+            .fetch_one(&self.raw)
+            .await
+            .unwrap();
+            if waiting >= count {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        false
+    }
+
+    /// Lets the held claims (and every later one) through.
+    async fn release(&mut self) {
+        sqlx::query("SELECT 1 FROM pg_advisory_unlock($1, $2)")
+            .bind(Self::CLASS)
+            .bind(self.key)
+            .execute(&mut *self.holder)
+            .await
+            .unwrap();
+    }
+
+    async fn remove(self) {
+        drop(self.holder);
+        sqlx::query(&format!("DROP TRIGGER {0} ON payhook_inbox", self.name))
+            .execute(&self.raw)
+            .await
+            .unwrap();
+        sqlx::query(&format!("DROP FUNCTION {0}()", self.name))
+            .execute(&self.raw)
+            .await
+            .unwrap();
+    }
+}
+
+/// Done rows older than the retention go; everything else stays; a
+/// redelivery of a purged event is a new event.
+async fn retention_purges_only_old_done_rows(backend: Backend) {
+    let setup = Setup::new(backend).await;
+    let other = setup.sibling().await;
+    let retention = Duration::from_secs(3600);
+    let inbox = setup.inbox(|b| b.retention(retention)).await;
+    let ids = [
+        "evt_old_done",
+        "evt_young_done",
+        "evt_replayed",
+        "evt_dead",
+        "evt_running",
+    ];
+    for id in ids {
+        ingest_ok(&inbox, &event(id, &format!("pi_{id}"), 1)).await;
+    }
+    let other_inbox = other.inbox(|b| b).await;
+    ingest_ok(&other_inbox, &event("evt_other_ns", "pi_o", 1)).await;
+    let start = |inbox: &TestInbox, table: String| {
+        inbox.start(move |job: TestJob| {
+            let table = table.clone();
+            async move { write_effect(&job, &table, "handled").await }
+        })
+    };
+    let workers = start(&inbox, setup.ledger.clone());
+    eventually("all done", || async {
+        setup.rows().await.iter().all(|(_, state)| state == "done")
+    })
+    .await;
+    workers.shutdown().await;
+
+    // Ages set by hand: two hours is past the retention, half an hour is not.
+    // Rows in other states keep an old `done_at` from an earlier life (they
+    // were replayed or retried), which must not make them purgeable.
+    let old = now_ms() - 2 * 3600 * 1000;
+    let young = now_ms() - 1800 * 1000;
+    let future = now_ms() + 3600 * 1000;
+    let set = |sql: String, id: &'static str| {
+        let setup = &setup;
+        async move { setup.update(&sql, id).await }
+    };
+    let aged = "WHERE namespace = $1 AND event_id = $2";
+    set(
+        format!("UPDATE payhook_inbox SET done_at = {old}, received_at = {old} {aged}"),
+        "evt_old_done",
+    )
+    .await;
+    set(
+        format!("UPDATE payhook_inbox SET done_at = {young} {aged}"),
+        "evt_young_done",
+    )
+    .await;
+    set(
+        format!("UPDATE payhook_inbox SET state = 'pending', due_at = {future}, done_at = {old} {aged}"),
+        "evt_replayed",
+    )
+    .await;
+    set(
+        format!("UPDATE payhook_inbox SET state = 'dead', done_at = {old} {aged}"),
+        "evt_dead",
+    )
+    .await;
+    set(
+        format!(
+            "UPDATE payhook_inbox SET state = 'running', lease_token = 7, lease_until = {future}, \
+             done_at = {old} {aged}"
+        ),
+        "evt_running",
+    )
+    .await;
+    other
+        .update(
+            &format!("UPDATE payhook_inbox SET state = 'done', done_at = {old} {aged}"),
+            "evt_other_ns",
+        )
+        .await;
+
+    // Workers purge when they start (then every minute).
+    let workers = start(&inbox, setup.ledger.clone());
+    eventually("the old done row purged", || async {
+        setup.rows().await.len() < ids.len()
+    })
+    .await;
+    assert_eq!(
+        setup.rows().await,
+        [
+            ("evt_dead".to_owned(), "dead".to_owned()),
+            ("evt_replayed".to_owned(), "pending".to_owned()),
+            ("evt_running".to_owned(), "running".to_owned()),
+            ("evt_young_done".to_owned(), "done".to_owned()),
+        ]
+    );
+    assert_eq!(
+        other.rows().await,
+        [("evt_other_ns".to_owned(), "done".to_owned())]
+    );
+
+    // Its redelivery is not recognised any more: stored and handled again.
+    let ingested = counter(INGESTED, &setup.namespace);
+    ingest_ok(&inbox, &event("evt_old_done", "pi_evt_old_done", 1)).await;
+    assert_eq!(counter(INGESTED, &setup.namespace), ingested + 1.0);
+    eventually("handled again", || async {
+        setup.state("evt_old_done").await == ("done".to_owned(), 1)
+    })
+    .await;
+    workers.shutdown().await;
+    let handled: Vec<_> = setup
+        .ledger()
+        .await
+        .into_iter()
+        .filter(|(id, _)| id == "evt_old_done")
+        .collect();
+    assert_eq!(handled.len(), 2);
+}
+
+/// The database refuses the write (a trigger that fails every insert of the
+/// test's namespace): every delivery is answered `503` and nothing is stored;
+/// once the trigger is gone the redeliveries are stored and handled once.
+async fn failed_write_answers_503_and_stores_nothing(backend: Backend) {
+    let setup = Setup::new(backend).await;
+    let inbox = setup.inbox(|b| b).await;
+    let ns = setup.namespace.clone();
+    let name = format!("refuse_{ns}");
+    let install: Vec<String> = match backend {
+        Backend::Sqlite => vec![format!(
+            "CREATE TRIGGER {name} BEFORE INSERT ON payhook_inbox WHEN NEW.namespace = '{ns}' \
+             BEGIN SELECT RAISE(ABORT, 'disk I/O refused by the test'); END"
+        )],
+        Backend::Postgres => vec![
+            format!(
+                "CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+                   IF NEW.namespace = '{ns}' THEN RAISE EXCEPTION 'disk I/O refused by the test'; END IF; \
+                   RETURN NEW; END $$"
+            ),
+            format!(
+                "CREATE TRIGGER {name} BEFORE INSERT ON payhook_inbox FOR EACH ROW EXECUTE FUNCTION {name}()"
+            ),
+        ],
+    };
+    for statement in &install {
+        sqlx::query(statement).execute(&setup.raw).await.unwrap();
+    }
+    let bodies: Vec<Bytes> = (0..5)
+        .map(|i| event(&format!("evt_refused{i}"), &format!("pi_{i}"), 1))
+        .collect();
+    // One alone, then several at once (written in one statement).
+    let reply = ingest(&inbox, &bodies[0]).await;
+    assert_eq!(reply.status().as_u16(), 503, "{}", reply.body());
+    assert!(reply.body().starts_with("Webhook Error: "), "{}", reply.body());
+    let tasks: Vec<_> = bodies
+        .iter()
+        .map(|body| {
+            let (inbox, body) = (inbox.clone(), body.clone());
+            tokio::spawn(async move { ingest(&inbox, &body).await.status().as_u16() })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), 503);
+    }
+    assert!(setup.rows().await.is_empty(), "a refused delivery was stored");
+    assert_eq!(counter(INGESTED, &ns), 0.0);
+    assert_eq!(counter(DUPLICATES, &ns), 0.0);
+
+    let remove: Vec<String> = match backend {
+        Backend::Sqlite => vec![format!("DROP TRIGGER {name}")],
+        Backend::Postgres => vec![
+            format!("DROP TRIGGER {name} ON payhook_inbox"),
+            format!("DROP FUNCTION {name}()"),
+        ],
+    };
+    for statement in &remove {
+        sqlx::query(statement).execute(&setup.raw).await.unwrap();
+    }
+    // The sender delivers again: stored, then handled once each.
+    for body in &bodies {
+        ingest_ok(&inbox, body).await;
+    }
+    assert_eq!(counter(INGESTED, &ns), 5.0);
+    let table = setup.ledger.clone();
+    let workers = inbox.start(move |job: TestJob| {
+        let table = table.clone();
+        async move { write_effect(&job, &table, "handled").await }
+    });
+    eventually("all handled", || async {
+        let rows = setup.rows().await;
+        rows.len() == 5 && rows.iter().all(|(_, state)| state == "done")
+    })
+    .await;
+    workers.shutdown().await;
+    let ledger: Vec<String> = setup.ledger().await.into_iter().map(|(id, _)| id).collect();
+    assert_eq!(
+        ledger,
+        (0..5).map(|i| format!("evt_refused{i}")).collect::<Vec<_>>()
+    );
+}
+
+macro_rules! on_every_backend {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test(super::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test(super::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_backend!(
+    taken_over_worker_cannot_commit,
+    repeated_delivery_is_counted_as_a_duplicate,
+    handler_longer_than_its_lease_is_never_taken_over,
+    failed_attempt_waits_its_backoff,
+    one_intent_never_runs_twice_at_once_across_replicas,
+    retention_purges_only_old_done_rows,
+    failed_write_answers_503_and_stores_nothing,
+);
