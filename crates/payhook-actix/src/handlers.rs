@@ -202,7 +202,8 @@ impl EventHandlers {
         self
     }
 
-    /// Handles `payment_intent.failed`.
+    /// Handles `payment_intent.failed` and its sibling-format name
+    /// `payment_intent.payment_failed`.
     pub fn payment_failed<F, Fut, E>(mut self, handler: F) -> Self
     where
         F: Fn(Event) -> Fut + Send + Sync + 'static,

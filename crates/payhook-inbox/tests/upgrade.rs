@@ -40,8 +40,6 @@ const FIRST_SCHEMA: [&str; 3] = [
     "CREATE INDEX IF NOT EXISTS payhook_inbox_intent ON payhook_inbox (namespace, intent_id, created, arrival)",
 ];
 
-/// One row of the old-schema fixture: (id, state, attempts, last error, done_at).
-type FixtureRow = (&'static str, &'static str, i64, Option<&'static str>, Option<i64>);
 fn unique(prefix: &str) -> String {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
     format!("{prefix}_{}_{nanos}", std::process::id())

@@ -98,7 +98,8 @@ where
         self
     }
 
-    /// Handles `payment_intent.failed`.
+    /// Handles `payment_intent.failed` and its sibling-format name
+    /// `payment_intent.payment_failed`.
     pub fn payment_failed<H, T>(mut self, handler: H) -> Self
     where
         H: Handler<T, S>,
