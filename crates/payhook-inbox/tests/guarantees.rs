@@ -580,7 +580,7 @@ async fn repeated_delivery_is_counted_as_a_duplicate(backend: Backend) {
 /// A handler three times longer than the shortest lease, with two replicas
 /// ready to take over an expired lease: the lease is renewed while it runs.
 async fn handler_longer_than_its_lease_is_never_taken_over(backend: Backend) {
-    let lease = Duration::from_millis(300); // the builder's minimum
+    let lease = Duration::from_secs(1); // the builder's minimum (the receiver's `MIN_LEASE`)
     let setup = Setup::new(backend).await;
     let replicas = [
         setup.inbox(|b| b.lease(lease).concurrency(2)).await,
