@@ -41,7 +41,7 @@ use crate::db::{millis, now_ms, random_u64, Database};
 use crate::error::{describe, InboxError};
 use crate::inbox::{payhook_escape, Config, Inbox};
 use crate::metrics as m;
-use crate::queue::{Backend, ClaimRequest, Claimed};
+use crate::queue::{AttemptRecord, Backend, ClaimRequest, Claimed, Outcome};
 
 /// What a handler returns when it fails: any error, boxed. Its text is kept as
 /// the event's last error.
@@ -446,6 +446,7 @@ async fn process<DB: Backend>(
     let db = &inbox.inner.db;
     let config = &inbox.inner.config;
     let started = Instant::now();
+    let started_at = now_ms();
     let claim = Arc::new(ClaimRef {
         db: db.clone(),
         arrival: claimed.arrival,
@@ -458,6 +459,7 @@ async fn process<DB: Backend>(
         Err(err) => {
             // Only verified, parsed events are stored; this needs a changed parser.
             let message = format!("stored body does not parse: {err}");
+            record_attempt(inbox, &claimed, started_at, started, Some(&message)).await;
             record_failure(inbox, &claimed, &message, started).await;
             return;
         }
@@ -529,12 +531,45 @@ async fn process<DB: Backend>(
             Some(format!("handler panicked: {text}"))
         }
     };
+    record_attempt(inbox, &claimed, started_at, started, failure.as_deref()).await;
     match failure {
         None => {
             m::processed(config.namespace.clone(), started.elapsed().as_secs_f64());
             tracing::debug!(target: "payhook", event_id = %id, "inbox event processed");
         }
         Some(message) => record_failure(inbox, &claimed, &message, started).await,
+    }
+}
+
+/// Adds the ended attempt to the attempts record (what the dashboard and
+/// `payhook inbox show` list); a failure to write it is logged, not fatal.
+async fn record_attempt<DB: Backend>(
+    inbox: &Inbox<DB>,
+    claimed: &Claimed,
+    started_at: i64,
+    started: Instant,
+    failure: Option<&str>,
+) {
+    let config = &inbox.inner.config;
+    let dead = u32::try_from(claimed.attempts).unwrap_or(u32::MAX) >= config.max_attempts;
+    let outcome = match failure {
+        None => Outcome::Done,
+        Some(_) if dead => Outcome::Dead,
+        Some(_) => Outcome::Failed,
+    };
+    let error: Option<String> = failure.map(|message| message.chars().take(2000).collect());
+    let record = AttemptRecord {
+        namespace: &config.namespace,
+        arrival: claimed.arrival,
+        attempt: claimed.attempts,
+        started_at,
+        duration_ms: millis(started.elapsed()),
+        outcome,
+        error: error.as_deref(),
+    };
+    if let Err(err) = DB::record_attempt(&inbox.inner.db, record).await {
+        let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
+        tracing::warn!(target: "payhook", %reason, "could not record an attempt in the attempts record");
     }
 }
 
