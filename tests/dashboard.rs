@@ -11,6 +11,9 @@ use dashboard_app::{assert_security_headers, App, Db, TOKEN};
 use payhook::inbox::sqlx;
 use payhook::testing::EventBuilder;
 
+/// Form fields or headers, as (name, value).
+type Pairs<'a> = &'a [(&'a str, &'a str)];
+
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -262,7 +265,7 @@ async fn actions_are_confirmed_and_refuse_forgeries(db: Db) {
     let csrf = csrf_of(&page);
     let same_origin = [("sec-fetch-site", "same-origin")];
     // Forgeries: no token, a wrong one, another site, another origin.
-    let forged: [(&[(&str, &str)], &[(&str, &str)]); 5] = [
+    let forged: [(Pairs, Pairs); 5] = [
         (&[("id", id), ("confirm", "yes")], &same_origin),
         (
             &[("id", id), ("confirm", "yes"), ("csrf", &"0".repeat(64))],

@@ -83,15 +83,25 @@ impl Secret {
 }
 
 /// Why a form post is refused as cross-site, when it is.
+///
+/// `Sec-Fetch-Site` decides when the browser sends it (every current one
+/// does, and no page script can set it): only `same-origin` (and `none`, a
+/// request the user typed) pass. Without it, an `Origin` naming another host
+/// than `Host` is refused. `Origin: null` is what browsers send for the
+/// dashboard's own forms under `Referrer-Policy: no-referrer`, so it proves
+/// nothing either way; the form token then decides.
 pub(crate) fn cross_site(headers: &HeaderMap) -> Option<&'static str> {
     if let Some(site) = headers.get("sec-fetch-site") {
-        match site.to_str().unwrap_or("") {
-            "same-origin" | "none" => {}
-            _ => return Some("the browser reports this form as sent from another site"),
-        }
+        return match site.to_str().unwrap_or("") {
+            "same-origin" | "none" => None,
+            _ => Some("the browser reports this form as sent from another site"),
+        };
     }
     if let Some(origin) = headers.get(http::header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
+        if origin == "null" {
+            return None;
+        }
         let host = headers
             .get(http::header::HOST)
             .and_then(|host| host.to_str().ok())
@@ -195,7 +205,23 @@ mod tests {
             HeaderValue::from_static("http://evil.example"),
         );
         assert!(cross_site(&headers).is_some());
+        headers.insert(
+            http::header::ORIGIN,
+            HeaderValue::from_static("https://127.0.0.1:8080.evil.example"),
+        );
+        assert!(cross_site(&headers).is_some());
+        // `null` (the dashboard's own forms under `Referrer-Policy:
+        // no-referrer`) proves nothing: the form token decides.
         headers.insert(http::header::ORIGIN, HeaderValue::from_static("null"));
+        assert_eq!(cross_site(&headers), None);
+        // The browser's word wins over the Origin.
+        headers.insert("sec-fetch-site", HeaderValue::from_static("same-origin"));
+        assert_eq!(cross_site(&headers), None);
+        headers.insert(
+            http::header::ORIGIN,
+            HeaderValue::from_static("http://evil.example"),
+        );
+        headers.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
         assert!(cross_site(&headers).is_some());
     }
 }

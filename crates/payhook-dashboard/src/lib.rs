@@ -19,9 +19,10 @@
 //! * **Actions** (retry one event, retry every dead event, replay done events
 //!   since a time) are `POST` forms only, each with a confirmation step; a post
 //!   is refused (`403`) when the browser says it came from another site
-//!   (`Sec-Fetch-Site`), when its `Origin` is not the dashboard's host, or when
-//!   it lacks the page's anti-forgery token (an HMAC of the hour under the
-//!   token, valid one to two hours).
+//!   (`Sec-Fetch-Site`; without that header, when its `Origin` names another
+//!   host), or when it lacks the page's anti-forgery token (an HMAC of the
+//!   hour under the token, valid one to two hours; a page left open longer
+//!   is reloaded before its forms work again).
 //! * **Headers.** Every response carries a strict `Content-Security-Policy`
 //!   ([`CONTENT_SECURITY_POLICY`]: no inline script or style, nothing from
 //!   another origin), `X-Frame-Options: DENY`, `Cache-Control: no-store`,

@@ -185,7 +185,7 @@ fn chart(out: &mut String, slots: &[payhook_inbox::admin::ActivitySlot], now: i6
                 out,
                 "<text x=\"{x}\" y=\"{}\">−{}m</text>",
                 height - 6,
-                (now - slot.start + 59_999) / 60_000
+                (now - slot.start) / 60_000
             );
         }
     }
