@@ -1303,12 +1303,34 @@ const MIGRATION_3_POSTGRES: [&str; 4] = [
     STATE_RECEIVED_INDEX,
 ];
 
-const RECORD_ATTEMPT: &str = concat!(
-    "INSERT INTO ",
-    attempts_table!(),
-    " (arrival, namespace, attempt, started_at, finished_at, duration_ms, outcome, error) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (arrival, attempt) DO NOTHING"
-);
+/// One `INSERT` of `rows` attempts: `$1` the namespace, then seven
+/// parameters per attempt. A repeat (an attempt already recorded) is skipped.
+fn record_attempts_statement(rows: usize) -> String {
+    let mut sql = String::with_capacity(rows * 48 + 200);
+    sql.push_str(concat!(
+        "INSERT INTO ",
+        attempts_table!(),
+        " (arrival, namespace, attempt, started_at, finished_at, duration_ms, outcome, error) VALUES "
+    ));
+    for row in 0..rows {
+        let p = 2 + row * 7;
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!(
+            "(${}, $1, ${}, ${}, ${}, ${}, ${}, ${})",
+            p,
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4,
+            p + 5,
+            p + 6
+        ));
+    }
+    sql.push_str(" ON CONFLICT (arrival, attempt) DO NOTHING");
+    sql
+}
 
 const TRIM_ATTEMPTS: &str = concat!(
     "DELETE FROM ",
@@ -1383,23 +1405,24 @@ impl Outcome {
 
 /// One ended attempt, as the worker records it.
 #[derive(Debug)]
-pub struct AttemptRecord<'a> {
-    pub(crate) namespace: &'a str,
+pub struct AttemptRecord {
     pub(crate) arrival: i64,
     pub(crate) attempt: i64,
     pub(crate) started_at: i64,
     pub(crate) duration_ms: i64,
     pub(crate) outcome: Outcome,
-    pub(crate) error: Option<&'a str>,
+    pub(crate) error: Option<String>,
 }
 
 /// The dashboard's reads and the attempts record, per backend. Not nameable
 /// outside the crate.
 pub trait Insight: sqlx::Database {
-    /// Records an ended attempt and drops the oldest beyond the bound.
-    fn record_attempt<'a>(
+    /// Records ended attempts (one statement) and drops each event's oldest
+    /// beyond the bound.
+    fn record_attempts<'a>(
         db: &'a Database<Self>,
-        record: AttemptRecord<'a>,
+        namespace: &'a str,
+        records: &'a [AttemptRecord],
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
     /// Counts by state and the oldest pending event's arrival.
     fn stats<'a>(
@@ -1484,23 +1507,34 @@ fn page_statement(query: &crate::admin::PageQuery) -> String {
 macro_rules! insight {
     ($db:ty) => {
         impl Insight for $db {
-            async fn record_attempt<'a>(
+            async fn record_attempts<'a>(
                 db: &'a Database<Self>,
-                record: AttemptRecord<'a>,
+                namespace: &'a str,
+                records: &'a [AttemptRecord],
             ) -> Result<(), sqlx::Error> {
-                let finished = record.started_at.saturating_add(record.duration_ms);
-                sqlx::query(RECORD_ATTEMPT)
-                    .bind(record.arrival)
-                    .bind(record.namespace)
-                    .bind(record.attempt)
-                    .bind(record.started_at)
-                    .bind(finished)
-                    .bind(record.duration_ms)
-                    .bind(record.outcome.as_str())
-                    .bind(record.error)
-                    .execute(&db.pool)
-                    .await?;
-                if record.attempt > MAX_ATTEMPT_RECORDS {
+                if records.is_empty() {
+                    return Ok(());
+                }
+                let sql = record_attempts_statement(records.len());
+                // Batches of up to 16 stay prepared; larger ones are rarer.
+                let mut query = sqlx::query(&sql)
+                    .persistent(records.len() <= 16)
+                    .bind(namespace);
+                for record in records {
+                    query = query
+                        .bind(record.arrival)
+                        .bind(record.attempt)
+                        .bind(record.started_at)
+                        .bind(record.started_at.saturating_add(record.duration_ms))
+                        .bind(record.duration_ms)
+                        .bind(record.outcome.as_str())
+                        .bind(record.error.as_deref());
+                }
+                query.execute(&db.pool).await?;
+                for record in records
+                    .iter()
+                    .filter(|record| record.attempt > MAX_ATTEMPT_RECORDS)
+                {
                     sqlx::query(TRIM_ATTEMPTS)
                         .bind(record.arrival)
                         .bind(record.attempt - MAX_ATTEMPT_RECORDS)
