@@ -121,12 +121,8 @@ impl std::fmt::Display for DashboardError {
 impl std::error::Error for DashboardError {}
 
 /// The dashboard over one inbox. Cheap to clone (shared).
-pub struct Dashboard<DB: Backend = sqlx_any::Any> {
+pub struct Dashboard<DB: Backend = payhook_inbox::sqlx::Any> {
     inner: Arc<Inner<DB>>,
-}
-
-mod sqlx_any {
-    pub use payhook_inbox::sqlx::Any;
 }
 
 struct Inner<DB: Backend> {
