@@ -384,6 +384,69 @@ async fn actions_are_confirmed_and_refuse_forgeries(db: Db) {
     app.stop().await;
 }
 
+/// A running event shows its lease; the overview counts it and the oldest
+/// pending event; the event page links the other events of its intent.
+async fn running_event_shows_its_lease(db: Db) {
+    let app = App::start(db, 3).await;
+    app.held.lock().unwrap().insert("evt_held".to_owned());
+    app.deliver(
+        &EventBuilder::payment_intent_succeeded()
+            .id("evt_held")
+            .payment_intent_id("pi_held"),
+    )
+    .await;
+    app.wait_for_state("evt_held", "running").await;
+    // A later event of the same intent waits for it: pending.
+    app.deliver(
+        &EventBuilder::payment_intent_succeeded()
+            .id("evt_after")
+            .payment_intent_id("pi_held"),
+    )
+    .await;
+    let (_, _, page) = get(&app, "/payhook/event?id=evt_held").await;
+    assert!(page.contains("<th>Lease</th><td>held until "), "{page}");
+    assert!(
+        page.contains("href=\"/payhook/event?id=evt_after\">evt_after</a>"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("id=\"retry\""),
+        "a running event has no retry button"
+    );
+    let (_, _, overview) = get(&app, "/payhook/").await;
+    assert!(
+        overview.contains("id=\"count-running\"><span class=\"n\">1</span>"),
+        "{overview}"
+    );
+    assert!(
+        overview.contains("id=\"count-pending\"><span class=\"n\">1</span>"),
+        "{overview}"
+    );
+    let oldest = &overview[overview.find("id=\"oldest-pending\"").unwrap()..];
+    assert!(
+        oldest.starts_with("id=\"oldest-pending\"><span class=\"n\">0s</span>")
+            || oldest.starts_with("id=\"oldest-pending\"><span class=\"n\">1s</span>"),
+        "{oldest}"
+    );
+    let (_, _, pending) = get(&app, "/payhook/event?id=evt_after").await;
+    assert!(pending.contains("<th>Due</th><td>now</td>"), "{pending}");
+    app.held.lock().unwrap().clear();
+    app.wait_for_state("evt_after", "done").await;
+    let (_, _, page) = get(&app, "/payhook/event?id=evt_held").await;
+    assert!(!page.contains("<th>Lease</th>"));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_event_shows_its_lease_sqlite() {
+    running_event_shows_its_lease(Db::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_event_shows_its_lease_postgres() {
+    running_event_shows_its_lease(Db::Postgres).await;
+}
+
 /// Walks the events pages `per_page` at a time from `first`, returning the
 /// ids in order.
 async fn walk(app: &App, first: &str) -> Vec<String> {

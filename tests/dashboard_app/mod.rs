@@ -37,11 +37,13 @@ pub fn postgres_url() -> String {
 }
 
 /// A running app: `POST /webhooks` into the inbox, the dashboard under
-/// `/payhook`. Events whose id is in `broken` fail their handler.
+/// `/payhook`. Events whose id is in `broken` fail their handler; those in
+/// `held` keep their handler running until they leave it.
 pub struct App {
     pub addr: SocketAddr,
     pub inbox: Inbox,
     pub broken: Arc<Mutex<HashSet<String>>>,
+    pub held: Arc<Mutex<HashSet<String>>>,
     pub handled: Arc<AtomicUsize>,
     workers: Option<Workers>,
     server: tokio::task::JoinHandle<()>,
@@ -70,12 +72,17 @@ impl App {
             .await
             .unwrap();
         let broken: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let held: Arc<Mutex<HashSet<String>>> = Arc::default();
         let handled = Arc::new(AtomicUsize::new(0));
-        let (failing, count) = (Arc::clone(&broken), Arc::clone(&handled));
+        let (failing, holding, count) = (Arc::clone(&broken), Arc::clone(&held), Arc::clone(&handled));
         let workers = inbox.start(move |job: Job| {
             let failing = failing.lock().unwrap().contains(job.event().id());
+            let holding = Arc::clone(&holding);
             let count = Arc::clone(&count);
             async move {
+                while holding.lock().unwrap().contains(job.event().id()) {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
                 if failing {
                     return Err::<(), HandlerError>("the ledger refused <b>it</b>".into());
                 }
@@ -96,6 +103,7 @@ impl App {
             addr,
             inbox,
             broken,
+            held,
             handled,
             workers: Some(workers),
             server,
