@@ -469,7 +469,15 @@ async fn process<DB: Backend>(
         Err(err) => {
             // Only verified, parsed events are stored; this needs a changed parser.
             let message = format!("stored body does not parse: {err}");
-            record_attempt(inbox, attempts, &claimed, started_at, started, Some(&message)).await;
+            record_attempt(
+                attempts,
+                &claimed,
+                config.max_attempts,
+                started_at,
+                started,
+                Some(&message),
+            )
+            .await;
             record_failure(inbox, &claimed, &message, started).await;
             return;
         }
@@ -541,7 +549,15 @@ async fn process<DB: Backend>(
             Some(format!("handler panicked: {text}"))
         }
     };
-    record_attempt(inbox, attempts, &claimed, started_at, started, failure.as_deref()).await;
+    record_attempt(
+        attempts,
+        &claimed,
+        config.max_attempts,
+        started_at,
+        started,
+        failure.as_deref(),
+    )
+    .await;
     match failure {
         None => {
             m::processed(config.namespace.clone(), started.elapsed().as_secs_f64());
@@ -559,16 +575,15 @@ type AttemptEnded = (AttemptRecord, Option<oneshot::Sender<()>>);
 /// `payhook inbox show` list). A failure waits until it is written, so the
 /// record is complete when the event is seen pending or dead again; a success
 /// does not wait (its record follows the done mark by a moment).
-async fn record_attempt<DB: Backend>(
-    inbox: &Inbox<DB>,
+async fn record_attempt(
     attempts: &mpsc::Sender<AttemptEnded>,
     claimed: &Claimed,
+    max_attempts: u32,
     started_at: i64,
     started: Instant,
     failure: Option<&str>,
 ) {
-    let config = &inbox.inner.config;
-    let dead = u32::try_from(claimed.attempts).unwrap_or(u32::MAX) >= config.max_attempts;
+    let dead = u32::try_from(claimed.attempts).unwrap_or(u32::MAX) >= max_attempts;
     let outcome = match failure {
         None => Outcome::Done,
         Some(_) if dead => Outcome::Dead,
