@@ -205,7 +205,7 @@ fn params(query: &str) -> Result<Vec<(String, String)>, String> {
     let mut out: Vec<(String, String)> = Vec::new();
     for (name, value) in form_urlencoded::parse(query.as_bytes()) {
         if out.iter().any(|(seen, _)| *seen == name) {
-            return Err(format!("The parameter {} is given twice.", name));
+            return Err(format!("The parameter {:?} is given twice.", Untrusted(&name)));
         }
         out.push((name.into_owned(), value.into_owned()));
     }
@@ -762,8 +762,10 @@ pub(crate) async fn action<DB: Backend>(ctx: &Ctx<'_, DB>, path: &str, form: &Fo
                     "The event {} is due now: a worker takes it up shortly.",
                     value(&id)
                 ),
-                ctx.event_link(&id)
-                    .replace(&format!(">{}<", value(&id)), ">Back to the event<"),
+                format!(
+                    "<a href=\"{base}/event?id={}\">Back to the event</a>",
+                    escape(&query_value(&id))
+                ),
             ),
             Err(InboxError::NotFound(_)) => {
                 return problem(
