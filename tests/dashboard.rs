@@ -163,6 +163,19 @@ async fn access_and_headers(db: Db) {
     assert!(overview.contains(if db == Db::Sqlite { "SQLite" } else { "PostgreSQL" }));
     assert!(overview.contains("oldest pending event"));
     assert!(overview.contains("<svg class=\"chart\""));
+    // One delivery acknowledged and handled in the last hour.
+    for _ in 0..250 {
+        let (_, _, overview) = get(&app, "/payhook/").await;
+        if overview.contains("acknowledged 1</span>") && overview.contains("handled 1</span>") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (_, _, overview) = get(&app, "/payhook/").await;
+    assert!(
+        overview.contains("acknowledged 1</span>") && overview.contains("handled 1</span>"),
+        "{overview}"
+    );
     app.stop().await;
 }
 

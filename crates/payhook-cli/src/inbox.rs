@@ -345,7 +345,7 @@ async fn stats(admin: &Admin) -> Result<(), Failure> {
             let (received, handled, failed) = slots.iter().fold((0, 0, 0), |(r, h, f), slot| {
                 (r + slot.received, h + slot.handled, f + slot.failed)
             });
-            say!("last hour: {received} received, {handled} handled, {failed} failed attempt(s)");
+            say!("last hour: {received} acknowledged, {handled} handled, {failed} failed attempt(s)");
         }
         Err(_) => {
             say!("last hour: not recorded by this inbox's schema (the app adds it when it next starts)")

@@ -167,7 +167,7 @@ fn chart(out: &mut String, slots: &[payhook_inbox::admin::ActivitySlot], now: i6
         let base_y = top + plot;
         let _ = write!(
             out,
-            "<g><title>{from}: {r} received, {h} handled, {f} failed</title>\
+            "<g><title>{from}: {r} acknowledged, {h} handled, {f} failed</title>\
              <rect class=\"received\" x=\"{x}\" y=\"{ry}\" width=\"{bar}\" height=\"{received}\"/>\
              <rect class=\"handled\" x=\"{x2}\" y=\"{hy}\" width=\"{bar}\" height=\"{handled}\"/>\
              <rect class=\"failed\" x=\"{x2}\" y=\"{fy}\" width=\"{bar}\" height=\"{failed}\"/></g>",
@@ -194,7 +194,7 @@ fn chart(out: &mut String, slots: &[payhook_inbox::admin::ActivitySlot], now: i6
     });
     let _ = write!(
         out,
-        "</svg><p class=\"legend\"><span><i class=\"received\"></i>received {}</span>\
+        "</svg><p class=\"legend\"><span><i class=\"received\"></i>acknowledged {}</span>\
          <span><i class=\"handled\"></i>handled {}</span><span><i class=\"failed\"></i>failed attempts {}</span></p>",
         totals.0, totals.1, totals.2
     );
