@@ -19,6 +19,7 @@
 mod dashboard_app;
 
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -66,6 +67,9 @@ impl Driver {
             .unwrap()
             .port();
         let child = Command::new(&binary)
+            // Its own process group, which the browsers it starts join: the
+            // whole group is killed when the test ends, passed or failed.
+            .process_group(0)
             .arg(format!("--port={port}"))
             .arg("--allowed-ips=127.0.0.1")
             .stdin(Stdio::null())
@@ -88,6 +92,10 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // chromedriver and every Chromium process it started.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
