@@ -16,6 +16,8 @@
 //!    a steady rate (`PAYHOOK_BENCH_SOAK_RATE`, default 1 000/s) for
 //!    `PAYHOOK_BENCH_SOAK_MINUTES` (default 10) with no-op workers and a
 //!    1-minute retention: the table's rows and the RSS once a minute.
+//! 9. the dashboard over 100 000 stored events: each page's queries and
+//!    rendering (p50, p99), and the query plans of the overview and events page.
 //!
 //! ```text
 //! cargo bench --bench inbox                        # SQLite in a temp dir
@@ -625,6 +627,184 @@ async fn run(name: &str, url: impl Fn() -> String) {
                 "7. no-op workers (16), {events} events: inbox {inbox:.0}/s, FOR UPDATE SKIP LOCKED loop {reference:.0}/s: ratio {:.2}",
                 inbox / reference
             );
+        }
+    }
+    if section(9) {
+        dashboard_pages(&url()).await;
+    }
+}
+
+/// Stores `total` events straight into the table (100 rows a statement):
+/// 5 % dead, 2 % pending, the rest done, four types, three events per
+/// payment intent, received over the last week two by two in the same
+/// millisecond, each with one recorded attempt.
+async fn fill(inbox: &Inbox, total: usize) {
+    let now_ms = i64::try_from(now()).expect("time") * 1000;
+    let namespace = inbox.namespace().to_owned();
+    let types = [
+        "payment_intent.succeeded",
+        "payment_intent.created",
+        "payment_intent.payment_failed",
+        "charge.succeeded",
+    ];
+    let mut i = 0;
+    while i < total {
+        let rows = 100.min(total - i);
+        let mut sql = String::from(
+            "INSERT INTO payhook_inbox (namespace, event_id, event_type, intent_id, created, body, received_at, \
+             state, attempts, due_at, last_error, done_at) VALUES ",
+        );
+        for row in 0..rows {
+            let p = row * 12;
+            if row > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!(
+                "(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${})",
+                p + 1,
+                p + 2,
+                p + 3,
+                p + 4,
+                p + 5,
+                p + 6,
+                p + 7,
+                p + 8,
+                p + 9,
+                p + 10,
+                p + 11,
+                p + 12
+            ));
+        }
+        let mut query = sqlx::query(&sql);
+        for n in i..i + rows {
+            let id = format!("evt_{n:06}");
+            let received = now_ms - i64::try_from((total - n) / 2).expect("count") * 12_000;
+            let (state, error, done) = match n % 50 {
+                0 | 10 | 20 => ("dead", Some("the ledger refused it (attempt 8 of 8)"), None),
+                1 => ("pending", None, None),
+                _ => ("done", None, Some(received + 40)),
+            };
+            query = query
+                .bind(namespace.clone())
+                .bind(id.clone())
+                .bind(types[n % 4])
+                .bind(format!("pi_{:06}", n / 3))
+                .bind(received / 1000)
+                .bind(body(&id))
+                .bind(received)
+                .bind(state)
+                .bind(if state == "dead" { 8i64 } else { 1 })
+                .bind(received)
+                .bind(error)
+                .bind(done);
+        }
+        query.execute(inbox.pool()).await.expect("fill");
+        i += rows;
+    }
+    // One recorded attempt per event, ended 40 ms after it arrived.
+    sqlx::query(
+        "INSERT INTO payhook_inbox_attempts (arrival, namespace, attempt, started_at, finished_at, duration_ms, outcome, error) \
+         SELECT arrival, namespace, attempts, received_at, received_at + 40, 40, \
+           CASE state WHEN 'dead' THEN 'dead' WHEN 'done' THEN 'done' ELSE 'failed' END, last_error \
+         FROM payhook_inbox WHERE namespace = $1",
+    )
+    .bind(namespace)
+    .execute(inbox.pool())
+    .await
+    .expect("fill attempts");
+}
+
+/// Section 9: the dashboard over 100 000 stored events.
+async fn dashboard_pages(url: &str) {
+    use payhook::dashboard::{Dashboard, DashboardRequest};
+    let total = if quick() { 20_000 } else { 100_000 };
+    let inbox = connect(url, 1).await;
+    let started = Instant::now();
+    fill(&inbox, total).await;
+    let filled = started.elapsed();
+    let postgres = url.starts_with("postgres");
+    if postgres {
+        // What autovacuum does after this many inserts.
+        sqlx::query("ANALYZE payhook_inbox")
+            .execute(inbox.pool())
+            .await
+            .expect("analyze");
+        sqlx::query("ANALYZE payhook_inbox_attempts")
+            .execute(inbox.pool())
+            .await
+            .expect("analyze");
+    }
+    let token = "bench-dashboard-token-0123456789";
+    let dashboard = Dashboard::for_inbox(&inbox, token).expect("dashboard");
+    let admin = payhook::inbox::admin::Admin::of_inbox(&inbox);
+    let middle = admin
+        .page(&payhook::inbox::admin::PageQuery {
+            limit: 500,
+            ..Default::default()
+        })
+        .await
+        .expect("page")
+        .next
+        .expect("more pages");
+    let mut headers = HeaderMap::new();
+    let credentials = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(format!("bench:{token}"))
+    };
+    headers.insert(
+        "authorization",
+        format!("Basic {credentials}").parse().expect("header"),
+    );
+    println!(
+        "9. dashboard over {total} stored events ({} filled in {:.1} s): server-side time per page, queries + rendering",
+        if postgres { "PostgreSQL" } else { "SQLite" },
+        filled.as_secs_f64()
+    );
+    let after = format!("after={middle}");
+    let pages: [(&str, &str, Option<&str>); 7] = [
+        ("events, newest 50", "/events", None),
+        ("events, dead", "/events", Some("state=dead")),
+        ("events, by type", "/events", Some("type=charge.succeeded")),
+        ("events, page 11 (keyset)", "/events", Some(&after)),
+        ("events, 500 a page", "/events", Some("limit=500")),
+        ("one event", "/event", Some("id=evt_050000")),
+        ("overview", "/", None),
+    ];
+    let runs = if quick() { 50 } else { 300 };
+    for (what, path, query) in pages {
+        let method = http::Method::GET;
+        let mut times = Vec::with_capacity(runs);
+        let mut size = 0;
+        for _ in 0..runs {
+            let started = Instant::now();
+            let response = dashboard
+                .handle(DashboardRequest {
+                    method: &method,
+                    base: "/payhook",
+                    path,
+                    query,
+                    headers: &headers,
+                    body: &[],
+                })
+                .await;
+            times.push(started.elapsed());
+            assert_eq!(response.status().as_u16(), 200, "{what}: {}", response.body());
+            size = response.body().len();
+        }
+        let p50 = percentile(&mut times, 0.50);
+        let p99 = percentile(&mut times, 0.99);
+        println!(
+            "   {what:<26} p50 {:>6.2} ms  p99 {:>6.2} ms  ({} KiB of HTML)",
+            p50.as_secs_f64() * 1e3,
+            p99.as_secs_f64() * 1e3,
+            size / 1024
+        );
+    }
+    println!("   query plans:");
+    for (what, lines) in admin.query_plans().await.expect("plans") {
+        println!("   - {what}:");
+        for line in lines {
+            println!("       {line}");
         }
     }
 }

@@ -18,6 +18,9 @@
 //! * `PAYHOOK_ALLOWED_IPS`, `PAYHOOK_TRUSTED_PROXIES`: the source-IP allowlist
 //!   and the load balancers in front (comma-separated CIDRs; see
 //!   `common/mod.rs`);
+//! * `PAYHOOK_DASHBOARD_TOKEN`: when set (16 bytes or more), the inbox
+//!   dashboard is served under `/payhook/` (HTTP Basic, any user name, this
+//!   token as the password); when unset, it is not served at all (`404`);
 //! * optional tuning: `PAYHOOK_INBOX_LEASE_MS`, `PAYHOOK_INBOX_MAX_ATTEMPTS`,
 //!   `PAYHOOK_INBOX_BACKOFF_MS` (first retry delay), `PAYHOOK_INBOX_CONCURRENCY`.
 //!
@@ -123,7 +126,16 @@ async fn serve() -> Result<(), Box<dyn Error>> {
     let workers = inbox.start(move |job: Job| handle(job, delay));
     // One line mounts the inbox: 200 once stored (new or repeat), 400/413/408
     // for what fails the checks, 503 when the database is down.
-    let app = Router::new().route("/webhooks", inbox_route(inbox));
+    let mut app = Router::new().route("/webhooks", inbox_route(inbox.clone()));
+    // The dashboard for the people on call, only when a token is set.
+    if let Some(token) = std::env::var("PAYHOOK_DASHBOARD_TOKEN")
+        .ok()
+        .filter(|token| !token.is_empty())
+    {
+        let dashboard = payhook::dashboard::Dashboard::for_inbox(&inbox, &token)
+            .map_err(|err| format!("PAYHOOK_DASHBOARD_TOKEN: {err}"))?;
+        app = app.nest_service("/payhook", payhook::tower::axum::dashboard_router(dashboard));
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|err| format!("cannot listen on {addr}: {err}"))?;

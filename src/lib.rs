@@ -14,6 +14,7 @@
 //! | `redis-tls` | the Redis store with `rediss://` URLs |
 //! | `emulator` | [`emulator`]: the payment service in test mode (its API and signed deliveries with retries and faults), for your tests |
 //! | `inbox-sqlite`, `inbox-postgres` | [`inbox`]: a durable inbox — acknowledge at once, process after, effects exactly once |
+//! | `dashboard` | [`dashboard`]: the inbox in the browser for the people on call (with `axum` or `actix`) |
 //! | `testing` | [`testing`]: [`SignedDelivery`](testing::SignedDelivery) and [`EventBuilder`](testing::EventBuilder) for your tests, and [`actix::testing`] with `actix` |
 //!
 //! With feature `axum` (and `axum = "0.8"`, `tokio` with `macros`,
@@ -85,6 +86,11 @@ pub use payhook_emulator as emulator;
 #[cfg_attr(docsrs, doc(cfg(any(feature = "inbox-sqlite", feature = "inbox-postgres"))))]
 #[doc(inline)]
 pub use payhook_inbox as inbox;
+
+#[cfg(feature = "dashboard")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
+#[doc(inline)]
+pub use payhook_dashboard as dashboard;
 
 /// The README's code blocks, compiled (and the runnable ones run) as doctests so
 /// the quick starts cannot drift from the API.

@@ -61,6 +61,7 @@ pub fn command(example: &str, env: &[(&str, &str)]) -> Command {
         .env_remove("PAYHOOK_ALLOWED_IPS")
         .env_remove("PAYHOOK_TRUSTED_PROXIES")
         .env_remove("PAYHOOK_DATABASE_URL")
+        .env_remove("PAYHOOK_DASHBOARD_TOKEN")
         .stdin(Stdio::null());
     command.envs(env.iter().copied());
     command

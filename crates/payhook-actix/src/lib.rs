@@ -106,6 +106,8 @@
 #![warn(missing_docs)]
 
 mod config;
+#[cfg(feature = "dashboard")]
+mod dashboard;
 pub mod expect;
 mod extract;
 pub mod handlers;
@@ -116,6 +118,9 @@ mod inbox;
 pub mod testing;
 
 pub use config::WebhookConfig;
+#[cfg(feature = "dashboard")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
+pub use dashboard::dashboard_scope;
 pub use expect::ExpectContinue;
 pub use extract::{Rejection, Webhook};
 pub use handlers::{acking, EventHandlers};

@@ -1,7 +1,10 @@
 //! `payhook inbox`: look into a durable inbox and act on its events.
 //!
 //! * `list` — events, newest first, filtered by state, type and age;
-//! * `show ID` — one event: state, attempts, last error, body;
+//! * `stats` — counts by state, the oldest pending event, the last hour's
+//!   deliveries and attempts, the backend (what the dashboard's overview shows);
+//! * `show ID` — one event: state, attempts, last error, every recorded
+//!   attempt, the other events of its payment intent, body;
 //! * `retry ID` / `retry --dead` — make a dead (or waiting) event due now;
 //! * `replay --since TIME` — run done events again, explicitly;
 //! * `purge --done-before TIME --yes` — delete done events.
@@ -68,7 +71,11 @@ pub enum InboxAction {
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
         limit: u32,
     },
-    /// Show one event: its state, attempts, last error and body.
+    /// Counts by state, the age of the oldest pending event, the last hour's
+    /// deliveries, handled and failed attempts, and the database backend.
+    Stats,
+    /// Show one event: its state, attempts, last error, attempt history, the
+    /// other events of its payment intent, and its body.
     Show {
         /// The event id (`evt_…`).
         id: String,
@@ -143,9 +150,13 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
                 );
             }
         }
+        InboxAction::Stats => stats(&admin).await?,
         InboxAction::Show { id } => {
             let event = admin.show(id).await.map_err(failure)?;
             show(&event);
+            show_history(&admin, &event).await;
+            // The body last, as before: it is the longest part.
+            show_body(&event);
         }
         InboxAction::Retry { id: Some(id), .. } => {
             admin.retry(id).await.map_err(failure)?;
@@ -267,6 +278,83 @@ fn show(event: &StoredEvent) {
     if let Some(at) = event.done_at {
         say!("done: {} ago", age(at));
     }
+}
+
+/// The event's recorded attempts and the other events of its payment intent
+/// (an inbox whose schema predates the attempts record has none to show).
+async fn show_history(admin: &Admin, event: &StoredEvent) {
+    match admin.attempts(&event.event_id).await {
+        Ok(attempts) if attempts.is_empty() => say!("attempt history: none recorded"),
+        Ok(attempts) => {
+            say!("attempt history:");
+            for attempt in attempts {
+                let error = attempt
+                    .error
+                    .as_deref()
+                    .map_or(String::new(), |error| format!(": {}", one_line(error)));
+                say!(
+                    "  #{} {} ago, {} ms, {}{error}",
+                    attempt.attempt,
+                    age(attempt.started_at),
+                    attempt.duration_ms,
+                    Untrusted::value(&attempt.outcome)
+                );
+            }
+        }
+        Err(_) => {
+            say!("attempt history: not recorded by this inbox's schema (the app adds it when it next starts)")
+        }
+    }
+    if let Some(intent) = &event.intent_id {
+        if let Ok(others) = admin.intent_events(intent, 100).await {
+            let others: Vec<_> = others
+                .into_iter()
+                .filter(|other| other.event_id != event.event_id)
+                .collect();
+            if !others.is_empty() {
+                say!("other events of its payment intent:");
+                for other in others {
+                    say!(
+                        "  {}\t{}\t{}",
+                        Untrusted::value(&other.event_id),
+                        Untrusted::value(&other.state),
+                        Untrusted::value(&other.event_type)
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `payhook inbox stats`: what the dashboard's overview shows.
+async fn stats(admin: &Admin) -> Result<(), Failure> {
+    let stats = admin.stats().await.map_err(failure)?;
+    say!("backend: {}", admin.backend());
+    say!("pending: {}", stats.pending);
+    say!("running: {}", stats.running);
+    say!("dead: {}", stats.dead);
+    say!("done: {}", stats.done);
+    say!(
+        "oldest pending: {}",
+        stats
+            .oldest_pending_at
+            .map_or_else(|| "none".to_owned(), |at| format!("received {} ago", age(at)))
+    );
+    match admin.activity(Duration::from_secs(300), 12).await {
+        Ok(slots) => {
+            let (received, handled, failed) = slots.iter().fold((0, 0, 0), |(r, h, f), slot| {
+                (r + slot.received, h + slot.handled, f + slot.failed)
+            });
+            say!("last hour: {received} acknowledged, {handled} handled, {failed} failed attempt(s)");
+        }
+        Err(_) => {
+            say!("last hour: not recorded by this inbox's schema (the app adds it when it next starts)")
+        }
+    }
+    Ok(())
+}
+
+fn show_body(event: &StoredEvent) {
     // The body is laid out from its JSON tokens with every string escaped,
     // indented under this line: a CR/LF between tokens cannot start a line
     // of its own, and no character reaches the terminal raw.

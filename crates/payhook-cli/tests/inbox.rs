@@ -129,6 +129,35 @@ async fn dead_event_is_brought_back(url: String) {
             .contains("body:\n  {\n    \"id\": \"evt_bad\",\n    \"type\": \"payment_intent.failed\",\n"),
         "{run:?}"
     );
+    // show: every recorded attempt, latest first, and the history's errors
+    // on one line each.
+    let history = "attempt history:\n  #2 ";
+    let at = run.stdout.find(history).unwrap_or_else(|| panic!("{run:?}"));
+    let lines: Vec<&str> = run.stdout[at..].lines().skip(1).take(2).collect();
+    assert!(
+        lines[0].starts_with("  #2 ") && lines[0].ends_with(" ms, dead: the downstream ledger\\nis down"),
+        "{run:?}"
+    );
+    assert!(
+        lines[1].starts_with("  #1 ") && lines[1].ends_with(" ms, failed: the downstream ledger\\nis down"),
+        "{run:?}"
+    );
+    // stats: what the dashboard's overview shows.
+    let run = inbox_cli(&url, &namespace, &["stats"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let backend = if url.starts_with("sqlite") {
+        "SQLite"
+    } else {
+        "PostgreSQL"
+    };
+    assert_eq!(
+        run.stdout,
+        format!(
+            "backend: {backend}\npending: 0\nrunning: 0\ndead: 1\ndone: 1\noldest pending: none\n\
+             last hour: 2 acknowledged, 1 handled, 2 failed attempt(s)\n"
+        ),
+        "{run:?}"
+    );
     let run = inbox_cli(&url, &namespace, &["show", "evt_missing"]);
     assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stderr.contains("no event evt_missing"), "{run:?}");

@@ -189,3 +189,230 @@ impl<DB: Backend> Admin<DB> {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// What the dashboard and `payhook inbox stats` read: counts, activity, pages
+// of events with a keyset cursor, and the attempts record.
+// ---------------------------------------------------------------------------
+
+pub use crate::queue::{Outcome, ATTEMPTS_TABLE, MAX_ATTEMPT_RECORDS};
+
+/// The largest page [`Admin::page`] returns.
+pub const MAX_PAGE: u32 = 500;
+
+/// Counts of events by state and the oldest pending one ([`Admin::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Waiting for a worker.
+    pub pending: i64,
+    /// Held by a worker.
+    pub running: i64,
+    /// Handled (kept for the retention).
+    pub done: i64,
+    /// Failed their last attempt.
+    pub dead: i64,
+    /// When the oldest pending event was received (Unix milliseconds).
+    pub oldest_pending_at: Option<i64>,
+}
+
+/// Deliveries and attempts in one interval ([`Admin::activity`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ActivitySlot {
+    /// When the interval starts (Unix milliseconds).
+    pub start: i64,
+    /// Deliveries acknowledged (stored) in it.
+    pub received: i64,
+    /// Attempts that ended with the event done.
+    pub handled: i64,
+    /// Attempts that failed (retried later, or dead).
+    pub failed: i64,
+}
+
+/// Where a page of events ends: the next page starts after it. Ordered by
+/// (received time, arrival), so events received in the same millisecond are
+/// neither repeated nor skipped across pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    /// The last event's receive time (Unix milliseconds).
+    pub received_at: i64,
+    /// The last event's arrival number (its row key).
+    pub arrival: i64,
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.received_at, self.arrival)
+    }
+}
+
+impl std::str::FromStr for Cursor {
+    type Err = &'static str;
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        const EXPECTED: &str = "a page cursor is two whole numbers joined by a dot";
+        let (received_at, arrival) = text.split_once('.').ok_or(EXPECTED)?;
+        let number = |part: &str| {
+            if part.is_empty() || part.len() > 19 || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(EXPECTED);
+            }
+            part.parse::<i64>().map_err(|_| EXPECTED)
+        };
+        Ok(Self {
+            received_at: number(received_at)?,
+            arrival: number(arrival)?,
+        })
+    }
+}
+
+/// One page of events ([`Admin::page`]): `filter` narrows (its `limit` is not
+/// used), newest first, after `after`.
+#[derive(Debug, Clone)]
+pub struct PageQuery {
+    /// State, type and age filters.
+    pub filter: Filter,
+    /// Only the event with this id.
+    pub event_id: Option<String>,
+    /// Start after this cursor (the previous page's [`Page::next`]).
+    pub after: Option<Cursor>,
+    /// Events per page, 1 to [`MAX_PAGE`].
+    pub limit: u32,
+}
+
+impl Default for PageQuery {
+    fn default() -> Self {
+        Self {
+            filter: Filter::default(),
+            event_id: None,
+            after: None,
+            limit: 50,
+        }
+    }
+}
+
+/// A page of events, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// The events (bodies not filled).
+    pub events: Vec<StoredEvent>,
+    /// The cursor of the next page, when there are more events.
+    pub next: Option<Cursor>,
+}
+
+/// One ended attempt of an event ([`Admin::attempts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// Its number (1 for the first).
+    pub attempt: i64,
+    /// When it started (Unix milliseconds).
+    pub started_at: i64,
+    /// How long the handler and the done mark took.
+    pub duration_ms: i64,
+    /// `done`, `failed` (retried later) or `dead` ([`Outcome`]).
+    pub outcome: String,
+    /// The failure's text.
+    pub error: Option<String>,
+}
+
+/// Another event of the same payment intent ([`Admin::intent_events`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntentEvent {
+    /// The event id.
+    pub event_id: String,
+    /// The event type.
+    pub event_type: String,
+    /// Its state.
+    pub state: String,
+    /// Its `created` (Unix seconds).
+    pub created: i64,
+}
+
+impl<DB: Backend> Admin<DB> {
+    /// Operations on the inbox an [`Inbox`](crate::Inbox) runs on (its pool
+    /// and namespace), e.g. for a dashboard served by the same app.
+    pub fn of_inbox(inbox: &crate::Inbox<DB>) -> Self {
+        Self {
+            db: inbox.inner.db.clone(),
+            namespace: inbox.inner.config.namespace.clone(),
+        }
+    }
+
+    /// The namespace this admin reads.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The database's kind: `"SQLite"` or `"PostgreSQL"`.
+    pub fn backend(&self) -> &'static str {
+        match self.db.dialect {
+            crate::queue::Dialect::Sqlite => "SQLite",
+            crate::queue::Dialect::Postgres => "PostgreSQL",
+        }
+    }
+
+    /// Counts of events by state, and when the oldest pending one arrived.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn stats(&self) -> Result<Stats, InboxError> {
+        Ok(DB::stats(&self.db, &self.namespace).await?)
+    }
+
+    /// Deliveries received and attempts ended (handled, failed) in `slots`
+    /// intervals of `interval` each, the last ending now, oldest first.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn activity(&self, interval: Duration, slots: usize) -> Result<Vec<ActivitySlot>, InboxError> {
+        let slots = slots.min(1000);
+        let interval = crate::db::millis(interval).max(1);
+        let span = interval.saturating_mul(i64::try_from(slots).unwrap_or(i64::MAX));
+        let since = crate::db::now_ms().saturating_sub(span);
+        Ok(DB::activity(&self.db, &self.namespace, since, interval, slots).await?)
+    }
+
+    /// One page of events, newest first; [`Page::next`] continues it.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn page(&self, query: &PageQuery) -> Result<Page, InboxError> {
+        Ok(DB::page(&self.db, &self.namespace, query, crate::db::now_ms()).await?)
+    }
+
+    /// The recorded attempts of one event, latest first (at most
+    /// [`MAX_ATTEMPT_RECORDS`]). An attempt is recorded when it ends; one
+    /// whose worker died shows in the event's `last_error` instead.
+    ///
+    /// # Errors
+    /// A database error (an unknown id has no attempts).
+    pub async fn attempts(&self, event_id: &str) -> Result<Vec<Attempt>, InboxError> {
+        Ok(DB::attempts(&self.db, &self.namespace, event_id).await?)
+    }
+
+    /// The events of one payment intent, in `created` order (at most `limit`).
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn intent_events(&self, intent_id: &str, limit: u32) -> Result<Vec<IntentEvent>, InboxError> {
+        Ok(DB::intent_events(&self.db, &self.namespace, intent_id, i64::from(limit)).await?)
+    }
+}
+
+impl<DB: Backend> Admin<DB>
+where
+    for<'c> &'c Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    i64: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    String: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+    for<'n> &'n str: sqlx::ColumnIndex<DB::Row>,
+{
+    /// The query plans of the overview's and the events page's statements
+    /// (`EXPLAIN QUERY PLAN` on SQLite, `EXPLAIN` on PostgreSQL), to check
+    /// they read indexes: (what, plan lines).
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn query_plans(&self) -> Result<Vec<(&'static str, Vec<String>)>, InboxError> {
+        Ok(crate::queue::query_plans(&self.db, &self.namespace).await?)
+    }
+}

@@ -179,7 +179,9 @@ pub struct ClaimRequest<'a> {
 ///    inbox made before migrations were numbered is taken over as it is).
 /// 2. An index for the retention purge, and done events' stale `last_error`
 ///    cleared (done events no longer keep one).
-const MIGRATIONS: [Migration; 2] = [
+/// 3. The attempts record ([`ATTEMPTS_TABLE`]) and the indexes of the
+///    dashboard's newest-first pages (see the dashboard block at the end).
+const MIGRATIONS: [Migration; 3] = [
     Migration {
         version: 1,
         sqlite: &[
@@ -213,6 +215,12 @@ const MIGRATIONS: [Migration; 2] = [
             " (namespace, state, done_at)"
         )],
         clears_done_errors: true,
+    },
+    Migration {
+        version: 3,
+        sqlite: &MIGRATION_3_SQLITE,
+        postgres: &MIGRATION_3_POSTGRES,
+        clears_done_errors: false,
     },
 ];
 
@@ -501,7 +509,7 @@ use crate::admin::{Filter, StoredEvent};
 /// [`Sqlite`](sqlx::Sqlite) (features `postgres`, `sqlite`), or
 /// [`Any`](sqlx::Any) for an inbox built from a URL. Sealed: the inbox's
 /// statements are written for these alone.
-pub trait Backend: sqlx::Database + Queue + Listen {}
+pub trait Backend: sqlx::Database + Queue + Listen + Insight {}
 
 /// The inbox's operations on one backend. Not nameable outside the crate.
 pub trait Queue: sqlx::Database {
@@ -1192,4 +1200,638 @@ pub(crate) fn database_of<DB: Backend>(
         "an Any pool needs its URL: build it with Inbox::connect",
     ))?;
     Ok(Database { pool, dialect })
+}
+
+// ---------------------------------------------------------------------------
+// What the dashboard and `payhook inbox stats` read, and the attempts record
+// the worker writes: statements, migration 3 and their implementation per
+// backend, kept apart from the queue's own statements above.
+// ---------------------------------------------------------------------------
+
+/// The attempts record's table name, for `concat!`.
+macro_rules! attempts_table {
+    () => {
+        "payhook_inbox_attempts"
+    };
+}
+
+/// The table recording each ended attempt of an event (time, duration,
+/// outcome, error), at most [`MAX_ATTEMPT_RECORDS`] per event, deleted with
+/// its event.
+pub const ATTEMPTS_TABLE: &str = attempts_table!();
+
+/// How many attempts the record keeps per event (the latest ones); an event
+/// retried by hand again and again does not grow it without bound.
+pub const MAX_ATTEMPT_RECORDS: i64 = 50;
+
+/// The attempts table; `$fk` is how `arrival` refers to its event.
+macro_rules! create_attempts {
+    ($arrival:literal) => {
+        concat!(
+            "CREATE TABLE IF NOT EXISTS ",
+            attempts_table!(),
+            " (
+        arrival ",
+            $arrival,
+            ",
+        namespace TEXT NOT NULL,
+        attempt BIGINT NOT NULL,
+        started_at BIGINT NOT NULL,
+        finished_at BIGINT NOT NULL,
+        duration_ms BIGINT NOT NULL,
+        outcome TEXT NOT NULL,
+        error TEXT,
+        PRIMARY KEY (arrival, attempt)
+    )"
+        )
+    };
+}
+
+/// The overview's activity chart reads attempts by the time they ended.
+const ATTEMPTS_FINISHED_INDEX: &str = concat!(
+    "CREATE INDEX IF NOT EXISTS ",
+    attempts_table!(),
+    "_finished ON ",
+    attempts_table!(),
+    " (namespace, finished_at)"
+);
+
+/// The events page, newest first without a state filter (and the chart's
+/// deliveries received per interval).
+const RECEIVED_INDEX: &str = concat!(
+    "CREATE INDEX IF NOT EXISTS ",
+    table!(),
+    "_received ON ",
+    table!(),
+    " (namespace, received_at, arrival)"
+);
+
+/// The events page filtered by state, newest first, and the oldest pending
+/// event of the overview (the first entry of its range).
+const STATE_RECEIVED_INDEX: &str = concat!(
+    "CREATE INDEX IF NOT EXISTS ",
+    table!(),
+    "_state_received ON ",
+    table!(),
+    " (namespace, state, received_at, arrival)"
+);
+
+/// Migration 3 on SQLite: its foreign keys are off unless each connection
+/// turns them on, so a trigger deletes an event's attempts with it.
+const MIGRATION_3_SQLITE: [&str; 5] = [
+    create_attempts!("INTEGER NOT NULL"),
+    ATTEMPTS_FINISHED_INDEX,
+    concat!(
+        "CREATE TRIGGER IF NOT EXISTS ",
+        attempts_table!(),
+        "_gc AFTER DELETE ON ",
+        table!(),
+        " BEGIN DELETE FROM ",
+        attempts_table!(),
+        " WHERE arrival = OLD.arrival; END"
+    ),
+    RECEIVED_INDEX,
+    STATE_RECEIVED_INDEX,
+];
+
+/// Migration 3 on PostgreSQL: the foreign key deletes an event's attempts
+/// with it.
+const MIGRATION_3_POSTGRES: [&str; 4] = [
+    create_attempts!("BIGINT NOT NULL REFERENCES payhook_inbox (arrival) ON DELETE CASCADE"),
+    ATTEMPTS_FINISHED_INDEX,
+    RECEIVED_INDEX,
+    STATE_RECEIVED_INDEX,
+];
+
+/// One `INSERT` of `rows` attempts: `$1` the namespace, then seven
+/// parameters per attempt. A repeat (an attempt already recorded) is skipped.
+fn record_attempts_statement(rows: usize) -> String {
+    let mut sql = String::with_capacity(rows * 48 + 200);
+    sql.push_str(concat!(
+        "INSERT INTO ",
+        attempts_table!(),
+        " (arrival, namespace, attempt, started_at, finished_at, duration_ms, outcome, error) VALUES "
+    ));
+    for row in 0..rows {
+        let p = 2 + row * 7;
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!(
+            "(${}, $1, ${}, ${}, ${}, ${}, ${}, ${})",
+            p,
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4,
+            p + 5,
+            p + 6
+        ));
+    }
+    sql.push_str(" ON CONFLICT (arrival, attempt) DO NOTHING");
+    sql
+}
+
+const TRIM_ATTEMPTS: &str = concat!(
+    "DELETE FROM ",
+    attempts_table!(),
+    " WHERE arrival = $1 AND attempt <= $2"
+);
+
+/// Counts by state: read from the `(namespace, state, …)` index alone.
+const COUNT_BY_STATE: &str = concat!(
+    "SELECT state, COUNT(*) AS n FROM ",
+    table!(),
+    " WHERE namespace = $1 GROUP BY state"
+);
+
+/// The oldest pending event: the first entry of the state's range in the
+/// `(namespace, state, received_at, arrival)` index.
+const OLDEST_PENDING: &str = concat!(
+    "SELECT MIN(received_at) AS oldest FROM ",
+    table!(),
+    " WHERE namespace = $1 AND state = $2"
+);
+
+/// Deliveries received per interval since `$2` (`$3` milliseconds each).
+const RECEIVED_PER_INTERVAL: &str = concat!(
+    "SELECT (received_at - $2) / $3 AS slot, COUNT(*) AS n FROM ",
+    table!(),
+    " WHERE namespace = $1 AND received_at >= $2 GROUP BY slot"
+);
+
+/// Attempts ended per interval and outcome since `$2`.
+const ATTEMPTS_PER_INTERVAL: &str = concat!(
+    "SELECT (finished_at - $2) / $3 AS slot, outcome, COUNT(*) AS n FROM ",
+    attempts_table!(),
+    " WHERE namespace = $1 AND finished_at >= $2 GROUP BY slot, outcome"
+);
+
+const ATTEMPTS_OF_EVENT: &str = concat!(
+    "SELECT a.attempt, a.started_at, a.duration_ms, a.outcome, a.error FROM ",
+    attempts_table!(),
+    " a JOIN ",
+    table!(),
+    " e ON e.arrival = a.arrival WHERE e.namespace = $1 AND e.event_id = $2 ORDER BY a.attempt DESC"
+);
+
+const EVENTS_OF_INTENT: &str = concat!(
+    "SELECT event_id, event_type, state, created FROM ",
+    table!(),
+    " WHERE namespace = $1 AND intent_id = $2 ORDER BY created, arrival LIMIT $3"
+);
+
+/// How one attempt ended, as the attempts record stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The handler succeeded and the event is done.
+    Done,
+    /// It failed; another attempt is scheduled.
+    Failed,
+    /// It failed its last attempt; the event is dead.
+    Dead,
+}
+
+impl Outcome {
+    /// The name stored in the attempts record.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Done => "done",
+            Self::Failed => "failed",
+            Self::Dead => "dead",
+        }
+    }
+}
+
+/// One ended attempt, as the worker records it.
+#[derive(Debug)]
+pub struct AttemptRecord {
+    pub(crate) arrival: i64,
+    pub(crate) attempt: i64,
+    pub(crate) started_at: i64,
+    pub(crate) duration_ms: i64,
+    pub(crate) outcome: Outcome,
+    pub(crate) error: Option<String>,
+}
+
+/// The dashboard's reads and the attempts record, per backend. Not nameable
+/// outside the crate.
+pub trait Insight: sqlx::Database {
+    /// Records ended attempts (one statement) and drops each event's oldest
+    /// beyond the bound.
+    fn record_attempts<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        records: &'a [AttemptRecord],
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
+    /// Counts by state and the oldest pending event's arrival.
+    fn stats<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+    ) -> impl Future<Output = Result<crate::admin::Stats, sqlx::Error>> + Send + 'a;
+    /// Received deliveries and ended attempts per interval.
+    fn activity<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        since: i64,
+        interval: i64,
+        slots: usize,
+    ) -> impl Future<Output = Result<Vec<crate::admin::ActivitySlot>, sqlx::Error>> + Send + 'a;
+    /// One page of events, newest first, after the cursor.
+    fn page<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        query: &'a crate::admin::PageQuery,
+        now: i64,
+    ) -> impl Future<Output = Result<crate::admin::Page, sqlx::Error>> + Send + 'a;
+    /// The recorded attempts of one event, latest first.
+    fn attempts<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        event_id: &'a str,
+    ) -> impl Future<Output = Result<Vec<crate::admin::Attempt>, sqlx::Error>> + Send + 'a;
+    /// The events of one payment intent, in `created` order.
+    fn intent_events<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        intent_id: &'a str,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<crate::admin::IntentEvent>, sqlx::Error>> + Send + 'a;
+}
+
+/// The events page's statement for the filters that are set: `$1` the
+/// namespace, then one parameter per clause, the keyset cursor last before
+/// the limit. No `OFFSET` and no count: each page is one index range read.
+fn page_statement(query: &crate::admin::PageQuery) -> String {
+    let mut sql = format!(
+        concat!("SELECT arrival, {} FROM ", table!(), " WHERE namespace = $1"),
+        COLUMNS
+    );
+    let mut next = 2;
+    let mut add = |sql: &mut String, clause: &str| {
+        let mut text = clause.to_owned();
+        while let Some(at) = text.find('?') {
+            text.replace_range(at..=at, &format!("${next}"));
+            next += 1;
+        }
+        sql.push_str(&text);
+    };
+    let filter = &query.filter;
+    if filter.state.is_some() {
+        add(&mut sql, " AND state = ?");
+    }
+    if filter.event_type.is_some() {
+        add(&mut sql, " AND event_type = ?");
+    }
+    if query.event_id.is_some() {
+        add(&mut sql, " AND event_id = ?");
+    }
+    if filter.older_than.is_some() {
+        add(&mut sql, " AND received_at <= ?");
+    }
+    if filter.newer_than.is_some() {
+        add(&mut sql, " AND received_at >= ?");
+    }
+    if query.after.is_some() {
+        // The first term is the index range; the second only skips the rows
+        // of the cursor's own millisecond already shown.
+        add(
+            &mut sql,
+            " AND received_at <= ? AND (received_at < ? OR arrival < ?)",
+        );
+    }
+    add(&mut sql, " ORDER BY received_at DESC, arrival DESC LIMIT ?");
+    sql
+}
+
+macro_rules! insight {
+    ($db:ty) => {
+        impl Insight for $db {
+            async fn record_attempts<'a>(
+                db: &'a Database<Self>,
+                namespace: &'a str,
+                records: &'a [AttemptRecord],
+            ) -> Result<(), sqlx::Error> {
+                if records.is_empty() {
+                    return Ok(());
+                }
+                let sql = record_attempts_statement(records.len());
+                // Batches of up to 16 stay prepared; larger ones are rarer.
+                let mut query = sqlx::query(&sql)
+                    .persistent(records.len() <= 16)
+                    .bind(namespace);
+                for record in records {
+                    query = query
+                        .bind(record.arrival)
+                        .bind(record.attempt)
+                        .bind(record.started_at)
+                        .bind(record.started_at.saturating_add(record.duration_ms))
+                        .bind(record.duration_ms)
+                        .bind(record.outcome.as_str())
+                        .bind(record.error.as_deref());
+                }
+                query.execute(&db.pool).await?;
+                for record in records
+                    .iter()
+                    .filter(|record| record.attempt > MAX_ATTEMPT_RECORDS)
+                {
+                    sqlx::query(TRIM_ATTEMPTS)
+                        .bind(record.arrival)
+                        .bind(record.attempt - MAX_ATTEMPT_RECORDS)
+                        .execute(&db.pool)
+                        .await?;
+                }
+                Ok(())
+            }
+
+            async fn stats<'a>(
+                db: &'a Database<Self>,
+                namespace: &'a str,
+            ) -> Result<crate::admin::Stats, sqlx::Error> {
+                let mut stats = crate::admin::Stats::default();
+                for row in sqlx::query(COUNT_BY_STATE)
+                    .bind(namespace)
+                    .fetch_all(&db.pool)
+                    .await?
+                {
+                    let state: String = row.try_get("state")?;
+                    let count: i64 = row.try_get("n")?;
+                    match state.parse::<State>() {
+                        Ok(State::Pending) => stats.pending = count,
+                        Ok(State::Running) => stats.running = count,
+                        Ok(State::Done) => stats.done = count,
+                        Ok(State::Dead) => stats.dead = count,
+                        Err(_) => {}
+                    }
+                }
+                let row = sqlx::query(OLDEST_PENDING)
+                    .bind(namespace)
+                    .bind(State::Pending.as_str())
+                    .fetch_one(&db.pool)
+                    .await?;
+                stats.oldest_pending_at = row.try_get("oldest")?;
+                Ok(stats)
+            }
+
+            async fn activity<'a>(
+                db: &'a Database<Self>,
+                namespace: &'a str,
+                since: i64,
+                interval: i64,
+                slots: usize,
+            ) -> Result<Vec<crate::admin::ActivitySlot>, sqlx::Error> {
+                let interval = interval.max(1);
+                let mut out: Vec<crate::admin::ActivitySlot> = (0..slots)
+                    .map(|slot| crate::admin::ActivitySlot {
+                        start: since
+                            .saturating_add(interval.saturating_mul(i64::try_from(slot).unwrap_or(i64::MAX))),
+                        ..Default::default()
+                    })
+                    .collect();
+                let index = |slot: i64| usize::try_from(slot).ok().filter(|&slot| slot < slots);
+                let received = sqlx::query(RECEIVED_PER_INTERVAL)
+                    .bind(namespace)
+                    .bind(since)
+                    .bind(interval)
+                    .fetch_all(&db.pool)
+                    .await?;
+                for row in received {
+                    if let Some(slot) = index(row.try_get("slot")?) {
+                        out[slot].received = row.try_get("n")?;
+                    }
+                }
+                let attempts = sqlx::query(ATTEMPTS_PER_INTERVAL)
+                    .bind(namespace)
+                    .bind(since)
+                    .bind(interval)
+                    .fetch_all(&db.pool)
+                    .await?;
+                for row in attempts {
+                    if let Some(slot) = index(row.try_get("slot")?) {
+                        let outcome: String = row.try_get("outcome")?;
+                        let count: i64 = row.try_get("n")?;
+                        if outcome == Outcome::Done.as_str() {
+                            out[slot].handled += count;
+                        } else {
+                            out[slot].failed += count;
+                        }
+                    }
+                }
+                Ok(out)
+            }
+
+            async fn page<'a>(
+                db: &'a Database<Self>,
+                namespace: &'a str,
+                query: &'a crate::admin::PageQuery,
+                now: i64,
+            ) -> Result<crate::admin::Page, sqlx::Error> {
+                let sql = page_statement(query);
+                let limit = i64::from(query.limit.clamp(1, crate::admin::MAX_PAGE));
+                let filter = &query.filter;
+                let mut statement = sqlx::query(&sql).bind(namespace);
+                if let Some(state) = filter.state {
+                    statement = statement.bind(state.as_str());
+                }
+                if let Some(event_type) = &filter.event_type {
+                    statement = statement.bind(event_type.as_str());
+                }
+                if let Some(event_id) = &query.event_id {
+                    statement = statement.bind(event_id.as_str());
+                }
+                if let Some(age) = filter.older_than {
+                    statement = statement.bind(now.saturating_sub(crate::db::millis(age)));
+                }
+                if let Some(age) = filter.newer_than {
+                    statement = statement.bind(now.saturating_sub(crate::db::millis(age)));
+                }
+                if let Some(after) = query.after {
+                    statement = statement
+                        .bind(after.received_at)
+                        .bind(after.received_at)
+                        .bind(after.arrival);
+                }
+                // One row more than the page: whether there is a next page.
+                statement = statement.bind(limit + 1);
+                let rows = statement.fetch_all(&db.pool).await?;
+                let mut events = Vec::with_capacity(rows.len());
+                let mut next = None;
+                for row in &rows {
+                    if i64::try_from(events.len()).unwrap_or(i64::MAX) == limit {
+                        break;
+                    }
+                    let event = StoredEvent {
+                        event_id: row.try_get("event_id")?,
+                        event_type: row.try_get("event_type")?,
+                        intent_id: row.try_get("intent_id")?,
+                        state: row.try_get("state")?,
+                        attempts: row.try_get("attempts")?,
+                        created: row.try_get("created")?,
+                        received_at: row.try_get("received_at")?,
+                        due_at: row.try_get("due_at")?,
+                        lease_until: row.try_get("lease_until")?,
+                        last_attempt_at: row.try_get("last_attempt_at")?,
+                        last_error: row.try_get("last_error")?,
+                        done_at: row.try_get("done_at")?,
+                        body: None,
+                    };
+                    next = Some(crate::admin::Cursor {
+                        received_at: event.received_at,
+                        arrival: row.try_get("arrival")?,
+                    });
+                    events.push(event);
+                }
+                if i64::try_from(rows.len()).unwrap_or(i64::MAX) <= limit {
+                    next = None;
+                }
+                Ok(crate::admin::Page { events, next })
+            }
+
+            async fn attempts<'a>(
+                db: &'a Database<Self>,
+                namespace: &'a str,
+                event_id: &'a str,
+            ) -> Result<Vec<crate::admin::Attempt>, sqlx::Error> {
+                sqlx::query(ATTEMPTS_OF_EVENT)
+                    .bind(namespace)
+                    .bind(event_id)
+                    .fetch_all(&db.pool)
+                    .await?
+                    .iter()
+                    .map(|row| {
+                        Ok(crate::admin::Attempt {
+                            attempt: row.try_get("attempt")?,
+                            started_at: row.try_get("started_at")?,
+                            duration_ms: row.try_get("duration_ms")?,
+                            outcome: row.try_get("outcome")?,
+                            error: row.try_get("error")?,
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn intent_events<'a>(
+                db: &'a Database<Self>,
+                namespace: &'a str,
+                intent_id: &'a str,
+                limit: i64,
+            ) -> Result<Vec<crate::admin::IntentEvent>, sqlx::Error> {
+                sqlx::query(EVENTS_OF_INTENT)
+                    .bind(namespace)
+                    .bind(intent_id)
+                    .bind(limit)
+                    .fetch_all(&db.pool)
+                    .await?
+                    .iter()
+                    .map(|row| {
+                        Ok(crate::admin::IntentEvent {
+                            event_id: row.try_get("event_id")?,
+                            event_type: row.try_get("event_type")?,
+                            state: row.try_get("state")?,
+                            created: row.try_get("created")?,
+                        })
+                    })
+                    .collect()
+            }
+        }
+    };
+}
+
+insight!(sqlx::Any);
+#[cfg(feature = "postgres")]
+insight!(sqlx::Postgres);
+#[cfg(feature = "sqlite")]
+insight!(sqlx::Sqlite);
+
+/// The statements behind the overview and the events page with example
+/// parameters, for their query plans: (what, SQL, text parameters, number
+/// parameters), the text ones bound first.
+fn dashboard_statements() -> Vec<(&'static str, String, Vec<&'static str>, Vec<i64>)> {
+    let by_state = crate::admin::PageQuery {
+        filter: Filter {
+            state: Some(State::Dead),
+            ..Filter::default()
+        },
+        after: Some(crate::admin::Cursor {
+            received_at: 1_700_000_000_000,
+            arrival: 1,
+        }),
+        ..crate::admin::PageQuery::default()
+    };
+    let hour_ago = now_ms() - 3_600_000;
+    vec![
+        ("counts by state", COUNT_BY_STATE.to_owned(), vec![], vec![]),
+        (
+            "oldest pending",
+            OLDEST_PENDING.to_owned(),
+            vec![State::Pending.as_str()],
+            vec![],
+        ),
+        (
+            "received per interval",
+            RECEIVED_PER_INTERVAL.to_owned(),
+            vec![],
+            vec![hour_ago, 300_000],
+        ),
+        (
+            "attempts per interval",
+            ATTEMPTS_PER_INTERVAL.to_owned(),
+            vec![],
+            vec![hour_ago, 300_000],
+        ),
+        (
+            "events page",
+            page_statement(&crate::admin::PageQuery::default()),
+            vec![],
+            vec![51],
+        ),
+        (
+            "events page, by state, after a cursor",
+            page_statement(&by_state),
+            vec![State::Dead.as_str()],
+            vec![1_700_000_000_000, 1_700_000_000_000, 1, 51],
+        ),
+    ]
+}
+
+/// The query plans of the dashboard's statements (`EXPLAIN QUERY PLAN` on
+/// SQLite, `EXPLAIN` on PostgreSQL): (what, plan lines).
+pub(crate) async fn query_plans<DB: Backend>(
+    db: &Database<DB>,
+    namespace: &str,
+) -> Result<Vec<(&'static str, Vec<String>)>, sqlx::Error>
+where
+    for<'c> &'c Pool<DB>: Executor<'c, Database = DB>,
+    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    i64: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    String: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+    for<'n> &'n str: sqlx::ColumnIndex<DB::Row>,
+{
+    let mut plans = Vec::new();
+    for (what, sql, texts, numbers) in dashboard_statements() {
+        let explain = match db.dialect {
+            Dialect::Sqlite => format!("EXPLAIN QUERY PLAN {sql}"),
+            Dialect::Postgres => format!("EXPLAIN {sql}"),
+        };
+        let mut query = sqlx::query::<DB>(&explain).bind(namespace);
+        for text in texts {
+            query = query.bind(text);
+        }
+        for number in numbers {
+            query = query.bind(number);
+        }
+        let rows = query.fetch_all(&db.pool).await?;
+        let mut lines = Vec::new();
+        for row in &rows {
+            let line: String = match db.dialect {
+                Dialect::Sqlite => row.try_get("detail")?,
+                Dialect::Postgres => row.try_get(0usize)?,
+            };
+            lines.push(line);
+        }
+        plans.push((what, lines));
+    }
+    Ok(plans)
 }

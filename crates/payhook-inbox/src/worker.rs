@@ -40,7 +40,7 @@ use tokio::task::JoinSet;
 use crate::db::{millis, now_ms, random_u64, Database};
 use crate::error::{describe, InboxError};
 use crate::metrics as m;
-use crate::queue::{Backend, ClaimRequest, Claimed};
+use crate::queue::{AttemptRecord, Backend, ClaimRequest, Claimed, Outcome};
 use crate::shared::{payhook_escape, Config, Inner};
 
 /// What a handler returns when it fails: any error, boxed. Its text is kept as
@@ -248,6 +248,12 @@ async fn dispatch<DB: Backend>(
     let permits = Arc::new(Semaphore::new(config.concurrency));
     let (marks, queue) = mpsc::channel(MARK_BATCH);
     let marker = tokio::spawn(mark_batches(db.clone(), queue));
+    let (attempts, attempt_queue) = mpsc::channel(MARK_BATCH);
+    let recorder = tokio::spawn(record_attempts(
+        db.clone(),
+        config.namespace.clone(),
+        attempt_queue,
+    ));
     // Other replicas' new events wake this one (PostgreSQL); polling stays
     // the fallback when a notification is lost.
     let listener = {
@@ -306,8 +312,9 @@ async fn dispatch<DB: Backend>(
                     let inbox = Arc::clone(&inbox);
                     let handler = Arc::clone(&handler);
                     let marks = marks.clone();
+                    let attempts = attempts.clone();
                     running.spawn(async move {
-                        process(&inbox, handler.as_ref(), &marks, claimed).await;
+                        process(&inbox, handler.as_ref(), &marks, &attempts, claimed).await;
                         drop(permit);
                     });
                 }
@@ -332,6 +339,8 @@ async fn dispatch<DB: Backend>(
     // Every handler has its answer: the marker ends once its queue is closed.
     drop(marks);
     let _ = marker.await;
+    drop(attempts);
+    let _ = recorder.await;
 }
 
 /// Most done marks taken from the queue at once.
@@ -441,11 +450,13 @@ async fn process<DB: Backend>(
     inbox: &Inner<DB>,
     handler: &dyn Handler<DB>,
     marks: &mpsc::Sender<MarkDone>,
+    attempts: &mpsc::Sender<AttemptEnded>,
     claimed: Claimed,
 ) {
     let db = &inbox.db;
     let config = &inbox.config;
     let started = Instant::now();
+    let started_at = now_ms();
     let claim = Arc::new(ClaimRef {
         db: db.clone(),
         arrival: claimed.arrival,
@@ -458,6 +469,15 @@ async fn process<DB: Backend>(
         Err(err) => {
             // Only verified, parsed events are stored; this needs a changed parser.
             let message = format!("stored body does not parse: {err}");
+            record_attempt(
+                attempts,
+                &claimed,
+                config.max_attempts,
+                started_at,
+                started,
+                Some(&message),
+            )
+            .await;
             record_failure(inbox, &claimed, &message, started).await;
             return;
         }
@@ -529,12 +549,82 @@ async fn process<DB: Backend>(
             Some(format!("handler panicked: {text}"))
         }
     };
+    record_attempt(
+        attempts,
+        &claimed,
+        config.max_attempts,
+        started_at,
+        started,
+        failure.as_deref(),
+    )
+    .await;
     match failure {
         None => {
             m::processed(config.namespace.clone(), started.elapsed().as_secs_f64());
             tracing::debug!(target: "payhook", event_id = %id, "inbox event processed");
         }
         Some(message) => record_failure(inbox, &claimed, &message, started).await,
+    }
+}
+
+/// An ended attempt on its way to the attempts record, and who waits for it
+/// to be written (a failed attempt is recorded before the event's new state).
+type AttemptEnded = (AttemptRecord, Option<oneshot::Sender<()>>);
+
+/// Adds the ended attempt to the attempts record (what the dashboard and
+/// `payhook inbox show` list). A failure waits until it is written, so the
+/// record is complete when the event is seen pending or dead again; a success
+/// does not wait (its record follows the done mark by a moment).
+async fn record_attempt(
+    attempts: &mpsc::Sender<AttemptEnded>,
+    claimed: &Claimed,
+    max_attempts: u32,
+    started_at: i64,
+    started: Instant,
+    failure: Option<&str>,
+) {
+    let dead = u32::try_from(claimed.attempts).unwrap_or(u32::MAX) >= max_attempts;
+    let outcome = match failure {
+        None => Outcome::Done,
+        Some(_) if dead => Outcome::Dead,
+        Some(_) => Outcome::Failed,
+    };
+    let record = AttemptRecord {
+        arrival: claimed.arrival,
+        attempt: claimed.attempts,
+        started_at,
+        duration_ms: millis(started.elapsed()),
+        outcome,
+        error: failure.map(|message| message.chars().take(2000).collect()),
+    };
+    if failure.is_some() {
+        let (written, wait) = oneshot::channel();
+        if attempts.send((record, Some(written))).await.is_ok() {
+            let _ = wait.await;
+        }
+    } else {
+        let _ = attempts.send((record, None)).await;
+    }
+}
+
+/// Writes ended attempts, all that are waiting in one statement; a failure
+/// to write them is logged, never fatal. Ends when every sender is gone.
+async fn record_attempts<DB: Backend>(
+    db: Database<DB>,
+    namespace: String,
+    mut queue: mpsc::Receiver<AttemptEnded>,
+) {
+    let mut batch = Vec::with_capacity(MARK_BATCH);
+    while queue.recv_many(&mut batch, MARK_BATCH).await > 0 {
+        let (records, waiting): (Vec<AttemptRecord>, Vec<Option<oneshot::Sender<()>>>) =
+            batch.drain(..).unzip();
+        if let Err(err) = DB::record_attempts(&db, &namespace, &records).await {
+            let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
+            tracing::warn!(target: "payhook", %reason, "could not write to the attempts record");
+        }
+        for written in waiting.into_iter().flatten() {
+            let _ = written.send(());
+        }
     }
 }
 

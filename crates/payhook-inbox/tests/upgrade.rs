@@ -142,7 +142,7 @@ async fn upgrade_in_place(url: String, arrival: &str) {
         .iter()
         .map(|row| row.get(0))
         .collect();
-    assert_eq!(versions, [1, 2]);
+    assert_eq!(versions, [1, 2, 3]);
     // Migrating again (another replica starting) changes nothing.
     let again = Inbox::connect(receiver, &url).await.unwrap();
     again.migrate().await.unwrap();
@@ -173,6 +173,12 @@ async fn upgrade_in_place(url: String, arrival: &str) {
         ]
         .map(|(id, state)| (id.to_owned(), state.to_owned()))
     );
+    // The attempts record of migration 3 is written: the pending event's
+    // attempt is there; the done event from before it has none.
+    let attempts = admin.attempts("evt_pending").await.unwrap();
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    assert_eq!(attempts[0].outcome, "done");
+    assert!(admin.attempts("evt_done").await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -61,12 +61,17 @@
 //! # });
 //! ```
 
+#[cfg(feature = "dashboard")]
+mod dashboard;
 mod extract;
 mod handlers;
 #[cfg(feature = "inbox")]
 mod inbox;
 mod serve;
 
+#[cfg(feature = "dashboard")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
+pub use dashboard::dashboard_router;
 pub use extract::{Received, Webhook, WebhookRejection};
 pub use handlers::EventHandlers;
 #[cfg(feature = "inbox")]

@@ -1,0 +1,251 @@
+//! HTML text: the one escaping function every value goes through, times and
+//! ages, the JSON body laid out, and the page around a page's content.
+
+use std::fmt::Write as _;
+
+use payhook_core::untrusted::Untrusted;
+
+/// Escapes text for HTML element content and double- or single-quoted
+/// attribute values: `&`, `<`, `>`, `"` and `'` become character references.
+/// Every value the dashboard shows goes through this function.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A value from a request (an id, a type) as HTML text: control characters
+/// escaped and long values cut by the core's [`Untrusted`], then escaped.
+pub(crate) fn value(text: &str) -> String {
+    escape(&Untrusted::value(text).to_string())
+}
+
+/// A message quoting request values (an error text), as [`value`].
+pub(crate) fn message(text: &str) -> String {
+    escape(&Untrusted::message(text).to_string())
+}
+
+/// A query-string component (for links carrying an id or a filter).
+pub(crate) fn query_value(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS` UTC.
+pub(crate) fn time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let of_day = secs.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        of_day / 3600,
+        of_day / 60 % 60,
+        of_day % 60
+    )
+}
+
+/// Days since 1970-01-01 as a proleptic Gregorian date (Howard Hinnant's
+/// algorithm).
+pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days.saturating_add(719_468);
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Days since 1970-01-01 of a Gregorian date.
+pub(crate) fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// A span of milliseconds, short: `45s`, `12m 3s`, `5h 2m`, `3d 4h`.
+pub(crate) fn span(ms: i64) -> String {
+    let secs = ms.max(0) / 1000;
+    match secs {
+        0..=59 => format!("{secs}s"),
+        60..=3599 => format!("{}m {}s", secs / 60, secs % 60),
+        3600..=86_399 => format!("{}h {}m", secs / 3600, secs / 60 % 60),
+        _ => format!("{}d {}h", secs / 86_400, secs / 3600 % 24),
+    }
+}
+
+/// A JSON text laid out with two-space indents, token by token: keys keep
+/// their order and numbers their spelling (nothing is parsed into values).
+/// Text that is not JSON comes out as it is.
+pub(crate) fn pretty_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut chars = text.chars().peekable();
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        for _ in 0..depth.min(64) {
+            out.push_str("  ");
+        }
+    };
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                // Keep `{}` and `[]` on one line.
+                while chars.peek().is_some_and(|c| c.is_ascii_whitespace()) {
+                    chars.next();
+                }
+                if matches!(chars.peek(), Some('}' | ']')) {
+                    if let Some(close) = chars.next() {
+                        out.push(close);
+                    }
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_ascii_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Which page of the navigation is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Nav {
+    Overview,
+    Events,
+    None,
+}
+
+/// A whole page: the head (stylesheet and script from the dashboard itself,
+/// no inline code), the navigation, and `content`. `refresh` asks the script
+/// to reload the page every so many seconds.
+pub(crate) fn page(
+    base: &str,
+    title: &str,
+    nav: Nav,
+    meta: &str,
+    refresh: Option<u32>,
+    content: &str,
+) -> String {
+    let mut out = String::with_capacity(content.len() + 1500);
+    let base = escape(base);
+    let here = |which: Nav| if nav == which { " class=\"here\"" } else { "" };
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <meta name=\"referrer\" content=\"no-referrer\">\
+         <title>{title} · payhook inbox</title>\
+         <link rel=\"stylesheet\" href=\"{base}/assets/dashboard.css\">\
+         <script src=\"{base}/assets/dashboard.js\" defer></script></head>\
+         <body{refresh}><header><span class=\"brand\">payhook inbox</span>\
+         <a href=\"{base}/\"{o}>Overview</a><a href=\"{base}/events\"{e}>Events</a>\
+         <a href=\"{base}/events?state=dead\">Dead</a>\
+         <span class=\"meta\">{meta}</span></header><main>{content}</main></body></html>\n",
+        title = escape(title),
+        refresh = refresh.map_or_else(String::new, |s| format!(" data-refresh=\"{s}\"")),
+        o = here(Nav::Overview),
+        e = here(Nav::Events),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_turns_every_markup_character_into_a_reference() {
+        assert_eq!(
+            escape(r#"<img src=x onerror=alert(1)> & "q" 'a'"#),
+            "&lt;img src=x onerror=alert(1)&gt; &amp; &quot;q&quot; &#39;a&#39;"
+        );
+        assert_eq!(escape("plain évènement_1"), "plain évènement_1");
+        assert_eq!(escape("&amp;"), "&amp;amp;");
+        assert_eq!(escape(""), "");
+    }
+
+    #[test]
+    fn values_are_cut_and_their_control_characters_escaped_before_escaping() {
+        assert_eq!(value("evt\n<b>"), "evt\\n&lt;b&gt;");
+        let long = "<".repeat(500);
+        let shown = value(&long);
+        assert!(shown.ends_with('…'));
+        assert_eq!(
+            shown.matches("&lt;").count(),
+            payhook_core::untrusted::MAX_SHOWN_CHARS
+        );
+    }
+
+    #[test]
+    fn times_and_dates() {
+        assert_eq!(time(0), "1970-01-01 00:00:00");
+        assert_eq!(time(1_709_210_096_000), "2024-02-29 12:34:56");
+        assert_eq!(time(-1000), "1969-12-31 23:59:59");
+        for days in [-800_000, -1, 0, 59, 19_782, 2_932_896] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+        assert_eq!(span(59_999), "59s");
+        assert_eq!(span(3_723_000), "1h 2m");
+        assert_eq!(span(-5), "0s");
+    }
+
+    #[test]
+    fn json_is_laid_out_keeping_order_and_strings() {
+        let body = r#"{"b":1,"a":{"s":"x, {y}: \"z\"","e":[],"o":{}},"n":[1.50,2]}"#;
+        let pretty = pretty_json(body);
+        assert_eq!(
+            pretty,
+            "{\n  \"b\": 1,\n  \"a\": {\n    \"s\": \"x, {y}: \\\"z\\\"\",\n    \"e\": [],\n    \"o\": {}\n  },\n  \"n\": [\n    1.50,\n    2\n  ]\n}"
+        );
+        // Unbalanced text does not panic.
+        let _ = pretty_json("]]]}}{{[\"");
+    }
+}

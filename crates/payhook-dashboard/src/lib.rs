@@ -1,0 +1,340 @@
+//! A dashboard for payhook's durable inbox, served by the app itself: the
+//! people on call see how deep the inbox is, how old its oldest pending event
+//! is, what fails and why, and retry or replay events from the browser.
+//!
+//! This crate is the framework-neutral core: a [`DashboardRequest`] (method,
+//! path, query, headers, form body) goes in, an [`http::Response`] with a
+//! complete HTML page comes out. The adapters mount it:
+//! `payhook::tower::axum::dashboard_router` for axum and
+//! `payhook::actix::dashboard_scope` for actix-web (facade feature
+//! `dashboard`).
+//!
+//! * **Access.** Off unless built with a secret token ([`Dashboard::new`]
+//!   refuses one shorter than [`MIN_TOKEN_BYTES`]). Every page wants HTTP Basic
+//!   credentials — any user name, the token as the password: the browser's
+//!   own login prompt — compared in constant time; without them `401` with
+//!   `WWW-Authenticate: Basic realm="payhook"`. Only the stylesheet and the
+//!   refresh script (static files, the same in every build) are served
+//!   without them.
+//! * **Actions** (retry one event, retry every dead event, replay done events
+//!   since a time) are `POST` forms only, each with a confirmation step; a post
+//!   is refused (`403`) when the browser says it came from another site
+//!   (`Sec-Fetch-Site`; without that header, when its `Origin` names another
+//!   host), or when it lacks the page's anti-forgery token (an HMAC of the
+//!   hour under the token, valid one to two hours; a page left open longer
+//!   is reloaded before its forms work again).
+//! * **Headers.** Every response carries a strict `Content-Security-Policy`
+//!   ([`CONTENT_SECURITY_POLICY`]: no inline script or style, nothing from
+//!   another origin), `X-Frame-Options: DENY`, `Cache-Control: no-store`,
+//!   `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
+//! * **Escaping.** Every value that came from a request (ids, types, bodies,
+//!   error texts) is written as text through one escaping function
+//!   ([`html::escape`]), after the core's
+//!   [`Untrusted`](payhook_core::untrusted::Untrusted) has escaped its
+//!   control characters and cut it to a readable length.
+//! * **Bad input** (an unknown id, a malformed filter, a page size over
+//!   [`MAX_PAGE`](payhook_inbox::admin::MAX_PAGE), a query string over
+//!   [`MAX_QUERY_BYTES`]) gets a `400` or `404` page saying what is wrong.
+//! * The dashboard never shows the signing secret or the database URL: it
+//!   holds neither, only an [`Admin`] on the inbox's pool.
+//!
+//! Pages, under the path the app mounts it at (say `/payhook`):
+//! `/payhook/` the overview (counts by state, oldest pending event, the last
+//! hour's deliveries and attempts as a chart, the backend; reloads itself
+//! every 10 s), `/payhook/events` (newest first, filtered by state, type,
+//! age and id, keyset-paginated: no `OFFSET`, no count over the table),
+//! `/payhook/event?id=…` (one event: body, attempts, lease, the other events
+//! of its payment intent).
+//!
+//! ```
+//! use payhook::dashboard::Dashboard;
+//! use payhook::inbox::Inbox;
+//! use payhook::Receiver;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! # let dir = std::env::temp_dir().join(format!("payhook-dashboard-doc-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! # let url = format!("sqlite://{}", dir.join("inbox.db").display());
+//! let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
+//! let inbox = Inbox::connect(receiver, &url).await.unwrap();
+//! // The token from the environment, never from the source.
+//! # std::env::set_var("PAYHOOK_DASHBOARD_TOKEN", "a-long-random-token-1234");
+//! let token = std::env::var("PAYHOOK_DASHBOARD_TOKEN").unwrap();
+//! let dashboard = Dashboard::for_inbox(&inbox, &token).unwrap();
+//! // axum:  Router::new().nest_service("/payhook", payhook::tower::axum::dashboard_router(dashboard))
+//! // actix: App::new().service(payhook::actix::dashboard_scope("/payhook", dashboard))
+//! # drop(dashboard);
+//! # });
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod auth;
+pub mod html;
+mod pages;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
+use payhook_inbox::admin::Admin;
+use payhook_inbox::{Backend, Inbox};
+
+/// The shortest token [`Dashboard::new`] accepts, in bytes.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
+/// The longest query string served; a longer one gets `400`.
+pub const MAX_QUERY_BYTES: usize = 4096;
+
+/// The largest form body the adapters read for an action; a longer one gets
+/// `413`.
+pub const MAX_FORM_BYTES: usize = 8192;
+
+/// The `Content-Security-Policy` of every response: scripts and styles from
+/// the dashboard's own files only (never inline), images from itself or
+/// `data:`, forms posted only to itself, never framed.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+const STYLESHEET: &str = include_str!("assets/dashboard.css");
+const SCRIPT: &str = include_str!("assets/dashboard.js");
+
+/// Why a dashboard cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DashboardError {
+    /// The token is shorter than [`MIN_TOKEN_BYTES`].
+    WeakToken,
+}
+
+impl std::fmt::Display for DashboardError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::WeakToken => write!(
+                f,
+                "the dashboard token must be at least {MIN_TOKEN_BYTES} bytes (use a random one)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DashboardError {}
+
+/// The dashboard over one inbox. Cheap to clone (shared).
+pub struct Dashboard<DB: Backend = payhook_inbox::sqlx::Any> {
+    inner: Arc<Inner<DB>>,
+}
+
+struct Inner<DB: Backend> {
+    admin: Admin<DB>,
+    secret: auth::Secret,
+    refresh: Option<u32>,
+}
+
+impl<DB: Backend> Clone for Dashboard<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<DB: Backend> std::fmt::Debug for Dashboard<DB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the token.
+        f.debug_struct("Dashboard")
+            .field("namespace", &self.inner.admin.namespace())
+            .field("backend", &self.inner.admin.backend())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One request, as the adapter hands it over.
+#[derive(Debug, Clone, Copy)]
+pub struct DashboardRequest<'a> {
+    /// The method.
+    pub method: &'a Method,
+    /// Where the dashboard is mounted (`/payhook`; empty at the root), for
+    /// its links.
+    pub base: &'a str,
+    /// The path below `base` (`/`, `/events`, …).
+    pub path: &'a str,
+    /// The query string, without `?`.
+    pub query: Option<&'a str>,
+    /// The request headers.
+    pub headers: &'a HeaderMap,
+    /// The form body of a `POST` (at most [`MAX_FORM_BYTES`]; the adapter
+    /// answers a longer one with [`Dashboard::too_large`]).
+    pub body: &'a [u8],
+}
+
+impl<DB: Backend> Dashboard<DB> {
+    /// A dashboard on the inbox `admin` reads, behind `token`.
+    ///
+    /// # Errors
+    /// [`DashboardError::WeakToken`] for a token shorter than
+    /// [`MIN_TOKEN_BYTES`].
+    pub fn new(admin: Admin<DB>, token: &str) -> Result<Self, DashboardError> {
+        if token.len() < MIN_TOKEN_BYTES {
+            return Err(DashboardError::WeakToken);
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                admin,
+                secret: auth::Secret::new(token),
+                refresh: Some(10),
+            }),
+        })
+    }
+
+    /// A dashboard on the inbox the app runs (its pool and namespace).
+    ///
+    /// # Errors
+    /// As [`Dashboard::new`].
+    pub fn for_inbox(inbox: &Inbox<DB>, token: &str) -> Result<Self, DashboardError> {
+        Self::new(Admin::of_inbox(inbox), token)
+    }
+
+    /// How often the overview reloads itself (`None`: never; default 10 s).
+    #[must_use]
+    pub fn refresh_every(self, every: Option<Duration>) -> Self {
+        let refresh = every.map(|every| u32::try_from(every.as_secs().max(1)).unwrap_or(u32::MAX));
+        match Arc::try_unwrap(self.inner) {
+            Ok(mut inner) => {
+                inner.refresh = refresh;
+                Self {
+                    inner: Arc::new(inner),
+                }
+            }
+            Err(inner) => Self { inner },
+        }
+    }
+
+    /// The answer to a request whose body is over [`MAX_FORM_BYTES`]: `413`.
+    pub fn too_large(&self) -> Response<String> {
+        finish(pages::problem(
+            "",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "The form is too large.",
+        ))
+    }
+
+    /// Answers one request: a page, an asset, an action's result, or an
+    /// error page. Never panics on any input.
+    pub async fn handle(&self, request: DashboardRequest<'_>) -> Response<String> {
+        finish(self.route(request).await)
+    }
+
+    async fn route(&self, request: DashboardRequest<'_>) -> Response<String> {
+        let get = *request.method == Method::GET || *request.method == Method::HEAD;
+        let base = request.base.trim_end_matches('/');
+        match request.path {
+            "/assets/dashboard.css" if get => return asset("text/css; charset=utf-8", STYLESHEET),
+            "/assets/dashboard.js" if get => return asset("text/javascript; charset=utf-8", SCRIPT),
+            _ => {}
+        }
+        if !self.inner.secret.authorizes(request.headers) {
+            let mut response = pages::problem(
+                base,
+                StatusCode::UNAUTHORIZED,
+                "Sign in with the dashboard token as the password.",
+            );
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"payhook\", charset=\"UTF-8\""),
+            );
+            return response;
+        }
+        if request.query.is_some_and(|query| query.len() > MAX_QUERY_BYTES) {
+            return pages::problem(base, StatusCode::BAD_REQUEST, "The query string is too long.");
+        }
+        let ctx = pages::Ctx {
+            admin: &self.inner.admin,
+            base,
+            csrf: self.inner.secret.csrf_token(now_secs() / auth::CSRF_WINDOW_SECS),
+            refresh: self.inner.refresh,
+        };
+        let query = request.query.unwrap_or("");
+        match (request.path, get) {
+            ("" | "/", true) => pages::overview(&ctx).await,
+            ("/events", true) => pages::events(&ctx, query).await,
+            ("/event", true) => pages::event(&ctx, query).await,
+            ("/retry" | "/retry-dead" | "/replay", false) if *request.method == Method::POST => {
+                if let Some(reason) = auth::cross_site(request.headers) {
+                    return pages::problem(base, StatusCode::FORBIDDEN, reason);
+                }
+                let form = match pages::Form::parse(request.body) {
+                    Ok(form) => form,
+                    Err(reason) => return pages::problem(base, StatusCode::BAD_REQUEST, &reason),
+                };
+                if !self
+                    .inner
+                    .secret
+                    .csrf_valid(form.get("csrf").unwrap_or(""), now_secs())
+                {
+                    return pages::problem(
+                        base,
+                        StatusCode::FORBIDDEN,
+                        "The form's token is missing or out of date: reload the page and try again.",
+                    );
+                }
+                pages::action(&ctx, request.path, &form).await
+            }
+            ("" | "/" | "/events" | "/event", false) => method_not_allowed(base, "GET, HEAD"),
+            ("/retry" | "/retry-dead" | "/replay", _) => method_not_allowed(base, "POST"),
+            _ => pages::problem(base, StatusCode::NOT_FOUND, "There is no such page."),
+        }
+    }
+}
+
+fn method_not_allowed(base: &str, allow: &'static str) -> Response<String> {
+    let mut response = pages::problem(
+        base,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "This page does not take that method.",
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    response
+}
+
+fn asset(content_type: &'static str, text: &'static str) -> Response<String> {
+    let mut response = Response::new(text.to_owned());
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// The headers every response carries.
+fn finish(mut response: Response<String>) -> Response<String> {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers
+        .entry(header::CONTENT_TYPE)
+        .or_insert(HeaderValue::from_static("text/html; charset=utf-8"));
+    response
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| {
+        i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
+    })
+}

@@ -1,0 +1,135 @@
+//! The framework-neutral core alone, without a server: requests in, responses
+//! out, on a real SQLite inbox.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use http::{HeaderMap, HeaderValue, Method};
+use payhook_dashboard::{Dashboard, DashboardError, DashboardRequest, MAX_QUERY_BYTES};
+use payhook_inbox::admin::Admin;
+use payhook_inbox::Inbox;
+
+const TOKEN: &str = "core-test-token-0123456789";
+
+async fn inbox(name: &str) -> Inbox {
+    let dir = std::env::temp_dir().join(format!("payhook-dashboard-core-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let receiver = payhook_core::Receiver::builder()
+        .secret("whsec_core")
+        .build()
+        .unwrap();
+    Inbox::connect(receiver, &format!("sqlite://{}", dir.join("inbox.db").display()))
+        .await
+        .unwrap()
+}
+
+fn signed_in() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    let credentials = base64::engine::general_purpose::STANDARD.encode(format!("anyone:{TOKEN}"));
+    headers.insert(
+        "authorization",
+        HeaderValue::from_str(&format!("Basic {credentials}")).unwrap(),
+    );
+    headers
+}
+
+async fn get(dashboard: &Dashboard, base: &str, path: &str, query: Option<&str>) -> http::Response<String> {
+    dashboard
+        .handle(DashboardRequest {
+            method: &Method::GET,
+            base,
+            path,
+            query,
+            headers: &signed_in(),
+            body: &[],
+        })
+        .await
+}
+
+#[tokio::test]
+async fn a_short_token_is_refused_and_the_token_never_shows() {
+    let inbox = inbox("token").await;
+    assert_eq!(
+        Dashboard::for_inbox(&inbox, "short").unwrap_err(),
+        DashboardError::WeakToken
+    );
+    assert!(DashboardError::WeakToken
+        .to_string()
+        .contains("at least 16 bytes"));
+    let dashboard = Dashboard::new(Admin::of_inbox(&inbox), TOKEN).unwrap();
+    let debug = format!("{dashboard:?}");
+    assert!(!debug.contains(TOKEN), "{debug}");
+    assert!(debug.contains("SQLite"));
+}
+
+#[tokio::test]
+async fn links_follow_the_mount_path_and_the_refresh_setting() {
+    let inbox = inbox("mount").await;
+    let dashboard = Dashboard::for_inbox(&inbox, TOKEN).unwrap();
+    // Mounted at the root: links start at `/`.
+    let page = get(&dashboard, "", "/", None).await;
+    assert_eq!(page.status(), 200);
+    assert!(page.body().contains("href=\"/events\""));
+    assert!(page.body().contains("src=\"/assets/dashboard.js\""));
+    assert!(page.body().contains("data-refresh=\"10\""));
+    // A trailing slash on the base is dropped.
+    let page = get(&dashboard, "/ops/", "/", None).await;
+    assert!(page.body().contains("href=\"/ops/events\""));
+    // Without refresh, or every 30 s.
+    let quiet = Dashboard::for_inbox(&inbox, TOKEN).unwrap().refresh_every(None);
+    assert!(!get(&quiet, "", "/", None).await.body().contains("data-refresh"));
+    let slow = Dashboard::for_inbox(&inbox, TOKEN)
+        .unwrap()
+        .refresh_every(Some(Duration::from_secs(30)));
+    assert!(get(&slow, "", "/", None)
+        .await
+        .body()
+        .contains("data-refresh=\"30\""));
+}
+
+#[tokio::test]
+async fn methods_sizes_and_unknown_paths() {
+    let inbox = inbox("methods").await;
+    let dashboard = Dashboard::for_inbox(&inbox, TOKEN).unwrap();
+    let headers = signed_in();
+    let request = |method: &'static Method, path: &'static str| DashboardRequest {
+        method,
+        base: "/payhook",
+        path,
+        query: None,
+        headers: &headers,
+        body: &[],
+    };
+    assert_eq!(
+        dashboard.handle(request(&Method::HEAD, "/events")).await.status(),
+        200
+    );
+    let put = dashboard.handle(request(&Method::PUT, "/events")).await;
+    assert_eq!(put.status(), 405);
+    assert_eq!(put.headers()["allow"], "GET, HEAD");
+    let get_action = dashboard.handle(request(&Method::GET, "/replay")).await;
+    assert_eq!(get_action.status(), 405);
+    assert_eq!(get_action.headers()["allow"], "POST");
+    assert_eq!(
+        dashboard.handle(request(&Method::GET, "/events/")).await.status(),
+        404
+    );
+    let long = "a".repeat(MAX_QUERY_BYTES + 1);
+    assert_eq!(
+        get(&dashboard, "/payhook", "/events", Some(&long)).await.status(),
+        400
+    );
+    let too_large = dashboard.too_large();
+    assert_eq!(too_large.status(), 413);
+    assert_eq!(too_large.headers()["x-frame-options"], "DENY");
+    // An invalid UTF-8 query or a cursor past the end is no panic.
+    assert_eq!(
+        get(&dashboard, "/payhook", "/events", Some("type=%FF%FE"))
+            .await
+            .status(),
+        200
+    );
+    let end = get(&dashboard, "/payhook", "/events", Some("after=0.0")).await;
+    assert_eq!(end.status(), 200);
+    assert!(end.body().contains("No events match."));
+}

@@ -1,0 +1,182 @@
+//! The attempts record (migration 3) and the dashboard's reads, on SQLite and
+//! PostgreSQL (`PAYHOOK_TEST_DATABASE_URL`; fails when it is unset): every
+//! ended attempt is recorded with its outcome and error, at most
+//! `MAX_ATTEMPT_RECORDS` per event, deleted with its event; stats, activity,
+//! keyset pages and the events of an intent read what the workers wrote.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use payhook_core::{sign, Receiver, Secret};
+use payhook_inbox::admin::{Admin, PageQuery, MAX_ATTEMPT_RECORDS};
+use payhook_inbox::sqlx::{self, Row};
+use payhook_inbox::{HandlerError, Inbox, Job};
+
+const SECRET: &str = "whsec_attempts";
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{prefix}_{}_{}_{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+async fn ingest(inbox: &Inbox, id: &str, intent: &str) {
+    let body = Bytes::from(format!(
+        r#"{{"id":"{id}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"{intent}","amount":5,"currency":"btc","status":"succeeded"}}}}}}"#
+    ));
+    let mut headers = http::HeaderMap::new();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    headers.insert(
+        "x-service-signature",
+        sign(&body, &Secret::new(SECRET).unwrap(), now).parse().unwrap(),
+    );
+    assert_eq!(inbox.ingest(&headers, body).await.status().as_u16(), 200);
+}
+
+async fn wait_for(admin: &Admin, id: &str, state: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while admin.show(id).await.map(|event| event.state).ok().as_deref() != Some(state) {
+        assert!(Instant::now() < deadline, "{id} never became {state}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn attempts_are_recorded_bounded_and_deleted_with_their_event(url: String) {
+    let attempts = u32::try_from(MAX_ATTEMPT_RECORDS).unwrap() + 5;
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let inbox = Inbox::builder(receiver)
+        .namespace(unique("attempts"))
+        .max_attempts(attempts)
+        .backoff(Duration::from_millis(1), Duration::from_millis(2))
+        .poll_interval(Duration::from_millis(5))
+        .connect(&url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"));
+    let admin = Admin::of_inbox(&inbox);
+    let workers = inbox.start(|job: Job| async move {
+        if job.event().id() == "evt_always_fails" {
+            return Err::<(), HandlerError>(format!("refused on attempt {}", job.attempt()).into());
+        }
+        Ok(())
+    });
+    ingest(&inbox, "evt_always_fails", "pi_a").await;
+    ingest(&inbox, "evt_fine", "pi_a").await;
+    wait_for(&admin, "evt_always_fails", "dead").await;
+    wait_for(&admin, "evt_fine", "done").await;
+    workers.shutdown().await; // every record written
+
+    // Bounded: the latest MAX_ATTEMPT_RECORDS, latest first, each with its
+    // outcome and error.
+    let record = admin.attempts("evt_always_fails").await.unwrap();
+    assert_eq!(record.len(), usize::try_from(MAX_ATTEMPT_RECORDS).unwrap());
+    assert_eq!(record[0].attempt, i64::from(attempts));
+    assert_eq!(record[0].outcome, "dead");
+    assert_eq!(
+        record[0].error.as_deref(),
+        Some(format!("refused on attempt {attempts}").as_str())
+    );
+    assert_eq!(
+        record.last().unwrap().attempt,
+        i64::from(attempts) - MAX_ATTEMPT_RECORDS + 1
+    );
+    assert!(record[1..].iter().all(|attempt| attempt.outcome == "failed"));
+    let fine = admin.attempts("evt_fine").await.unwrap();
+    assert_eq!(fine.len(), 1);
+    assert_eq!(
+        (
+            fine[0].attempt,
+            fine[0].outcome.as_str(),
+            fine[0].error.as_deref()
+        ),
+        (1, "done", None)
+    );
+    assert!(fine[0].duration_ms >= 0);
+    assert!(admin.attempts("evt_unknown").await.unwrap().is_empty());
+
+    // What the overview reads.
+    let stats = admin.stats().await.unwrap();
+    assert_eq!(
+        (stats.pending, stats.running, stats.done, stats.dead),
+        (0, 0, 1, 1)
+    );
+    assert_eq!(stats.oldest_pending_at, None);
+    let activity = admin.activity(Duration::from_secs(300), 12).await.unwrap();
+    assert_eq!(activity.len(), 12);
+    let total = activity.iter().fold((0, 0, 0), |(r, h, f), slot| {
+        (r + slot.received, h + slot.handled, f + slot.failed)
+    });
+    assert_eq!(total, (2, 1, MAX_ATTEMPT_RECORDS));
+    assert!(activity
+        .windows(2)
+        .all(|pair| pair[1].start - pair[0].start == 300_000));
+    let intent = admin.intent_events("pi_a", 10).await.unwrap();
+    assert_eq!(
+        intent
+            .iter()
+            .map(|event| event.event_id.as_str())
+            .collect::<Vec<_>>(),
+        ["evt_always_fails", "evt_fine"]
+    );
+    let page = admin
+        .page(&PageQuery {
+            limit: 1,
+            ..PageQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.events[0].event_id, "evt_fine");
+    let rest = admin
+        .page(&PageQuery {
+            limit: 1,
+            after: page.next,
+            ..PageQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(rest.events[0].event_id, "evt_always_fails");
+    assert_eq!(rest.next, None);
+
+    // Deleted with their event: the done one purged, its attempts go too.
+    let purged = admin.purge_done_before(i64::MAX).await.unwrap();
+    assert_eq!(purged, 1);
+    let orphans: i64 = sqlx::query(
+        "SELECT COUNT(*) AS n FROM payhook_inbox_attempts a WHERE a.namespace = $1 \
+         AND NOT EXISTS (SELECT 1 FROM payhook_inbox e WHERE e.arrival = a.arrival)",
+    )
+    .bind(inbox.namespace())
+    .fetch_one(inbox.pool())
+    .await
+    .unwrap()
+    .get("n");
+    assert_eq!(orphans, 0);
+    assert!(admin.attempts("evt_fine").await.unwrap().is_empty());
+    assert_eq!(admin.attempts("evt_always_fails").await.unwrap().len(), 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_attempts_are_recorded_bounded_and_deleted_with_their_event() {
+    let dir = std::env::temp_dir().join(unique("payhook-attempts"));
+    std::fs::create_dir_all(&dir).unwrap();
+    attempts_are_recorded_bounded_and_deleted_with_their_event(format!(
+        "sqlite://{}",
+        dir.join("inbox.db").display()
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_attempts_are_recorded_bounded_and_deleted_with_their_event() {
+    let url = std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
+        "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"` (or run .ci/test)",
+    );
+    attempts_are_recorded_bounded_and_deleted_with_their_event(url).await;
+}
