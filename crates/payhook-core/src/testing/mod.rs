@@ -6,7 +6,8 @@
 //!   into an `http::Request` that an axum `Router` or any tower service takes as
 //!   it is (`app.oneshot(delivery.to_request("/webhooks"))`); the actix adapter
 //!   has its own helper for actix test requests;
-//! * [`store_conformance`] is the suite every [`Store`](crate::Store) must pass.
+//! * [`store_conformance`] is the suite every [`Store`](crate::Store) must pass,
+//!   and [`FailingStore`] a store that fails on demand.
 //!
 //! ```
 //! use payhook::testing::{EventBuilder, SignedDelivery};
@@ -31,7 +32,10 @@ use crate::event::{
 use crate::secret::Secret;
 use crate::signature::{sign, DEFAULT_HEADER};
 
+mod failing_store;
 pub mod store_conformance;
+
+pub use failing_store::FailingStore;
 
 /// The current unix time in seconds.
 pub fn unix_now() -> u64 {
