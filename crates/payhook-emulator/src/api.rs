@@ -726,7 +726,7 @@ pub(crate) fn create_endpoint_op(
 /// returns its id.
 pub(crate) fn insert_endpoint(
     shared: &Arc<Shared>,
-    url: reqwest::Url,
+    url: url::Url,
     uri: http::Uri,
     enabled_events: Vec<String>,
     description: Option<String>,
@@ -774,10 +774,9 @@ fn internal() -> ApiError {
 }
 
 /// The endpoint's URL, and the same as the request target of its deliveries.
-pub(crate) fn parse_endpoint_url(url: &str) -> Result<(reqwest::Url, http::Uri), ApiError> {
+pub(crate) fn parse_endpoint_url(url: &str) -> Result<(url::Url, http::Uri), ApiError> {
     let invalid = |why: String| ApiError::invalid("url", "url_invalid", why);
-    let parsed =
-        reqwest::Url::parse(url).map_err(|err| invalid(format!("url is not a valid URL ({err})")))?;
+    let parsed = url::Url::parse(url).map_err(|err| invalid(format!("url is not a valid URL ({err})")))?;
     match parsed.scheme() {
         // Deliveries are authenticated by their signature and the client does
         // not send URL credentials; refused rather than kept, as the URL is

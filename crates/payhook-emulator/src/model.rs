@@ -71,7 +71,7 @@ pub(crate) const API_VERSION: &str = "2024-06-20";
 #[derive(Debug, Clone)]
 pub(crate) struct Endpoint {
     pub id: String,
-    pub url: reqwest::Url,
+    pub url: url::Url,
     /// `url` as a request target, parsed once at registration.
     pub uri: http::Uri,
     pub enabled_events: Vec<String>,
