@@ -66,7 +66,9 @@ use crate::settle::{run_and_settle, ClaimSlot, Verified};
 
 /// Wraps `handler` — an async function of the event (any `T` [`Webhook<T>`]
 /// accepts) and up to five more extractors, returning `Result<(), E>` — into
-/// an actix-web handler that acknowledges on `Ok` (see the [module docs](self)).
+/// an actix-web handler that acknowledges on `Ok`: `Ok(())` marks the event done
+/// and answers `200 {"received":true}`, an `Err` releases the claim and answers
+/// with the error, a panic releases it and answers `500`.
 pub fn acking<F, Args>(handler: F) -> Acking<F, Args> {
     Acking {
         handler,
@@ -153,7 +155,7 @@ type BoxedHandler = Arc<dyn Fn(HttpRequest) -> LocalBoxFuture<'static, HttpRespo
 ///
 /// Each handler is an ordinary actix-web handler: an async function (or
 /// closure) taking any extractors — [`Webhook`]`<T>` for the event (as
-/// [`Event`] or any `T` a `Webhook` accepts), `web::Data`, `HttpRequest`,
+/// [`Event`](payhook_core::Event) or any `T` a `Webhook` accepts), `web::Data`, `HttpRequest`,
 /// `web::Query`, … — and returning any `Responder`. A 2xx marks the event done
 /// (a 2xx without a body, such as `Ok(())`, is sent as
 /// `200 {"received":true}`); any other status, an `Err` or a panic releases it

@@ -108,9 +108,9 @@
 #![warn(missing_docs)]
 
 mod config;
-pub mod expect;
+mod expect;
 mod extract;
-pub mod handlers;
+mod handlers;
 #[cfg(feature = "inbox")]
 mod inbox;
 mod settle;
@@ -121,7 +121,7 @@ pub mod testing;
 pub use config::WebhookConfig;
 pub use expect::ExpectContinue;
 pub use extract::{Rejection, Webhook};
-pub use handlers::{acking, EventHandlers};
+pub use handlers::{acking, Acking, EventHandlers};
 #[cfg(feature = "inbox")]
 pub use inbox::inbox_route;
 pub use settle::WebhookMiddleware;

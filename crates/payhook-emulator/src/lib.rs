@@ -200,6 +200,9 @@ use tokio::task::JoinHandle;
 use payhook_core::PaymentIntent;
 
 pub use api::EMITTED_EVENT_TYPES;
+// For the payhook CLI, which checks a key before it starts or calls an
+// emulator; not part of the library's API (the builder checks keys itself).
+#[doc(hidden)]
 pub use auth::check_api_key;
 pub use model::{DeliveryAttempt, EventRecord, RegisteredEndpoint};
 

@@ -294,7 +294,7 @@ impl MemoryStore {
     }
 
     /// The claim step, synchronous: the memory store never waits.
-    pub fn claim_now(&self, namespace: &str, id: &str, lease: Duration) -> Result<Claim, StoreError> {
+    pub(crate) fn claim_now(&self, namespace: &str, id: &str, lease: Duration) -> Result<Claim, StoreError> {
         let key = self.key(namespace, id);
         let now = Instant::now();
         let tick = self.tick(now);
@@ -330,7 +330,7 @@ impl MemoryStore {
     }
 
     /// The renew step, synchronous.
-    pub fn renew_now(&self, namespace: &str, id: &str, token: ClaimToken, lease: Duration) -> bool {
+    pub(crate) fn renew_now(&self, namespace: &str, id: &str, token: ClaimToken, lease: Duration) -> bool {
         let now = Instant::now();
         let check = fingerprint(namespace, id);
         let until = lease_end(now, lease);
@@ -351,7 +351,7 @@ impl MemoryStore {
     }
 
     /// The complete step, synchronous.
-    pub fn complete_now(
+    pub(crate) fn complete_now(
         &self,
         namespace: &str,
         id: &str,
@@ -399,7 +399,7 @@ impl MemoryStore {
     }
 
     /// The release step, synchronous.
-    pub fn release_now(&self, namespace: &str, id: &str, token: ClaimToken) -> bool {
+    pub(crate) fn release_now(&self, namespace: &str, id: &str, token: ClaimToken) -> bool {
         let check = fingerprint(namespace, id);
         let issued_for = token_key(token);
         {
