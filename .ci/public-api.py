@@ -88,7 +88,11 @@ def main(path):
 
     def signature(name, fn):
         sig = fn["sig"]
-        inputs = ", ".join(n if n == "self" else f"{n}: {ty(t)}" for n, t in sig["inputs"])
+        def receiver(t):
+            shown = ty(t)
+            return {"Self": "self", "&Self": "&self", "&mut Self": "&mut self"}.get(shown, f"self: {shown}")
+
+        inputs = ", ".join(receiver(t) if n == "self" else f"{n}: {ty(t)}" for n, t in sig["inputs"])
         header = fn.get("header", {})
         prefix = ("const " if header.get("is_const") else "") + ("async " if header.get("is_async") else "")
         gens = [p["name"] for p in fn.get("generics", {}).get("params", []) if not p["name"].startswith("impl ")]
