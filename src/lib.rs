@@ -54,8 +54,39 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// What an app writes, at the root: the receiver and its configuration, the
+// events, the stores, the errors. Each item is listed here on purpose: an
+// item added to the core is not published by this crate until it is added
+// here (and to public-api/payhook.txt, which CI compares).
 #[doc(inline)]
-pub use payhook_core::*;
+pub use payhook_core::{
+    sign, Claim, ClaimGuard, ClaimToken, Clock, Completion, ConfigError, DynStore, Error, Event, EventKind,
+    FixedClock, MemoryStore, Metadata, PaymentIntent, PaymentIntentStatus, PaymentMethod, Receiver,
+    ReceiverBuilder, Reply, Secret, SignatureScheme, Store, StoreError, StoreErrorKind, SystemClock,
+    Verifier,
+};
+
+// The modules for what goes beyond the root: the event parser's helpers, the
+// store's constants and object-safe form, the signature header, the source
+// allowlist, metric names and the escaping of request-derived text.
+#[doc(inline)]
+pub use payhook_core::{event, metrics, signature, source, store, untrusted};
+
+/// For authors of framework adapters (the `tower` and `actix` features are
+/// built on it): body intake, the claim's settling, header lookup and the
+/// handler table. Apps do not need it.
+#[doc(inline)]
+pub use payhook_core::adapter;
+
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+#[doc(inline)]
+pub use payhook_core::testing;
+
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+#[doc(inline)]
+pub use payhook_core::store_conformance_tests;
 
 // The adapters are inlined so their pages (`payhook::tower::WebhookLayer`,
 // `payhook::actix::Webhook`, `payhook::redis::RedisStore`, …) are part of these

@@ -421,14 +421,14 @@ async fn event_handlers_route_by_type_and_acknowledge_on_ok() {
     let h = Harness::start(|calls| async move {
         let (on_payout, on_paid, on_other) = (calls.clone(), calls.clone(), calls.clone());
         let handlers = payhook::actix::EventHandlers::new()
-            .on("payout.paid", move |event: payhook::Event| {
+            .on("payout.paid", move |event: Webhook| {
                 let calls = on_payout.clone();
                 async move {
                     calls.record_run(&format!("payout {}", event.id()));
                     Ok::<_, actix_web::Error>(())
                 }
             })
-            .payment_succeeded(move |event: payhook::Event| {
+            .payment_succeeded(move |event: Webhook| {
                 let calls = on_paid.clone();
                 async move {
                     // Fails the first time: the claim is released for the retry.
@@ -438,7 +438,7 @@ async fn event_handlers_route_by_type_and_acknowledge_on_ok() {
                     Ok(())
                 }
             })
-            .on("refund.created", move |event: payhook::Event| {
+            .on("refund.created", move |event: Webhook| {
                 let calls = on_other.clone();
                 async move {
                     calls.record_run(&format!("refund {}", event.id()));

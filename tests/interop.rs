@@ -235,11 +235,11 @@ async fn axum_layer_replays_a_stripe_style_sender() {
 #[actix_web::test]
 async fn actix_extractor_replays_a_stripe_style_sender() {
     use actix_web::{web, App, HttpServer};
-    use payhook::actix::{EventHandlers, WebhookConfig};
+    use payhook::actix::{EventHandlers, Webhook, WebhookConfig};
 
     let seen = Seen::default();
     let handler = |name: &'static str, seen: Seen| {
-        move |event: Event| {
+        move |event: Webhook| {
             seen.record(name, &event);
             async { Ok::<_, actix_web::Error>(()) }
         }

@@ -53,12 +53,17 @@
 //! # drop(app);
 //! ```
 
-use actix_web::{web, HttpRequest};
+use actix_web::{web, HttpMessage, HttpRequest};
 use payhook_core::adapter::SplitStoreCheck;
 use payhook_core::Receiver;
 
-/// A configured [`Receiver`] for the [`Webhook`](crate::Webhook) extractor,
-/// registered with `App::app_data` (or wrapped in `web::Data`).
+/// A configured [`Receiver`] for the [`Webhook`](crate::Webhook) extractor.
+///
+/// Wrap routes in it (`App::wrap`, `Scope::wrap`, `Resource::wrap`): it then
+/// also settles each delivery from the handler's response (a 2xx marks the
+/// event done, anything else releases it), through [`WebhookMiddleware`](crate::WebhookMiddleware).
+/// Registered with `App::app_data` (or in `web::Data`) it only configures the
+/// extractor, and handlers acknowledge with [`Webhook::ack`](crate::Webhook::ack).
 ///
 /// The receiver holds everything a delivery is checked against: the secrets,
 /// the tolerance, the body limit, the dedupe store and the header name. Build
@@ -94,10 +99,15 @@ impl WebhookConfig {
         &self.receiver
     }
 
-    /// The configuration visible to `req`: plain app data first, then `web::Data`.
-    pub(crate) fn of(req: &HttpRequest) -> Option<&Self> {
+    /// The configuration visible to `req`: the one wrapping the route (as a
+    /// middleware) first, then plain app data, then `web::Data`.
+    pub(crate) fn of(req: &HttpRequest) -> Option<Self> {
+        if let Some(wrapping) = req.extensions().get::<Self>() {
+            return Some(wrapping.clone());
+        }
         req.app_data::<Self>()
             .or_else(|| req.app_data::<web::Data<Self>>().map(|data| data.get_ref()))
+            .cloned()
     }
 }
 

@@ -1,40 +1,5 @@
 //! [`ExpectContinue`]: answer `413` to an oversized `Expect: 100-continue`
 //! upload before telling the client to send it.
-//!
-//! actix-web's `HttpServer` always answers `Expect: 100-continue` with
-//! `100 Continue` before any handler or extractor runs, so the
-//! [`Webhook`](crate::Webhook) extractor can only refuse an oversized body after
-//! the client was invited to upload it (it still never reads it: the `413`
-//! follows and the connection is closed). To refuse it first, serve the app with
-//! actix-http's `HttpService` and this expect handler:
-//!
-//! ```no_run
-//! use actix_http::HttpService;
-//! use actix_web::{web, App, HttpResponse};
-//! use payhook::actix::{ExpectContinue, Webhook, WebhookConfig};
-//! use payhook::Receiver;
-//!
-//! async fn webhooks(webhook: Webhook) -> HttpResponse {
-//!     webhook.ack().await
-//! }
-//!
-//! #[actix_web::main]
-//! async fn main() -> std::io::Result<()> {
-//!     let receiver = Receiver::builder().secret("whsec_test_secret").build().expect("valid configuration");
-//!     actix_server::Server::build()
-//!         .bind("webhooks", ("127.0.0.1", 8080), move || {
-//!             let app = App::new()
-//!                 .app_data(WebhookConfig::new(receiver.clone()))
-//!                 .route("/webhooks", web::post().to(webhooks));
-//!             HttpService::build()
-//!                 .expect(ExpectContinue::new(&receiver))
-//!                 .h1(actix_service::map_config(app, |_| actix_web::dev::AppConfig::default()))
-//!                 .tcp()
-//!         })?
-//!         .run()
-//!         .await
-//! }
-//! ```
 
 use std::future::{ready, Ready};
 
@@ -50,8 +15,42 @@ use crate::extract::{ActixHeaders, Rejection, PASS_THE_PEER};
 /// connection) instead of `100 Continue`, and a source outside the receiver's
 /// allowlist with `403`. Other requests get `100 Continue`.
 ///
-/// It applies one receiver's limit to every request of the server; see the
-/// [module docs](self) for where it goes.
+/// It applies one receiver's limit to every request of the server.
+///
+/// actix-web's `HttpServer` always answers `Expect: 100-continue` with
+/// `100 Continue` before any handler or extractor runs, so the
+/// [`Webhook`](crate::Webhook) extractor can only refuse an oversized body after
+/// the client was invited to upload it (it still never reads it: the `413`
+/// follows and the connection is closed). To refuse it first, serve the app with
+/// actix-http's `HttpService` and this expect handler:
+///
+/// ```no_run
+/// use actix_http::HttpService;
+/// use actix_web::{web, App, HttpResponse};
+/// use payhook::actix::{ExpectContinue, Webhook, WebhookConfig};
+/// use payhook::Receiver;
+///
+/// async fn webhooks(webhook: Webhook) -> HttpResponse {
+///     webhook.ack().await
+/// }
+///
+/// #[actix_web::main]
+/// async fn main() -> std::io::Result<()> {
+///     let receiver = Receiver::builder().secret("whsec_test_secret").build().expect("valid configuration");
+///     actix_server::Server::build()
+///         .bind("webhooks", ("127.0.0.1", 8080), move || {
+///             let app = App::new()
+///                 .app_data(WebhookConfig::new(receiver.clone()))
+///                 .route("/webhooks", web::post().to(webhooks));
+///             HttpService::build()
+///                 .expect(ExpectContinue::new(&receiver))
+///                 .h1(actix_service::map_config(app, |_| actix_web::dev::AppConfig::default()))
+///                 .tcp()
+///         })?
+///         .run()
+///         .await
+/// }
+/// ```
 #[derive(Debug, Clone)]
 pub struct ExpectContinue {
     receiver: Receiver,

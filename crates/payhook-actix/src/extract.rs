@@ -13,7 +13,7 @@ use actix_web::body::{BodySize, MessageBody};
 use actix_web::dev::Payload;
 use actix_web::http::header::{self, HeaderMap};
 use actix_web::http::StatusCode;
-use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError};
+use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, ResponseError};
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use futures_util::Stream;
@@ -22,6 +22,7 @@ use payhook_core::{event, ClaimGuard, Event, Receiver, Reply};
 use serde::de::DeserializeOwned;
 
 use crate::config::WebhookConfig;
+use crate::settle::{ClaimSlot, Verified};
 
 /// A verified, claimed webhook delivery, parsed as `T` ([`Event`] unless
 /// chosen otherwise).
@@ -33,48 +34,95 @@ use crate::config::WebhookConfig;
 /// unreachable store — is answered by the extractor with a [`Rejection`], so the
 /// handler only ever sees new, genuine events.
 ///
-/// # Acknowledging
+/// # Settling
 ///
-/// Return [`ack`](Self::ack)'s response when the event is handled: it marks the
-/// id done and answers `200 {"received":true}`. Everything else releases the
-/// claim, so the sender's retry is handled rather than dropped:
+/// The event is settled by the handler's response when the route is wrapped
+/// in its [`WebhookConfig`] (`App::wrap`, `Scope::wrap`, `Resource::wrap`) or
+/// run by [`EventHandlers`](crate::EventHandlers) — the axum adapter's rule: a
+/// 2xx marks the event done (a 2xx without a body is sent as
+/// `200 {"received":true}`), and everything else releases the claim, so the
+/// sender's retry is handled rather than dropped:
 ///
-/// * returning early with an error (`?`) or any response of your own,
-/// * a panic in the handler (the claim is released while unwinding; actix-web
-///   then closes the connection without a response, which the sender treats
-///   as a failed delivery and retries),
+/// * an error status, or an error (`?`),
+/// * a panic in the handler (answered with `500 Webhook Error: the handler
+///   panicked; …`),
 /// * the request being dropped (client gone, server shutting down).
 ///
-/// `ack` is explicit because an extractor cannot see the handler's response:
-/// acknowledging only when asked means a forgotten `ack` costs a redelivery,
-/// never a lost event. To make it impossible to forget, write the handler to
-/// return `Result<(), E>` and wrap it with [`acking`](crate::acking) (or
-/// register it in [`EventHandlers`](crate::EventHandlers)): its `Ok` acknowledges. [`release`](Self::release) gives the claim back
-/// explicitly, waiting for the store (useful with a networked store, where the
-/// release on drop runs in the background).
+/// [`ack`](Self::ack) marks the event done at once and answers
+/// `200 {"received":true}`, whatever the handler does next;
+/// [`release`](Self::release) gives the claim back at once, waiting for the
+/// store (useful with a networked store, where a release on drop runs in the
+/// background).
+///
+/// With the `WebhookConfig` registered as plain app data (`App::app_data`)
+/// instead, the extractor cannot see the response: only `ack` (or
+/// [`acking`](crate::acking), whose `Ok` acknowledges) marks the event done,
+/// and a handler that returns without it — even with a 2xx — releases the
+/// event, costing a redelivery, never a lost event.
 ///
 /// `T` other than [`Event`] is deserialized from the raw body; a body that does
 /// not fit `T` is answered with `400 Webhook Error: invalid payload: …` and its
 /// claim released.
 ///
 /// ```
-/// use actix_web::{post, HttpResponse};
-/// use payhook::actix::Webhook;
-/// use payhook::EventKind;
+/// use actix_web::{web, App, HttpResponse};
+/// use payhook::actix::{Webhook, WebhookConfig};
+/// use payhook::{EventKind, Receiver};
 ///
-/// #[post("/webhooks")]
 /// async fn webhooks(webhook: Webhook) -> actix_web::Result<HttpResponse> {
 ///     if let EventKind::PaymentIntentSucceeded(intent) = webhook.kind() {
 ///         fulfil(&intent.id, intent.amount).await?; // an error releases the claim
 ///     }
-///     Ok(webhook.ack().await)
+///     Ok(HttpResponse::Ok().finish()) // done: 200 {"received":true}
 /// }
 /// # async fn fulfil(_: &str, _: u128) -> actix_web::Result<()> { Ok(()) }
+///
+/// let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
+/// let app = App::new()
+///     .wrap(WebhookConfig::new(receiver))
+///     .route("/webhooks", web::post().to(webhooks));
+/// # drop(app);
 /// ```
 pub struct Webhook<T = Event> {
     event: T,
     body: Bytes,
-    claim: ClaimGuard,
+    claim: Deferred,
+}
+
+/// The claim a [`Webhook`] holds. Under the [`WebhookConfig`] middleware or
+/// [`EventHandlers`](crate::EventHandlers), a claim the handler did not settle
+/// goes back to their slot when the `Webhook` is dropped, to be settled by the
+/// response; otherwise dropping it releases the claim.
+struct Deferred {
+    /// `Some` until [`into_guard`](Self::into_guard) or the drop takes it.
+    claim: Option<ClaimGuard>,
+    slot: Option<ClaimSlot>,
+    event_id: Box<str>,
+}
+
+impl Deferred {
+    fn new(claim: ClaimGuard, slot: Option<ClaimSlot>) -> Self {
+        Self {
+            event_id: claim.event_id().into(),
+            claim: Some(claim),
+            slot,
+        }
+    }
+
+    fn into_guard(mut self) -> ClaimGuard {
+        // Only `Drop` and this method take the claim, and both consume `self`.
+        self.claim
+            .take()
+            .expect("a Webhook holds its claim until it is consumed")
+    }
+}
+
+impl Drop for Deferred {
+    fn drop(&mut self) {
+        if let (Some(claim), Some(slot)) = (self.claim.take(), &self.slot) {
+            slot.put(claim);
+        }
+    }
 }
 
 impl<T> Webhook<T> {
@@ -85,7 +133,7 @@ impl<T> Webhook<T> {
 
     /// The event id the claim is held on.
     pub fn event_id(&self) -> &str {
-        self.claim.event_id()
+        &self.claim.event_id
     }
 
     /// The raw body, exactly as signed.
@@ -93,23 +141,25 @@ impl<T> Webhook<T> {
         &self.body
     }
 
-    /// Marks the event handled and returns `200 application/json {"received":true}`.
+    /// Marks the event handled now and returns `200 application/json {"received":true}`.
     ///
-    /// Call it once the work is done: a later failure in the same handler is no
-    /// longer retried.
+    /// Under the [`WebhookConfig`] middleware the response does this already;
+    /// `ack` still marks the event done at once, so a later failure in the same
+    /// handler is no longer retried. With the config as plain app data it is
+    /// the way to acknowledge.
     pub async fn ack(self) -> HttpResponse {
-        reply_to_response(self.claim.complete().await)
+        reply_to_response(self.claim.into_guard().complete().await)
     }
 
     /// Gives the claim back now, so the next delivery of the event is handled.
     pub async fn release(self) {
-        self.claim.release().await;
+        self.claim.into_guard().release().await;
     }
 
     /// The event, the raw body and the claim, for settling the claim yourself
     /// (for example with [`ClaimGuard::finish`] and the status you answer with).
     pub fn into_parts(self) -> (T, Bytes, ClaimGuard) {
-        (self.event, self.body, self.claim)
+        (self.event, self.body, self.claim.into_guard())
     }
 }
 
@@ -125,7 +175,10 @@ impl<T: fmt::Debug> fmt::Debug for Webhook<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Webhook")
             .field("event", &self.event)
-            .field("claim", &self.claim)
+            .field(
+                "event_id",
+                &payhook_core::untrusted::Untrusted::value(&self.claim.event_id),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -143,6 +196,16 @@ async fn extract<T: DeserializeOwned + 'static>(
     req: HttpRequest,
     payload: Payload,
 ) -> Result<Webhook<T>, Rejection> {
+    let slot = req.extensions().get::<ClaimSlot>().cloned();
+    let verified = req.extensions().get::<Verified>().cloned();
+    if let Some(Verified { event, body }) = verified {
+        // EventHandlers verified and claimed this delivery already, and left
+        // the claim in the slot for the handler it picked.
+        let Some(claim) = slot.as_ref().and_then(ClaimSlot::take) else {
+            return Err(Rejection::from(not_configured(ONE_WEBHOOK)));
+        };
+        return into_webhook(Some(event), body, claim, slot).await;
+    }
     let Some(config) = WebhookConfig::of(&req) else {
         return Err(Rejection::from(not_configured(ADD_THE_CONFIG)));
     };
@@ -155,8 +218,23 @@ async fn extract<T: DeserializeOwned + 'static>(
         Outcome::Deliver(delivery) => delivery,
     };
     let (event, body, claim) = delivery.into_parts();
-    match event::into_payload::<T>(Some(event), &body) {
-        Ok(event) => Ok(Webhook { event, body, claim }),
+    into_webhook(Some(event), body, claim, slot).await
+}
+
+/// The delivery as a `Webhook<T>`; a body that does not fit `T` is a `400` and
+/// its claim released.
+async fn into_webhook<T: DeserializeOwned + 'static>(
+    event: Option<Event>,
+    body: Bytes,
+    claim: ClaimGuard,
+    slot: Option<ClaimSlot>,
+) -> Result<Webhook<T>, Rejection> {
+    match event::into_payload::<T>(event, &body) {
+        Ok(event) => Ok(Webhook {
+            event,
+            body,
+            claim: Deferred::new(claim, slot),
+        }),
         Err(error) => {
             tracing::warn!(
                 target: "payhook",
@@ -171,6 +249,11 @@ async fn extract<T: DeserializeOwned + 'static>(
         }
     }
 }
+
+/// A second `Webhook` extractor in a handler [`EventHandlers`](crate::EventHandlers)
+/// runs, while the first holds the claim.
+const ONE_WEBHOOK: &str = "a handler run by EventHandlers takes one Webhook extractor, \
+    and another one in this handler holds the delivery's claim";
 
 /// actix-web 4's header map (on `http` 0.2) seen through the core's [`Headers`].
 pub(crate) struct ActixHeaders<'a>(pub(crate) &'a HeaderMap);

@@ -1,17 +1,19 @@
-//! Handlers whose `Ok` acknowledges: [`acking`] wraps one handler, and
+//! Handlers settled by their result: [`acking`] wraps one handler, and
 //! [`EventHandlers`] sends each event to the handler registered for its type.
 //!
-//! With the plain [`Webhook`] extractor a handler must call
-//! [`Webhook::ack`]; one that answers `200` without it leaves the event
-//! unhandled (delivered again). These wrappers take handlers that return
-//! `Result<(), E>` instead: `Ok(())` marks the event done and answers
+//! Under [`WebhookConfig`](crate::WebhookConfig) registered as app data (not
+//! as a middleware), the plain [`Webhook`] extractor cannot see the response:
+//! a handler must call [`Webhook::ack`]. [`acking`] takes a handler that
+//! returns `Result<(), E>` instead: `Ok(())` marks the event done and answers
 //! `200 {"received":true}`, an `Err` releases the claim (the sender retries) and
 //! answers with the error, a panic releases it too and answers `500`
-//! (`Webhook Error: the handler panicked; …`).
+//! (`Webhook Error: the handler panicked; …`). [`EventHandlers`] settles by
+//! its handlers' responses (a 2xx marks the event done), wherever its
+//! `WebhookConfig` is registered.
 //!
 //! ```
 //! use actix_web::{web, App};
-//! use payhook::actix::{acking, EventHandlers, WebhookConfig};
+//! use payhook::actix::{acking, EventHandlers, Webhook, WebhookConfig};
 //! use payhook::{Event, EventKind, Receiver};
 //!
 //! #[derive(Clone)]
@@ -25,7 +27,8 @@
 //!     Ok(()) // acknowledged
 //! }
 //!
-//! async fn payout(event: Event) -> actix_web::Result<()> {
+//! // EventHandlers' handlers take the event as a `Webhook`, like any extractor.
+//! async fn payout(event: Webhook, _shop: web::Data<Shop>) -> actix_web::Result<()> {
 //!     println!("payout {}", event.id());
 //!     Ok(())
 //! }
@@ -33,7 +36,7 @@
 //! let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
 //! let handlers = EventHandlers::new()
 //!     .on("payout.paid", payout)
-//!     .payment_succeeded(|event: Event| async move {
+//!     .payment_succeeded(|event: Webhook| async move {
 //!         println!("paid {}", event.id());
 //!         Ok::<_, actix_web::Error>(())
 //!     });
@@ -51,18 +54,21 @@ use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use actix_web::{FromRequest, Handler, HttpResponse};
+use actix_web::{FromRequest, Handler, HttpMessage, HttpRequest, HttpResponse, Responder};
 use futures_util::future::LocalBoxFuture;
 use futures_util::FutureExt;
 use payhook_core::adapter::{HandlerOutcome, HandlerTable};
-use payhook_core::{ClaimGuard, Event, Reply};
+use payhook_core::{ClaimGuard, Reply};
 use serde::de::DeserializeOwned;
 
 use crate::extract::{reply_to_response, Webhook};
+use crate::settle::{run_and_settle, ClaimSlot, Verified};
 
 /// Wraps `handler` — an async function of the event (any `T` [`Webhook<T>`]
 /// accepts) and up to five more extractors, returning `Result<(), E>` — into
-/// an actix-web handler that acknowledges on `Ok` (see the [module docs](self)).
+/// an actix-web handler that acknowledges on `Ok`: `Ok(())` marks the event done
+/// and answers `200 {"received":true}`, an `Err` releases the claim and answers
+/// with the error, a panic releases it and answers `500`.
 pub fn acking<F, Args>(handler: F) -> Acking<F, Args> {
     Acking {
         handler,
@@ -142,34 +148,76 @@ acking_handler! { A B C }
 acking_handler! { A B C D }
 acking_handler! { A B C D G }
 
-type BoxedHandler = Arc<dyn Fn(Event) -> LocalBoxFuture<'static, Result<(), actix_web::Error>> + Send + Sync>;
+type BoxedHandler = Arc<dyn Fn(HttpRequest) -> LocalBoxFuture<'static, HttpResponse> + Send + Sync>;
 
-/// Sends each verified event to the handler registered for its type, and
-/// acknowledges when that handler returns `Ok` (see the [module docs](self)).
+/// Sends each verified event to the handler registered for its type; the
+/// handler's response settles the event, as in the axum adapter.
 ///
-/// Each handler is an async function (or closure) of the [`Event`] returning
-/// `Result<(), E>` with `E: Into<actix_web::Error>`; it captures what it needs
-/// (clone your state into it). [`on`](Self::on) takes any type string;
+/// Each handler is an ordinary actix-web handler: an async function (or
+/// closure) taking any extractors — [`Webhook`]`<T>` for the event (as
+/// [`Event`](payhook_core::Event) or any `T` a `Webhook` accepts), `web::Data`, `HttpRequest`,
+/// `web::Query`, … — and returning any `Responder`. A 2xx marks the event done
+/// (a 2xx without a body, such as `Ok(())`, is sent as
+/// `200 {"received":true}`); any other status, an `Err` or a panic releases it
+/// for the sender's retry (a panic is answered with `500`). A handler that
+/// settles the claim itself ([`Webhook::ack`], [`Webhook::release`]) keeps its
+/// own response.
+///
+/// [`on`](Self::on) takes any type string;
 /// [`payment_succeeded`](Self::payment_succeeded) (both spellings of the success
 /// event) and [`payment_failed`](Self::payment_failed) go by kind, and an exact
 /// type registered with `on` wins over them; [`other`](Self::other) takes what
 /// nothing else does. An event nothing takes is acknowledged with
 /// `200 {"received":true}`. Pass it to `web::post().to(…)` on a route with a
 /// [`WebhookConfig`](crate::WebhookConfig).
+///
+/// ```
+/// use actix_web::{web, App, HttpResponse};
+/// use payhook::actix::{EventHandlers, Webhook, WebhookConfig};
+/// use payhook::{PaymentIntent, Receiver};
+///
+/// struct Shop;
+///
+/// async fn paid(intent: Webhook<PaymentIntent>, _shop: web::Data<Shop>) -> HttpResponse {
+///     println!("{} {} received", intent.amount, intent.currency);
+///     HttpResponse::Ok().finish() // sent as 200 {"received":true}, and the event is done
+/// }
+///
+/// let handlers = EventHandlers::new()
+///     .payment_succeeded(paid)
+///     .on("payout.paid", |event: Webhook| async move {
+///         println!("payout {}", event.id());
+///         Ok::<_, actix_web::Error>(()) // an Err would release the event for a retry
+///     });
+/// let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
+/// let app = App::new()
+///     .app_data(web::Data::new(Shop))
+///     .app_data(WebhookConfig::new(receiver))
+///     .route("/webhooks", web::post().to(handlers));
+/// # drop(app);
+/// ```
 #[derive(Clone, Default)]
 pub struct EventHandlers {
     table: HandlerTable<BoxedHandler>,
 }
 
-fn boxed<F, Fut, E>(handler: F) -> BoxedHandler
+fn boxed<F, Args>(handler: F) -> BoxedHandler
 where
-    F: Fn(Event) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), E>> + 'static,
-    E: Into<actix_web::Error> + 'static,
+    F: Handler<Args> + Send + Sync,
+    Args: FromRequest + 'static,
+    F::Output: Responder + 'static,
 {
-    Arc::new(move |event| {
-        let handled = handler(event);
-        Box::pin(async move { handled.await.map_err(Into::into) })
+    Arc::new(move |req: HttpRequest| {
+        let handler = handler.clone();
+        Box::pin(async move {
+            // The body was read by the Webhook extractor already: extractors
+            // here see the request's head, and `Webhook` the verified delivery.
+            let args = match Args::extract(&req).await {
+                Ok(args) => args,
+                Err(error) => return HttpResponse::from_error(error.into()),
+            };
+            handler.call(args).await.respond_to(&req).map_into_boxed_body()
+        })
     })
 }
 
@@ -181,22 +229,22 @@ impl EventHandlers {
 
     /// Handles events whose `type` is exactly `event_type`, whether payhook knows
     /// the type or not. Registering the same type again replaces its handler.
-    pub fn on<F, Fut, E>(mut self, event_type: impl Into<String>, handler: F) -> Self
+    pub fn on<F, Args>(mut self, event_type: impl Into<String>, handler: F) -> Self
     where
-        F: Fn(Event) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + 'static,
-        E: Into<actix_web::Error> + 'static,
+        F: Handler<Args> + Send + Sync,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
     {
         self.table.on(event_type, boxed(handler));
         self
     }
 
     /// Handles `payment_intent.succeeded` and `payment.succeeded`.
-    pub fn payment_succeeded<F, Fut, E>(mut self, handler: F) -> Self
+    pub fn payment_succeeded<F, Args>(mut self, handler: F) -> Self
     where
-        F: Fn(Event) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + 'static,
-        E: Into<actix_web::Error> + 'static,
+        F: Handler<Args> + Send + Sync,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
     {
         self.table.payment_succeeded(boxed(handler));
         self
@@ -204,41 +252,45 @@ impl EventHandlers {
 
     /// Handles `payment_intent.failed` and its sibling-format name
     /// `payment_intent.payment_failed`.
-    pub fn payment_failed<F, Fut, E>(mut self, handler: F) -> Self
+    pub fn payment_failed<F, Args>(mut self, handler: F) -> Self
     where
-        F: Fn(Event) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + 'static,
-        E: Into<actix_web::Error> + 'static,
+        F: Handler<Args> + Send + Sync,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
     {
         self.table.payment_failed(boxed(handler));
         self
     }
 
     /// Handles every event no other handler takes.
-    pub fn other<F, Fut, E>(mut self, handler: F) -> Self
+    pub fn other<F, Args>(mut self, handler: F) -> Self
     where
-        F: Fn(Event) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + 'static,
-        E: Into<actix_web::Error> + 'static,
+        F: Handler<Args> + Send + Sync,
+        Args: FromRequest + 'static,
+        F::Output: Responder + 'static,
     {
         self.table.other(boxed(handler));
         self
     }
 }
 
-impl Handler<(Webhook,)> for EventHandlers {
-    type Output = Result<HttpResponse, actix_web::Error>;
+impl Handler<(HttpRequest, Webhook)> for EventHandlers {
+    type Output = HttpResponse;
     type Future = LocalBoxFuture<'static, Self::Output>;
 
-    fn call(&self, (webhook,): (Webhook,)) -> Self::Future {
+    fn call(&self, (req, webhook): (HttpRequest, Webhook)) -> Self::Future {
         let handler = self.table.handler_for(webhook.event()).cloned();
-        let (event, _body, claim) = webhook.into_parts();
-        Box::pin(async move {
-            match handler {
-                Some(handler) => settle_by(claim, handler(event)).await,
-                None => Ok(reply_to_response(claim.complete().await)),
-            }
-        })
+        let (event, body, claim) = webhook.into_parts();
+        let Some(handler) = handler else {
+            return Box::pin(async move { reply_to_response(claim.complete().await) });
+        };
+        // The picked handler's `Webhook` extractor finds the verified delivery
+        // and its claim here.
+        let slot = ClaimSlot::default();
+        slot.put(claim);
+        req.extensions_mut().insert(slot.clone());
+        req.extensions_mut().insert(Verified { event, body });
+        Box::pin(run_and_settle(slot, handler(req)))
     }
 }
 

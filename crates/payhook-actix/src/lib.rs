@@ -1,12 +1,14 @@
 //! actix-web 4 integration for payhook: a [`Webhook`] extractor that hands your
 //! handler verified, deduplicated, typed events from the payment service.
 //!
-//! Register a [`WebhookConfig`] wrapping a configured
-//! [`Receiver`](payhook_core::Receiver) as app data, take [`Webhook`] (or
-//! `Webhook<YourType>`) in the handler, and return [`Webhook::ack`] once the event
-//! is handled — or write handlers that return `Result<(), E>` and let
-//! [`acking`] or [`EventHandlers`] (one handler per event type) acknowledge
-//! their `Ok` for you (see [`handlers`]). The extractor answers everything else itself — bad signatures,
+//! Wrap the webhook route (or the app) in a [`WebhookConfig`] holding a
+//! configured [`Receiver`](payhook_core::Receiver) (`.wrap(WebhookConfig::new(receiver))`),
+//! take [`Webhook`] (or `Webhook<YourType>`) in the handler, and answer: a 2xx
+//! marks the event done, anything else releases it for the sender's retry —
+//! the same rule as the axum adapter. [`EventHandlers`] routes by event type to
+//! ordinary actix-web handlers, settled the same way. [`Webhook::ack`] marks an
+//! event done at once; with the config registered as plain app data it is the
+//! way to acknowledge (see [`Webhook`]). The extractor answers everything else itself — bad signatures,
 //! oversized bodies, duplicates, events in flight elsewhere — with the core's
 //! replies, so the handler only runs for new, genuine events; and a handler that
 //! fails, panics or never acknowledges leaves the event to be delivered again.
@@ -26,14 +28,14 @@
 //!         EventKind::PaymentIntentFailed(intent) => println!("failed: {}", intent.id),
 //!         _ => {} // other types are acknowledged too
 //!     }
-//!     Ok(webhook.ack().await)
+//!     Ok(HttpResponse::Ok().finish()) // a 2xx marks the event done
 //! }
 //!
 //! # actix_web::rt::System::new().block_on(async {
 //! let receiver = Receiver::builder().secret("whsec_test_secret").build().expect("valid configuration");
 //! let app = test::init_service(
 //!     App::new()
-//!         .app_data(WebhookConfig::new(receiver))
+//!         .wrap(WebhookConfig::new(receiver))
 //!         .route("/webhooks", web::post().to(webhooks)),
 //! )
 //! .await;
@@ -94,7 +96,7 @@
 //! `HttpServer::h1_allow_half_closed(false)` a disconnect cancels the handler and
 //! its claim is released, so the sender's retry runs it again; with actix-web's
 //! default the handler runs on, the event stays in flight (`409` to a retry)
-//! until it finishes, and its [`ack`](Webhook::ack) still marks it done.
+//! until it finishes, and its response still settles it.
 //!
 //! # Tracing
 //!
@@ -108,11 +110,12 @@
 mod config;
 #[cfg(feature = "dashboard")]
 mod dashboard;
-pub mod expect;
+mod expect;
 mod extract;
-pub mod handlers;
+mod handlers;
 #[cfg(feature = "inbox")]
 mod inbox;
+mod settle;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
@@ -123,6 +126,7 @@ pub use config::WebhookConfig;
 pub use dashboard::dashboard_scope;
 pub use expect::ExpectContinue;
 pub use extract::{Rejection, Webhook};
-pub use handlers::{acking, EventHandlers};
+pub use handlers::{acking, Acking, EventHandlers};
 #[cfg(feature = "inbox")]
 pub use inbox::inbox_route;
+pub use settle::WebhookMiddleware;

@@ -111,6 +111,7 @@ pub(crate) use {note, say};
 /// their exact text (wei amounts beyond 2^64 included). Text that is not JSON
 /// is laid out the same way and escaped alike. Every line starts with
 /// `indent`, so no line of a body can pose as a line of the tool's own.
+#[cfg(any(feature = "inbox", test))]
 pub fn pretty_json(text: &str, indent: &str) -> String {
     let mut out = String::with_capacity(text.len() + text.len() / 4);
     let mut depth = 0usize;
@@ -183,6 +184,7 @@ pub fn pretty_json(text: &str, indent: &str) -> String {
 
 /// Appends `c`, or its JSON escape when the core's rule for request-derived
 /// text would escape it.
+#[cfg(any(feature = "inbox", test))]
 fn push_safe(out: &mut String, c: char) {
     let mut buf = [0u8; 4];
     let as_text = c.encode_utf8(&mut buf);

@@ -6,8 +6,9 @@
 //! and the peak while they went in (a table doubles as it grows).
 //!
 //! Groups:
-//! * `memory_store/sync_1_thread`: `claim_now` + `complete_now` of a new id, the
-//!   store filling up from empty;
+//! * `memory_store/sync_1_thread`: claim + complete of a new id through the
+//!   `Store` trait, each future polled once (the memory store answers at once),
+//!   the store filling up from empty;
 //! * `memory_store/sync_1_thread_full_store`: the same on a store already holding
 //!   its default capacity of 1 M ids, so every new id evicts the oldest;
 //! * `memory_store/async_1_thread`: the same through the boxed-future `Store` trait;
@@ -104,13 +105,11 @@ impl EventIds {
 }
 
 fn claim_complete(store: &MemoryStore, id: &str) {
-    let Claim::Claimed(token) = store.claim_now(NS, id, LEASE).expect("store has room") else {
+    let Claim::Claimed(token) = now(store.claim(NS, id, LEASE)).expect("store has room") else {
         panic!("{id} is new");
     };
     assert_eq!(
-        store
-            .complete_now(NS, id, token, RETENTION)
-            .expect("store has room"),
+        now(store.complete(NS, id, token, RETENTION)).expect("store has room"),
         Completion::Completed
     );
 }

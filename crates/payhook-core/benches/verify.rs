@@ -33,7 +33,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use hmac::{Hmac, Mac};
 use payhook_core::adapter::Outcome;
 use payhook_core::testing::EventBuilder;
-use payhook_core::{sign, FixedClock, MemoryStore, Receiver, Secret, Store, Verifier};
+use payhook_core::{sign, DynStore, FixedClock, MemoryStore, Receiver, Secret, Verifier};
 use sha2::Sha256;
 
 const SECRET: &str = "whsec_5f0c1d8e2b7a4c9d3e6f8a1b2c4d6e8f";
@@ -328,7 +328,7 @@ fn bench_pipeline(c: &mut Criterion) {
     // One store for the whole run, as in a long-lived process: each pass over the
     // pool uses a new namespace, so every delivery is a new id for the store and
     // the store fills up to its capacity like a real one.
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn DynStore> = Arc::new(MemoryStore::new());
     let receiver_for = |pass: usize| {
         Receiver::builder()
             .secret(SECRET)

@@ -97,7 +97,7 @@ use crate::error::Error;
 use crate::event::{Event, EventKind};
 use crate::receiver::{ClaimGuard, Receiver};
 use crate::reply::Reply;
-use crate::store::Store;
+use crate::store::DynStore;
 
 /// Smaller than most limits, so a `Content-Length` alone cannot make every open
 /// connection allocate a full limit's worth up front.
@@ -334,7 +334,7 @@ pub struct SplitStoreCheck {
     done: Arc<OnceLock<()>>,
 }
 
-type RouteStores = HashMap<(String, String), Weak<dyn Store>>;
+type RouteStores = HashMap<(String, String), Weak<dyn DynStore>>;
 
 /// At most this many routes are remembered (their patterns, not request paths).
 const MAX_CHECKED_ROUTES: usize = 256;

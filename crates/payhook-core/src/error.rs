@@ -126,22 +126,79 @@ pub enum ConfigError {
     NamespaceRequired,
 }
 
-/// A dedupe store failure: unreachable, timed out, or full of in-flight claims.
+/// What kind of failure a [`StoreError`] (or an inbox error) is, for code
+/// that reacts to the cause rather than the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// The store could not be reached, or the connection was lost.
+    Unavailable,
+    /// The store did not answer within the configured timeout.
+    TimedOut,
+    /// The store answered but refused the operation: authentication, a
+    /// read-only replica, no room left for another in-flight claim.
+    Refused,
+    /// The request or the store's answer was not valid: a bad setting, an
+    /// unexpected reply, data that does not decode.
+    Invalid,
+}
+
+/// A dedupe store failure: unreachable, timed out, refused or invalid
+/// ([`kind`](Self::kind)), with a message for the reply and the logs.
 ///
 /// The message must not contain credentials (a store builds it from the failure
 /// kind, never from its connection URL).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct StoreError {
+    kind: StoreErrorKind,
     message: String,
 }
 
 impl StoreError {
-    /// A store error with a message for the reply and the logs.
+    /// A store error of kind [`StoreErrorKind::Unavailable`] with a message for
+    /// the reply and the logs. Prefer [`with_kind`](Self::with_kind) or a
+    /// shortcut when the cause is known.
     pub fn new(message: impl Into<String>) -> Self {
+        Self::with_kind(StoreErrorKind::Unavailable, message)
+    }
+
+    /// A store error of the given kind.
+    pub fn with_kind(kind: StoreErrorKind, message: impl Into<String>) -> Self {
         Self {
+            kind,
             message: message.into(),
         }
+    }
+
+    /// [`StoreErrorKind::Unavailable`]: unreachable, or the connection was lost.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::with_kind(StoreErrorKind::Unavailable, message)
+    }
+
+    /// [`StoreErrorKind::TimedOut`]: no answer in time.
+    pub fn timed_out(message: impl Into<String>) -> Self {
+        Self::with_kind(StoreErrorKind::TimedOut, message)
+    }
+
+    /// [`StoreErrorKind::Refused`]: the store said no.
+    pub fn refused(message: impl Into<String>) -> Self {
+        Self::with_kind(StoreErrorKind::Refused, message)
+    }
+
+    /// [`StoreErrorKind::Invalid`]: a bad request or an unexpected answer.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::with_kind(StoreErrorKind::Invalid, message)
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+
+    /// The message, as displayed.
+    pub fn message(&self) -> &str {
+        &self.message
     }
 }
 

@@ -73,10 +73,10 @@ pub mod testing;
 pub mod untrusted;
 
 pub use clock::{Clock, FixedClock, SystemClock};
-pub use error::{ConfigError, Error, StoreError};
+pub use error::{ConfigError, Error, StoreError, StoreErrorKind};
 pub use event::{Event, EventKind, Metadata, PaymentIntent, PaymentIntentStatus, PaymentMethod};
 pub use receiver::{ClaimGuard, Receiver, ReceiverBuilder};
 pub use reply::Reply;
 pub use secret::Secret;
 pub use signature::{sign, SignatureScheme, Verifier};
-pub use store::{Claim, ClaimToken, Completion, MemoryStore, Store};
+pub use store::{Claim, ClaimToken, Completion, DynStore, MemoryStore, Store};

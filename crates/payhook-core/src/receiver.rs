@@ -62,7 +62,7 @@ use crate::metrics;
 use crate::reply::Reply;
 use crate::signature::{SignatureScheme, VerifierBuilder};
 use crate::source::{client_address, Networks};
-use crate::store::{Claim, ClaimToken, Completion, MemoryStore, Store};
+use crate::store::{Claim, ClaimToken, Completion, DynStore, MemoryStore, Store};
 use crate::untrusted::Untrusted;
 
 /// The body size limit unless configured otherwise: 1 MiB.
@@ -99,7 +99,7 @@ pub struct Receiver {
 
 struct Inner {
     scheme: Arc<dyn SignatureScheme>,
-    store: Arc<dyn Store>,
+    store: Arc<dyn DynStore>,
     namespace: Arc<str>,
     lease: Duration,
     retention: Duration,
@@ -224,7 +224,7 @@ impl Receiver {
     /// The namespace, and the store when it is the receiver's own in-memory
     /// store (none was set on the builder): what tells two receivers built
     /// alike apart when their dedupe is not shared.
-    pub(crate) fn own_store(&self) -> Option<(&str, std::sync::Weak<dyn Store>)> {
+    pub(crate) fn own_store(&self) -> Option<(&str, std::sync::Weak<dyn DynStore>)> {
         self.inner
             .own_store
             .then(|| (&*self.inner.namespace, Arc::downgrade(&self.inner.store)))
@@ -377,7 +377,7 @@ async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Option<Ins
     let span = tracing::info_span!(target: "payhook", "delivery", event_id = %Untrusted::value(event.id()), event_type = %Untrusted::value(event.event_type()));
     let claim_span = span.clone();
     async move {
-        match inner.store.claim(&inner.namespace, event.id(), inner.lease).await {
+        match inner.store.dyn_claim(&inner.namespace, event.id(), inner.lease).await {
             Ok(Claim::Claimed(token)) => {
                 tracing::debug!(target: "payhook", "event claimed");
                 let id = event.id().to_owned();
@@ -508,7 +508,11 @@ async fn renew_while_handled(inner: Arc<Inner>, id: String, token: ClaimToken, l
     let every = inner.lease / 3;
     loop {
         tokio::time::sleep(every).await;
-        match inner.store.renew(&inner.namespace, &id, token, inner.lease).await {
+        match inner
+            .store
+            .dyn_renew(&inner.namespace, &id, token, inner.lease)
+            .await
+        {
             Ok(true) => tracing::trace!(target: "payhook", "lease renewed"),
             Ok(false) => {
                 if !lease_lost.swap(true, Ordering::Relaxed) {
@@ -602,7 +606,7 @@ impl ClaimState {
             let inner = &self.inner;
             match inner
                 .store
-                .complete(&inner.namespace, &self.id, self.token, inner.retention)
+                .dyn_complete(&inner.namespace, &self.id, self.token, inner.retention)
                 .await
             {
                 Ok(Completion::Completed) => tracing::info!(
@@ -646,7 +650,7 @@ impl ClaimState {
         let span = self.span.clone();
         async move {
             let inner = &self.inner;
-            match inner.store.release(&inner.namespace, &self.id, self.token).await {
+            match inner.store.dyn_release(&inner.namespace, &self.id, self.token).await {
                 Ok(_) => {
                     tracing::warn!(target: "payhook", reason = why, "claim released; the next delivery of the event runs the handler again")
                 }
@@ -730,7 +734,7 @@ impl Drop for Settling {
 pub struct ReceiverBuilder {
     verifier: VerifierBuilder,
     scheme: Option<Arc<dyn SignatureScheme>>,
-    store: Option<Arc<dyn Store>>,
+    store: Option<Arc<dyn DynStore>>,
     namespace: Option<String>,
     lease: Duration,
     retention: Duration,
@@ -827,10 +831,11 @@ impl ReceiverBuilder {
         self
     }
 
-    /// A store shared with other receivers. Requires a
-    /// [`namespace`](Self::namespace): see there.
-    pub fn shared_store(mut self, store: Arc<dyn Store>) -> Self {
-        self.store = Some(store);
+    /// A store shared with other receivers: an `Arc` of any store, or an
+    /// `Arc<dyn` [`DynStore`]`>` when the store's type is chosen at run time.
+    /// Requires a [`namespace`](Self::namespace): see there.
+    pub fn shared_store<S: Store + ?Sized>(mut self, store: Arc<S>) -> Self {
+        self.store = Some(Arc::new(store));
         self
     }
 
@@ -847,9 +852,10 @@ impl ReceiverBuilder {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use payhook::{ConfigError, MemoryStore, Receiver, Store};
+    /// use payhook::store::DynStore;
+    /// use payhook::{ConfigError, MemoryStore, Receiver};
     ///
-    /// let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    /// let store: Arc<dyn DynStore> = Arc::new(MemoryStore::new());
     /// let live = Receiver::builder()
     ///     .secret("whsec_live")
     ///     .shared_store(store.clone())

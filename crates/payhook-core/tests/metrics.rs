@@ -10,8 +10,8 @@ use std::time::Duration;
 use http::HeaderMap;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use payhook_core::adapter::Outcome;
-use payhook_core::store::{Claim, ClaimToken, Completion, Store, StoreFuture};
-use payhook_core::testing::{unix_now, EventBuilder, SignedDelivery};
+use payhook_core::store::{Claim, ClaimToken, Completion, Store};
+use payhook_core::testing::{unix_now, EventBuilder, FailingStore, SignedDelivery};
 use payhook_core::{MemoryStore, Receiver, Reply, StoreError};
 
 const SECRET: &str = "whsec_metrics";
@@ -50,55 +50,32 @@ struct SwitchableStore {
 }
 
 impl Store for SwitchableStore {
-    fn claim<'a>(&'a self, ns: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
-        self.inner.claim(ns, id, lease)
+    async fn claim(&self, ns: &str, id: &str, lease: Duration) -> Result<Claim, StoreError> {
+        self.inner.claim(ns, id, lease).await
     }
-    fn renew<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken, l: Duration) -> StoreFuture<'a, bool> {
+    async fn renew(&self, ns: &str, id: &str, t: ClaimToken, l: Duration) -> Result<bool, StoreError> {
         if self.renew_fails {
-            return Box::pin(async { Ok(false) });
+            return Ok(false);
         }
-        self.inner.renew(ns, id, t, l)
+        self.inner.renew(ns, id, t, l).await
     }
-    fn complete<'a>(
-        &'a self,
-        ns: &'a str,
-        id: &'a str,
+    async fn complete(
+        &self,
+        ns: &str,
+        id: &str,
         t: ClaimToken,
         r: Duration,
-    ) -> StoreFuture<'a, Completion> {
+    ) -> Result<Completion, StoreError> {
         if self.settle_fails {
-            return Box::pin(async { Err(StoreError::new("connection reset")) });
+            return Err(StoreError::new("connection reset"));
         }
-        self.inner.complete(ns, id, t, r)
+        self.inner.complete(ns, id, t, r).await
     }
-    fn release<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken) -> StoreFuture<'a, bool> {
+    async fn release(&self, ns: &str, id: &str, t: ClaimToken) -> Result<bool, StoreError> {
         if self.settle_fails {
-            return Box::pin(async { Err(StoreError::new("connection reset")) });
+            return Err(StoreError::new("connection reset"));
         }
-        self.inner.release(ns, id, t)
-    }
-}
-
-struct DownStore;
-
-impl Store for DownStore {
-    fn claim<'a>(&'a self, _: &'a str, _: &'a str, _: Duration) -> StoreFuture<'a, Claim> {
-        Box::pin(async { Err(StoreError::new("connection refused")) })
-    }
-    fn renew<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken, _: Duration) -> StoreFuture<'a, bool> {
-        Box::pin(async { Err(StoreError::new("connection refused")) })
-    }
-    fn complete<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: ClaimToken,
-        _: Duration,
-    ) -> StoreFuture<'a, Completion> {
-        Box::pin(async { Err(StoreError::new("connection refused")) })
-    }
-    fn release<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken) -> StoreFuture<'a, bool> {
-        Box::pin(async { Err(StoreError::new("connection refused")) })
+        self.inner.release(ns, id, t).await
     }
 }
 
@@ -183,7 +160,7 @@ async fn every_outcome_is_counted_once_with_its_label() {
     // The store down at the claim: 503.
     let down = Receiver::builder()
         .secret(SECRET)
-        .store(DownStore)
+        .store(FailingStore::down())
         .namespace("down")
         .build()
         .unwrap();

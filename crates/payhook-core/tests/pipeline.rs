@@ -9,8 +9,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::HeaderMap;
 use payhook_core::adapter::Outcome;
-use payhook_core::store::{Claim, ClaimToken, Completion, Store, StoreFuture};
-use payhook_core::testing::{unix_now, EventBuilder, SignedDelivery};
+use payhook_core::store::{Claim, ClaimToken, Completion, DynStore, Store};
+use payhook_core::testing::{unix_now, EventBuilder, FailingStore, SignedDelivery};
 use payhook_core::{EventKind, FixedClock, MemoryStore, Receiver, ReceiverBuilder, Reply, StoreError};
 
 const SECRET: &str = "whsec_pipeline";
@@ -218,24 +218,24 @@ struct CountingStore {
 }
 
 impl Store for CountingStore {
-    fn claim<'a>(&'a self, ns: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
+    async fn claim(&self, ns: &str, id: &str, lease: Duration) -> Result<Claim, StoreError> {
         self.claims.fetch_add(1, Ordering::SeqCst);
-        self.inner.claim(ns, id, lease)
+        self.inner.claim(ns, id, lease).await
     }
-    fn renew<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken, l: Duration) -> StoreFuture<'a, bool> {
-        self.inner.renew(ns, id, t, l)
+    async fn renew(&self, ns: &str, id: &str, t: ClaimToken, l: Duration) -> Result<bool, StoreError> {
+        self.inner.renew(ns, id, t, l).await
     }
-    fn complete<'a>(
-        &'a self,
-        ns: &'a str,
-        id: &'a str,
+    async fn complete(
+        &self,
+        ns: &str,
+        id: &str,
         t: ClaimToken,
         r: Duration,
-    ) -> StoreFuture<'a, Completion> {
-        self.inner.complete(ns, id, t, r)
+    ) -> Result<Completion, StoreError> {
+        self.inner.complete(ns, id, t, r).await
     }
-    fn release<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken) -> StoreFuture<'a, bool> {
-        self.inner.release(ns, id, t)
+    async fn release(&self, ns: &str, id: &str, t: ClaimToken) -> Result<bool, StoreError> {
+        self.inner.release(ns, id, t).await
     }
 }
 
@@ -370,44 +370,24 @@ async fn dropping_an_unsettled_claim_releases_it() {
     assert!(matches!(deliver().await, Outcome::Respond(r) if r == Reply::received()));
 }
 
-/// A store that is down.
-struct DownStore;
-
-impl Store for DownStore {
-    fn claim<'a>(&'a self, _: &'a str, _: &'a str, _: Duration) -> StoreFuture<'a, Claim> {
-        Box::pin(async { Err(StoreError::new("connection refused")) })
-    }
-    fn renew<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken, _: Duration) -> StoreFuture<'a, bool> {
-        Box::pin(async { Err(StoreError::new("connection refused")) })
-    }
-    fn complete<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: ClaimToken,
-        _: Duration,
-    ) -> StoreFuture<'a, Completion> {
-        Box::pin(async { Err(StoreError::new("connection refused")) })
-    }
-    fn release<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken) -> StoreFuture<'a, bool> {
-        Box::pin(async { Err(StoreError::new("connection refused")) })
-    }
-}
-
 #[tokio::test]
 async fn store_down_is_503_and_nothing_is_handed_out() {
-    let receiver = builder().store(DownStore).namespace("down").build().unwrap();
+    let receiver = builder()
+        .store(FailingStore::down())
+        .namespace("down")
+        .build()
+        .unwrap();
     let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
     assert_error(
         &reply_to(&receiver, &headers(&signed.signature), signed.body).await,
         503,
-        "dedupe store unavailable: connection refused",
+        "dedupe store unavailable: the store is down",
     );
 }
 
 #[tokio::test]
 async fn namespaces_keep_endpoints_apart_on_one_store() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn DynStore> = Arc::new(MemoryStore::new());
     let a = builder()
         .shared_store(store.clone())
         .namespace("endpoint-a")
@@ -433,7 +413,7 @@ async fn namespaces_keep_endpoints_apart_on_one_store() {
 #[tokio::test]
 async fn a_store_passed_in_needs_a_namespace_so_endpoints_cannot_mark_each_others_events() {
     use payhook_core::ConfigError;
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn DynStore> = Arc::new(MemoryStore::new());
     // A live endpoint and a test endpoint share one store; neither names a namespace.
     let live = Receiver::builder()
         .secret("whsec_live_endpoint")
@@ -586,47 +566,37 @@ impl Default for GatedStore {
 }
 
 impl Store for GatedStore {
-    fn claim<'a>(&'a self, ns: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
-        self.inner.claim(ns, id, lease)
+    async fn claim(&self, ns: &str, id: &str, lease: Duration) -> Result<Claim, StoreError> {
+        self.inner.claim(ns, id, lease).await
     }
-    fn renew<'a>(
-        &'a self,
-        ns: &'a str,
-        id: &'a str,
-        t: ClaimToken,
-        lease: Duration,
-    ) -> StoreFuture<'a, bool> {
-        self.inner.renew(ns, id, t, lease)
+    async fn renew(&self, ns: &str, id: &str, t: ClaimToken, lease: Duration) -> Result<bool, StoreError> {
+        self.inner.renew(ns, id, t, lease).await
     }
-    fn complete<'a>(
-        &'a self,
-        ns: &'a str,
-        id: &'a str,
+    async fn complete(
+        &self,
+        ns: &str,
+        id: &str,
         t: ClaimToken,
         r: Duration,
-    ) -> StoreFuture<'a, Completion> {
-        Box::pin(async move {
-            let _permit = self
-                .gate
-                .acquire()
-                .await
-                .map_err(|_| StoreError::new("gate closed"))?;
-            let done = self.inner.complete(ns, id, t, r).await;
-            self.settled.notify_one();
-            done
-        })
+    ) -> Result<Completion, StoreError> {
+        let _permit = self
+            .gate
+            .acquire()
+            .await
+            .map_err(|_| StoreError::new("gate closed"))?;
+        let done = self.inner.complete(ns, id, t, r).await;
+        self.settled.notify_one();
+        done
     }
-    fn release<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken) -> StoreFuture<'a, bool> {
-        Box::pin(async move {
-            let _permit = self
-                .gate
-                .acquire()
-                .await
-                .map_err(|_| StoreError::new("gate closed"))?;
-            let released = self.inner.release(ns, id, t).await;
-            self.settled.notify_one();
-            released
-        })
+    async fn release(&self, ns: &str, id: &str, t: ClaimToken) -> Result<bool, StoreError> {
+        let _permit = self
+            .gate
+            .acquire()
+            .await
+            .map_err(|_| StoreError::new("gate closed"))?;
+        let released = self.inner.release(ns, id, t).await;
+        self.settled.notify_one();
+        released
     }
 }
 
@@ -908,39 +878,31 @@ struct FlakyStore {
 }
 
 impl Store for FlakyStore {
-    fn claim<'a>(&'a self, ns: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
-        self.inner.claim(ns, id, lease)
+    async fn claim(&self, ns: &str, id: &str, lease: Duration) -> Result<Claim, StoreError> {
+        self.inner.claim(ns, id, lease).await
     }
-    fn renew<'a>(
-        &'a self,
-        ns: &'a str,
-        id: &'a str,
-        t: ClaimToken,
-        lease: Duration,
-    ) -> StoreFuture<'a, bool> {
+    async fn renew(&self, ns: &str, id: &str, t: ClaimToken, lease: Duration) -> Result<bool, StoreError> {
         self.renewals.fetch_add(1, Ordering::SeqCst);
         if self.renew_fails {
-            return Box::pin(async { Err(StoreError::new("timed out")) });
+            return Err(StoreError::timed_out("timed out"));
         }
-        self.inner.renew(ns, id, t, lease)
+        self.inner.renew(ns, id, t, lease).await
     }
-    fn complete<'a>(
-        &'a self,
-        ns: &'a str,
-        id: &'a str,
+    async fn complete(
+        &self,
+        ns: &str,
+        id: &str,
         t: ClaimToken,
         r: Duration,
-    ) -> StoreFuture<'a, Completion> {
-        Box::pin(async move {
-            if self.complete_retried {
-                // Applied, but the reply never came back; the call is retried.
-                let _lost = self.inner.complete(ns, id, t, r).await?;
-            }
-            self.inner.complete(ns, id, t, r).await
-        })
+    ) -> Result<Completion, StoreError> {
+        if self.complete_retried {
+            // Applied, but the reply never came back; the call is retried.
+            let _lost = self.inner.complete(ns, id, t, r).await?;
+        }
+        self.inner.complete(ns, id, t, r).await
     }
-    fn release<'a>(&'a self, ns: &'a str, id: &'a str, t: ClaimToken) -> StoreFuture<'a, bool> {
-        self.inner.release(ns, id, t)
+    async fn release(&self, ns: &str, id: &str, t: ClaimToken) -> Result<bool, StoreError> {
+        self.inner.release(ns, id, t).await
     }
 }
 
@@ -1073,43 +1035,16 @@ async fn a_completion_applied_twice_says_what_is_known() {
     );
 }
 
-/// A memory store that stops answering after the claim, like a Redis that went
-/// away while the handler ran.
-#[derive(Default)]
-struct GoneAfterClaim {
-    inner: MemoryStore,
-}
-
-impl Store for GoneAfterClaim {
-    fn claim<'a>(&'a self, ns: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
-        self.inner.claim(ns, id, lease)
-    }
-    fn renew<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken, _: Duration) -> StoreFuture<'a, bool> {
-        Box::pin(async { Err(StoreError::new("connection reset")) })
-    }
-    fn complete<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: ClaimToken,
-        _: Duration,
-    ) -> StoreFuture<'a, Completion> {
-        Box::pin(async { Err(StoreError::new("connection reset")) })
-    }
-    fn release<'a>(&'a self, _: &'a str, _: &'a str, _: ClaimToken) -> StoreFuture<'a, bool> {
-        Box::pin(async { Err(StoreError::new("connection reset")) })
-    }
-}
-
 #[tokio::test]
 async fn a_store_failing_after_the_claim_still_acknowledges_success_and_logs_both_failures() {
     let log = CapturedLog::default();
     let _logging = log.start();
-    let receiver = builder()
-        .store(GoneAfterClaim::default())
-        .namespace("gone")
-        .build()
-        .unwrap();
+    // A store that stops answering after the claim, like a Redis that went
+    // away while the handler ran.
+    let store = FailingStore::new();
+    store.fail_renewals(true);
+    store.fail_settles(true);
+    let receiver = builder().store(store).namespace("gone").build().unwrap();
     let handled = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
     let Outcome::Deliver(delivery) = receiver.receive(&headers(&handled.signature), handled.body).await
     else {
@@ -1142,7 +1077,7 @@ async fn a_store_failing_after_the_claim_still_acknowledges_success_and_logs_bot
         "handler succeeded but the event could not be marked done; acknowledging anyway",
     );
     assert!(
-        completed.contains("ERROR") && completed.contains("reason=connection reset"),
+        completed.contains("ERROR") && completed.contains("reason=the store is down"),
         "{completed}"
     );
     let released = line_with(
@@ -1150,7 +1085,7 @@ async fn a_store_failing_after_the_claim_still_acknowledges_success_and_logs_bot
         "claim could not be released; a retry is refused until the lease runs out",
     );
     assert!(
-        released.contains("ERROR") && released.contains("reason=connection reset"),
+        released.contains("ERROR") && released.contains("reason=the store is down"),
         "{released}"
     );
 }

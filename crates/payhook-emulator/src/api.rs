@@ -13,14 +13,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
-use payhook_core::Secret;
+use payhook_core::{Metadata, PaymentIntent, PaymentIntentStatus, PaymentMethod, Secret};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::auth::ApiKey;
 use crate::error::{json_response, ApiError};
 use crate::model::{
-    Endpoint, EventBody, EventData, EventRecord, PaymentIntent, SigningKeys, API_VERSION, REQUIRES_PAYMENT,
+    Endpoint, EventBody, EventData, EventRecord, IntentObject, SigningKeys, API_VERSION, REQUIRES_PAYMENT,
 };
 use crate::params::{BodyFormat, Params};
 use crate::state::{paginate, Idempotent, Page, Stored};
@@ -119,7 +119,7 @@ impl OpReply {
     /// A payment intent, kept by reference for replays.
     fn intent(intent: &PaymentIntent) -> Result<Self, ApiError> {
         Ok(Self {
-            body: to_json(intent)?,
+            body: to_json(&IntentObject::of(intent))?,
             stored: Some(Stored::Intent {
                 id: intent.id.clone(),
                 status: intent.status.clone(),
@@ -152,12 +152,10 @@ fn replay(shared: &Shared, stored: &Stored) -> Result<Vec<u8>, ApiError> {
             amount_received,
         } => {
             let intent = state.intents.get(id).ok_or_else(|| gone("payment_intent", id))?;
-            let then = PaymentIntent {
-                status: status.clone(),
-                amount_received: *amount_received,
-                ..intent.clone()
-            };
-            to_json(&then)
+            let mut then = intent.clone();
+            then.status = status.clone();
+            then.amount_received = *amount_received;
+            to_json(&IntentObject::of(&then))
         }
         Stored::Endpoint { id, secret } => {
             let endpoint = state
@@ -500,24 +498,22 @@ fn insert_payment_intent(
         text.shrink_to_fit();
         text
     };
-    let metadata = metadata
-        .into_iter()
-        .map(|(key, value)| (shrunk(key), shrunk(value)))
-        .collect();
-    let description = description.map(shrunk);
-    let intent = PaymentIntent {
-        id: ids::new_id("pi_"),
-        object: "payment_intent",
+    let mut intent = PaymentIntent::new(
+        ids::new_id("pi_"),
         amount,
-        amount_received: 0,
-        currency,
-        payment_method_types,
-        status: REQUIRES_PAYMENT.to_owned(),
-        created: unix_seconds(),
-        description,
-        metadata,
-        livemode: false,
-    };
+        shrunk(currency),
+        PaymentIntentStatus::from_name(REQUIRES_PAYMENT),
+    );
+    intent.amount_received = Some(0);
+    intent.payment_method_types = Some(
+        payment_method_types
+            .iter()
+            .map(|method| PaymentMethod::from_name(method))
+            .collect(),
+    );
+    intent.created = Some(i64::try_from(unix_seconds()).unwrap_or(i64::MAX));
+    intent.description = description.map(shrunk);
+    intent.metadata = Metadata::from(metadata);
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
     state.intents.insert(intent.id.clone(), intent.clone());
     intent
@@ -585,19 +581,19 @@ pub(crate) fn settle(
     let intent = state
         .intents
         .modify(id, |intent| {
-            if intent.status != REQUIRES_PAYMENT {
+            if intent.status.as_str() != REQUIRES_PAYMENT {
                 return Err(ApiError::invalid(
                     "id",
                     "payment_intent_unexpected_state",
                     format!(
                         "This payment intent's status is {}; the test helper needs status {REQUIRES_PAYMENT}",
-                        intent.status
+                        intent.status.as_str()
                     ),
                 ));
             }
-            intent.status = status.to_owned();
+            intent.status = PaymentIntentStatus::from_name(status);
             if status == "succeeded" {
-                intent.amount_received = amount_received.unwrap_or(intent.amount);
+                intent.amount_received = Some(amount_received.unwrap_or(intent.amount));
             }
             Ok(intent.clone())
         })
@@ -609,7 +605,9 @@ pub(crate) fn settle(
         object: "event",
         api_version: API_VERSION,
         created,
-        data: EventData { object: &intent },
+        data: EventData {
+            object: IntentObject::of(&intent),
+        },
         livemode: false,
         event_type,
     })?
@@ -728,7 +726,7 @@ pub(crate) fn create_endpoint_op(
 /// returns its id.
 pub(crate) fn insert_endpoint(
     shared: &Arc<Shared>,
-    url: reqwest::Url,
+    url: url::Url,
     uri: http::Uri,
     enabled_events: Vec<String>,
     description: Option<String>,
@@ -776,10 +774,9 @@ fn internal() -> ApiError {
 }
 
 /// The endpoint's URL, and the same as the request target of its deliveries.
-pub(crate) fn parse_endpoint_url(url: &str) -> Result<(reqwest::Url, http::Uri), ApiError> {
+pub(crate) fn parse_endpoint_url(url: &str) -> Result<(url::Url, http::Uri), ApiError> {
     let invalid = |why: String| ApiError::invalid("url", "url_invalid", why);
-    let parsed =
-        reqwest::Url::parse(url).map_err(|err| invalid(format!("url is not a valid URL ({err})")))?;
+    let parsed = url::Url::parse(url).map_err(|err| invalid(format!("url is not a valid URL ({err})")))?;
     match parsed.scheme() {
         // Deliveries are authenticated by their signature and the client does
         // not send URL credentials; refused rather than kept, as the URL is
@@ -993,7 +990,12 @@ async fn list_intents(State(shared): State<Arc<Shared>>, RawQuery(query): RawQue
         let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
         let items = state.intents.iter().map(|pi| (pi.id.as_str(), pi)).collect();
         let listed = paginate(items, &page, cursor_missing("payment_intent"))?;
-        list_of(&listed.data, listed.has_more, "/v1/payment_intents")
+        let objects: Vec<IntentObject<'_>> = listed.data.iter().map(|pi| IntentObject::of(pi)).collect();
+        list_of(
+            &objects.iter().collect::<Vec<_>>(),
+            listed.has_more,
+            "/v1/payment_intents",
+        )
     }))
 }
 
@@ -1007,7 +1009,7 @@ async fn get_intent(
             .intents
             .get(&id)
             .ok_or_else(|| ApiError::missing("id", "payment_intent", &id))?;
-        to_json(intent)
+        to_json(&IntentObject::of(intent))
     }))
 }
 

@@ -197,9 +197,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use payhook_core::PaymentIntent;
+
 pub use api::EMITTED_EVENT_TYPES;
+// For the payhook CLI, which checks a key before it starts or calls an
+// emulator; not part of the library's API (the builder checks keys itself).
+#[doc(hidden)]
 pub use auth::check_api_key;
-pub use model::{DeliveryAttempt, EventRecord, PaymentIntent, RegisteredEndpoint};
+pub use model::{DeliveryAttempt, EventRecord, RegisteredEndpoint};
 
 use crate::delivery::Deliveries;
 use crate::error::ApiError;

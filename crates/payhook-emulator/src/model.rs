@@ -1,41 +1,29 @@
 //! The objects the emulator keeps and returns: payment intents, events, webhook
 //! endpoints and delivery attempts, serialized exactly as the API returns them.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use payhook_core::Secret;
+use payhook_core::{PaymentIntent, Secret};
 use serde::Serialize;
 
-/// A payment intent (`pi_…`), as the API returns it.
-///
-/// `amount` and `amount_received` are exact integers in the currency's smallest
-/// unit (satoshi, wei, …) and may exceed 2^64.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PaymentIntent {
-    /// `pi_` and 24 alphanumerics.
-    pub id: String,
-    /// Always `payment_intent`.
-    pub object: &'static str,
-    /// The amount asked for.
-    pub amount: u128,
-    /// The amount received: 0 until the payment succeeds.
-    pub amount_received: u128,
-    /// Lowercase currency code.
-    pub currency: String,
-    /// The accepted payment methods.
-    pub payment_method_types: Vec<String>,
-    /// `requires_payment`, then `succeeded` or `failed`.
-    pub status: String,
-    /// Unix seconds.
-    pub created: u64,
-    /// Free text, or `null`.
-    pub description: Option<String>,
-    /// String keys to string values.
-    pub metadata: BTreeMap<String, String>,
-    /// Always `false`: the emulator is test mode only.
+/// A payment intent as the API returns it: the core's [`PaymentIntent`] (one
+/// model, one wire format) and `livemode`, always `false` (the emulator is
+/// test mode only).
+#[derive(Serialize)]
+pub(crate) struct IntentObject<'a> {
+    #[serde(flatten)]
+    pub intent: &'a PaymentIntent,
     pub livemode: bool,
+}
+
+impl<'a> IntentObject<'a> {
+    pub(crate) fn of(intent: &'a PaymentIntent) -> Self {
+        Self {
+            intent,
+            livemode: false,
+        }
+    }
 }
 
 /// The status of a new payment intent.
@@ -73,7 +61,7 @@ pub(crate) struct EventBody<'a> {
 
 #[derive(Serialize)]
 pub(crate) struct EventData<'a> {
-    pub object: &'a PaymentIntent,
+    pub object: IntentObject<'a>,
 }
 
 /// The API version the emulator's events carry.
@@ -83,7 +71,7 @@ pub(crate) const API_VERSION: &str = "2024-06-20";
 #[derive(Debug, Clone)]
 pub(crate) struct Endpoint {
     pub id: String,
-    pub url: reqwest::Url,
+    pub url: url::Url,
     /// `url` as a request target, parsed once at registration.
     pub uri: http::Uri,
     pub enabled_events: Vec<String>,

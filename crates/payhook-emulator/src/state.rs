@@ -10,7 +10,9 @@ use bytes::Bytes;
 use http::StatusCode;
 
 use crate::error::ApiError;
-use crate::model::{DeliveryAttempt, Endpoint, EventRecord, PaymentIntent};
+use payhook_core::{PaymentIntent, PaymentIntentStatus, PaymentMethod};
+
+use crate::model::{DeliveryAttempt, Endpoint, EventRecord};
 
 /// What one heap allocation costs beyond its bytes (the allocator's header
 /// and rounding), counted so that many small values are not undercounted.
@@ -40,16 +42,20 @@ impl Weigh for PaymentIntent {
         std::mem::size_of::<Self>()
             + string(&self.id)
             + string(&self.currency)
-            + string(&self.status)
-            + self.payment_method_types.capacity() * std::mem::size_of::<String>()
-            + ALLOCATION_OVERHEAD
-            + self.payment_method_types.iter().map(string).sum::<usize>()
+            + string(&self.object)
+            + heap(self.status.as_str(), 0)
+            + self.payment_method_types.as_ref().map_or(0, |methods| {
+                methods.len() * std::mem::size_of::<PaymentMethod>()
+                    + ALLOCATION_OVERHEAD
+                    + methods.iter().map(|method| heap(method.as_str(), 0)).sum::<usize>()
+            })
             + self.description.as_ref().map_or(0, string)
-            // A B-tree node per few entries: counted as 64 bytes an entry.
+            // One buffer holds every key and value, with an offset table.
+            + ALLOCATION_OVERHEAD
             + self
                 .metadata
                 .iter()
-                .map(|(key, value)| string(key) + string(value) + 64)
+                .map(|(key, value)| key.len() + value.len() + 16)
                 .sum::<usize>()
     }
 }
@@ -340,8 +346,8 @@ pub(crate) enum Stored {
     /// amount received (the only fields that ever change).
     Intent {
         id: String,
-        status: String,
-        amount_received: u128,
+        status: PaymentIntentStatus,
+        amount_received: Option<u128>,
     },
     /// A webhook endpoint as created or rolled, with the secret the reply showed.
     Endpoint { id: String, secret: String },
@@ -352,7 +358,7 @@ impl Stored {
         std::mem::size_of::<Self>()
             + match self {
                 Self::Bytes(bytes) => bytes.len() + ALLOCATION_OVERHEAD,
-                Self::Intent { id, status, .. } => string(id) + string(status),
+                Self::Intent { id, status, .. } => string(id) + heap(status.as_str(), 0),
                 Self::Endpoint { id, secret } => string(id) + string(secret),
             }
     }

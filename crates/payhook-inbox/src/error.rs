@@ -1,5 +1,7 @@
 //! What can go wrong in the inbox.
 
+use payhook_core::{StoreError, StoreErrorKind};
+
 /// An inbox failure.
 ///
 /// The text never contains the database URL (it may hold a password): database
@@ -14,9 +16,11 @@ pub enum InboxError {
     /// A setting is out of its range; the text says which.
     #[error("invalid setting: {0}")]
     InvalidSetting(&'static str),
-    /// The database could not be reached or a statement failed.
+    /// The database could not be reached or a statement failed; the
+    /// [`StoreError`]'s [`kind`](StoreError::kind) says which
+    /// (unreachable, timed out, refused by the server, or an invalid answer).
     #[error("database error: {0}")]
-    Database(String),
+    Database(StoreError),
     /// The event's lease ran out and another worker took it over: this worker's
     /// transaction was rolled back and must not commit anything.
     #[error("the lease on event {0} was lost to another worker; its transaction was rolled back")]
@@ -38,9 +42,48 @@ pub enum InboxError {
     NotFound(String),
 }
 
+impl InboxError {
+    /// What kind of failure this is: for [`Database`](Self::Database) the
+    /// database's; a lost lease is [`Refused`](StoreErrorKind::Refused),
+    /// [`NotIdle`](Self::NotIdle) [`TimedOut`](StoreErrorKind::TimedOut), and
+    /// the rest (bad settings or URLs, no inbox, no such event, a second
+    /// commit) [`Invalid`](StoreErrorKind::Invalid). Unavailable and timed-out
+    /// failures are worth retrying; refused and invalid ones need a change.
+    pub fn kind(&self) -> StoreErrorKind {
+        match self {
+            Self::Database(err) => err.kind(),
+            Self::LeaseLost(_) => StoreErrorKind::Refused,
+            Self::NotIdle(_) => StoreErrorKind::TimedOut,
+            Self::UnsupportedUrl(_)
+            | Self::InvalidSetting(_)
+            | Self::Committed(_)
+            | Self::NoInbox(_)
+            | Self::NotFound(_) => StoreErrorKind::Invalid,
+        }
+    }
+}
+
 impl From<sqlx::Error> for InboxError {
     fn from(err: sqlx::Error) -> Self {
-        Self::Database(describe(&err))
+        Self::Database(StoreError::with_kind(error_kind(&err), describe(&err)))
+    }
+}
+
+/// The [`StoreErrorKind`] of a database error.
+pub(crate) fn error_kind(err: &sqlx::Error) -> StoreErrorKind {
+    match err {
+        sqlx::Error::Database(_) => StoreErrorKind::Refused,
+        sqlx::Error::PoolTimedOut => StoreErrorKind::TimedOut,
+        sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolClosed => StoreErrorKind::Unavailable,
+        sqlx::Error::Configuration(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::RowNotFound
+        | sqlx::Error::TypeNotFound { .. }
+        | sqlx::Error::ColumnIndexOutOfBounds { .. }
+        | sqlx::Error::ColumnNotFound(_)
+        | sqlx::Error::ColumnDecode { .. }
+        | sqlx::Error::Decode(_) => StoreErrorKind::Invalid,
+        _ => StoreErrorKind::Unavailable,
     }
 }
 
@@ -68,5 +111,32 @@ pub(crate) fn describe(err: &sqlx::Error) -> String {
         sqlx::Error::Tls(_) => "TLS error talking to the database".to_owned(),
         sqlx::Error::Protocol(message) => format!("protocol error: {message}"),
         other => format!("{other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_errors_keep_their_kind_and_text() {
+        let err = InboxError::from(sqlx::Error::PoolTimedOut);
+        assert_eq!(err.kind(), StoreErrorKind::TimedOut);
+        assert_eq!(
+            err.to_string(),
+            "database error: timed out waiting for a database connection"
+        );
+        let err = InboxError::from(sqlx::Error::Io(std::io::ErrorKind::ConnectionRefused.into()));
+        assert_eq!(err.kind(), StoreErrorKind::Unavailable);
+        assert!(matches!(&err, InboxError::Database(db) if db.kind() == StoreErrorKind::Unavailable));
+        assert_eq!(
+            InboxError::from(sqlx::Error::Configuration("bad".into())).kind(),
+            StoreErrorKind::Invalid
+        );
+        assert_eq!(InboxError::InvalidSetting("x").kind(), StoreErrorKind::Invalid);
+        assert_eq!(
+            InboxError::LeaseLost("evt_1".into()).kind(),
+            StoreErrorKind::Refused
+        );
     }
 }

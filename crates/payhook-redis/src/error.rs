@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use payhook_core::StoreError;
+use payhook_core::{StoreError, StoreErrorKind};
 use redis::{ErrorKind, RedisError};
 
 /// Why a [`RedisStore`](crate::RedisStore) could not be built or connected.
@@ -44,11 +44,11 @@ pub(crate) fn invalid_url(err: &RedisError) -> BuildError {
 }
 
 pub(crate) fn timed_out(timeout: Duration) -> StoreError {
-    StoreError::new(format!("Redis did not answer within {} ms", timeout.as_millis()))
+    StoreError::timed_out(format!("Redis did not answer within {} ms", timeout.as_millis()))
 }
 
 pub(crate) fn no_runtime() -> StoreError {
-    StoreError::new("the Redis store was called outside a tokio runtime")
+    StoreError::invalid("the Redis store was called outside a tokio runtime")
 }
 
 /// Whether `err` means the connection failed (so nothing or only the request
@@ -72,35 +72,55 @@ pub(crate) fn store_error(err: &RedisError, timeout: Duration) -> StoreError {
         return timed_out(timeout);
     }
     if err.is_connection_refusal() {
-        return StoreError::new("Redis refused the connection");
+        return StoreError::unavailable("Redis refused the connection");
     }
     if err.is_connection_dropped() {
-        return StoreError::new("the connection to Redis was lost");
+        return StoreError::unavailable("the connection to Redis was lost");
     }
-    let message = match err.kind() {
+    let (kind, message) = match err.kind() {
         // I/O errors ("invalid peer certificate: UnknownIssuer", "failed to
         // lookup address information: …") name no address or credentials.
-        ErrorKind::Io => format!("could not talk to Redis: {err}"),
-        ErrorKind::AuthenticationFailed => "Redis rejected the credentials".to_owned(),
-        ErrorKind::UnexpectedReturnType | ErrorKind::Parse => "unexpected reply from Redis".to_owned(),
-        ErrorKind::InvalidClientConfig => "invalid Redis client configuration".to_owned(),
-        _ if is_auth_failure(err) => format!(
-            "Redis rejected the credentials ({})",
-            err.detail()
-                .unwrap_or("authentication failed")
-                .trim_end_matches('.')
+        ErrorKind::Io => (
+            StoreErrorKind::Unavailable,
+            format!("could not talk to Redis: {err}"),
+        ),
+        ErrorKind::AuthenticationFailed => (
+            StoreErrorKind::Refused,
+            "Redis rejected the credentials".to_owned(),
+        ),
+        ErrorKind::UnexpectedReturnType | ErrorKind::Parse => {
+            (StoreErrorKind::Invalid, "unexpected reply from Redis".to_owned())
+        }
+        ErrorKind::InvalidClientConfig => (
+            StoreErrorKind::Invalid,
+            "invalid Redis client configuration".to_owned(),
+        ),
+        _ if is_auth_failure(err) => (
+            StoreErrorKind::Refused,
+            format!(
+                "Redis rejected the credentials ({})",
+                err.detail()
+                    .unwrap_or("authentication failed")
+                    .trim_end_matches('.')
+            ),
         ),
         _ => match err.code() {
             // Server replies ("READONLY …", "OOM …", "ERR syntax error") come from
             // Redis itself and carry no credentials; they say what to fix.
             Some(code) => {
                 let detail: String = err.detail().unwrap_or("").chars().take(120).collect();
-                format!("Redis replied {code} {detail}").trim_end().to_owned()
+                (
+                    StoreErrorKind::Refused,
+                    format!("Redis replied {code} {detail}").trim_end().to_owned(),
+                )
             }
-            None => format!("Redis call failed ({})", err.category()),
+            None => (
+                StoreErrorKind::Unavailable,
+                format!("Redis call failed ({})", err.category()),
+            ),
         },
     };
-    StoreError::new(message)
+    StoreError::with_kind(kind, message)
 }
 
 #[cfg(test)]

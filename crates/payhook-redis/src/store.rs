@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use payhook_core::store::{Claim, ClaimToken, Completion, Store, StoreFuture, MAX_TTL};
+use payhook_core::store::{Claim, ClaimToken, Completion, Store, MAX_TTL};
 use payhook_core::StoreError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Cmd, IntoConnectionInfo, RedisError};
@@ -325,32 +325,32 @@ impl RedisStore {
 }
 
 impl Store for RedisStore {
-    fn claim<'a>(&'a self, namespace: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
-        Box::pin(async move { Ok(self.try_claim(namespace, id, lease).await?) })
+    async fn claim(&self, namespace: &str, id: &str, lease: Duration) -> Result<Claim, StoreError> {
+        Ok(self.try_claim(namespace, id, lease).await?)
     }
 
-    fn renew<'a>(
-        &'a self,
-        namespace: &'a str,
-        id: &'a str,
+    async fn renew(
+        &self,
+        namespace: &str,
+        id: &str,
         token: ClaimToken,
         lease: Duration,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(async move { Ok(self.try_renew(namespace, id, token, lease).await?) })
+    ) -> Result<bool, StoreError> {
+        Ok(self.try_renew(namespace, id, token, lease).await?)
     }
 
-    fn complete<'a>(
-        &'a self,
-        namespace: &'a str,
-        id: &'a str,
+    async fn complete(
+        &self,
+        namespace: &str,
+        id: &str,
         token: ClaimToken,
         retention: Duration,
-    ) -> StoreFuture<'a, Completion> {
-        Box::pin(async move { Ok(self.try_complete(namespace, id, token, retention).await?) })
+    ) -> Result<Completion, StoreError> {
+        Ok(self.try_complete(namespace, id, token, retention).await?)
     }
 
-    fn release<'a>(&'a self, namespace: &'a str, id: &'a str, token: ClaimToken) -> StoreFuture<'a, bool> {
-        Box::pin(async move { Ok(self.try_release(namespace, id, token).await?) })
+    async fn release(&self, namespace: &str, id: &str, token: ClaimToken) -> Result<bool, StoreError> {
+        Ok(self.try_release(namespace, id, token).await?)
     }
 }
 
@@ -553,12 +553,15 @@ mod tests {
     #[test]
     fn calls_outside_a_runtime_fail_instead_of_panicking() {
         let store = RedisStore::new("redis://127.0.0.1:1").unwrap();
-        let mut claim = store.claim("ns", "evt_1", Duration::from_secs(1));
+        let mut claim = std::pin::pin!(store.claim("ns", "evt_1", Duration::from_secs(1)));
         let poll = claim
             .as_mut()
             .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
         match poll {
-            std::task::Poll::Ready(Err(err)) => assert!(err.to_string().contains("tokio runtime")),
+            std::task::Poll::Ready(Err(err)) => {
+                assert!(err.to_string().contains("tokio runtime"));
+                assert_eq!(err.kind(), payhook_core::StoreErrorKind::Invalid);
+            }
             other => panic!("expected an immediate error, got {other:?}"),
         }
     }

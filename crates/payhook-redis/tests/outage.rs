@@ -149,6 +149,7 @@ async fn frozen_server_times_out() {
     let errors = all_calls_fail_fast(&store, &server, token).await;
     for err in &errors {
         assert_eq!(err.to_string(), "Redis did not answer within 500 ms");
+        assert_eq!(err.kind(), payhook_core::StoreErrorKind::TimedOut);
     }
     server.resume();
     // The claim that timed out reached Redis once it thawed and took evt_new;
@@ -229,9 +230,9 @@ async fn password_and_database_from_the_url() {
     let missing = format!("redis://127.0.0.1:{}/3", server.port());
     for url in [wrong, missing] {
         let store = store_at(&url);
-        let err = fails_fast("claim", store.claim("ns", "evt_2", LEASE))
-            .await
-            .to_string();
+        let err = fails_fast("claim", store.claim("ns", "evt_2", LEASE)).await;
+        assert_eq!(err.kind(), payhook_core::StoreErrorKind::Refused);
+        let err = err.to_string();
         assert!(!err.contains(PASSWORD) && !err.contains("127.0.0.1"), "{err}");
         assert!(err.starts_with("Redis rejected the credentials"), "{err}");
         let err = RedisStore::builder(&url)

@@ -67,6 +67,80 @@ impl PaymentIntent {
     pub const OBJECT: &'static str = "payment_intent";
 }
 
+/// The wire format: the fields in the service's order, amounts as exact JSON
+/// integers (beyond 2^64 too), `amount_received`, `payment_method_types` and
+/// `created` omitted when `None`, `description` written as `null` when `None`.
+/// What it writes reads back as the same intent.
+///
+/// ```
+/// use payhook::PaymentIntent;
+///
+/// let json = r#"{"id":"pi_1","object":"payment_intent","amount":340282366920938463463374607431768211455,"currency":"eth","status":"succeeded","description":null,"metadata":{"order":"42"}}"#;
+/// let intent: PaymentIntent = serde_json::from_str(json).unwrap();
+/// assert_eq!(serde_json::to_string(&intent).unwrap(), json);
+/// ```
+impl Serialize for PaymentIntent {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let optional = usize::from(self.amount_received.is_some())
+            + usize::from(self.payment_method_types.is_some())
+            + usize::from(self.created.is_some());
+        let mut out = serializer.serialize_struct("PaymentIntent", 7 + optional)?;
+        out.serialize_field("id", &self.id)?;
+        out.serialize_field("object", &self.object)?;
+        out.serialize_field("amount", &self.amount)?;
+        match self.amount_received {
+            Some(received) => out.serialize_field("amount_received", &received)?,
+            None => out.skip_field("amount_received")?,
+        }
+        out.serialize_field("currency", &self.currency)?;
+        match &self.payment_method_types {
+            Some(methods) => out.serialize_field("payment_method_types", methods)?,
+            None => out.skip_field("payment_method_types")?,
+        }
+        out.serialize_field("status", &self.status)?;
+        match self.created {
+            Some(created) => out.serialize_field("created", &created)?,
+            None => out.skip_field("created")?,
+        }
+        out.serialize_field("description", &self.description)?;
+        out.serialize_field("metadata", &self.metadata)?;
+        out.end()
+    }
+}
+
+impl PaymentIntent {
+    /// A payment intent with the required fields; the optional ones are
+    /// `None` (not sent) and the metadata empty. Set fields directly after.
+    ///
+    /// ```
+    /// use payhook::{PaymentIntent, PaymentIntentStatus};
+    ///
+    /// let mut intent = PaymentIntent::new("pi_1", 5_000, "btc", PaymentIntentStatus::Succeeded);
+    /// intent.amount_received = Some(5_000);
+    /// assert_eq!(serde_json::to_value(&intent).unwrap()["amount_received"], 5_000);
+    /// ```
+    pub fn new(
+        id: impl Into<String>,
+        amount: u128,
+        currency: impl Into<String>,
+        status: PaymentIntentStatus,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            object: Self::OBJECT.to_owned(),
+            amount,
+            amount_received: None,
+            currency: currency.into(),
+            payment_method_types: None,
+            status,
+            created: None,
+            description: None,
+            metadata: Metadata::default(),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for PaymentIntent {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         // The fields borrow their JSON text (amounts, metadata) from the input,
@@ -520,6 +594,12 @@ impl PaymentMethod {
     }
 }
 
+impl Serialize for PaymentMethod {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
 impl<'de> Deserialize<'de> for PaymentMethod {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_str(KnownOrOther {
@@ -576,6 +656,35 @@ impl PaymentIntentStatus {
         match self {
             Self::Succeeded => "succeeded",
             Self::Other(s) => s,
+        }
+    }
+}
+
+impl Serialize for PaymentIntentStatus {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl PaymentIntentStatus {
+    /// The status a string names: [`Succeeded`](Self::Succeeded) for
+    /// `succeeded`, [`Other`](Self::Other) for anything else.
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "succeeded" => Self::Succeeded,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+impl PaymentMethod {
+    /// The method a string names: the known ones, [`Other`](Self::Other) for
+    /// anything else.
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "bitcoin" => Self::Bitcoin,
+            "ethereum" => Self::Ethereum,
+            other => Self::Other(other.to_owned()),
         }
     }
 }

@@ -7,7 +7,7 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::{Claim, ClaimToken, Completion, Store, StoreFuture, MAX_TTL};
+use super::{Claim, ClaimToken, Completion, Store, MAX_TTL};
 use crate::error::{ConfigError, StoreError};
 
 /// How many ids a [`MemoryStore`] holds unless told otherwise.
@@ -294,7 +294,7 @@ impl MemoryStore {
     }
 
     /// The claim step, synchronous: the memory store never waits.
-    pub fn claim_now(&self, namespace: &str, id: &str, lease: Duration) -> Result<Claim, StoreError> {
+    pub(crate) fn claim_now(&self, namespace: &str, id: &str, lease: Duration) -> Result<Claim, StoreError> {
         let key = self.key(namespace, id);
         let now = Instant::now();
         let tick = self.tick(now);
@@ -330,7 +330,7 @@ impl MemoryStore {
     }
 
     /// The renew step, synchronous.
-    pub fn renew_now(&self, namespace: &str, id: &str, token: ClaimToken, lease: Duration) -> bool {
+    pub(crate) fn renew_now(&self, namespace: &str, id: &str, token: ClaimToken, lease: Duration) -> bool {
         let now = Instant::now();
         let check = fingerprint(namespace, id);
         let until = lease_end(now, lease);
@@ -351,7 +351,7 @@ impl MemoryStore {
     }
 
     /// The complete step, synchronous.
-    pub fn complete_now(
+    pub(crate) fn complete_now(
         &self,
         namespace: &str,
         id: &str,
@@ -399,7 +399,7 @@ impl MemoryStore {
     }
 
     /// The release step, synchronous.
-    pub fn release_now(&self, namespace: &str, id: &str, token: ClaimToken) -> bool {
+    pub(crate) fn release_now(&self, namespace: &str, id: &str, token: ClaimToken) -> bool {
         let check = fingerprint(namespace, id);
         let issued_for = token_key(token);
         {
@@ -473,7 +473,7 @@ impl Inner {
     fn make_room(&mut self) -> Result<(), StoreError> {
         while self.done.len() + self.in_flight.len() >= self.capacity {
             let Some(Reverse((expiry, _, key))) = self.expiries.pop() else {
-                return Err(StoreError::new(format!(
+                return Err(StoreError::refused(format!(
                     "memory store is full: all {} slots for this id hold in-flight claims",
                     self.capacity
                 )));
@@ -487,36 +487,32 @@ impl Inner {
 }
 
 impl Store for MemoryStore {
-    fn claim<'a>(&'a self, namespace: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
-        Box::pin(std::future::ready(self.claim_now(namespace, id, lease)))
+    async fn claim(&self, namespace: &str, id: &str, lease: Duration) -> Result<Claim, StoreError> {
+        self.claim_now(namespace, id, lease)
     }
 
-    fn renew<'a>(
-        &'a self,
-        namespace: &'a str,
-        id: &'a str,
+    async fn renew(
+        &self,
+        namespace: &str,
+        id: &str,
         token: ClaimToken,
         lease: Duration,
-    ) -> StoreFuture<'a, bool> {
-        Box::pin(std::future::ready(
-            Ok(self.renew_now(namespace, id, token, lease)),
-        ))
+    ) -> Result<bool, StoreError> {
+        Ok(self.renew_now(namespace, id, token, lease))
     }
 
-    fn complete<'a>(
-        &'a self,
-        namespace: &'a str,
-        id: &'a str,
+    async fn complete(
+        &self,
+        namespace: &str,
+        id: &str,
         token: ClaimToken,
         retention: Duration,
-    ) -> StoreFuture<'a, Completion> {
-        Box::pin(std::future::ready(
-            self.complete_now(namespace, id, token, retention),
-        ))
+    ) -> Result<Completion, StoreError> {
+        self.complete_now(namespace, id, token, retention)
     }
 
-    fn release<'a>(&'a self, namespace: &'a str, id: &'a str, token: ClaimToken) -> StoreFuture<'a, bool> {
-        Box::pin(std::future::ready(Ok(self.release_now(namespace, id, token))))
+    async fn release(&self, namespace: &str, id: &str, token: ClaimToken) -> Result<bool, StoreError> {
+        Ok(self.release_now(namespace, id, token))
     }
 }
 

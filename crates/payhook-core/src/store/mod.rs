@@ -15,8 +15,9 @@
 //!   or release someone else's claim.
 //!
 //! Keys are namespaced, so several endpoints can share one store. Stores are
-//! `Send + Sync` and shared behind an `Arc`; their futures are boxed so the
-//! receiver can hold any store as `Arc<dyn Store>`.
+//! `Send + Sync` and shared behind an `Arc`; a store implements [`Store`]
+//! with `async fn`s, and the receiver holds it as `Arc<dyn DynStore>`, the
+//! object-safe form whose futures are boxed.
 //!
 //! Every store must pass the conformance suite in
 //! `payhook::testing::store_conformance` (feature `testing`).
@@ -38,9 +39,6 @@ use crate::error::StoreError;
 /// memory and Redis stores agree on what a huge setting means (in practice:
 /// never expires). Redis refuses expiries much beyond this.
 pub const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
-/// The boxed future a store method returns.
-pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 /// The answer to a claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,63 +135,209 @@ impl std::fmt::Display for ClaimToken {
 /// one absent id, exactly one gets [`Claim::Claimed`]. They accept any
 /// [`Duration`] for a lease or retention without panicking: one longer than
 /// [`MAX_TTL`] counts as [`MAX_TTL`], and a zero lease expires at once.
+///
+/// Implement the methods with `async fn`; their futures must be `Send` (the
+/// compiler checks it), so a store can serve a multi-threaded runtime. A
+/// receiver keeps its store as `Arc<dyn` [`DynStore`]`>`, the object-safe form
+/// every `Store` gets for free.
+///
+/// ```
+/// use std::time::Duration;
+/// use payhook::store::{Claim, ClaimToken, Completion, MemoryStore, Store};
+/// use payhook::StoreError;
+///
+/// /// A store that logs every claim, then asks the memory store.
+/// struct Logged(MemoryStore);
+///
+/// impl Store for Logged {
+///     async fn claim(&self, namespace: &str, id: &str, lease: Duration) -> Result<Claim, StoreError> {
+///         println!("claim {namespace}/{id}");
+///         self.0.claim(namespace, id, lease).await
+///     }
+///     async fn renew(&self, ns: &str, id: &str, token: ClaimToken, lease: Duration) -> Result<bool, StoreError> {
+///         self.0.renew(ns, id, token, lease).await
+///     }
+///     async fn complete(
+///         &self,
+///         ns: &str,
+///         id: &str,
+///         token: ClaimToken,
+///         retention: Duration,
+///     ) -> Result<Completion, StoreError> {
+///         self.0.complete(ns, id, token, retention).await
+///     }
+///     async fn release(&self, ns: &str, id: &str, token: ClaimToken) -> Result<bool, StoreError> {
+///         self.0.release(ns, id, token).await
+///     }
+/// }
+///
+/// let receiver = payhook::Receiver::builder()
+///     .secret("whsec_test")
+///     .store(Logged(MemoryStore::new()))
+///     .namespace("orders")
+///     .build();
+/// assert!(receiver.is_ok());
+/// ```
 pub trait Store: Send + Sync + 'static {
     /// Claims `id` in `namespace` for `lease`.
-    fn claim<'a>(&'a self, namespace: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim>;
+    fn claim(
+        &self,
+        namespace: &str,
+        id: &str,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
 
     /// Extends the lease of the claim `token` owns to `lease` from now, for a
     /// handler that runs longer than its first lease. Returns `false` (and
     /// changes nothing) when `token` no longer owns a live claim on `id`: its
     /// lease ran out, another delivery took the id over, or it is done.
-    fn renew<'a>(
+    fn renew(
+        &self,
+        namespace: &str,
+        id: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Marks `id` done for `retention`, if `token` still owns the claim or its
+    /// expired claim was not taken by anyone else ([`Completion::Completed`]).
+    /// Changes nothing when the id is done already ([`Completion::AlreadyDone`])
+    /// or another delivery owns it now ([`Completion::NotOwner`]).
+    fn complete(
+        &self,
+        namespace: &str,
+        id: &str,
+        token: ClaimToken,
+        retention: Duration,
+    ) -> impl Future<Output = Result<Completion, StoreError>> + Send;
+
+    /// Deletes the claim if `token` owns it, so the next delivery of `id` is
+    /// handled. Returns whether it did.
+    fn release(
+        &self,
+        namespace: &str,
+        id: &str,
+        token: ClaimToken,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+}
+
+/// The boxed future a [`DynStore`] method returns.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// The object-safe form of [`Store`], implemented for every `Store`: what a
+/// store shared between receivers is held as (`Arc<dyn DynStore>`, see
+/// [`ReceiverBuilder::shared_store`](crate::ReceiverBuilder::shared_store)).
+///
+/// Implement [`Store`], never this trait; its methods box the store's futures.
+pub trait DynStore: Send + Sync + 'static {
+    /// [`Store::claim`], boxed.
+    fn dyn_claim<'a>(&'a self, namespace: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim>;
+    /// [`Store::renew`], boxed.
+    fn dyn_renew<'a>(
         &'a self,
         namespace: &'a str,
         id: &'a str,
         token: ClaimToken,
         lease: Duration,
     ) -> StoreFuture<'a, bool>;
-
-    /// Marks `id` done for `retention`, if `token` still owns the claim or its
-    /// expired claim was not taken by anyone else ([`Completion::Completed`]).
-    /// Changes nothing when the id is done already ([`Completion::AlreadyDone`])
-    /// or another delivery owns it now ([`Completion::NotOwner`]).
-    fn complete<'a>(
+    /// [`Store::complete`], boxed.
+    fn dyn_complete<'a>(
         &'a self,
         namespace: &'a str,
         id: &'a str,
         token: ClaimToken,
         retention: Duration,
     ) -> StoreFuture<'a, Completion>;
-
-    /// Deletes the claim if `token` owns it, so the next delivery of `id` is
-    /// handled. Returns whether it did.
-    fn release<'a>(&'a self, namespace: &'a str, id: &'a str, token: ClaimToken) -> StoreFuture<'a, bool>;
+    /// [`Store::release`], boxed.
+    fn dyn_release<'a>(&'a self, namespace: &'a str, id: &'a str, token: ClaimToken)
+        -> StoreFuture<'a, bool>;
 }
 
-impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
-    fn claim<'a>(&'a self, namespace: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
-        (**self).claim(namespace, id, lease)
+impl<S: Store> DynStore for S {
+    fn dyn_claim<'a>(&'a self, namespace: &'a str, id: &'a str, lease: Duration) -> StoreFuture<'a, Claim> {
+        Box::pin(self.claim(namespace, id, lease))
     }
-    fn renew<'a>(
+    fn dyn_renew<'a>(
         &'a self,
         namespace: &'a str,
         id: &'a str,
         token: ClaimToken,
         lease: Duration,
     ) -> StoreFuture<'a, bool> {
-        (**self).renew(namespace, id, token, lease)
+        Box::pin(self.renew(namespace, id, token, lease))
     }
-    fn complete<'a>(
+    fn dyn_complete<'a>(
         &'a self,
         namespace: &'a str,
         id: &'a str,
         token: ClaimToken,
         retention: Duration,
     ) -> StoreFuture<'a, Completion> {
-        (**self).complete(namespace, id, token, retention)
+        Box::pin(self.complete(namespace, id, token, retention))
     }
-    fn release<'a>(&'a self, namespace: &'a str, id: &'a str, token: ClaimToken) -> StoreFuture<'a, bool> {
-        (**self).release(namespace, id, token)
+    fn dyn_release<'a>(
+        &'a self,
+        namespace: &'a str,
+        id: &'a str,
+        token: ClaimToken,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.release(namespace, id, token))
+    }
+}
+
+/// A type-erased store is a store too, so `Arc<dyn DynStore>` can be passed
+/// wherever a [`Store`] is expected.
+impl Store for dyn DynStore {
+    async fn claim(&self, namespace: &str, id: &str, lease: Duration) -> Result<Claim, StoreError> {
+        self.dyn_claim(namespace, id, lease).await
+    }
+    async fn renew(
+        &self,
+        namespace: &str,
+        id: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        self.dyn_renew(namespace, id, token, lease).await
+    }
+    async fn complete(
+        &self,
+        namespace: &str,
+        id: &str,
+        token: ClaimToken,
+        retention: Duration,
+    ) -> Result<Completion, StoreError> {
+        self.dyn_complete(namespace, id, token, retention).await
+    }
+    async fn release(&self, namespace: &str, id: &str, token: ClaimToken) -> Result<bool, StoreError> {
+        self.dyn_release(namespace, id, token).await
+    }
+}
+
+impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+    async fn claim(&self, namespace: &str, id: &str, lease: Duration) -> Result<Claim, StoreError> {
+        (**self).claim(namespace, id, lease).await
+    }
+    async fn renew(
+        &self,
+        namespace: &str,
+        id: &str,
+        token: ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        (**self).renew(namespace, id, token, lease).await
+    }
+    async fn complete(
+        &self,
+        namespace: &str,
+        id: &str,
+        token: ClaimToken,
+        retention: Duration,
+    ) -> Result<Completion, StoreError> {
+        (**self).complete(namespace, id, token, retention).await
+    }
+    async fn release(&self, namespace: &str, id: &str, token: ClaimToken) -> Result<bool, StoreError> {
+        (**self).release(namespace, id, token).await
     }
 }
 

@@ -6,7 +6,8 @@
 //!   into an `http::Request` that an axum `Router` or any tower service takes as
 //!   it is (`app.oneshot(delivery.to_request("/webhooks"))`); the actix adapter
 //!   has its own helper for actix test requests;
-//! * [`store_conformance`] is the suite every [`Store`](crate::Store) must pass.
+//! * [`store_conformance`] is the suite every [`Store`](crate::Store) must pass,
+//!   and [`FailingStore`] a store that fails on demand.
 //!
 //! ```
 //! use payhook::testing::{EventBuilder, SignedDelivery};
@@ -24,14 +25,21 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use http_body_util::Full;
 
+use serde::Serialize;
+use serde_json::value::RawValue;
+
 use crate::error::ConfigError;
+use crate::event::{PaymentIntent, PaymentIntentStatus, PaymentMethod};
 use crate::event::{
     PAYMENT_INTENT_FAILED, PAYMENT_INTENT_PAYMENT_FAILED, PAYMENT_INTENT_SUCCEEDED, PAYMENT_SUCCEEDED,
 };
 use crate::secret::Secret;
 use crate::signature::{sign, DEFAULT_HEADER};
 
+mod failing_store;
 pub mod store_conformance;
+
+pub use failing_store::FailingStore;
 
 /// The current unix time in seconds.
 pub fn unix_now() -> u64 {
@@ -250,54 +258,81 @@ impl EventBuilder {
         &self.event_type
     }
 
-    /// The JSON body, compact, as the service sends it.
+    /// The JSON body, compact, as the service sends it: serialized by serde
+    /// from the core's [`PaymentIntent`], so it is the wire format an
+    /// [`Event`](crate::Event) reads. Raw [`data`](Self::data) that is not JSON
+    /// is written as a JSON string.
     pub fn to_json(&self) -> String {
         let data = match (&self.data, &self.intent) {
-            (Some(raw), _) => raw.clone(),
-            (None, Some(pi)) => {
-                let received = match pi.amount_received {
-                    Received::Default if pi.status == "succeeded" => {
-                        format!(r#""amount_received":{},"#, pi.amount)
-                    }
-                    Received::Default => r#""amount_received":0,"#.to_owned(),
-                    Received::Value(amount) => format!(r#""amount_received":{amount},"#),
-                    Received::Omitted => String::new(),
-                };
-                let methods: Vec<String> = pi.methods.iter().map(|m| json_string(m)).collect();
-                let metadata: Vec<String> = pi
-                    .metadata
-                    .iter()
-                    .map(|(k, v)| format!("{}:{}", json_string(k), json_string(v)))
-                    .collect();
-                format!(
-                    r#"{{"object":{{"id":{},"object":"payment_intent","amount":{},{}"currency":{},"payment_method_types":[{}],"status":{},"created":{},"description":{},"metadata":{{{}}}}}}}"#,
-                    json_string(&pi.id),
-                    pi.amount,
-                    received,
-                    json_string(&pi.currency),
-                    methods.join(","),
-                    json_string(&pi.status),
-                    self.created,
-                    pi.description
-                        .as_deref()
-                        .map_or_else(|| "null".to_owned(), json_string),
-                    metadata.join(","),
-                )
-            }
-            (None, None) => "{}".to_owned(),
+            (Some(raw), _) => match RawValue::from_string(raw.clone()) {
+                Ok(raw) => Data::Raw(raw),
+                Err(_) => Data::NotJson(raw),
+            },
+            (None, Some(fields)) => Data::Intent {
+                object: Box::new(fields.to_intent(self.created)),
+            },
+            (None, None) => Data::Empty {},
         };
-        format!(
-            r#"{{"id":{},"object":"event","type":{},"created":{},"livemode":false,"data":{}}}"#,
-            json_string(&self.id),
-            json_string(&self.event_type),
-            self.created,
-            data
-        )
+        let body = Body {
+            id: &self.id,
+            object: "event",
+            event_type: &self.event_type,
+            created: self.created,
+            livemode: false,
+            data,
+        };
+        // Strings, integers and maps of strings: serializing cannot fail.
+        serde_json::to_string(&body).unwrap_or_default()
     }
 }
 
-fn json_string(s: &str) -> String {
-    serde_json::Value::String(s.to_owned()).to_string()
+/// An event body as the service writes it (keys in its order).
+#[derive(Serialize)]
+struct Body<'a> {
+    id: &'a str,
+    object: &'static str,
+    #[serde(rename = "type")]
+    event_type: &'a str,
+    created: u64,
+    livemode: bool,
+    data: Data<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Data<'a> {
+    Raw(Box<RawValue>),
+    NotJson(&'a str),
+    Intent { object: Box<PaymentIntent> },
+    Empty {},
+}
+
+impl IntentFields {
+    fn to_intent(&self, created: u64) -> PaymentIntent {
+        let received = match self.amount_received {
+            Received::Default if self.status == "succeeded" => Some(self.amount),
+            Received::Default => Some(0),
+            Received::Value(amount) => Some(amount),
+            Received::Omitted => None,
+        };
+        let mut intent = PaymentIntent::new(
+            self.id.clone(),
+            self.amount,
+            self.currency.clone(),
+            PaymentIntentStatus::from_name(&self.status),
+        );
+        intent.amount_received = received;
+        intent.payment_method_types =
+            Some(self.methods.iter().map(|m| PaymentMethod::from_name(m)).collect());
+        intent.created = Some(i64::try_from(created).unwrap_or(i64::MAX));
+        intent.description = self.description.clone();
+        intent.metadata = self
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        intent
+    }
 }
 
 /// A body and the signature header that makes it a genuine delivery.
@@ -406,5 +441,35 @@ mod tests {
         let failed = EventBuilder::of_type("payment_intent.payment_failed").amount(9);
         let event = Event::from_slice(failed.to_json().as_bytes()).unwrap();
         assert_eq!(event.payment_intent().unwrap().amount_received, Some(0));
+    }
+
+    #[test]
+    fn the_wire_format_is_the_core_models_serialization() {
+        let builder = EventBuilder::payment_intent_succeeded()
+            .id("evt_1")
+            .created(1_700_000_000)
+            .payment_intent_id("pi_1")
+            .amount(u128::MAX)
+            .metadata("order", "42");
+        let json = builder.to_json();
+        assert_eq!(
+            json,
+            format!(
+                r#"{{"id":"evt_1","object":"event","type":"payment_intent.succeeded","created":1700000000,"livemode":false,"data":{{"object":{{"id":"pi_1","object":"payment_intent","amount":{max},"amount_received":{max},"currency":"btc","payment_method_types":["bitcoin"],"status":"succeeded","created":1700000000,"description":"Test payment","metadata":{{"order":"42"}}}}}}}}"#,
+                max = u128::MAX
+            )
+        );
+        // The parsed intent serializes back to the same text.
+        let event = Event::from_slice(json.as_bytes()).unwrap();
+        let object = serde_json::to_string(event.payment_intent().unwrap()).unwrap();
+        assert!(
+            json.contains(&format!(r#""data":{{"object":{object}}}"#)),
+            "{object}"
+        );
+        // Raw data is kept as given, and text that is not JSON becomes a string.
+        let raw = EventBuilder::other("payout.paid").data(r#"{"object":{"amount":1e400}}"#);
+        assert!(raw.to_json().ends_with(r#""data":{"object":{"amount":1e400}}}"#));
+        let not_json = EventBuilder::other("payout.paid").data("{oops");
+        assert!(not_json.to_json().ends_with(r#""data":"{oops"}"#));
     }
 }
