@@ -15,9 +15,15 @@
 //! 8. soak (only when listed in `PAYHOOK_BENCH_SECTIONS`): events ingested at
 //!    a steady rate (`PAYHOOK_BENCH_SOAK_RATE`, default 1 000/s) for
 //!    `PAYHOOK_BENCH_SOAK_MINUTES` (default 10) with no-op workers and a
-//!    1-minute retention: the table's rows and the RSS once a minute.
+//!    1-minute retention: the table's rows and the RSS once a minute;
 //! 9. the dashboard over 100 000 stored events: each page's queries and
-//!    rendering (p50, p99), and the query plans of the overview and events page.
+//!    rendering (p50, p99), and the query plans of the overview and events page;
+//! 10. PostgreSQL replicas: 1, 2 and 4 inboxes (each with its own pool and
+//!    HTTP endpoint) in one namespace on one database, the load spread over
+//!    their endpoints: with no-op handlers the same total workers split over
+//!    them (1 × 32, 2 × 16, 4 × 8), with 50 ms handlers 8 workers each
+//!    (1 × 8, 2 × 8, 4 × 8); end-to-end events/s, ack p99, and the lock wait
+//!    sampled from `pg_stat_activity` during the run.
 //!
 //! ```text
 //! cargo bench --bench inbox                        # SQLite in a temp dir
@@ -578,6 +584,157 @@ async fn soak(url: &str) {
     workers.shutdown().await;
 }
 
+/// Samples `pg_stat_activity` every 5 ms until stopped: the samples taken,
+/// and per lock type (`advisory`, `transactionid`, `tuple`, …) the sum over
+/// them of the connections of this database waiting for such a lock. Each
+/// waiting connection in a sample stands for one sample period of lock wait
+/// (the samples are few enough not to load the server).
+async fn sample_lock_waits(
+    pool: sqlx::PgPool,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> (u64, std::collections::BTreeMap<String, i64>) {
+    let mut samples = 0u64;
+    let mut waiting = std::collections::BTreeMap::new();
+    loop {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT wait_event, COUNT(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock' GROUP BY wait_event",
+        )
+        .fetch_all(&pool)
+        .await
+        .expect("pg_stat_activity");
+        samples += 1;
+        for (event, count) in rows {
+            *waiting.entry(event).or_insert(0) += count;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(5)) => {}
+            _ = stop.changed() => return (samples, waiting),
+        }
+    }
+}
+
+/// One run of section 9: `replicas` inboxes of `workers` each in one
+/// namespace, `events` deliveries from 32 clients spread over their
+/// endpoints; events/s from the first delivery to the last event done.
+async fn replica_run(url: &str, replicas: usize, workers: usize, events: usize, delay: Duration) {
+    let namespace = unique("replicas");
+    let mut inboxes = Vec::new();
+    let mut endpoints = Vec::new();
+    let mut running = Vec::new();
+    for _ in 0..replicas {
+        let receiver = Receiver::builder().secret(SECRET).build().expect("receiver");
+        let inbox = Inbox::builder(receiver)
+            .namespace(&namespace)
+            .concurrency(workers)
+            .poll_interval(Duration::from_millis(20))
+            .connect(url)
+            .await
+            .expect("replica");
+        running.push(inbox.start(move |_job: Job| async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            Ok(())
+        }));
+        endpoints.push(serve(inbox.clone()).await);
+        inboxes.push(inbox);
+    }
+    let sampler_pool = sqlx::PgPool::connect(url).await.expect("pool");
+    let commits = || async {
+        // Backends report their counts when idle, at most once a second.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        sqlx::query_scalar::<_, i64>(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()",
+        )
+        .fetch_one(&sampler_pool)
+        .await
+        .expect("pg_stat_database")
+    };
+    let commits_before = commits().await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let sampler = tokio::spawn(sample_lock_waits(sampler_pool.clone(), stopped));
+    let client = reqwest::Client::new();
+    let next = Arc::new(AtomicUsize::new(0));
+    let prefix = unique("evt_rep");
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for task in 0..32 {
+        let (client, next, prefix) = (client.clone(), Arc::clone(&next), prefix.clone());
+        let endpoint = endpoints[task % endpoints.len()].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= events {
+                    return latencies;
+                }
+                let body = body(&format!("{prefix}_{i}"));
+                let signature = sign(body.as_bytes(), &Secret::new(SECRET).expect("secret"), now());
+                let sent = Instant::now();
+                let response = client
+                    .post(&endpoint)
+                    .header("x-service-signature", signature)
+                    .body(body)
+                    .send()
+                    .await
+                    .expect("reply");
+                assert_eq!(response.status().as_u16(), 200);
+                let _ = response.bytes().await;
+                latencies.push(sent.elapsed());
+            }
+        }));
+    }
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.expect("client"));
+    }
+    inboxes[0]
+        .wait_idle(Duration::from_secs(600))
+        .await
+        .expect("idle");
+    let elapsed = started.elapsed();
+    let _ = stop.send(true);
+    let (samples, waiting) = sampler.await.expect("sampler");
+    let transactions = commits().await - commits_before;
+    for workers in running {
+        workers.shutdown().await;
+    }
+    let rate = events as f64 / elapsed.as_secs_f64();
+    let p99 = percentile(&mut latencies, 0.99);
+    // Each waiting connection seen in a sample ≈ one sample period of wait.
+    let period = elapsed.as_secs_f64() / samples.max(1) as f64;
+    let total: i64 = waiting.values().sum();
+    let wait = total as f64 * period;
+    let by_type: Vec<String> = waiting
+        .iter()
+        .map(|(event, count)| format!("{event} {:.3} s", *count as f64 * period))
+        .collect();
+    println!(
+        "10. {replicas} x {workers} ({} ms handlers), {events} events: {rate:.0} events/s, ack p99 {:.1} ms, \
+         lock wait {wait:.3} s ({:.3} ms per event; {:.2} connections waiting on average; {}; {samples} samples), \
+         {:.1} transactions per event",
+        delay.as_millis(),
+        p99.as_secs_f64() * 1e3,
+        wait * 1e3 / events as f64,
+        total as f64 / samples.max(1) as f64,
+        if by_type.is_empty() { "none seen".to_owned() } else { by_type.join(", ") },
+        transactions as f64 / events as f64,
+    );
+}
+
+/// Section 10: replicas on one PostgreSQL.
+async fn replicas(url: &str) {
+    let q = quick();
+    let (noop_events, slow_events) = if q { (2000, 1000) } else { (5000, 3000) };
+    for (replicas, workers) in [(1, 32), (2, 16), (4, 8)] {
+        replica_run(url, replicas, workers, noop_events, Duration::ZERO).await;
+    }
+    for replicas in [1, 2, 4] {
+        replica_run(url, replicas, 8, slow_events, Duration::from_millis(50)).await;
+    }
+}
+
 async fn run(name: &str, url: impl Fn() -> String) {
     let q = quick();
     let requests = if q { 1000 } else { 4000 };
@@ -616,6 +773,9 @@ async fn run(name: &str, url: impl Fn() -> String) {
         soak(&url()).await;
     }
     if name.starts_with("PostgreSQL") {
+        if section(10) {
+            replicas(&url()).await;
+        }
         if section(6) {
             replica_wake(&url(), if q { 100 } else { 500 }).await;
         }

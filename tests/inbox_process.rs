@@ -1,7 +1,7 @@
 //! `examples/inbox_receiver.rs` as real processes on real databases: SIGKILL
-//! in the middle of handlers and of deliveries, two replicas on one PostgreSQL,
-//! retries, dead events revived with the `payhook` command, and PostgreSQL
-//! going away and coming back.
+//! in the middle of handlers and of deliveries, two and four replicas on one
+//! PostgreSQL (two of the four killed mid-run), retries, dead events revived
+//! with the `payhook` command, and PostgreSQL going away and coming back.
 //!
 //! PostgreSQL comes from `PAYHOOK_TEST_DATABASE_URL` (`.ci/start-postgres`);
 //! each test makes its own database in it. Tests that need it fail when it is
@@ -504,11 +504,16 @@ async fn two_replicas_on_postgres_apply_once_in_order() {
         handled_by(&a),
         handled_by(&b)
     );
-    // Commit order per intent: each ledger row's inserting transaction id
-    // (events of one intent never overlap, so a later one starts after the
-    // earlier one committed).
+    assert_applied_in_order(&db, 8).await;
+}
+
+/// Each intent's events (`evt_…_{intent}_{step}`, steps `0..steps`) were
+/// applied in step order: compared by each ledger row's inserting
+/// transaction id (events of one intent never overlap, so a later one starts
+/// after the earlier one committed).
+async fn assert_applied_in_order(db: &AnyPool, steps: u64) {
     let rows = sqlx::query("SELECT event_id, xmin::text AS tx FROM ledger")
-        .fetch_all(&db)
+        .fetch_all(db)
         .await
         .unwrap();
     let mut per_intent: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
@@ -522,11 +527,104 @@ async fn two_replicas_on_postgres_apply_once_in_order() {
             .or_default()
             .push((tx, step));
     }
-    for (intent, mut steps) in per_intent {
-        steps.sort();
-        let order: Vec<u64> = steps.iter().map(|(_, step)| *step).collect();
-        assert_eq!(order, (0..8).collect::<Vec<_>>(), "{intent} applied out of order");
+    for (intent, mut applied) in per_intent {
+        applied.sort();
+        let order: Vec<u64> = applied.iter().map(|(_, step)| *step).collect();
+        assert_eq!(
+            order,
+            (0..steps).collect::<Vec<_>>(),
+            "{intent} applied out of order"
+        );
     }
+}
+
+/// Four replicas on one PostgreSQL; two are killed with SIGKILL while their
+/// handlers run and deliveries keep coming. Senders whose replica is gone
+/// deliver to the next one (as a load balancer would). Every event ends up
+/// applied exactly once, each intent's events in order, and the events the
+/// killed replicas held are taken over by the survivors once their leases
+/// run out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_replicas_on_postgres_apply_once_in_order_through_sigkill() {
+    const INTENTS: usize = 12;
+    const STEPS: u64 = 10;
+    let url = postgres_url().await;
+    let env = [
+        ("PAYHOOK_HANDLER_DELAY_MS", "100"),
+        ("PAYHOOK_INBOX_LEASE_MS", "1500"),
+    ];
+    let mut replicas: Vec<Option<Example>> = (0..4).map(|_| Some(start(&url, &env))).collect();
+    let urls: Vec<String> = replicas.iter().flatten().map(Example::url).collect();
+    let mut senders = Vec::new();
+    for intent in 0..INTENTS {
+        let urls = urls.clone();
+        senders.push(tokio::spawn(async move {
+            for step in 0..STEPS {
+                let body = event(
+                    &format!("evt_four_{intent}_{step}"),
+                    &format!("pi_four_{intent}"),
+                    7000 + step,
+                    None,
+                );
+                let mut target = (intent + step as usize) % urls.len();
+                let mut tries = 0;
+                loop {
+                    match post(&urls[target], &body).await {
+                        Ok((200, _)) => break,
+                        Ok((status, reply)) => panic!("unexpected reply {status} {reply}"),
+                        Err(_) => {
+                            // That replica is gone: the next one.
+                            tries += 1;
+                            assert!(tries < 40, "no replica accepted {intent}/{step}");
+                            target = (target + 1) % urls.len();
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }));
+    }
+    // Kill replicas 1 and 3 once each has handled a few events.
+    let mut handled_before_kill = 0;
+    for index in [1, 3] {
+        let mut replica = replicas[index].take().unwrap();
+        handled_before_kill += replica
+            .wait_for_lines(Duration::from_secs(60), 3, |line| line.starts_with("handled "))
+            .len();
+        drop(replica); // SIGKILL, mid-run
+    }
+    for sender in senders {
+        sender.await.unwrap();
+    }
+    let db = pool(&url).await;
+    let total = INTENTS * STEPS as usize;
+    eventually(Duration::from_secs(120), "every event in the ledger", || async {
+        ledger_counts(&db).await.len() == total
+    })
+    .await;
+    let expected = (0..INTENTS)
+        .flat_map(|intent| (0..STEPS).map(move |step| format!("evt_four_{intent}_{step}")))
+        .collect();
+    assert_each_applied_once(&db, &expected).await;
+    assert_applied_in_order(&db, STEPS).await;
+    assert!(handled_before_kill >= 6);
+    // The survivors worked too.
+    for replica in replicas.iter().flatten() {
+        let handled = replica
+            .lines()
+            .iter()
+            .filter(|line| line.starts_with("handled "))
+            .count();
+        assert!(handled > 0, "a surviving replica handled nothing");
+    }
+    // Some event was running on a killed replica and was taken over.
+    let taken_over: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM payhook_inbox WHERE event_id LIKE 'evt_four_%' AND attempts > 1",
+    )
+    .fetch_one(&db)
+    .await
+    .unwrap();
+    assert!(taken_over > 0, "no event was taken over from a killed replica");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

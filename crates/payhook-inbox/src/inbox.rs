@@ -18,7 +18,7 @@ use payhook_core::adapter::Headers;
 use payhook_core::receiver::{MAX_DURATION, MIN_LEASE};
 use payhook_core::{Error, Event, Receiver, Reply};
 use sqlx::{Any, Pool};
-use tokio::sync::{mpsc, oneshot, Mutex, Notify};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::db::{now_ms, Database, UrlOptions};
 use crate::error::{describe, kind, InboxError};
@@ -501,7 +501,7 @@ impl InboxBuilder {
     /// Connects to `sqlite://FILE` (created when missing) or `postgres://…` and,
     /// unless told otherwise, runs the migrations. Handlers get [`Job`](crate::Job)
     /// (`Job<sqlx::Any>`). Must be called inside a tokio runtime: it starts the
-    /// ingest writers.
+    /// ingest writer.
     ///
     /// # Errors
     /// An unsupported URL, a setting out of range, a receiver with its own
@@ -592,21 +592,15 @@ async fn start<DB: Backend>(
         Dialect::Sqlite => crate::file::FileIdentity::of_pool(&db).await,
         Dialect::Postgres => None,
     };
-    // SQLite has one writer whatever we do: one ingest task batches best.
-    // PostgreSQL commits in parallel, so a few tasks keep it busy.
-    let writers = match db.dialect {
-        Dialect::Sqlite => 1,
-        Dialect::Postgres => 4,
-    };
+    // One ingest task on both backends: it writes every delivery that came in
+    // during its previous commit in one statement, so batches grow with the
+    // load. SQLite has one writer whatever we do. On PostgreSQL four tasks
+    // used to split each process's deliveries into smaller batches, the more
+    // so the more replicas share the load: with 4 replicas on one database
+    // that made 2.3 transactions per event instead of 1.4, and cost 40 % of
+    // the throughput (BENCHMARKS.md, "Replicas").
     let (ingest, queue) = mpsc::channel(4 * INGEST_BATCH);
-    let queue = Arc::new(Mutex::new(queue));
-    for _ in 0..writers {
-        tokio::spawn(write_batches(
-            db.clone(),
-            config.namespace.clone(),
-            Arc::clone(&queue),
-        ));
-    }
+    tokio::spawn(write_batches(db.clone(), config.namespace.clone(), queue));
     Ok(Inbox {
         inner: Arc::new(Inner {
             receiver,
@@ -621,18 +615,11 @@ async fn start<DB: Backend>(
 
 /// One ingest writer: takes every delivery waiting, writes them in one
 /// statement, answers each after the commit. Ends when the inbox is dropped.
-async fn write_batches<DB: Backend>(
-    db: Database<DB>,
-    namespace: String,
-    queue: Arc<Mutex<mpsc::Receiver<Pending>>>,
-) {
+async fn write_batches<DB: Backend>(db: Database<DB>, namespace: String, mut queue: mpsc::Receiver<Pending>) {
     let mut batch = Vec::with_capacity(INGEST_BATCH);
     loop {
-        {
-            let mut queue = queue.lock().await;
-            if queue.recv_many(&mut batch, INGEST_BATCH).await == 0 {
-                return;
-            }
+        if queue.recv_many(&mut batch, INGEST_BATCH).await == 0 {
+            return;
         }
         let answers = insert_batch(&db, &namespace, &batch).await;
         if answers.iter().any(|answer| matches!(answer, Ok(true))) {

@@ -14,20 +14,21 @@
 //! | [`repeated_delivery_is_counted_as_a_duplicate`] | a repeated delivery (sequential, concurrent, or after the event is done) is acknowledged as already stored: the duplicate counter and log line, not the ingest counter; one row; the handler runs once | every stored delivery counted as new |
 //! | [`handler_longer_than_its_lease_is_never_taken_over`] | the lease is renewed while the handler runs: a handler 3× longer than the shortest lease finishes as attempt 1, never run twice | lease renewal switched off |
 //! | [`failed_attempt_waits_its_backoff`] | after a failure the event is due no sooner than the documented minimum backoff (half the nominal delay, which doubles per failure), and the next attempt does not start before it | no backoff; no doubling |
-//! | [`one_intent_never_runs_twice_at_once_across_replicas`] | two events of one payment intent never run at once, also when an earlier event of the intent arrives while another replica's claim is under way (on PostgreSQL: the per-namespace claim lock) | the PostgreSQL claim lock skipped |
+//! | [`one_intent_never_runs_twice_at_once_across_replicas`] | two events of one payment intent never run at once, also when an earlier event of the intent arrives while another replica's claim is under way (on PostgreSQL: the per-intent guard taken by the claim) | the PostgreSQL claim ignoring whether it got the intent's guard |
 //! | [`retention_purges_only_old_done_rows`] | done rows older than the retention are purged; younger done rows, rows in any other state and other namespaces' rows are kept; a redelivery of a purged event is stored and handled again | the purge ignoring `done_at`, the state or the namespace |
 //! | [`failed_write_answers_503_and_stores_nothing`] | a delivery whose database write fails is answered `503` and nothing is stored or counted; once the database writes again the redelivery is stored and handled once | `200` after a failed write |
 //!
-//! Why the PostgreSQL claim lock matters (what the test shows): claims read
-//! pending rows under a statement snapshot, and `FOR UPDATE SKIP LOCKED` only
-//! keeps two claims off the *same* row. When an earlier event of an intent
+//! Why the PostgreSQL claim guards each intent (what the test shows): claims
+//! read pending rows under a statement snapshot, and `FOR UPDATE SKIP LOCKED`
+//! only keeps two claims off the *same* row. When an earlier event of an intent
 //! becomes pending (a late arrival, a replay, a retry of a dead event) between
 //! the snapshots of two concurrent claims, the first claim took the later
 //! event (the earlier one was not in its snapshot) and the second takes the
 //! earlier one (the first claim's `running` mark is not committed yet): both
-//! run at once. Serializing the claims of a namespace makes the second claim's
-//! snapshot see the first one's mark. The test holds the first claim inside
-//! its transaction with a trigger that waits on a lock the test holds.
+//! run at once. The claim holds a transaction-scoped guard on each intent it
+//! claims (the queue module's docs argue the design): the second claim finds
+//! the intent guarded and skips its event. The test holds the first claim
+//! inside its transaction with a trigger that waits on a lock the test holds.
 //!
 //! Type names of the API under test are in one place ([`TestInbox`],
 //! [`TestJob`]); raw SQL goes through the test's own pool.
@@ -761,8 +762,8 @@ async fn one_intent_never_runs_twice_at_once_across_replicas(backend: Backend) {
     ingest_ok(&second, &event("evt_earlier", "pi_x", 100)).await;
     let second_workers = second.start(handler());
     if let Some(gate) = &mut gate {
-        // Without the claim lock, the second claim takes the earlier event
-        // and reaches the gate too; with it, it waits for the first claim.
+        // Without the intent's guard, the second claim takes the earlier
+        // event and reaches the gate too; with it, it skips the event.
         let _ = gate.wait_for_waiters(2, Duration::from_millis(500)).await;
         gate.release().await;
         hold.entered(1).await;
