@@ -19,11 +19,11 @@
 //! 9. the dashboard over 100 000 stored events: each page's queries and
 //!    rendering (p50, p99), and the query plans of the overview and events page;
 //! 10. PostgreSQL replicas: 1, 2 and 4 inboxes (each with its own pool and
-//!    HTTP endpoint) in one namespace on one database, the load spread over
-//!    their endpoints: with no-op handlers the same total workers split over
-//!    them (1 × 32, 2 × 16, 4 × 8), with 50 ms handlers 8 workers each
-//!    (1 × 8, 2 × 8, 4 × 8); end-to-end events/s, ack p99, and the lock wait
-//!    sampled from `pg_stat_activity` during the run.
+//!     HTTP endpoint) in one namespace on one database, the load spread over
+//!     their endpoints: with no-op handlers the same total workers split over
+//!     them (1 × 32, 2 × 16, 4 × 8), with 50 ms handlers 8 workers each
+//!     (1 × 8, 2 × 8, 4 × 8); end-to-end events/s, ack p99, and the lock wait
+//!     sampled from `pg_stat_activity` during the run.
 //!
 //! ```text
 //! cargo bench --bench inbox                        # SQLite in a temp dir
