@@ -40,7 +40,7 @@
 //!         .route("/webhooks", post(webhooks))
 //!         .route_layer(WebhookLayer::new(receiver));
 //!     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
-//!     axum::serve(listener, app).await?;
+//!     payhook::tower::axum::serve(listener, app).await?; // with a header-read timeout
 //!     Ok(())
 //! }
 //! ```
