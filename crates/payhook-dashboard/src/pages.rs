@@ -205,7 +205,7 @@ fn params(query: &str) -> Result<Vec<(String, String)>, String> {
     let mut out: Vec<(String, String)> = Vec::new();
     for (name, value) in form_urlencoded::parse(query.as_bytes()) {
         if out.iter().any(|(seen, _)| *seen == name) {
-            return Err(format!("The parameter {:?} is given twice.", Untrusted(&name)));
+            return Err(format!("The parameter {:?} is given twice.", Quoted(&name)));
         }
         out.push((name.into_owned(), value.into_owned()));
     }
@@ -222,7 +222,7 @@ fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
 
 /// An age: a whole number and `s`, `m`, `h` or `d` (`90s`, `15m`, `2h`, `7d`).
 pub(crate) fn parse_age(text: &str) -> Result<Duration, String> {
-    let wrong = || format!("{:?} is not an age like 90s, 15m, 2h or 7d.", Untrusted(text));
+    let wrong = || format!("{:?} is not an age like 90s, 15m, 2h or 7d.", Quoted(text));
     let unit = text.chars().last().ok_or_else(wrong)?;
     let number = &text[..text.len() - unit.len_utf8()];
     if number.is_empty() || number.len() > 9 || !number.bytes().all(|b| b.is_ascii_digit()) {
@@ -239,10 +239,12 @@ pub(crate) fn parse_age(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
-/// Request text quoted in an error sentence (escaped later, with the page).
-struct Untrusted<'a>(&'a str);
+/// Request text quoted in an error sentence: escaped by the core's `Untrusted`
+/// here, and HTML-escaped later with the page. (Named apart from the core's
+/// type, which it wraps.)
+struct Quoted<'a>(&'a str);
 
-impl std::fmt::Debug for Untrusted<'_> {
+impl std::fmt::Debug for Quoted<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "\"{}\"", payhook_core::untrusted::Untrusted::value(self.0))
     }
@@ -255,7 +257,7 @@ fn page_query(params: &[(String, String)]) -> Result<PageQuery, String> {
         let state: State = state.parse().map_err(|_| {
             format!(
                 "The state {:?} is not pending, running, done or dead.",
-                Untrusted(state)
+                Quoted(state)
             )
         })?;
         query.filter.state = Some(state);
@@ -442,7 +444,7 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
             return problem(
                 ctx.base,
                 StatusCode::NOT_FOUND,
-                &format!("There is no event with the id {:?}.", Untrusted(id)),
+                &format!("There is no event with the id {:?}.", Quoted(id)),
             )
         }
         Err(err) => return unavailable(ctx.base, &err),
@@ -631,7 +633,7 @@ pub(crate) fn parse_since(text: &str, now: i64) -> Result<i64, String> {
     let wrong = || {
         format!(
             "{:?} is not a UTC time like 2026-01-31 14:00 or an age like 2h.",
-            Untrusted(text)
+            Quoted(text)
         )
     };
     let text = text.strip_suffix('Z').unwrap_or(text);
@@ -771,10 +773,7 @@ pub(crate) async fn action<DB: Backend>(ctx: &Ctx<'_, DB>, path: &str, form: &Fo
                 return problem(
                     ctx.base,
                     StatusCode::NOT_FOUND,
-                    &format!(
-                        "There is no dead or pending event with the id {:?}.",
-                        Untrusted(&id)
-                    ),
+                    &format!("There is no dead or pending event with the id {:?}.", Quoted(&id)),
                 )
             }
             Err(err) => return unavailable(ctx.base, &err),
