@@ -9,6 +9,8 @@
 //! | `payhook_inbox_processed_total` | counter | events whose handler succeeded and whose mark committed |
 //! | `payhook_inbox_failed_total` | counter | failed attempts (error, panic, lost lease) |
 //! | `payhook_inbox_dead_total` | counter | events that used their last attempt |
+//! | `payhook_inbox_claims_total` | counter | claim transactions run by the workers (those that found nothing included) |
+//! | `payhook_inbox_claimed_total` | counter | events taken by those claims: ÷ claims, the claim batch size |
 //! | `payhook_inbox_pending` | gauge | events waiting (pending or running) |
 //! | `payhook_inbox_oldest_pending_age_seconds` | gauge | age of the oldest waiting event |
 //! | `payhook_inbox_handler_seconds` | histogram | time in the handler, commit included |
@@ -23,6 +25,11 @@ pub const PROCESSED: &str = "payhook_inbox_processed_total";
 pub const FAILED: &str = "payhook_inbox_failed_total";
 /// Events that became dead.
 pub const DEAD: &str = "payhook_inbox_dead_total";
+/// Claim transactions run by the workers, those that found nothing included.
+pub const CLAIMS: &str = "payhook_inbox_claims_total";
+/// Events taken by claims (an event claimed again after a failure counts
+/// again); divided by [`CLAIMS`], the average claim batch.
+pub const CLAIMED: &str = "payhook_inbox_claimed_total";
 /// Events waiting to be processed.
 pub const PENDING: &str = "payhook_inbox_pending";
 /// Age of the oldest waiting event, in seconds.
@@ -36,6 +43,12 @@ pub(crate) fn ingested(namespace: String) {
 
 pub(crate) fn duplicate(namespace: String) {
     metrics::counter!(DUPLICATES, "namespace" => namespace).increment(1);
+}
+
+pub(crate) fn claim(namespace: String, claimed: usize) {
+    metrics::counter!(CLAIMED, "namespace" => namespace.clone())
+        .increment(u64::try_from(claimed).unwrap_or(u64::MAX));
+    metrics::counter!(CLAIMS, "namespace" => namespace).increment(1);
 }
 
 pub(crate) fn processed(namespace: String, seconds: f64) {

@@ -434,6 +434,7 @@ async fn claim<DB: Backend>(
         requeue: requeue.then_some(config.max_attempts),
     };
     let result = DB::claim(db, request).await?;
+    m::claim(config.namespace.clone(), result.claimed.len());
     for (event_id, attempts) in &result.died {
         m::failed(config.namespace.clone(), 0.0, true);
         tracing::error!(

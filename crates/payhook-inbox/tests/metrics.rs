@@ -1,7 +1,7 @@
 //! Deliveries to the inbox are counted by the receiver's one intake, like
 //! inline deliveries: `payhook_deliveries_total` counts the rejected ones by
 //! reason (the inbox's own refusals included) and the verified ones, and the
-//! inbox counts what it stored. Read back as a scraper reads them.
+//! inbox counts what it stored, its claims and the events they took. Read back as a scraper reads them.
 //!
 //! One test in this binary, so the process-wide recorder sees only its deliveries.
 
@@ -117,5 +117,31 @@ async fn inbox_deliveries_are_counted_by_the_one_intake() {
     };
     assert_eq!(stored("payhook_inbox_ingested_total"), 1.0, "{text}");
     assert_eq!(stored("payhook_inbox_duplicates_total"), 1.0, "{text}");
+    assert_eq!(
+        stored("payhook_inbox_claims_total"),
+        0.0,
+        "no worker ran yet: {text}"
+    );
+
+    // Four more stored before the workers start: their first claim takes all
+    // five at once, and each claimed event is counted once.
+    for id in ["evt_batch_1", "evt_batch_2", "evt_batch_3", "evt_batch_4"] {
+        let body = event(id);
+        assert_eq!(inbox.ingest(&signed(&body), body).await.status().as_u16(), 200);
+    }
+    let workers = inbox.start(|_job: payhook_inbox::Job| async { Ok(()) });
+    inbox.wait_idle(std::time::Duration::from_secs(30)).await.unwrap();
+    workers.shutdown().await;
+    let text = prometheus.render();
+    let stored = |name: &str| {
+        samples(&text, name)
+            .get(r#"namespace="payhook""#)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    assert_eq!(stored("payhook_inbox_processed_total"), 5.0, "{text}");
+    assert_eq!(stored("payhook_inbox_claimed_total"), 5.0, "{text}");
+    let claims = stored("payhook_inbox_claims_total");
+    assert!(claims >= 1.0, "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
