@@ -15,7 +15,7 @@
 //! | `emulator` | [`emulator`]: the payment service in test mode (its API and signed deliveries with retries and faults), for your tests |
 //! | `inbox-sqlite`, `inbox-postgres` | [`inbox`]: a durable inbox — acknowledge at once, process after, effects exactly once |
 //! | `dashboard` | [`dashboard`]: the inbox in the browser for the people on call (with `axum` or `actix`) |
-//! | `testing` | [`testing`]: [`SignedDelivery`](testing::SignedDelivery) and [`EventBuilder`](testing::EventBuilder) for your tests, and [`actix::testing`] with `actix` |
+//! | `testing` | [`testing`]: signed `http::Request`s ([`SignedDelivery::to_request`](sender::SignedDelivery::to_request)) for your tests, a store that fails on demand, the store conformance suite, and [`actix::testing`] with `actix` |
 //!
 //! With feature `axum` (and `axum = "0.8"`, `tokio` with `macros`,
 //! `rt-multi-thread` and `net`):
@@ -46,7 +46,7 @@
 //! ```
 //!
 //! The [`tower::axum`] and [`actix`] module pages show a complete app with its
-//! test, and [`testing`] the helpers those tests use. Everything is logged
+//! test, and [`sender`] and [`testing`] the helpers those tests use. Everything is logged
 //! through `tracing` under the target `payhook`; install a subscriber to see
 //! it. The repository's README has the quick starts, and PROTOCOL.md every
 //! protocol decision (signature format, tolerance, replies).
@@ -70,7 +70,7 @@ pub use payhook_core::{
 // store's constants and object-safe form, the signature header, the source
 // allowlist, metric names and the escaping of request-derived text.
 #[doc(inline)]
-pub use payhook_core::{event, metrics, signature, source, store, untrusted};
+pub use payhook_core::{event, metrics, sender, signature, source, store, untrusted};
 
 /// For authors of framework adapters (the `tower` and `actix` features are
 /// built on it): body intake, the claim's settling, header lookup and the

@@ -9,8 +9,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::HeaderMap;
 use payhook_core::adapter::Outcome;
+use payhook_core::sender::{unix_now, EventBuilder, SignedDelivery};
 use payhook_core::store::{Claim, ClaimToken, Completion, DynStore, Store};
-use payhook_core::testing::{unix_now, EventBuilder, FailingStore, SignedDelivery};
+use payhook_core::testing::FailingStore;
 use payhook_core::{EventKind, FixedClock, MemoryStore, Receiver, ReceiverBuilder, Reply, StoreError};
 
 const SECRET: &str = "whsec_pipeline";
