@@ -70,7 +70,7 @@ pub use payhook_core::{
 // store's constants and object-safe form, the signature header, the source
 // allowlist, metric names and the escaping of request-derived text.
 #[doc(inline)]
-pub use payhook_core::{event, metrics, sender, signature, source, store, untrusted};
+pub use payhook_core::{defaults, event, metrics, sender, signature, source, store, untrusted};
 
 /// For authors of framework adapters (the `tower` and `actix` features are
 /// built on it): body intake, the claim's settling, header lookup and the

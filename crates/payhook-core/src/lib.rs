@@ -11,6 +11,7 @@
 //! * [`adapter`] — the one interface framework adapters use: body intake under
 //!   the limit and timeout, settling a claim from the handler's outcome, replies.
 //! * [`source`] — the source-IP allowlist behind trusted proxies.
+//! * [`defaults`] — the defaults and bounds of [`ReceiverBuilder`]'s settings.
 //! * [`reply`] and [`error`] — what is sent back, and why.
 //! * [`sender`] — deliveries as the service makes them: event bodies and their
 //!   signature header (the `payhook` CLI's `send` and `sign`).
@@ -59,6 +60,7 @@
 
 pub mod adapter;
 mod clock;
+pub mod defaults;
 pub mod error;
 pub mod event;
 mod headers;
