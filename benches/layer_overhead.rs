@@ -19,7 +19,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use payhook::testing::{unix_now, EventBuilder};
+use payhook::sender::{unix_now, EventBuilder};
 use payhook::{sign, Receiver, Secret};
 
 const SECRET: &str = "whsec_5f0c1d8e2b7a4c9d3e6f8a1b2c4d6e8f";

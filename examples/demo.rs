@@ -28,7 +28,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use payhook::emulator::{Emulator, Faults, RetrySchedule};
-use payhook::testing::{unix_now, EventBuilder, SignedDelivery};
+use payhook::sender::{unix_now, EventBuilder, SignedDelivery};
 use payhook::tower::axum::{Received, Webhook};
 use payhook::tower::WebhookLayer;
 use payhook::{Event, EventKind, Receiver};

@@ -15,7 +15,7 @@
 //! | `emulator` | [`emulator`]: the payment service in test mode (its API and signed deliveries with retries and faults), for your tests |
 //! | `inbox-sqlite`, `inbox-postgres` | [`inbox`]: a durable inbox — acknowledge at once, process after, effects exactly once |
 //! | `dashboard` | [`dashboard`]: the inbox in the browser for the people on call (with `axum` or `actix`) |
-//! | `testing` | [`testing`]: [`SignedDelivery`](testing::SignedDelivery) and [`EventBuilder`](testing::EventBuilder) for your tests, and [`actix::testing`] with `actix` |
+//! | `testing` | [`testing`]: signed `http::Request`s ([`SignedDelivery::to_request`](sender::SignedDelivery::to_request)) for your tests, a store that fails on demand, the store conformance suite, and [`actix::testing`] with `actix` |
 //!
 //! With feature `axum` (and `axum = "0.8"`, `tokio` with `macros`,
 //! `rt-multi-thread` and `net`):
@@ -46,7 +46,7 @@
 //! ```
 //!
 //! The [`tower::axum`] and [`actix`] module pages show a complete app with its
-//! test, and [`testing`] the helpers those tests use. Everything is logged
+//! test, and [`sender`] and [`testing`] the helpers those tests use. Everything is logged
 //! through `tracing` under the target `payhook`; install a subscriber to see
 //! it. The repository's README has the quick starts, and PROTOCOL.md every
 //! protocol decision (signature format, tolerance, replies).
@@ -55,28 +55,136 @@
 #![warn(missing_docs)]
 
 // What an app writes, at the root: the receiver and its configuration, the
-// events, the stores, the errors. Each item is listed here on purpose: an
-// item added to the core is not published by this crate until it is added
-// here (and to public-api/payhook.txt, which CI compares).
+// events, the store trait and the memory store, the errors, signing. Each item
+// is listed here on purpose, and each has one path: an item at the root is in
+// no module below. An item added to the core is not published by this crate
+// until it is added here (and to public-api/payhook.txt, which CI compares).
 #[doc(inline)]
 pub use payhook_core::{
-    sign, Claim, ClaimGuard, ClaimToken, Clock, Completion, ConfigError, DynStore, Error, Event, EventKind,
-    FixedClock, MemoryStore, Metadata, PaymentIntent, PaymentIntentStatus, PaymentMethod, Receiver,
-    ReceiverBuilder, Reply, Secret, SignatureScheme, Store, StoreError, StoreErrorKind, SystemClock,
-    Verifier,
+    sign, Clock, ConfigError, Error, Event, EventKind, FixedClock, MemoryStore, Metadata, PaymentIntent,
+    PaymentIntentStatus, PaymentMethod, Receiver, ReceiverBuilder, Reply, Secret, SignatureScheme, Store,
+    StoreError, StoreErrorKind, SystemClock, Verifier,
 };
 
-// The modules for what goes beyond the root: the event parser's helpers, the
-// store's constants and object-safe form, the signature header, the source
-// allowlist, metric names and the escaping of request-derived text.
-#[doc(inline)]
-pub use payhook_core::{event, metrics, signature, source, store, untrusted};
+pub mod event {
+    //! What goes beyond [`Event`](crate::Event) and [`PaymentIntent`](crate::PaymentIntent):
+    //! the names of the payment event types, the metadata iterator, and parsing
+    //! a verified body into a type of your own.
+    //!
+    //! ```
+    //! use payhook::event::{parse_as, PAYMENT_INTENT_SUCCEEDED};
+    //!
+    //! // Any `serde::Deserialize` type of yours; here a JSON value.
+    //! let body = br#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{}}}"#;
+    //! let value: serde_json::Value = parse_as(body).unwrap();
+    //! assert_eq!(value["type"], PAYMENT_INTENT_SUCCEEDED);
+    //! ```
+    #[doc(inline)]
+    pub use payhook_core::event::{
+        parse_as, MetadataIter, PAYMENT_INTENT_FAILED, PAYMENT_INTENT_PAYMENT_FAILED,
+        PAYMENT_INTENT_SUCCEEDED, PAYMENT_SUCCEEDED,
+    };
+}
 
-/// For authors of framework adapters (the `tower` and `actix` features are
-/// built on it): body intake, the claim's settling, header lookup and the
-/// handler table. Apps do not need it.
+pub mod signature {
+    //! The `x-service-signature` header beyond [`sign`](crate::sign) and
+    //! [`Verifier`](crate::Verifier): the parsed header, the tolerance setting,
+    //! the verifier's builder and the defaults. PROTOCOL.md gives every parsing
+    //! rule.
+    //!
+    //! ```
+    //! use payhook::signature::{Signature, DEFAULT_HEADER};
+    //!
+    //! let header = b"t=1732264800,v1=47e6632c169b959135c86d19df2cb565cdbea26c53beb45123d38a1437d37287";
+    //! let parsed = Signature::parse(header).unwrap();
+    //! assert_eq!(parsed.timestamp(), 1732264800);
+    //! assert_eq!(DEFAULT_HEADER, "x-service-signature");
+    //! ```
+    #[doc(inline)]
+    pub use payhook_core::signature::{
+        Signature, Tolerance, VerifierBuilder, DEFAULT_HEADER, DEFAULT_TOLERANCE,
+    };
+}
+
+pub mod store {
+    //! For store authors, beyond [`Store`](crate::Store) and
+    //! [`MemoryStore`](crate::MemoryStore): what the trait's methods answer
+    //! ([`Claim`], [`ClaimToken`], [`Completion`]), its object-safe form
+    //! [`DynStore`] (what [`ReceiverBuilder::shared_store`](crate::ReceiverBuilder::shared_store)
+    //! takes, and what one store shared by several receivers is held as), the
+    //! memory store's builder and the longest lease or retention a store applies.
+    //! Every store must pass `payhook::store_conformance_tests!` (feature `testing`).
+    //!
+    //! ```
+    //! use std::sync::Arc;
+    //! use std::time::Duration;
+    //! use payhook::store::{Claim, Completion, DynStore};
+    //! use payhook::{MemoryStore, Store};
+    //!
+    //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    //! let store = MemoryStore::new();
+    //! let Claim::Claimed(token) = store.claim("payments", "evt_1", Duration::from_secs(60)).await.unwrap() else {
+    //!     panic!("a new id is claimed");
+    //! };
+    //! assert!(matches!(store.claim("payments", "evt_1", Duration::from_secs(60)).await.unwrap(), Claim::InFlight));
+    //! let done = store.complete("payments", "evt_1", token, Duration::from_secs(3600)).await.unwrap();
+    //! assert_eq!(done, Completion::Completed);
+    //!
+    //! // One store for several receivers, each under its own namespace.
+    //! let shared: Arc<dyn DynStore> = Arc::new(store);
+    //! # let _ = shared;
+    //! # });
+    //! ```
+    #[doc(inline)]
+    pub use payhook_core::store::{
+        Claim, ClaimToken, Completion, DynStore, MemoryStoreBuilder, StoreFuture, MAX_TTL,
+    };
+}
+
+// Modules with nothing at the root are re-exported whole: each of their items
+// has this one path, and their pages are the core's module docs (written with
+// the `payhook::` paths). The source-IP allowlist, metric names, the escaping of
+// request-derived text, building and signing deliveries, and the receiver's
+// defaults.
 #[doc(inline)]
-pub use payhook_core::adapter;
+pub use payhook_core::{defaults, metrics, sender, source, untrusted};
+
+pub mod adapter {
+    //! For authors of framework adapters (the `tower` and `actix` features are
+    //! built on it): body intake, the claim's settling, header lookup, the
+    //! handler table and payload conversion. Apps do not need it.
+    //!
+    //! [`Receiver::receive`](crate::Receiver::receive) answers an [`Outcome`]:
+    //! a reply to send at once, or a [`Delivery`] whose [`ClaimGuard`] the
+    //! adapter settles from the handler's outcome.
+    //!
+    //! ```
+    //! use payhook::adapter::Outcome;
+    //! use payhook::sender::{EventBuilder, SignedDelivery};
+    //! use payhook::Receiver;
+    //!
+    //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    //! let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
+    //! let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), "whsec_test_secret").unwrap();
+    //! let mut headers = http::HeaderMap::new();
+    //! headers.insert("x-service-signature", signed.signature.parse().unwrap());
+    //! let Outcome::Deliver(delivery) = receiver.receive(&headers, signed.body).await else {
+    //!     panic!("a genuine delivery");
+    //! };
+    //! let reply = delivery.into_claim().complete().await; // the handler succeeded
+    //! assert_eq!(reply.status().as_u16(), 200);
+    //! # });
+    //! ```
+    #[doc(inline)]
+    pub use payhook_core::adapter::{
+        not_configured, peer_address_unknown, reject, BodyIntake, Delivery, HandlerOutcome, HandlerTable,
+        HeaderLookup, Headers, Outcome, SplitStoreCheck,
+    };
+    #[doc(inline)]
+    pub use payhook_core::event::into_payload;
+    #[doc(inline)]
+    pub use payhook_core::ClaimGuard;
+}
 
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use actix_web::{http::StatusCode, web, App, FromRequest, Handler, HttpResponse, HttpServer, Responder};
 use payhook::actix::{Webhook, WebhookConfig};
-use payhook::testing::{EventBuilder, SignedDelivery};
+use payhook::sender::{EventBuilder, SignedDelivery};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 // Imported by name: the macro calls itself unqualified.
 use support::{behaviour_table, Behaviour, Calls, Harness, SECRET};

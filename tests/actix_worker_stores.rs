@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use actix_web::{web, App, HttpResponse, HttpServer};
 use payhook::actix::{Webhook, WebhookConfig};
-use payhook::testing::{EventBuilder, SignedDelivery};
+use payhook::sender::{EventBuilder, SignedDelivery};
 use support::{Calls, SECRET};
 
 /// Everything logged, as text.

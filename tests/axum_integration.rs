@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use axum_loopback::serve;
-use payhook::testing::{EventBuilder, SignedDelivery};
+use payhook::sender::{EventBuilder, SignedDelivery};
 use payhook::tower::axum::{EventHandlers, Received, Webhook};
 use payhook::tower::WebhookLayer;
 use payhook::{Event, PaymentIntent, Receiver};

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use dashboard_app::{assert_security_headers, App, Db, TOKEN};
 use payhook::inbox::sqlx;
-use payhook::testing::EventBuilder;
+use payhook::sender::EventBuilder;
 
 /// Form fields or headers, as (name, value).
 type Pairs<'a> = &'a [(&'a str, &'a str)];

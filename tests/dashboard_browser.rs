@@ -28,7 +28,7 @@ use base64::Engine as _;
 use dashboard_app::{App, Db, TOKEN};
 use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
-use payhook::testing::EventBuilder;
+use payhook::sender::EventBuilder;
 use serde_json::{json, Value};
 
 /// A program on `PATH` (or the path in `env`); a loud failure without it.

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use example_process::Example;
-use payhook::testing::{EventBuilder, SignedDelivery};
+use payhook::sender::{EventBuilder, SignedDelivery};
 
 const RECEIVED: &str = r#"{"received":true}"#;
 /// How long a line may take to be printed once the reply it goes with is in.

@@ -15,7 +15,7 @@ use axum::extract::State;
 use axum::routing::post;
 use axum::Router;
 use payhook::inbox::{Inbox, Job};
-use payhook::testing::EventBuilder;
+use payhook::sender::EventBuilder;
 use payhook::tower::axum::{EventHandlers, Received, Webhook};
 use payhook::tower::WebhookLayer;
 use payhook::{sign, Event, EventKind, FixedClock, Receiver, Secret};

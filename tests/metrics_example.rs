@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use example_process::Example;
-use payhook::testing::{unix_now, EventBuilder, SignedDelivery};
+use payhook::sender::{unix_now, EventBuilder, SignedDelivery};
 
 const SECRET: &str = "whsec_metrics_example";
 

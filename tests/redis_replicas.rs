@@ -16,10 +16,11 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use axum::Router;
 use payhook::redis::RedisStore;
-use payhook::testing::{unique_event_id, EventBuilder, SignedDelivery};
+use payhook::sender::{unique_event_id, EventBuilder, SignedDelivery};
+use payhook::store::{Claim, ClaimToken};
 use payhook::tower::axum::{Received, Webhook};
 use payhook::tower::WebhookLayer;
-use payhook::{Claim, ClaimToken, Receiver, Store};
+use payhook::{Receiver, Store};
 
 const SECRET: &str = "whsec_replicas";
 const RECEIVED: &str = r#"{"received":true}"#;

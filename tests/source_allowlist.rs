@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use payhook::inbox::sqlx::{self, AnyPool};
 use payhook::inbox::{Inbox, Job, Workers};
-use payhook::testing::{unique_event_id, EventBuilder, SignedDelivery};
+use payhook::sender::{unique_event_id, EventBuilder, SignedDelivery};
 use payhook::{ConfigError, Receiver, ReceiverBuilder};
 
 const SECRET: &str = "whsec_source_allowlist";

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use payhook::dashboard::Dashboard;
 use payhook::inbox::{HandlerError, Inbox, Job, Workers};
-use payhook::testing::EventBuilder;
+use payhook::sender::EventBuilder;
 use payhook::{sign, Receiver, Secret};
 
 pub const SECRET: &str = "whsec_dashboard_tests";

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use payhook::testing::{unique_event_id, unix_now, EventBuilder, SignedDelivery};
+use payhook::sender::{unique_event_id, unix_now, EventBuilder, SignedDelivery};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

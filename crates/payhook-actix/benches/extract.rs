@@ -21,7 +21,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use hmac::{Hmac, Mac};
 use payhook_actix::testing::SignedDeliveryExt;
 use payhook_actix::{Webhook, WebhookConfig};
-use payhook_core::testing::{EventBuilder, SignedDelivery};
+use payhook_core::sender::{EventBuilder, SignedDelivery};
 use payhook_core::{FixedClock, Receiver};
 use sha2::Sha256;
 

@@ -5,7 +5,7 @@
 //! use actix_web::{test, web, App, HttpResponse};
 //! use payhook::actix::testing::SignedDeliveryExt;
 //! use payhook::actix::{Webhook, WebhookConfig};
-//! use payhook::testing::{EventBuilder, SignedDelivery};
+//! use payhook::sender::{EventBuilder, SignedDelivery};
 //! use payhook::Receiver;
 //!
 //! async fn webhooks(webhook: Webhook) -> HttpResponse {
@@ -30,8 +30,8 @@
 
 use actix_web::http::header::{self, HeaderName};
 use actix_web::test::TestRequest;
+use payhook_core::sender::SignedDelivery;
 use payhook_core::signature::DEFAULT_HEADER;
-use payhook_core::testing::SignedDelivery;
 
 /// Turns a [`SignedDelivery`] into an actix-web test request.
 pub trait SignedDeliveryExt {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use actix_web::{test, web, App, HttpResponse};
 use payhook_actix::testing::SignedDeliveryExt;
 use payhook_actix::{Rejection, Webhook, WebhookConfig};
-use payhook_core::testing::{EventBuilder, SignedDelivery};
+use payhook_core::sender::{EventBuilder, SignedDelivery};
 use payhook_core::{EventKind, Receiver};
 use serde::Deserialize;
 

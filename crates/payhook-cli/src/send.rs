@@ -39,7 +39,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use payhook_core::reply::RECEIVED_BODY;
-use payhook_core::testing::{unique_event_id, unix_now, EventBuilder};
+use payhook_core::sender::{unique_event_id, unix_now, EventBuilder};
 use payhook_core::untrusted::Untrusted;
 use payhook_core::{sign, Event, Secret};
 use reqwest::Url;

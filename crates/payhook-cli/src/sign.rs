@@ -1,6 +1,6 @@
 //! `payhook sign`: the signature header value for a body on stdin.
 
-use payhook_core::testing::{unix_now, SignedDelivery};
+use payhook_core::sender::{unix_now, SignedDelivery};
 
 use crate::cli::SignArgs;
 use crate::failure::Failure;

@@ -10,7 +10,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use payhook_core::testing::unix_now;
+use payhook_core::sender::unix_now;
 use payhook_core::{sign, Secret};
 use support::{payhook, temp_dir, TestReceiver, SECRET};
 

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use payhook_core::testing::unix_now;
+use payhook_core::sender::unix_now;
 use payhook_core::{sign, Receiver, Secret};
 use payhook_inbox::{HandlerError, Inbox, Job};
 use support::{payhook_with_env, Run};

@@ -3,7 +3,7 @@
 mod support;
 
 use hmac::{Hmac, Mac};
-use payhook_core::testing::{unix_now, EventBuilder};
+use payhook_core::sender::{unix_now, EventBuilder};
 use payhook_core::{Error, Event, Reply, Verifier};
 use sha2::Sha256;
 use support::payhook;

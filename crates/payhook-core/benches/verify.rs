@@ -32,7 +32,7 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use hmac::{Hmac, Mac};
 use payhook_core::adapter::Outcome;
-use payhook_core::testing::EventBuilder;
+use payhook_core::sender::EventBuilder;
 use payhook_core::{sign, DynStore, FixedClock, MemoryStore, Receiver, Secret, Verifier};
 use sha2::Sha256;
 

@@ -41,7 +41,7 @@
 //!
 //! use bytes::Bytes;
 //! use payhook::adapter::{BodyIntake, HandlerOutcome, Outcome};
-//! use payhook::testing::{EventBuilder, SignedDelivery};
+//! use payhook::sender::{EventBuilder, SignedDelivery};
 //! use payhook::{Receiver, Reply};
 //!
 //! /// An adapter for a made-up framework whose body arrives as a list of chunks.

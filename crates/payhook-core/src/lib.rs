@@ -11,14 +11,17 @@
 //! * [`adapter`] — the one interface framework adapters use: body intake under
 //!   the limit and timeout, settling a claim from the handler's outcome, replies.
 //! * [`source`] — the source-IP allowlist behind trusted proxies.
+//! * [`defaults`] — the defaults and bounds of [`ReceiverBuilder`]'s settings.
 //! * [`reply`] and [`error`] — what is sent back, and why.
-//! * `testing` (feature `testing`) — signed deliveries and event builders for
-//!   users' tests, and the store conformance suite.
+//! * [`sender`] — deliveries as the service makes them: event bodies and their
+//!   signature header (the `payhook` CLI's `send` and `sign`).
+//! * `testing` (feature `testing`) — signed `http::Request`s for users' tests,
+//!   a store that fails on demand, and the store conformance suite.
 //!
 //! Most apps use an adapter (the `payhook` crate's `axum`, `tower` or `actix`
 //! features) rather than this crate directly. The `payhook` crate re-exports
-//! everything here at its root, so the examples are written with the
-//! `payhook::` paths an app writes.
+//! what an app uses from here, each item at one path, so the examples are
+//! written with the `payhook::` paths an app writes.
 //!
 //! ```
 //! use bytes::Bytes;
@@ -57,6 +60,7 @@
 
 pub mod adapter;
 mod clock;
+pub mod defaults;
 pub mod error;
 pub mod event;
 mod headers;
@@ -64,6 +68,7 @@ pub mod metrics;
 pub mod receiver;
 pub mod reply;
 mod secret;
+pub mod sender;
 pub mod signature;
 pub mod source;
 pub mod store;

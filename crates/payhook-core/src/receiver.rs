@@ -55,6 +55,10 @@ use http::StatusCode;
 use tracing::Instrument;
 
 use crate::clock::Clock;
+use crate::defaults::{
+    DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT, DEFAULT_LEASE, DEFAULT_NAMESPACE, DEFAULT_RETENTION,
+    MAX_DURATION, MIN_LEASE,
+};
 use crate::error::{ConfigError, Error};
 use crate::event::Event;
 use crate::headers::Headers;
@@ -64,32 +68,6 @@ use crate::signature::{SignatureScheme, VerifierBuilder};
 use crate::source::{client_address, Networks};
 use crate::store::{Claim, ClaimToken, Completion, DynStore, MemoryStore, Store};
 use crate::untrusted::Untrusted;
-
-/// The body size limit unless configured otherwise: 1 MiB.
-pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
-/// How long a handled id is remembered unless configured otherwise: 7 days.
-pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
-/// How long an in-flight claim lasts before another delivery may take the id
-/// over, unless configured otherwise: 5 minutes.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(300);
-/// How long a request body may take to arrive in full unless configured
-/// otherwise: 5 seconds. The payment service gives up on a reply after 10 s, so a
-/// body still arriving after 5 s leaves too little time to handle it; a client
-/// that stalls (or trickles) past it gets `408` and a closed connection instead
-/// of holding a connection and up to a body limit of memory for as long as it likes.
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(5);
-/// The store namespace of a receiver that keeps its own in-memory store. A
-/// receiver given a store with [`ReceiverBuilder::store`] or
-/// [`ReceiverBuilder::shared_store`] must name its namespace.
-pub const DEFAULT_NAMESPACE: &str = "payhook";
-/// The longest lease or retention [`ReceiverBuilder::build`] accepts: 100 years
-/// (365-day years). Longer values, such as `Duration::MAX` meant as "forever",
-/// are refused with a [`ConfigError`] rather than overflowing a clock later.
-pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-/// The shortest lease [`ReceiverBuilder::build`] accepts: 1 second. The lease is
-/// renewed while the handler runs, so it only needs to outlast a crashed
-/// worker's silence, not the slowest handler.
-pub const MIN_LEASE: Duration = Duration::from_secs(1);
 
 /// One webhook endpoint's configuration and pipeline. Cheap to clone (an `Arc`).
 #[derive(Clone)]
@@ -876,7 +854,8 @@ impl ReceiverBuilder {
     }
 
     /// How long a claim lasts before another delivery may take the event over
-    /// (default 5 minutes; from [`MIN_LEASE`] to [`MAX_DURATION`]). While the
+    /// (default [`DEFAULT_LEASE`], 5 minutes; from [`MIN_LEASE`] to
+    /// [`MAX_DURATION`]). While the
     /// handler runs the lease is renewed every third of it, so a slow handler
     /// keeps its claim; the lease only decides how soon the event is handed on
     /// when a worker crashed mid-handler.
@@ -885,21 +864,23 @@ impl ReceiverBuilder {
         self
     }
 
-    /// How long a handled event id is remembered (default 7 days; from 1 second
-    /// to [`MAX_DURATION`]). Keep it longer than the sender retries an event.
+    /// How long a handled event id is remembered (default
+    /// [`DEFAULT_RETENTION`], 7 days; from 1 second to [`MAX_DURATION`]). Keep
+    /// it longer than the sender retries an event.
     pub fn retention(mut self, retention: Duration) -> Self {
         self.retention = retention;
         self
     }
 
-    /// The largest body accepted, in bytes (default 1 MiB; at least 1).
+    /// The largest body accepted, in bytes (default [`DEFAULT_BODY_LIMIT`],
+    /// 1 MiB; at least 1).
     pub fn body_limit(mut self, limit: usize) -> Self {
         self.body_limit = limit;
         self
     }
 
-    /// How long a request body may take to arrive in full (default 5 s, see
-    /// [`DEFAULT_BODY_TIMEOUT`]). Counted from the moment the adapter starts
+    /// How long a request body may take to arrive in full (default
+    /// [`DEFAULT_BODY_TIMEOUT`], 5 s). Counted from the moment the adapter starts
     /// reading the body; a body that is not complete by then gets
     /// `408 Webhook Error: the request body did not arrive within …` and the
     /// connection is closed. Both the tower/axum and the actix adapter honour it.

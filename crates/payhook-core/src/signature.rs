@@ -34,8 +34,7 @@
 //! they would refuse it.
 //!
 //! ```
-//! use payhook::signature::{sign, Verifier};
-//! use payhook::{FixedClock, Secret};
+//! use payhook::{sign, FixedClock, Secret, Verifier};
 //!
 //! let secret = Secret::new("whsec_test_secret").unwrap();
 //! let body = br#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{}}}"#;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use payhook_core::adapter::{not_configured, BodyIntake, HandlerOutcome, Outcome};
-use payhook_core::testing::{EventBuilder, SignedDelivery};
+use payhook_core::sender::{EventBuilder, SignedDelivery};
 use payhook_core::{ConfigError, Receiver, Reply};
 
 const SECRET: &str = "whsec_adapter";

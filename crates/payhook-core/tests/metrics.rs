@@ -10,8 +10,9 @@ use std::time::Duration;
 use http::HeaderMap;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use payhook_core::adapter::Outcome;
+use payhook_core::sender::{unix_now, EventBuilder, SignedDelivery};
 use payhook_core::store::{Claim, ClaimToken, Completion, Store};
-use payhook_core::testing::{unix_now, EventBuilder, FailingStore, SignedDelivery};
+use payhook_core::testing::FailingStore;
 use payhook_core::{MemoryStore, Receiver, Reply, StoreError};
 
 const SECRET: &str = "whsec_metrics";

@@ -9,8 +9,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::HeaderMap;
 use payhook_core::adapter::Outcome;
+use payhook_core::sender::{unix_now, EventBuilder, SignedDelivery};
 use payhook_core::store::{Claim, ClaimToken, Completion, DynStore, Store};
-use payhook_core::testing::{unix_now, EventBuilder, FailingStore, SignedDelivery};
+use payhook_core::testing::FailingStore;
 use payhook_core::{EventKind, FixedClock, MemoryStore, Receiver, ReceiverBuilder, Reply, StoreError};
 
 const SECRET: &str = "whsec_pipeline";
@@ -496,7 +497,7 @@ fn configuration_mistakes_fail_at_build_time() {
             "retention must be at most 100 years",
         ),
         (
-            builder().retention(payhook_core::receiver::MAX_DURATION + Duration::from_nanos(1)),
+            builder().retention(payhook_core::defaults::MAX_DURATION + Duration::from_nanos(1)),
             "retention must be at most 100 years",
         ),
         (builder().body_limit(0), "body limit must be at least 1 byte"),
@@ -802,7 +803,7 @@ async fn a_megabyte_event_id_gets_a_short_409_and_short_logs() {
 
 #[tokio::test]
 async fn the_largest_accepted_settings_deliver_settle_and_dedupe_without_panicking() {
-    use payhook_core::receiver::MAX_DURATION;
+    use payhook_core::defaults::MAX_DURATION;
     let receiver = builder()
         .lease(MAX_DURATION)
         .retention(MAX_DURATION)

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use payhook_core::sender::EventBuilder;
 use payhook_core::signature::{sign, Signature, Verifier};
-use payhook_core::testing::EventBuilder;
 use payhook_core::{Error, Event, EventKind, FixedClock, PaymentIntentStatus, Secret};
 use proptest::collection::{btree_map, vec};
 use proptest::prelude::*;

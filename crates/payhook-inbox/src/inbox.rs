@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use payhook_core::adapter::Headers;
-use payhook_core::receiver::{MAX_DURATION, MIN_LEASE};
+use payhook_core::defaults::{MAX_DURATION, MIN_LEASE};
 use payhook_core::{Error, Event, Receiver, Reply};
 use sqlx::{Any, Pool};
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -29,13 +29,13 @@ use crate::shared::{Config, Inner, Pending};
 use crate::worker::{Handler, Workers};
 
 /// The namespace unless configured otherwise: the core receiver's.
-pub const DEFAULT_NAMESPACE: &str = payhook_core::receiver::DEFAULT_NAMESPACE;
+pub const DEFAULT_NAMESPACE: &str = payhook_core::defaults::DEFAULT_NAMESPACE;
 /// How long a done event is kept (the dedupe window) unless configured
 /// otherwise: the core receiver's.
-pub const DEFAULT_RETENTION: Duration = payhook_core::receiver::DEFAULT_RETENTION;
+pub const DEFAULT_RETENTION: Duration = payhook_core::defaults::DEFAULT_RETENTION;
 /// How long a claim lasts before it must be renewed, unless configured
 /// otherwise: the core receiver's.
-pub const DEFAULT_LEASE: Duration = payhook_core::receiver::DEFAULT_LEASE;
+pub const DEFAULT_LEASE: Duration = payhook_core::defaults::DEFAULT_LEASE;
 /// The first retry delay unless configured otherwise.
 pub const DEFAULT_BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// The longest retry delay unless configured otherwise.

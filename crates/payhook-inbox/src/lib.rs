@@ -39,7 +39,7 @@
 //! Defaults and caps are the core receiver's: namespace, lease (5 minutes) and
 //! retention (7 days) come from the [`Receiver`](payhook_core::Receiver) the
 //! inbox is built around unless the builder overrides them, and every duration
-//! is capped at `payhook_core::receiver::MAX_DURATION` (100 years).
+//! is capped at `payhook_core::defaults::MAX_DURATION` (100 years).
 //!
 //! ```
 //! use payhook::inbox::{HandlerError, Inbox, Job};

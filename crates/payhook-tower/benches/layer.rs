@@ -19,7 +19,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use payhook_core::adapter::Outcome;
-use payhook_core::testing::{EventBuilder, SignedDelivery};
+use payhook_core::sender::{EventBuilder, SignedDelivery};
 use payhook_core::{Event, Receiver};
 use payhook_tower::WebhookLayer;
 use tower::{service_fn, Layer, ServiceExt};

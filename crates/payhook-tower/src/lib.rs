@@ -32,7 +32,7 @@
 //! use bytes::Bytes;
 //! use http::{Request, Response};
 //! use http_body_util::Full;
-//! use payhook::testing::{EventBuilder, SignedDelivery};
+//! use payhook::sender::{EventBuilder, SignedDelivery};
 //! use payhook::{Event, Receiver};
 //! use payhook::tower::WebhookLayer;
 //! use tower::{service_fn, ServiceBuilder, ServiceExt};

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Full};
-use payhook_core::testing::{EventBuilder, SignedDelivery};
+use payhook_core::sender::{EventBuilder, SignedDelivery};
 use payhook_core::{Event, Receiver};
 use payhook_tower::{RawBody, WebhookLayer};
 use tower::util::BoxCloneService;

@@ -48,7 +48,9 @@
 //! The module is split by concern: the envelope ([`Event`], [`EventKind`]), the
 //! payment intent model ([`PaymentIntent`], [`PaymentIntentStatus`],
 //! [`PaymentMethod`], [`Metadata`]) and payload conversion ([`into_payload`], [`parse_as`]);
-//! everything is used from here, `payhook::event::…` (the most used also at `payhook::`).
+//! everything is used from here. In the `payhook` crate the types are at its
+//! root (`payhook::Event`), the rest in `payhook::event`, and [`into_payload`],
+//! adapter plumbing, in `payhook::adapter`.
 
 mod envelope;
 mod intent;

@@ -61,7 +61,8 @@ fn lock(shard: &Shard) -> MutexGuard<'_, Inner> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use payhook::store::{Claim, Completion, MemoryStore, Store};
+/// use payhook::store::{Claim, Completion};
+/// use payhook::{MemoryStore, Store};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let store = MemoryStore::new();

@@ -143,8 +143,8 @@ impl std::fmt::Display for ClaimToken {
 ///
 /// ```
 /// use std::time::Duration;
-/// use payhook::store::{Claim, ClaimToken, Completion, MemoryStore, Store};
-/// use payhook::StoreError;
+/// use payhook::store::{Claim, ClaimToken, Completion};
+/// use payhook::{MemoryStore, Store, StoreError};
 ///
 /// /// A store that logs every claim, then asks the memory store.
 /// struct Logged(MemoryStore);

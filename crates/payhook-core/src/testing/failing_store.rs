@@ -14,7 +14,8 @@ use crate::store::{Claim, ClaimToken, Completion, MemoryStore, Store};
 /// switches can be flipped while requests are in flight.
 ///
 /// ```
-/// use payhook::testing::{EventBuilder, FailingStore, SignedDelivery};
+/// use payhook::sender::{EventBuilder, SignedDelivery};
+/// use payhook::testing::FailingStore;
 /// use payhook::Receiver;
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let store = std::sync::Arc::new(FailingStore::down());

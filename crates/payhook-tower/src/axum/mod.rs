@@ -25,7 +25,7 @@
 //!
 //! ```
 //! use axum::{extract::State, http::StatusCode, routing::{get, post}, Router};
-//! use payhook::testing::{EventBuilder, SignedDelivery};
+//! use payhook::sender::{EventBuilder, SignedDelivery};
 //! use payhook::{Event, EventKind, Receiver};
 //! use payhook::tower::axum::{Received, Webhook};
 //! use payhook::tower::WebhookLayer;
