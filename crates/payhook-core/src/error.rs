@@ -74,6 +74,11 @@ pub enum Error {
     /// The dedupe store could not be reached; nothing was acknowledged or marked.
     #[error("dedupe store unavailable: {0}")]
     StoreUnavailable(String),
+    /// The durable inbox could not store the delivery; nothing was
+    /// acknowledged. The text names the kind of failure (for example "the
+    /// database refused the write"), never the database's own message.
+    #[error("inbox database unavailable: {0}")]
+    InboxUnavailable(String),
 }
 
 impl Error {
@@ -84,7 +89,7 @@ impl Error {
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::SourceNotAllowed => StatusCode::FORBIDDEN,
             Self::InFlight(_) => StatusCode::CONFLICT,
-            Self::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::StoreUnavailable(_) | Self::InboxUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::BAD_REQUEST,
         }
     }

@@ -26,7 +26,9 @@
 //! `timestamp_in_future`, `invalid_payload`, `body_too_large`, `body_read`,
 //! `body_timeout`, `source_not_allowed` (the source-IP allowlist refused the
 //! client address, `403`, counted before the body is read),
-//! `store_unavailable` or `in_flight` (see [`reason`]).
+//! `store_unavailable` or `in_flight` (see [`reason`]). [`reason`] names the
+//! inbox's `503` `inbox_unavailable`; such a delivery was verified first, so it
+//! is counted as `verified`, not as `rejected`.
 //!
 //! A delivery refused by the allowlist is counted as `rejected` only: it never
 //! reaches `verified`.
@@ -96,6 +98,7 @@ pub fn reason(error: &Error) -> &'static str {
         Error::SourceNotAllowed => "source_not_allowed",
         Error::InFlight(_) => "in_flight",
         Error::StoreUnavailable(_) => "store_unavailable",
+        Error::InboxUnavailable(_) => "inbox_unavailable",
     }
 }
 

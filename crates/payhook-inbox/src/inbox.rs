@@ -255,7 +255,7 @@ async fn store<DB: Backend>(inner: &Inner<DB>, row: NewRow) -> Reply {
 /// The `503` reply: `kind` is one of a few fixed phrases, never a database's
 /// own message.
 fn unavailable(kind: &str) -> Reply {
-    let error = Error::StoreUnavailable(format!("inbox database unavailable: {kind}"));
+    let error = Error::InboxUnavailable(kind.to_owned());
     tracing::error!(target: "payhook", status = 503, reason = %error, "delivery not stored");
     Reply::error(&error)
 }

@@ -765,7 +765,7 @@ async fn a_row_the_database_refuses_fails_alone_with_a_plain_503(url: String) {
             assert_eq!(status, 503, "{id}: {body}");
             assert_eq!(
                 body,
-                "Webhook Error: dedupe store unavailable: inbox database unavailable: the database refused the write"
+                "Webhook Error: inbox database unavailable: the database refused the write"
             );
         } else {
             assert_eq!((status, body.as_str()), (200, r#"{"received":true}"#), "{id}");
