@@ -375,6 +375,15 @@ impl InboxBuilder {
     /// How many handlers run at once in this process (default 8; 1 to 65 536).
     /// An inbox on the app's pool needs that many connections in it, plus a
     /// few for ingest and claims.
+    ///
+    /// Sizing: the workers of all replicas together must finish events faster
+    /// than they arrive, or the backlog grows (the purge only removes done
+    /// events). Watch [`metrics::PENDING`](crate::metrics::PENDING) and
+    /// [`metrics::OLDEST_PENDING_AGE`](crate::metrics::OLDEST_PENDING_AGE):
+    /// when they climb under a steady load, add handlers or replicas. Each
+    /// claim takes at most the handlers free at that moment, so a replica with
+    /// few handlers claims in small batches (see
+    /// [`metrics::CLAIMED`](crate::metrics::CLAIMED)).
     pub fn concurrency(mut self, handlers: usize) -> Self {
         self.concurrency = handlers;
         self
