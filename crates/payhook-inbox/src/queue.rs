@@ -46,6 +46,13 @@
 //! and the guards live as long as one claim transaction (two statements and
 //! the commit, well under a millisecond of the database's time).
 //!
+//! A claim takes at most the handlers free in its own process, never more:
+//! an event held by a busy replica would wait while another sits idle. So
+//! the claim batch is per replica, and splitting the same handlers over more
+//! replicas means smaller batches and more round trips per event (measured in
+//! BENCHMARKS.md, "Replicas on one PostgreSQL"); the lock wait itself stays
+//! zero.
+//!
 //! The requeue of expired leases, in the same transaction, locks its rows
 //! `FOR UPDATE SKIP LOCKED` as well and re-checks their state when it locks
 //! them, so two replicas never requeue or kill the same event twice.
