@@ -30,6 +30,14 @@ fn samples(text: &str, name: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
+/// An inbox metric of the default namespace, 0 when absent.
+fn inbox_count(text: &str, name: &str) -> f64 {
+    samples(text, name)
+        .get(r#"namespace="payhook""#)
+        .copied()
+        .unwrap_or(0.0)
+}
+
 fn signed(body: &Bytes) -> http::HeaderMap {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
     let mut headers = http::HeaderMap::new();
@@ -109,16 +117,14 @@ async fn inbox_deliveries_are_counted_by_the_one_intake() {
         "{text}"
     );
     assert_eq!(count(r#"outcome="verified""#), 3.0, "{text}");
-    let stored = |name: &str| {
-        samples(&text, name)
-            .get(r#"namespace="payhook""#)
-            .copied()
-            .unwrap_or(0.0)
-    };
-    assert_eq!(stored("payhook_inbox_ingested_total"), 1.0, "{text}");
-    assert_eq!(stored("payhook_inbox_duplicates_total"), 1.0, "{text}");
+    assert_eq!(inbox_count(&text, "payhook_inbox_ingested_total"), 1.0, "{text}");
     assert_eq!(
-        stored("payhook_inbox_claims_total"),
+        inbox_count(&text, "payhook_inbox_duplicates_total"),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        inbox_count(&text, "payhook_inbox_claims_total"),
         0.0,
         "no worker ran yet: {text}"
     );
@@ -133,15 +139,9 @@ async fn inbox_deliveries_are_counted_by_the_one_intake() {
     inbox.wait_idle(std::time::Duration::from_secs(30)).await.unwrap();
     workers.shutdown().await;
     let text = prometheus.render();
-    let stored = |name: &str| {
-        samples(&text, name)
-            .get(r#"namespace="payhook""#)
-            .copied()
-            .unwrap_or(0.0)
-    };
-    assert_eq!(stored("payhook_inbox_processed_total"), 5.0, "{text}");
-    assert_eq!(stored("payhook_inbox_claimed_total"), 5.0, "{text}");
-    let claims = stored("payhook_inbox_claims_total");
+    assert_eq!(inbox_count(&text, "payhook_inbox_processed_total"), 5.0, "{text}");
+    assert_eq!(inbox_count(&text, "payhook_inbox_claimed_total"), 5.0, "{text}");
+    let claims = inbox_count(&text, "payhook_inbox_claims_total");
     assert!(claims >= 1.0, "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
