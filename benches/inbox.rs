@@ -52,19 +52,10 @@ use axum::Router;
 use payhook::inbox::sqlx;
 use payhook::inbox::{Backend, Inbox, Job};
 use payhook::{sign, Receiver, Secret};
+use payhook_test_support::unique;
 
 const SECRET: &str = "whsec_bench_inbox";
 const CLIENTS: usize = 16;
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}_{}_{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
 
 fn quick() -> bool {
     std::env::var_os("PAYHOOK_BENCH_QUICK").is_some()
@@ -84,9 +75,7 @@ fn backend(name: &str) -> bool {
 }
 
 fn sqlite_url() -> String {
-    let dir = std::env::temp_dir().join(unique("payhook-inbox-bench"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    format!("sqlite://{}", dir.join("inbox.db").display())
+    payhook_test_support::sqlite_url("payhook-inbox-bench")
 }
 
 /// A fresh database on the PostgreSQL server, when one is configured.

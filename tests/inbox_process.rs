@@ -12,55 +12,30 @@ mod example_process;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use example_process::Example;
 use payhook::inbox::sqlx::{self, AnyPool, Row};
 use payhook::{sign, Secret};
+use payhook_test_support::{postgres_url, postgres_url_of, sqlite_url, unique};
 
 const SECRET: &str = "whsec_inbox_process";
 const EXAMPLE: &str = "inbox_receiver";
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!(
-        "{prefix}_{}_{}_{nanos}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
 
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
 }
 
-fn sqlite_url() -> String {
-    let dir = std::env::temp_dir().join(unique("payhook-inbox-process"));
-    std::fs::create_dir_all(&dir).unwrap();
-    format!("sqlite://{}", dir.join("inbox.db").display())
-}
-
 /// A fresh database in the test PostgreSQL server.
-async fn postgres_url() -> String {
-    let base = std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
-        "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"` \
-         (or run .ci/test); these tests never skip",
-    );
+async fn fresh_postgres_database() -> String {
     let name = unique("payhook_t");
-    let admin = pool(&base).await;
+    let admin = pool(&postgres_url()).await;
     sqlx::query(&format!("CREATE DATABASE {name}"))
         .execute(&admin)
         .await
         .unwrap_or_else(|err| panic!("cannot create a test database on PostgreSQL: {err}"));
     admin.close().await;
-    let (server, _) = base.rsplit_once('/').unwrap();
-    format!("{server}/{name}")
+    postgres_url_of(&name)
 }
 
 async fn pool(url: &str) -> AnyPool {
@@ -254,12 +229,12 @@ async fn sigkill_then_restart(url: String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_sigkill_mid_handlers_then_restart_applies_each_event_once() {
-    sigkill_then_restart(sqlite_url()).await;
+    sigkill_then_restart(sqlite_url("payhook-inbox-process")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_sigkill_mid_handlers_then_restart_applies_each_event_once() {
-    sigkill_then_restart(postgres_url().await).await;
+    sigkill_then_restart(fresh_postgres_database().await).await;
 }
 
 /// An event whose handler aborts the process, with a supervisor restarting
@@ -386,29 +361,29 @@ async fn poison_among_concurrent_deliveries(url: String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_poison_among_concurrent_deliveries_fails_alone() {
-    poison_among_concurrent_deliveries(sqlite_url()).await;
+    poison_among_concurrent_deliveries(sqlite_url("payhook-inbox-process")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_poison_among_concurrent_deliveries_fails_alone() {
-    poison_among_concurrent_deliveries(postgres_url().await).await;
+    poison_among_concurrent_deliveries(fresh_postgres_database().await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_crash_loop_ends_dead() {
-    crash_loop_ends_dead(sqlite_url()).await;
+    crash_loop_ends_dead(sqlite_url("payhook-inbox-process")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_crash_loop_ends_dead() {
-    crash_loop_ends_dead(postgres_url().await).await;
+    crash_loop_ends_dead(fresh_postgres_database().await).await;
 }
 
 /// `payhook inbox` on a mistyped path: a clear error, exit 2, and no file
 /// made; on a running event, `show` and `list` say when its lease runs out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inbox_commands_read_without_creating_and_show_leases() {
-    let url = sqlite_url();
+    let url = sqlite_url("payhook-inbox-process");
     let missing = format!("{}.typo", url);
     let output = Command::new(payhook_command())
         .args(["inbox", "--database-url", &missing, "list"])
@@ -454,7 +429,7 @@ async fn inbox_commands_read_without_creating_and_show_leases() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_on_postgres_apply_once_in_order() {
-    let url = postgres_url().await;
+    let url = fresh_postgres_database().await;
     let env = [("PAYHOOK_HANDLER_DELAY_MS", "30")];
     let a = start(&url, &env);
     let b = start(&url, &env);
@@ -548,7 +523,7 @@ async fn assert_applied_in_order(db: &AnyPool, steps: u64) {
 async fn four_replicas_on_postgres_apply_once_in_order_through_sigkill() {
     const INTENTS: usize = 12;
     const STEPS: u64 = 10;
-    let url = postgres_url().await;
+    let url = fresh_postgres_database().await;
     let env = [
         ("PAYHOOK_HANDLER_DELAY_MS", "100"),
         ("PAYHOOK_INBOX_LEASE_MS", "1500"),
@@ -629,7 +604,7 @@ async fn four_replicas_on_postgres_apply_once_in_order_through_sigkill() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fails_twice_then_succeeds_with_one_row() {
-    let url = sqlite_url();
+    let url = sqlite_url("payhook-inbox-process");
     let mut example = start(&url, &[("PAYHOOK_INBOX_BACKOFF_MS", "100")]);
     post_ok(&example, &event("evt_twice", "pi_twice", 1, Some(2))).await;
     let handled = example.wait_for_line(Duration::from_secs(30), |line| line.starts_with("handled "));
@@ -654,7 +629,7 @@ async fn fails_twice_then_succeeds_with_one_row() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handled_line_escapes_the_event_id() {
-    let url = sqlite_url();
+    let url = sqlite_url("payhook-inbox-process");
     let mut example = start(&url, &[]);
     // A (signed) id holding a newline and a forged second line.
     let id = "evt_nl\\nhandled evt_forged payment_intent.succeeded";
@@ -675,9 +650,12 @@ async fn handled_line_escapes_the_event_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refuses_to_start_without_a_secret() {
-    let output = example_process::command(EXAMPLE, &[("PAYHOOK_DATABASE_URL", &sqlite_url())])
-        .output()
-        .unwrap();
+    let output = example_process::command(
+        EXAMPLE,
+        &[("PAYHOOK_DATABASE_URL", &sqlite_url("payhook-inbox-process"))],
+    )
+    .output()
+    .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("PAYHOOK_SECRET is required"), "{stderr}");

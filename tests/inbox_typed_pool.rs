@@ -12,26 +12,12 @@
 //! test fails when it is unset or unreachable.
 
 use std::error::Error;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use payhook::{sign, Receiver, Secret};
+use payhook_test_support::unique;
 
 const SECRET: &str = "whsec_typed_pool";
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!(
-        "{prefix}_{}_{}_{nanos}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
 
 /// The app's own function over its own connection type, with a
 /// compile-checked query.
@@ -139,10 +125,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_probe_runs_on_the_apps_own_pg_pool() {
-    let base = std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
-        "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"`; \
-         this test never skips",
-    );
+    let base = payhook_test_support::postgres_url();
     // A database of its own: the probe's table is the app's.
     let name = unique("payhook_typed");
     let admin = sqlx::PgPool::connect(&base)

@@ -15,6 +15,7 @@ use payhook::dashboard::Dashboard;
 use payhook::inbox::{HandlerError, Inbox, Job, Workers};
 use payhook::sender::EventBuilder;
 use payhook::{sign, Receiver, Secret};
+use payhook_test_support::postgres_url;
 
 pub const SECRET: &str = "whsec_dashboard_tests";
 pub const TOKEN: &str = "dashboard-token-for-tests-0123";
@@ -26,14 +27,6 @@ static COUNTER: AtomicUsize = AtomicUsize::new(0);
 pub enum Db {
     Sqlite,
     Postgres,
-}
-
-/// The PostgreSQL URL of the test cluster; a loud failure without one.
-pub fn postgres_url() -> String {
-    std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
-        "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"` \
-         (the test command .ci/test does)",
-    )
 }
 
 /// A running app: `POST /webhooks` into the inbox, the dashboard under

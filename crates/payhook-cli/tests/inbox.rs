@@ -7,30 +7,17 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use payhook_core::sender::unix_now;
 use payhook_core::{sign, Receiver, Secret};
 use payhook_inbox::{HandlerError, Inbox, Job};
+use payhook_test_support::unique;
 use support::{payhook_with_env, Run};
 
 const SECRET: &str = "whsec_cli_inbox";
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!(
-        "{prefix}_{}_{}_{nanos}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
 
 fn inbox_cli(url: &str, namespace: &str, args: &[&str]) -> Run {
     let mut full = vec!["inbox", "--namespace", namespace];
@@ -262,9 +249,7 @@ async fn sqlite_dead_event_is_brought_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_dead_event_is_brought_back() {
-    let url = std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
-        "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"` (or run .ci/test)",
-    );
+    let url = payhook_test_support::postgres_url();
     dead_event_is_brought_back(url).await;
 }
 

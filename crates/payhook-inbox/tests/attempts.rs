@@ -4,7 +4,6 @@
 //! `MAX_ATTEMPT_RECORDS` per event, deleted with its event; stats, activity,
 //! keyset pages and the events of an intent read what the workers wrote.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -12,22 +11,9 @@ use payhook_core::{sign, Receiver, Secret};
 use payhook_inbox::admin::{Admin, PageQuery, MAX_ATTEMPT_RECORDS};
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, Job};
+use payhook_test_support::unique;
 
 const SECRET: &str = "whsec_attempts";
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!(
-        "{prefix}_{}_{}_{nanos}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
 
 async fn ingest(inbox: &Inbox, id: &str, intent: &str) {
     let body = Bytes::from(format!(
@@ -175,8 +161,6 @@ async fn sqlite_attempts_are_recorded_bounded_and_deleted_with_their_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_attempts_are_recorded_bounded_and_deleted_with_their_event() {
-    let url = std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
-        "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"` (or run .ci/test)",
-    );
+    let url = payhook_test_support::postgres_url();
     attempts_are_recorded_bounded_and_deleted_with_their_event(url).await;
 }

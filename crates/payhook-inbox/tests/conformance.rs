@@ -14,35 +14,9 @@ use payhook_core::{sign, Receiver, Secret};
 use payhook_inbox::admin::{Admin, Filter, State, StoredEvent};
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, InboxError, Job};
+use payhook_test_support::{postgres_url, sqlite_url, unique};
 
 const SECRET: &str = "whsec_conformance";
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!(
-        "{prefix}_{}_{}_{nanos}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-fn sqlite_url() -> String {
-    let dir = std::env::temp_dir().join(unique("payhook-inbox-test"));
-    std::fs::create_dir_all(&dir).unwrap();
-    format!("sqlite://{}", dir.join("inbox.db").display())
-}
-
-fn postgres_url() -> String {
-    std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
-        "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"` \
-         (or run .ci/test); these tests never skip",
-    )
-}
 
 /// A test's inbox on a database, with its own namespace and ledger table.
 struct Setup {
@@ -939,7 +913,7 @@ macro_rules! conformance {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $test() {
-                    super::$test(super::sqlite_url()).await;
+                    super::$test(super::sqlite_url("payhook-inbox-test")).await;
                 }
             )*
         }
@@ -974,7 +948,7 @@ conformance!(
 /// which bounds the memory each pooled connection grows to.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_page_cache_is_bounded_as_configured() {
-    let setup = Setup::new(sqlite_url());
+    let setup = Setup::new(sqlite_url("payhook-inbox-test"));
     let inbox = setup.inbox(|b| b).await;
     let default: i64 = sqlx::query_scalar("PRAGMA cache_size")
         .fetch_one(inbox.pool())
@@ -995,7 +969,7 @@ async fn sqlite_page_cache_is_bounded_as_configured() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_range_settings_and_malformed_urls_are_clear_errors() {
     let receiver = Receiver::builder().secret(SECRET).build().unwrap();
-    let url = sqlite_url();
+    let url = sqlite_url("payhook-inbox-test");
     type Configure = fn(payhook_inbox::InboxBuilder) -> payhook_inbox::InboxBuilder;
     let cases: [(&str, Configure); 10] = [
         // The receiver's own bounds: 1 s at least for both.

@@ -44,6 +44,7 @@ use payhook_inbox::admin::{Admin, StoredEvent};
 use payhook_inbox::metrics::{DUPLICATES, INGESTED};
 use payhook_inbox::sqlx::{self, AnyPool, Row};
 use payhook_inbox::{HandlerError, Inbox, InboxBuilder, InboxError, Job};
+use payhook_test_support::unique;
 use tokio::sync::watch;
 
 /// The inbox type under test.
@@ -61,18 +62,6 @@ enum Backend {
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!(
-        "{prefix}_{}_{}_{nanos}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
 fn now_ms() -> i64 {
     i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
 }
@@ -84,10 +73,7 @@ fn url_of(backend: Backend) -> String {
             std::fs::create_dir_all(&dir).unwrap();
             format!("sqlite://{}", dir.join("inbox.db").display())
         }
-        Backend::Postgres => std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
-            "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"` \
-             (or run .ci/test); these tests never skip",
-        ),
+        Backend::Postgres => payhook_test_support::postgres_url(),
     }
 }
 

@@ -13,13 +13,9 @@ use payhook_core::{sign, Receiver, Secret};
 use payhook_inbox::admin::Admin;
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{Inbox, InboxError, Job};
+use payhook_test_support::unique;
 
 const SECRET: &str = "whsec_operations";
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
-    format!("{prefix}_{}_{nanos}", std::process::id())
-}
 
 fn temp_dir() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(unique("payhook-operations"));
@@ -141,10 +137,7 @@ async fn a_sqlite_file_deleted_or_replaced_under_the_inbox_answers_503() {
 /// `NOTIFY`), for B built from a URL and from the app's own pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_replicas_wake_each_other() {
-    let url = std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
-        "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"`; \
-         this test never skips",
-    );
+    let url = payhook_test_support::postgres_url();
     for typed in [false, true] {
         let namespace = unique("wake");
         let builder = || {

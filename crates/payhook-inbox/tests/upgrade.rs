@@ -13,6 +13,7 @@ use payhook_core::Receiver;
 use payhook_inbox::admin::{Admin, Filter};
 use payhook_inbox::sqlx::{self, AnyPool, Row};
 use payhook_inbox::{Inbox, Job};
+use payhook_test_support::unique;
 
 /// The inbox's schema before migrations were numbered (SQLite spelling of the
 /// key; PostgreSQL's is `BIGSERIAL PRIMARY KEY`).
@@ -39,11 +40,6 @@ const FIRST_SCHEMA: [&str; 3] = [
     "CREATE INDEX IF NOT EXISTS payhook_inbox_claim ON payhook_inbox (namespace, state, due_at, arrival)",
     "CREATE INDEX IF NOT EXISTS payhook_inbox_intent ON payhook_inbox (namespace, intent_id, created, arrival)",
 ];
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
-    format!("{prefix}_{}_{nanos}", std::process::id())
-}
 
 fn now_ms() -> i64 {
     i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
@@ -194,10 +190,7 @@ async fn sqlite_inbox_of_the_first_schema_upgrades_in_place() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_inbox_of_the_first_schema_upgrades_in_place() {
-    let base = std::env::var("PAYHOOK_TEST_DATABASE_URL").expect(
-        "PAYHOOK_TEST_DATABASE_URL is not set: start PostgreSQL with `eval \"$(.ci/start-postgres)\"`; \
-         this test never skips",
-    );
+    let base = payhook_test_support::postgres_url();
     let name = unique("payhook_upgrade");
     let admin = any_pool(&base).await;
     sqlx::query(&format!("CREATE DATABASE {name}"))
