@@ -182,6 +182,40 @@ impl Example {
         let status = response.status().as_u16();
         (status, response.text().await.expect("reply body"))
     }
+
+    /// POSTs a request head declaring a `Content-Length` of `declared` bytes,
+    /// and none of them, as a sender of an oversized body has when the
+    /// receiver answers `413` from the declared length and closes; returns the
+    /// status. (Writing the whole body would race that early reply: the write
+    /// may fail with a broken pipe before the reply is read.)
+    pub fn post_declaring(&self, declared: usize, signature: &str) -> u16 {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(self.addr).expect("the example listens");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        write!(
+            stream,
+            "POST /webhooks HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\n\
+             x-service-signature: {signature}\r\ncontent-length: {declared}\r\n\r\n",
+            self.addr
+        )
+        .expect("request head");
+        let mut reply = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !reply.windows(4).any(|end| end == b"\r\n\r\n") {
+            let read = stream.read(&mut chunk).expect("the example answers");
+            if read == 0 {
+                break;
+            }
+            reply.extend_from_slice(&chunk[..read]);
+        }
+        let head = String::from_utf8_lossy(&reply);
+        head.split(' ')
+            .nth(1)
+            .and_then(|status| status.parse().ok())
+            .unwrap_or_else(|| panic!("not an HTTP reply: {head:?}"))
+    }
 }
 
 impl Drop for Example {
