@@ -131,13 +131,21 @@ async fn serve(inbox: Inbox) -> String {
 
 /// `total` signed POSTs from `CLIENTS` concurrent clients; each latency.
 async fn load(url: &str, total: usize) -> (Duration, Vec<Duration>) {
+    load_over(&[url.to_owned()], CLIENTS, total).await
+}
+
+/// `total` signed POSTs of new events from `clients` concurrent keep-alive
+/// clients, spread over `endpoints` (client `n` posts to endpoint
+/// `n % endpoints.len()`); the time they took and each latency.
+async fn load_over(endpoints: &[String], clients: usize, total: usize) -> (Duration, Vec<Duration>) {
     let client = reqwest::Client::new();
     let next = Arc::new(AtomicUsize::new(0));
     let prefix = unique("evt");
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..CLIENTS {
-        let (client, next, url, prefix) = (client.clone(), Arc::clone(&next), url.to_owned(), prefix.clone());
+    for task in 0..clients {
+        let (client, next, prefix) = (client.clone(), Arc::clone(&next), prefix.clone());
+        let url = endpoints[task % endpoints.len()].clone();
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             loop {
@@ -915,41 +923,8 @@ async fn replica_run(url: &str, replicas: usize, workers: usize, events: usize, 
     let (claims_before, claimed_before) = claims_of(&mut running, &namespace);
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let sampler = tokio::spawn(sample_lock_waits(sampler_pool.clone(), stopped));
-    let client = reqwest::Client::new();
-    let next = Arc::new(AtomicUsize::new(0));
-    let prefix = unique("evt_rep");
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for task in 0..32 {
-        let (client, next, prefix) = (client.clone(), Arc::clone(&next), prefix.clone());
-        let endpoint = endpoints[task % endpoints.len()].clone();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= events {
-                    return latencies;
-                }
-                let body = body(&format!("{prefix}_{i}"));
-                let signature = sign(body.as_bytes(), &Secret::new(SECRET).expect("secret"), now());
-                let sent = Instant::now();
-                let response = client
-                    .post(&endpoint)
-                    .header("x-service-signature", signature)
-                    .body(body)
-                    .send()
-                    .await
-                    .expect("reply");
-                assert_eq!(response.status().as_u16(), 200);
-                let _ = response.bytes().await;
-                latencies.push(sent.elapsed());
-            }
-        }));
-    }
-    let mut latencies = Vec::new();
-    for task in tasks {
-        latencies.extend(task.await.expect("client"));
-    }
+    let (_, mut latencies) = load_over(&endpoints, 32, events).await;
     observer.wait_idle(Duration::from_secs(600)).await.expect("idle");
     let elapsed = started.elapsed();
     let _ = stop.send(true);
