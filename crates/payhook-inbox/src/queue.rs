@@ -573,12 +573,21 @@ const PURGE: &str = concat!(
 
 const NOTIFY: &str = "SELECT 1 FROM pg_notify($1, $2)";
 
-const COLUMNS: &str = "event_id, event_type, intent_id, state, attempts, created, received_at, \
-    due_at, lease_until, last_attempt_at, last_error, done_at";
+/// The columns an operator's view of an event reads ([`COLUMNS`]), for
+/// `concat!` into the statements that add to them.
+macro_rules! columns {
+    () => {
+        "event_id, event_type, intent_id, state, attempts, created, received_at, \
+         due_at, lease_until, last_attempt_at, last_error, done_at"
+    };
+}
+
+const COLUMNS: &str = columns!();
 
 const SHOW: &str = concat!(
-    "SELECT event_id, event_type, intent_id, state, attempts, created, received_at, \
-     due_at, lease_until, last_attempt_at, last_error, done_at, body FROM ",
+    "SELECT ",
+    columns!(),
+    ", body FROM ",
     table!(),
     " WHERE namespace = $1 AND event_id = $2"
 );
