@@ -450,16 +450,6 @@ async fn running_event_shows_its_lease(db: Db) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn running_event_shows_its_lease_sqlite() {
-    running_event_shows_its_lease(Db::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn running_event_shows_its_lease_postgres() {
-    running_event_shows_its_lease(Db::Postgres).await;
-}
-
 /// Walks the events pages `per_page` at a time from `first`, returning the
 /// ids in order.
 async fn walk(app: &App, first: &str) -> Vec<String> {
@@ -550,56 +540,6 @@ async fn keyset_pages_have_no_duplicates_or_gaps(db: Db) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn access_and_headers_sqlite() {
-    access_and_headers(Db::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn access_and_headers_postgres() {
-    access_and_headers(Db::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hostile_values_render_as_text_sqlite() {
-    hostile_values_render_as_text(Db::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hostile_values_render_as_text_postgres() {
-    hostile_values_render_as_text(Db::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_input_gets_clear_pages_sqlite() {
-    bad_input_gets_clear_pages(Db::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_input_gets_clear_pages_postgres() {
-    bad_input_gets_clear_pages(Db::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn actions_are_confirmed_and_refuse_forgeries_sqlite() {
-    actions_are_confirmed_and_refuse_forgeries(Db::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn actions_are_confirmed_and_refuse_forgeries_postgres() {
-    actions_are_confirmed_and_refuse_forgeries(Db::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keyset_pages_have_no_duplicates_or_gaps_sqlite() {
-    keyset_pages_have_no_duplicates_or_gaps(Db::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keyset_pages_have_no_duplicates_or_gaps_postgres() {
-    keyset_pages_have_no_duplicates_or_gaps(Db::Postgres).await;
-}
-
 /// The actix-web scope: the same dashboard under a path of the app's
 /// choosing, its links following that path.
 #[actix_web::test]
@@ -668,3 +608,34 @@ async fn actix_scope_serves_the_dashboard_under_its_path() {
     assert_eq!(response.status().as_u16(), 403, "no form token");
     handle.stop(true).await;
 }
+
+/// Each test on both backends: `sqlite::<test>` and `postgres::<test>`.
+macro_rules! on_both_backends {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$test(super::Db::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$test(super::Db::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    running_event_shows_its_lease,
+    access_and_headers,
+    hostile_values_render_as_text,
+    bad_input_gets_clear_pages,
+    actions_are_confirmed_and_refuse_forgeries,
+    keyset_pages_have_no_duplicates_or_gaps,
+);
