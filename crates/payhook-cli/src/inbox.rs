@@ -407,23 +407,10 @@ fn parse_state(value: &str) -> Result<State, String> {
     value.parse()
 }
 
-/// `90s`, `30m`, `2h`, `7d`.
+/// `90s`, `30m`, `2h`, `7d`: the inbox's one form of an age.
 fn parse_age(value: &str) -> Result<Duration, String> {
-    let error = || format!("{value:?} is not an age like 90s, 30m, 2h or 7d");
-    let (unit_at, _) = value.char_indices().last().ok_or_else(error)?;
-    let (number, unit) = value.split_at(unit_at);
-    let number: u64 = number.parse().map_err(|_| error())?;
-    let scale = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => return Err(error()),
-    };
-    number
-        .checked_mul(scale)
-        .map(Duration::from_secs)
-        .ok_or_else(error)
+    payhook_inbox::admin::parse_age(value)
+        .ok_or_else(|| format!("{value:?} is not an age like 90s, 30m, 2h or 7d"))
 }
 
 /// Unix seconds, RFC 3339 UTC (`2026-11-23T04:00:00Z`), a UTC date

@@ -220,23 +220,10 @@ fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .filter(|value| !value.is_empty())
 }
 
-/// An age: a whole number and `s`, `m`, `h` or `d` (`90s`, `15m`, `2h`, `7d`).
+/// An age, in the inbox's one form ([`payhook_inbox::admin::parse_age`]).
 pub(crate) fn parse_age(text: &str) -> Result<Duration, String> {
-    let wrong = || format!("{:?} is not an age like 90s, 15m, 2h or 7d.", Quoted(text));
-    let unit = text.chars().last().ok_or_else(wrong)?;
-    let number = &text[..text.len() - unit.len_utf8()];
-    if number.is_empty() || number.len() > 9 || !number.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(wrong());
-    }
-    let n: u64 = number.parse().map_err(|_| wrong())?;
-    let secs = match unit {
-        's' => n,
-        'm' => n * 60,
-        'h' => n * 3600,
-        'd' => n * 86_400,
-        _ => return Err(wrong()),
-    };
-    Ok(Duration::from_secs(secs))
+    payhook_inbox::admin::parse_age(text)
+        .ok_or_else(|| format!("{:?} is not an age like 90s, 15m, 2h or 7d.", Quoted(text)))
 }
 
 /// Request text quoted in an error sentence: escaped by the core's `Untrusted`

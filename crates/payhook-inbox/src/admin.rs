@@ -416,3 +416,66 @@ where
         Ok(crate::queue::query_plans(&self.db, &self.namespace).await?)
     }
 }
+
+/// An age as the operator's tools take it (`payhook inbox purge --older-than`,
+/// the dashboard's filters): a whole number of at most 9 ASCII digits and a
+/// unit, `s`, `m`, `h` or `d` (`90s`, `15m`, `2h`, `7d`). `None` for anything
+/// else, a sign included; each tool words its own error.
+///
+/// ```
+/// use std::time::Duration;
+/// use payhook::inbox::admin::parse_age;
+///
+/// assert_eq!(parse_age("2h"), Some(Duration::from_secs(7200)));
+/// assert_eq!(parse_age("+2h"), None);
+/// ```
+pub fn parse_age(text: &str) -> Option<Duration> {
+    let unit = text.chars().last()?;
+    let number = &text[..text.len() - unit.len_utf8()];
+    if number.is_empty() || number.len() > 9 || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // At most 999 999 999 days: no overflow.
+    let n: u64 = number.parse().ok()?;
+    let seconds = match unit {
+        's' => n,
+        'm' => n * 60,
+        'h' => n * 3600,
+        'd' => n * 86_400,
+        _ => return None,
+    };
+    Some(Duration::from_secs(seconds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_age;
+    use std::time::Duration;
+
+    #[test]
+    fn ages_have_one_form() {
+        assert_eq!(parse_age("90s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_age("15m"), Some(Duration::from_secs(900)));
+        assert_eq!(parse_age("0h"), Some(Duration::ZERO));
+        assert_eq!(
+            parse_age("999999999d"),
+            Some(Duration::from_secs(999_999_999 * 86_400))
+        );
+        for wrong in [
+            "",
+            "h",
+            "5",
+            "5w",
+            "+5h",
+            "-1h",
+            " 5h",
+            "5 h",
+            "1234567890s",
+            "5é",
+            "٣h",
+            "5hh",
+        ] {
+            assert_eq!(parse_age(wrong), None, "{wrong:?}");
+        }
+    }
+}
