@@ -4,46 +4,19 @@
 //! actix-web app on loopback and talks to it over HTTP. (Custom payload types
 //! and the `testing` helper are tested in the adapter crate itself.)
 
+mod actix_loopback;
 mod support;
 
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
-use actix_web::{http::StatusCode, web, App, FromRequest, Handler, HttpResponse, HttpServer, Responder};
+use actix_loopback::serve;
+use actix_web::{http::StatusCode, web, App, FromRequest, Handler, HttpResponse, Responder};
 use payhook::actix::{Webhook, WebhookConfig};
 use payhook::sender::{EventBuilder, SignedDelivery};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 // Imported by name: the macro calls itself unqualified.
 use support::{behaviour_table, Behaviour, Calls, Harness, SECRET};
-
-/// Serves `app` on a fresh loopback port with one worker and actix-web's default
-/// timeouts, configured as payhook-actix's docs advise (a client that closes its
-/// connection cancels its request); the server stops when the test's runtime
-/// drops the spawned server future.
-fn serve<F, T>(app: F) -> SocketAddr
-where
-    F: Fn() -> App<T> + Send + Clone + 'static,
-    T: actix_web::dev::ServiceFactory<
-            actix_web::dev::ServiceRequest,
-            Config = (),
-            Response = actix_web::dev::ServiceResponse,
-            Error = actix_web::Error,
-            InitError = (),
-        > + 'static,
-{
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-    let addr = listener.local_addr().expect("local address");
-    let server = HttpServer::new(app)
-        .workers(1)
-        .disable_signals()
-        .shutdown_timeout(0)
-        .h1_allow_half_closed(false)
-        .listen(listener)
-        .expect("listen on the loopback port")
-        .run();
-    tokio::spawn(server);
-    addr
-}
 
 fn config() -> WebhookConfig {
     WebhookConfig::new(support::receiver_builder().build().expect("valid receiver"))

@@ -7,40 +7,15 @@
 //! * actix-web `EventHandlers` whose handlers take actix extractors;
 //! * axum `EventHandlers` whose handlers take axum extractors.
 
+mod actix_loopback;
 mod axum_loopback;
 mod support;
 
-use std::net::{SocketAddr, TcpListener};
+use actix_loopback::serve as serve_actix;
+use std::net::SocketAddr;
 
-use actix_web::{web, App, HttpResponse, HttpServer};
+use actix_web::{web, App, HttpResponse};
 use support::{behaviour_table, receiver_builder, run_handler, Calls, PATH};
-
-/// Serves an actix-web app on a fresh loopback port, as tests/actix_behaviour.rs does.
-fn serve_actix<F, T, B>(app: F) -> SocketAddr
-where
-    F: Fn() -> App<T> + Send + Clone + 'static,
-    B: actix_web::body::MessageBody + 'static,
-    T: actix_web::dev::ServiceFactory<
-            actix_web::dev::ServiceRequest,
-            Config = (),
-            Response = actix_web::dev::ServiceResponse<B>,
-            Error = actix_web::Error,
-            InitError = (),
-        > + 'static,
-{
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-    let addr = listener.local_addr().expect("local address");
-    let server = HttpServer::new(app)
-        .workers(1)
-        .disable_signals()
-        .shutdown_timeout(0)
-        .h1_allow_half_closed(false)
-        .listen(listener)
-        .expect("listen on the loopback port")
-        .run();
-    tokio::spawn(server);
-    addr
-}
 
 /// The table's status as an actix response: no `ack()`, the status alone.
 fn actix_status(status: u16) -> HttpResponse {
