@@ -16,6 +16,9 @@
 //! | [`failed_attempt_waits_its_backoff`] | after a failure the event is due no sooner than the documented minimum backoff (half the nominal delay, which doubles per failure), and the next attempt does not start before it | no backoff; no doubling |
 //! | [`one_intent_never_runs_twice_at_once_across_replicas`] | two events of one payment intent never run at once, also when an earlier event of the intent arrives while another replica's claim is under way (on PostgreSQL: the per-intent guard taken by the claim) | the PostgreSQL claim ignoring whether it got the intent's guard |
 //! | [`retention_purges_only_old_done_rows`] | done rows older than the retention are purged; younger done rows, rows in any other state and other namespaces' rows are kept; a redelivery of a purged event is stored and handled again | the purge ignoring `done_at`, the state or the namespace |
+//! | [`purge_round_continues_while_old_rows_remain`] | the workers' purge keeps deleting batch after batch in one round while old done rows remain, so a backlog of several batches is gone at once, not one batch per round | the workers' purge returning after its first batch |
+//! | [`admin_purge_continues_while_old_rows_remain`] | `Admin::purge_done_before` (`payhook inbox purge`) deletes every old done row, batch after batch, and counts them all | the admin purge returning after its first batch |
+//! | [`batched_done_mark_clears_the_last_error`] | an event that failed once and then succeeded without opening its transaction (its done mark written in a batch) is done with no `last_error`; its attempts record keeps the failure | the batched done mark without `last_error = NULL` |
 //! | [`failed_write_answers_503_and_stores_nothing`] | a delivery whose database write fails is answered `503` and nothing is stored or counted; once the database writes again the redelivery is stored and handled once | `200` after a failed write |
 //!
 //! Why the PostgreSQL claim guards each intent (what the test shows): claims
@@ -1001,6 +1004,124 @@ async fn retention_purges_only_old_done_rows(backend: Backend) {
     assert_eq!(handled.len(), 2);
 }
 
+/// More old done rows than one purge batch holds (the batch is 1 000 rows):
+/// `count` of them in this namespace, done two hours ago (past a one-hour
+/// retention), written in one statement.
+async fn insert_old_done_rows(setup: &Setup, count: usize) {
+    let old = now_ms() - 2 * 3600 * 1000;
+    sqlx::query(&format!(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {count}) \
+         INSERT INTO payhook_inbox (namespace, event_id, event_type, created, body, received_at, \
+         state, attempts, due_at, done_at) \
+         SELECT $1, 'evt_old' || CAST(i AS TEXT), 'payment_intent.succeeded', 1, '{{}}', {old}, \
+         'done', 1, {old}, {old} FROM n"
+    ))
+    .bind(&setup.namespace)
+    .execute(&setup.raw)
+    .await
+    .unwrap();
+}
+
+/// Done rows of this namespace done more than an hour ago.
+async fn old_done_rows(setup: &Setup) -> i64 {
+    sqlx::query("SELECT COUNT(*) FROM payhook_inbox WHERE namespace = $1 AND state = 'done' AND done_at < $2")
+        .bind(&setup.namespace)
+        .bind(now_ms() - 3600 * 1000)
+        .fetch_one(&setup.raw)
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Five purge batches of old done rows: once the workers' purge has deleted
+/// the first batch, the rest goes in the same round. A purge that stopped
+/// after one batch per round would leave rows for at least a second per
+/// remaining batch (the next round comes a tenth of the purge period later,
+/// or the whole period).
+async fn purge_round_continues_while_old_rows_remain(backend: Backend) {
+    let setup = Setup::new(backend).await;
+    let inbox = setup.inbox(|b| b.retention(Duration::from_secs(3600))).await;
+    insert_old_done_rows(&setup, 5000).await;
+    ingest_ok(&inbox, &event("evt_young", "pi_young", 1)).await;
+    let workers = inbox.start(|_job: TestJob| async { Ok(()) });
+    eventually("the young event done", || async {
+        setup.state("evt_young").await.0 == "done"
+    })
+    .await;
+    // The purge runs when the workers start: wait for its first batch.
+    eventually("the first purge batch", || async {
+        old_done_rows(&setup).await < 5000
+    })
+    .await;
+    let first_batch = Instant::now();
+    loop {
+        let left = old_done_rows(&setup).await;
+        if left == 0 {
+            break;
+        }
+        assert!(
+            first_batch.elapsed() < Duration::from_secs(2),
+            "{left} old done rows still there 2 s after the first purge batch: the round stopped while old rows remained"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    workers.shutdown().await;
+    assert_eq!(setup.rows().await, [("evt_young".to_owned(), "done".to_owned())]);
+}
+
+/// `payhook inbox purge` deletes every old done row, however many batches
+/// that takes, and reports them all.
+async fn admin_purge_continues_while_old_rows_remain(backend: Backend) {
+    let setup = Setup::new(backend).await;
+    let inbox = setup.inbox(|b| b).await;
+    insert_old_done_rows(&setup, 2500).await;
+    ingest_ok(&inbox, &event("evt_pending", "pi_pending", 1)).await;
+    let purged = setup
+        .admin
+        .purge_done_before(now_ms() - 3600 * 1000)
+        .await
+        .unwrap();
+    assert_eq!(purged, 2500);
+    assert_eq!(old_done_rows(&setup).await, 0);
+    assert_eq!(
+        setup.rows().await,
+        [("evt_pending".to_owned(), "pending".to_owned())]
+    );
+}
+
+/// A first attempt fails; the second succeeds without opening its
+/// transaction, so its done mark is written in a batch: the event is done
+/// and its `last_error` is gone (the attempts record keeps the failure).
+async fn batched_done_mark_clears_the_last_error(backend: Backend) {
+    let setup = Setup::new(backend).await;
+    let inbox = setup.inbox(|b| b.max_attempts(3)).await;
+    ingest_ok(&inbox, &event("evt_fail_then_ok", "pi_f", 1)).await;
+    let workers = inbox.start(|job: TestJob| async move {
+        if job.attempt() == 1 {
+            Err("the first attempt fails".into())
+        } else {
+            Ok(())
+        }
+    });
+    eventually("done", || async {
+        setup.state("evt_fail_then_ok").await.0 == "done"
+    })
+    .await;
+    workers.shutdown().await;
+    let shown = setup.show("evt_fail_then_ok").await;
+    assert_eq!((shown.state.as_str(), shown.attempts), ("done", 2));
+    assert_eq!(shown.last_error, None, "a done event kept its last error");
+    let attempts = setup.admin.attempts("evt_fail_then_ok").await.unwrap();
+    let ended: Vec<(i64, &str, Option<&str>)> = attempts
+        .iter()
+        .map(|a| (a.attempt, a.outcome.as_str(), a.error.as_deref()))
+        .collect();
+    assert_eq!(
+        ended,
+        [(2, "done", None), (1, "failed", Some("the first attempt fails"))]
+    );
+}
+
 /// The database refuses the write (a trigger that fails every insert of the
 /// test's namespace): every delivery is answered `503` and nothing is stored;
 /// once the trigger is gone the redeliveries are stored and handled once.
@@ -1111,4 +1232,7 @@ on_every_backend!(
     one_intent_never_runs_twice_at_once_across_replicas,
     retention_purges_only_old_done_rows,
     failed_write_answers_503_and_stores_nothing,
+    purge_round_continues_while_old_rows_remain,
+    admin_purge_continues_while_old_rows_remain,
+    batched_done_mark_clears_the_last_error,
 );
