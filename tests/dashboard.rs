@@ -217,6 +217,51 @@ async fn hostile_values_render_as_text(db: Db) {
     app.stop().await;
 }
 
+/// The event page's table of the other events of the same payment intent
+/// shows their types through the one escaping rule: markup and quotes become
+/// character references, a bidi override is written as `\u{202e}`.
+async fn same_intent_table_escapes_event_types(db: Db) {
+    let app = App::start(db, 3).await;
+    app.deliver(
+        &EventBuilder::payment_intent_succeeded()
+            .id("evt_intent_first")
+            .payment_intent_id("pi_hostile_sibling"),
+    )
+    .await;
+    app.wait_for_state("evt_intent_first", "done").await;
+    let hostile_type = "payment_intent.<script>alert(\"t\")</script>'\u{202e}";
+    sqlx::query(
+        "INSERT INTO payhook_inbox (namespace, event_id, event_type, intent_id, created, body, \
+         received_at, state, attempts, due_at) VALUES ($1, $2, $3, $4, $5, $6, $7, 'done', 1, $7)",
+    )
+    .bind(app.inbox.namespace())
+    .bind("evt_intent_second")
+    .bind(hostile_type)
+    .bind("pi_hostile_sibling")
+    .bind(1_700_000_000i64)
+    .bind("{}")
+    .bind(1_700_000_000_000i64)
+    .execute(app.inbox.pool())
+    .await
+    .unwrap();
+    let (status, _, page) = get(&app, "/payhook/event?id=evt_intent_first").await;
+    assert_eq!(status, 200, "{page}");
+    let table = &page[page
+        .find("<table id=\"intent-events\">")
+        .unwrap_or_else(|| panic!("the page lists the intent's events: {page}"))..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(table.contains("evt_intent_second"), "{table}");
+    assert!(
+        table.contains("payment_intent.&lt;script&gt;alert(&quot;t&quot;)&lt;/script&gt;&#39;\\u{202e}"),
+        "{table}"
+    );
+    assert!(!table.contains("<script>"), "{table}");
+    assert!(!table.contains("alert(\"t\")"), "{table}");
+    assert!(!table.contains('\u{202e}'), "{table}");
+    assert!(!page.contains("<script>"));
+    app.stop().await;
+}
+
 async fn bad_input_gets_clear_pages(db: Db) {
     let app = App::start(db, 3).await;
     let huge = format!("/payhook/events?type={}", "x".repeat(5000));
@@ -635,6 +680,7 @@ on_both_backends!(
     running_event_shows_its_lease,
     access_and_headers,
     hostile_values_render_as_text,
+    same_intent_table_escapes_event_types,
     bad_input_gets_clear_pages,
     actions_are_confirmed_and_refuse_forgeries,
     keyset_pages_have_no_duplicates_or_gaps,
