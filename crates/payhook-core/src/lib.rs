@@ -66,6 +66,7 @@ pub mod event;
 mod headers;
 pub mod metrics;
 pub mod receiver;
+mod reject;
 pub mod reply;
 mod secret;
 pub mod sender;

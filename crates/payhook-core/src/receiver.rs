@@ -264,7 +264,7 @@ impl Receiver {
             return Ok(());
         };
         let Some(peer) = peer else {
-            return Err(crate::adapter::peer_address_unknown(missing_peer_fix));
+            return Err(crate::reject::peer_address_unknown(missing_peer_fix));
         };
         let error = Error::SourceNotAllowed;
         match client_address(peer, headers, &source.trusted_proxies) {
@@ -331,7 +331,7 @@ impl Receiver {
                 metrics::verified();
                 Ok(event)
             }
-            Err(error) => Err(crate::adapter::reject(&error)),
+            Err(error) => Err(crate::reject::reject(&error)),
         }
     }
 
@@ -658,6 +658,63 @@ impl Drop for ClaimGuard {
     }
 }
 
+/// How the user's handler ended, for [`ClaimGuard::settle`].
+///
+/// A request that is dropped while the handler runs (the client went away, the
+/// server shuts down) has no outcome: dropping the [`ClaimGuard`] releases the
+/// claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandlerOutcome {
+    /// The handler answered with this status: a 2xx marks the event done,
+    /// anything else releases the claim for the sender's retry.
+    Responded(StatusCode),
+    /// The handler (or the service around it) returned an error instead of a
+    /// response: the claim is released.
+    Failed,
+    /// The handler panicked: the claim is released, and the adapter answers
+    /// with [`Reply::handler_panicked`].
+    Panicked,
+}
+
+impl ClaimGuard {
+    /// The delivery's span (target `payhook`, fields `event_id` and
+    /// `event_type`): instrument the handler with it so its log lines and the
+    /// core's sit together.
+    pub fn delivery_span(&self) -> tracing::Span {
+        self.span()
+    }
+
+    /// Settles the claim from the handler's outcome and logs it in the
+    /// delivery's span: marked done for a 2xx, released otherwise.
+    pub async fn settle(self, outcome: HandlerOutcome) {
+        let span = self.span();
+        let elapsed_ms = self
+            .started()
+            .map(|started| u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+        async move {
+            match outcome {
+                HandlerOutcome::Responded(status) if status.is_success() => {
+                    tracing::debug!(target: "payhook", status = status.as_u16(), elapsed_ms, "handler succeeded");
+                    let _received = self.complete().await;
+                }
+                HandlerOutcome::Responded(status) => {
+                    tracing::warn!(target: "payhook", status = status.as_u16(), elapsed_ms, "handler answered with an error status");
+                    self.release().await;
+                }
+                HandlerOutcome::Failed => {
+                    tracing::warn!(target: "payhook", elapsed_ms, "handler returned an error");
+                    self.release().await;
+                }
+                HandlerOutcome::Panicked => {
+                    tracing::error!(target: "payhook", elapsed_ms, "handler panicked");
+                    self.release().await;
+                }
+            }
+        }
+        .instrument(span)
+        .await;
+    }
+}
 /// A store call that settles a claim, finished even if whoever awaits it goes away.
 ///
 /// Awaiting it drives the call; dropping it before the end (a cancelled request,

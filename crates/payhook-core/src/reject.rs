@@ -1,0 +1,44 @@
+//! The rejections: every refused delivery is counted, logged and answered
+//! here, so each intake (inline receiver, inbox, body intake, source check)
+//! refuses alike. The replies themselves are built by [`Reply`].
+
+use crate::error::Error;
+use crate::reply::Reply;
+
+/// The one rejection path of every intake (inline receiver, inbox, body
+/// intake): counts the rejection in `payhook_deliveries_total` under its
+/// reason, logs it at `WARN` (the reason's request-derived parts are escaped by
+/// [`Error`]'s `Display`), and builds the `4xx` reply.
+pub fn reject(error: &Error) -> Reply {
+    crate::metrics::rejected(error);
+    tracing::warn!(target: "payhook", status = error.status().as_u16(), reason = %error, "delivery rejected");
+    Reply::error(error)
+}
+
+pub(crate) fn rejected(error: Error) -> Reply {
+    reject(&error)
+}
+
+/// A rejection whose body was left unread: the connection must close after it.
+pub(crate) fn refusal(error: Error) -> Reply {
+    rejected(error).closing_connection()
+}
+/// The `500` reply for a webhook route that has no receiver (the adapter's setup
+/// step is missing), logged as an error. `fix` names the step, in the adapter's
+/// terms.
+pub fn not_configured(fix: &str) -> Reply {
+    tracing::error!(target: "payhook", fix, "webhook handler reached without a payhook receiver on its route");
+    Reply::not_configured(fix)
+}
+
+/// The `500` reply for a receiver with a source-IP allowlist reached without
+/// the connection's peer address ([`Reply::peer_address_unknown`]), logged as
+/// an error. `fix` names how to pass the address, in the adapter's terms.
+pub fn peer_address_unknown(fix: &str) -> Reply {
+    tracing::error!(
+        target: "payhook",
+        fix,
+        "webhook request refused: the source-IP allowlist is on but the server passed no peer address"
+    );
+    Reply::peer_address_unknown(fix)
+}
