@@ -9,9 +9,11 @@
 //! * `replay --since TIME` — run done events again, explicitly;
 //! * `purge --done-before TIME --yes` — delete done events.
 //!
-//! TIME is Unix seconds (`1732264800`), an RFC 3339 UTC time
-//! (`2026-11-23T04:00:00Z`), or an age (`30m`, `2h`, `7d`: that long ago); a
-//! date that does not exist (`2026-02-31`) is refused.
+//! TIME is an age (`30m`, `2h`, `7d`: that long ago), Unix seconds
+//! (`1732264800`), a UTC date (`2026-11-23`, its midnight) or a UTC date and
+//! time (`2026-11-23 04:00`, `2026-11-23 04:00:00`, RFC 3339
+//! `2026-11-23T04:00:00Z`): the dashboard's replay form takes the same; a date
+//! that does not exist (`2026-02-31`) is refused.
 //! Exit codes: 0 done, 1 no such event, 2 usage error, unreachable database, or
 //! a purge not confirmed.
 //!
@@ -22,10 +24,11 @@
 //! terminal it then asks; otherwise (a script, a pipe) it stops there with
 //! exit code 2, purging nothing.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use clap::builder::NonEmptyStringValueParser;
 use clap::{Args, Subcommand};
+use payhook_core::time::{now_secs, SinceError};
 use payhook_core::untrusted::Untrusted;
 use payhook_inbox::admin::{Admin, Filter, State, StoredEvent};
 use payhook_inbox::InboxError;
@@ -91,7 +94,7 @@ pub enum InboxAction {
     },
     /// Run done events received since TIME again (their handlers run once more).
     Replay {
-        /// Unix seconds, RFC 3339 UTC, or an age like `2h`.
+        /// An age like `2h`, Unix seconds, or a UTC date or time (`2026-11-23 04:00`, RFC 3339).
         #[arg(long, value_name = "TIME", value_parser = parse_time)]
         since: i64,
     },
@@ -99,7 +102,8 @@ pub enum InboxAction {
     /// forgotten: a redelivery runs the handler again). Counts first; purges
     /// only with --yes, or when confirmed on a terminal.
     Purge {
-        /// Unix seconds, RFC 3339 UTC, or an age like `7d`; not in the future.
+        /// An age like `7d`, Unix seconds, or a UTC date or time (`2026-11-23 04:00`, RFC 3339);
+        /// not in the future.
         #[arg(long, value_name = "TIME", value_parser = parse_time)]
         done_before: i64,
         /// Purge without asking.
@@ -371,12 +375,6 @@ fn one_line(text: &str) -> String {
     Untrusted::message(text).to_string()
 }
 
-fn now_secs() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX))
-}
-
 /// When a running event's lease runs out: after that, a worker takes it up
 /// again (or makes it dead, if that was its last attempt).
 fn lease(until_ms: i64) -> String {
@@ -413,85 +411,20 @@ fn parse_age(value: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{value:?} is not an age like 90s, 30m, 2h or 7d"))
 }
 
-/// Unix seconds, RFC 3339 UTC (`2026-11-23T04:00:00Z`), a UTC date
-/// (`2026-11-23`, its midnight), or an age ago.
+/// TIME, in the one form every payhook tool takes (the module docs list it),
+/// as Unix seconds.
 fn parse_time(value: &str) -> Result<i64, String> {
-    if let Ok(seconds) = value.parse::<i64>() {
-        return Ok(seconds);
-    }
-    if let Ok(age) = parse_age(value) {
-        return Ok(now_secs().saturating_sub(i64::try_from(age.as_secs()).unwrap_or(i64::MAX)));
-    }
-    if let Some((year, month, day)) = date_part(value) {
-        let days = days_in_month(year, month);
-        if (1..=12).contains(&month) && day > days && day <= 31 {
-            return Err(format!(
-                "{value:?} is not a date: {year}-{month:02} has {days} days"
-            ));
-        }
-    }
-    parse_rfc3339_utc(value)
-        .or_else(|| parse_date_utc(value))
-        .ok_or_else(|| {
-            format!(
-                "{value:?} is not a time: use Unix seconds, 2026-11-23T04:00:00Z, 2026-11-23, or an age like 2h"
-            )
+    payhook_core::time::parse_since(value, now_secs().saturating_mul(1000))
+        .map(|ms| ms.div_euclid(1000))
+        .map_err(|err| match err {
+            SinceError::NoSuchDay { year, month, days } => {
+                format!("{value:?} is not a date: {year}-{month:02} has {days} days")
+            }
+            SinceError::NotATime => format!(
+                "{value:?} is not a time: use an age like 2h, Unix seconds, 2026-11-23, \
+                 2026-11-23 04:00 or 2026-11-23T04:00:00Z"
+            ),
         })
-}
-
-/// The `YYYY-MM-DD` a time starts with, as numbers.
-fn date_part(value: &str) -> Option<(i64, i64, i64)> {
-    let date = value.split(['T', 't', ' ']).next()?;
-    let mut parts = date.splitn(3, '-').map(str::parse::<i64>);
-    Some((parts.next()?.ok()?, parts.next()?.ok()?, parts.next()?.ok()?))
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    match month {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// `YYYY-MM-DD`, its midnight UTC, to Unix seconds.
-fn parse_date_utc(value: &str) -> Option<i64> {
-    if value.len() != 10 {
-        return None;
-    }
-    parse_rfc3339_utc(&format!("{value}T00:00:00Z"))
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ` (a fraction is ignored) to Unix seconds.
-fn parse_rfc3339_utc(value: &str) -> Option<i64> {
-    let value = value.strip_suffix('Z').or_else(|| value.strip_suffix('z'))?;
-    let (date, time) = value.split_once(['T', 't', ' '])?;
-    let mut date = date.splitn(3, '-').map(str::parse::<i64>);
-    let (year, month, day) = (date.next()?.ok()?, date.next()?.ok()?, date.next()?.ok()?);
-    let time = time.split_once('.').map_or(time, |(whole, _)| whole);
-    let mut time = time.splitn(3, ':').map(str::parse::<i64>);
-    let (hour, minute, second) = (time.next()?.ok()?, time.next()?.ok()?, time.next()?.ok()?);
-    let valid = (1970..=9999).contains(&year)
-        && (1..=12).contains(&month)
-        && (1..=days_in_month(year, month)).contains(&day)
-        && (0..24).contains(&hour)
-        && (0..60).contains(&minute)
-        && (0..=60).contains(&second);
-    if !valid {
-        return None;
-    }
-    // Days from 1970-01-01 of a proleptic Gregorian date (years from March, so
-    // the leap day is last).
-    let shifted = if month <= 2 { year - 1 } else { year };
-    let era = shifted / 400;
-    let year_of_era = shifted - era * 400;
-    let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    let days = era * 146_097 + day_of_era - 719_468;
-    Some(days * 86_400 + hour * 3600 + minute * 60 + second)
 }
 
 #[cfg(test)]
@@ -501,12 +434,15 @@ mod tests {
     #[test]
     fn times_parse_in_every_form() {
         assert_eq!(parse_time("1732264800"), Ok(1_732_264_800));
-        assert_eq!(parse_rfc3339_utc("2024-11-22T08:40:00Z"), Some(1_732_264_800));
-        assert_eq!(parse_rfc3339_utc("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_rfc3339_utc("2000-03-01T00:00:00.5Z"), Some(951_868_800));
-        assert_eq!(parse_rfc3339_utc("2024-02-29T00:00:00Z"), Some(1_709_164_800));
-        assert_eq!(parse_rfc3339_utc("2000-02-29T00:00:00Z"), Some(951_782_400));
+        assert_eq!(parse_time("2024-11-22T08:40:00Z"), Ok(1_732_264_800));
+        assert_eq!(parse_time("1970-01-01T00:00:00Z"), Ok(0));
+        assert_eq!(parse_time("2000-03-01T00:00:00.5Z"), Ok(951_868_800));
+        assert_eq!(parse_time("2024-02-29T00:00:00Z"), Ok(1_709_164_800));
+        assert_eq!(parse_time("2000-02-29T00:00:00Z"), Ok(951_782_400));
         assert_eq!(parse_time("2024-11-22"), Ok(1_732_233_600));
+        // The dashboard's forms too: one rule for every tool.
+        assert_eq!(parse_time("2024-02-29 12:34"), Ok(1_709_210_040));
+        assert_eq!(parse_time("2024-02-29 12:34:56"), Ok(1_709_210_096));
         assert_eq!(
             parse_time("2026-02-31"),
             Err(r#""2026-02-31" is not a date: 2026-02 has 28 days"#.to_owned())
@@ -514,8 +450,8 @@ mod tests {
         assert!(parse_time("2026-04-31T10:00:00Z")
             .unwrap_err()
             .contains("has 30 days"));
-        assert_eq!(parse_rfc3339_utc("2024-02-29T00:00:00Z"), Some(1_709_164_800));
-        assert_eq!(parse_rfc3339_utc("2000-02-29T00:00:00Z"), Some(951_782_400));
+        assert_eq!(parse_time("2024-02-29T00:00:00Z"), Ok(1_709_164_800));
+        assert_eq!(parse_time("2000-02-29T00:00:00Z"), Ok(951_782_400));
         let two_hours_ago = parse_time("2h").unwrap();
         assert!((now_secs() - 7200 - two_hours_ago).abs() <= 1);
         for bad in [

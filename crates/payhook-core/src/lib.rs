@@ -76,6 +76,10 @@ pub mod store;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+// Internal to payhook's crates (the dashboard, the emulator, the CLI, the
+// inbox): one rule for dates, ages and "since" times; not public API.
+#[doc(hidden)]
+pub mod time;
 pub mod untrusted;
 
 pub use clock::{Clock, FixedClock, SystemClock};

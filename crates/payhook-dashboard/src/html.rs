@@ -1,5 +1,5 @@
-//! HTML text: the one escaping function every value goes through, times and
-//! ages, the JSON body laid out, and the page around a page's content.
+//! HTML text: the one escaping function every value goes through, spans of
+//! time, the JSON body laid out, and the page around a page's content.
 
 use std::fmt::Write as _;
 
@@ -37,46 +37,6 @@ pub(crate) fn message(text: &str) -> String {
 /// A query-string component (for links carrying an id or a filter).
 pub(crate) fn query_value(text: &str) -> String {
     form_urlencoded::byte_serialize(text.as_bytes()).collect()
-}
-
-/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS` UTC.
-pub(crate) fn time(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let of_day = secs.rem_euclid(86_400);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-        of_day / 3600,
-        of_day / 60 % 60,
-        of_day % 60
-    )
-}
-
-/// Days since 1970-01-01 as a proleptic Gregorian date (Howard Hinnant's
-/// algorithm).
-pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days.saturating_add(719_468);
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-/// Days since 1970-01-01 of a Gregorian date.
-pub(crate) fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let yoe = year.rem_euclid(400);
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// A span of milliseconds, short: `45s`, `12m 3s`, `5h 2m`, `3d 4h`.
@@ -224,14 +184,7 @@ mod tests {
     }
 
     #[test]
-    fn times_and_dates() {
-        assert_eq!(time(0), "1970-01-01 00:00:00");
-        assert_eq!(time(1_709_210_096_000), "2024-02-29 12:34:56");
-        assert_eq!(time(-1000), "1969-12-31 23:59:59");
-        for days in [-800_000, -1, 0, 59, 19_782, 2_932_896] {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
-        }
+    fn spans_are_short() {
         assert_eq!(span(59_999), "59s");
         assert_eq!(span(3_723_000), "1h 2m");
         assert_eq!(span(-5), "0s");

@@ -74,7 +74,7 @@ pub mod html;
 mod pages;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use payhook_inbox::admin::Admin;
@@ -251,7 +251,10 @@ impl<DB: Backend> Dashboard<DB> {
         let ctx = pages::Ctx {
             admin: &self.inner.admin,
             base,
-            csrf: self.inner.secret.csrf_token(now_secs() / auth::CSRF_WINDOW_SECS),
+            csrf: self
+                .inner
+                .secret
+                .csrf_token(payhook_core::time::now_secs().unsigned_abs() / auth::CSRF_WINDOW_SECS),
             refresh: self.inner.refresh,
         };
         let query = request.query.unwrap_or("");
@@ -267,11 +270,10 @@ impl<DB: Backend> Dashboard<DB> {
                     Ok(form) => form,
                     Err(reason) => return pages::problem(base, StatusCode::BAD_REQUEST, &reason),
                 };
-                if !self
-                    .inner
-                    .secret
-                    .csrf_valid(form.get("csrf").unwrap_or(""), now_secs())
-                {
+                if !self.inner.secret.csrf_valid(
+                    form.get("csrf").unwrap_or(""),
+                    payhook_core::time::now_secs().unsigned_abs(),
+                ) {
                     return pages::problem(
                         base,
                         StatusCode::FORBIDDEN,
@@ -325,16 +327,4 @@ fn finish(mut response: Response<String>) -> Response<String> {
         .entry(header::CONTENT_TYPE)
         .or_insert(HeaderValue::from_static("text/html; charset=utf-8"));
     response
-}
-
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs())
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| {
-        i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
-    })
 }

@@ -7,8 +7,9 @@ use http::{Response, StatusCode};
 use payhook_inbox::admin::{Admin, Cursor, PageQuery, State, MAX_PAGE};
 use payhook_inbox::{Backend, InboxError};
 
-use crate::html::{self, escape, message, query_value, span, time, value, Nav};
-use crate::now_ms;
+use payhook_core::time::{format_utc, now_ms, SinceError};
+
+use crate::html::{self, escape, message, query_value, span, value, Nav};
 
 /// What every page needs.
 pub(crate) struct Ctx<'a, DB: Backend> {
@@ -171,7 +172,7 @@ fn chart(out: &mut String, slots: &[payhook_inbox::admin::ActivitySlot], now: i6
              <rect class=\"received\" x=\"{x}\" y=\"{ry}\" width=\"{bar}\" height=\"{received}\"/>\
              <rect class=\"handled\" x=\"{x2}\" y=\"{hy}\" width=\"{bar}\" height=\"{handled}\"/>\
              <rect class=\"failed\" x=\"{x2}\" y=\"{fy}\" width=\"{bar}\" height=\"{failed}\"/></g>",
-            from = escape(&time(slot.start)),
+            from = escape(&format_utc(slot.start)),
             r = slot.received,
             h = slot.handled,
             f = slot.failed,
@@ -351,7 +352,7 @@ pub(crate) fn render_events<DB: Backend>(
                 out,
                 "<tr><td>{} <span class=\"muted\">{} ago</span></td><td class=\"id\">{}</td><td class=\"mono\">{}</td>\
                  <td>{}</td><td>{}</td><td class=\"error\">{}</td></tr>",
-                escape(&time(event.received_at)),
+                escape(&format_utc(event.received_at)),
                 escape(&span(now - event.received_at)),
                 ctx.event_link(&event.event_id),
                 value(&event.event_type),
@@ -474,16 +475,19 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
         "Received (UTC)",
         format!(
             "{} ({} ago)",
-            escape(&time(event.received_at)),
+            escape(&format_utc(event.received_at)),
             escape(&span(now - event.received_at))
         ),
     );
-    fact("Created (UTC)", escape(&time(event.created.saturating_mul(1000))));
+    fact(
+        "Created (UTC)",
+        escape(&format_utc(event.created.saturating_mul(1000))),
+    );
     if event.state == State::Pending.as_str() {
         let due = if event.due_at <= now {
             "now".to_owned()
         } else {
-            format!("{} (in {})", time(event.due_at), span(event.due_at - now))
+            format!("{} (in {})", format_utc(event.due_at), span(event.due_at - now))
         };
         fact("Due", escape(&due));
     }
@@ -492,21 +496,21 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
         .filter(|_| event.state == State::Running.as_str())
     {
         let lease = if until > now {
-            format!("held until {} (in {})", time(until), span(until - now))
+            format!("held until {} (in {})", format_utc(until), span(until - now))
         } else {
             format!(
                 "ran out at {} ({} ago): the event is taken up again",
-                time(until),
+                format_utc(until),
                 span(now - until)
             )
         };
         fact("Lease", escape(&lease));
     }
     if let Some(at) = event.last_attempt_at {
-        fact("Last attempt (UTC)", escape(&time(at)));
+        fact("Last attempt (UTC)", escape(&format_utc(at)));
     }
     if let Some(at) = event.done_at {
-        fact("Done (UTC)", escape(&time(at)));
+        fact("Done (UTC)", escape(&format_utc(at)));
     }
     if let Some(error) = &event.last_error {
         fact(
@@ -547,7 +551,7 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
                 out,
                 "<tr><td>{}</td><td>{}</td><td>{} ms</td><td>{}</td><td class=\"error\">{}</td></tr>",
                 attempt.attempt,
-                escape(&time(attempt.started_at)),
+                escape(&format_utc(attempt.started_at)),
                 attempt.duration_ms,
                 state_badge(&attempt.outcome),
                 attempt.error.as_deref().map(message).unwrap_or_default()
@@ -572,7 +576,7 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
             let _ = write!(
                 out,
                 "<tr><td>{}</td><td class=\"id\">{id}</td><td class=\"mono\">{}</td><td>{}</td></tr>",
-                escape(&time(other.created.saturating_mul(1000))),
+                escape(&format_utc(other.created.saturating_mul(1000))),
                 value(&other.event_type),
                 state_badge(&other.state)
             );
@@ -611,61 +615,21 @@ impl Form {
     }
 }
 
-/// A time to replay from: `YYYY-MM-DD`, `YYYY-MM-DD HH:MM[:SS]` (or with
-/// `T`, and an optional `Z`), in UTC, or an age (`2h`) back from now.
+/// A time to replay from, in the one form every tool takes
+/// ([`payhook_core::time::parse_since`]): an age back from now (`2h`), Unix
+/// seconds, or a UTC date or date and time (`2026-01-31`, `2026-01-31 14:00`);
+/// never in the future.
 pub(crate) fn parse_since(text: &str, now: i64) -> Result<i64, String> {
-    if let Ok(age) = parse_age(text) {
-        return Ok(now.saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX)));
-    }
-    let wrong = || {
-        format!(
+    let at = payhook_core::time::parse_since(text, now).map_err(|err| match err {
+        SinceError::NoSuchDay { year, month, days } => format!(
+            "{:?} is not a date: {year}-{month:02} has {days} days.",
+            Quoted(text)
+        ),
+        SinceError::NotATime => format!(
             "{:?} is not a UTC time like 2026-01-31 14:00 or an age like 2h.",
             Quoted(text)
-        )
-    };
-    let text = text.strip_suffix('Z').unwrap_or(text);
-    let (date, clock) = match text.split_once(['T', ' ']) {
-        Some((date, clock)) => (date, Some(clock)),
-        None => (text, None),
-    };
-    let number = |part: &str, digits: usize| -> Result<i64, String> {
-        if part.len() != digits || !part.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(wrong());
-        }
-        part.parse().map_err(|_| wrong())
-    };
-    let mut date_parts = date.split('-');
-    let (Some(y), Some(m), Some(d), None) = (
-        date_parts.next(),
-        date_parts.next(),
-        date_parts.next(),
-        date_parts.next(),
-    ) else {
-        return Err(wrong());
-    };
-    let (year, month, day) = (number(y, 4)?, number(m, 2)?, number(d, 2)?);
-    if !(1..=12).contains(&month) || day < 1 {
-        return Err(wrong());
-    }
-    let days = html::days_from_civil(year, month, day);
-    if html::civil_from_days(days) != (year, month, day) {
-        return Err(wrong());
-    }
-    let mut secs = 0;
-    if let Some(clock) = clock {
-        let parts: Vec<&str> = clock.split(':').collect();
-        if !(2..=3).contains(&parts.len()) {
-            return Err(wrong());
-        }
-        let hour = number(parts[0], 2)?;
-        let minute = number(parts[1], 2)?;
-        let second = if parts.len() == 3 { number(parts[2], 2)? } else { 0 };
-        if hour > 23 || minute > 59 || second > 59 {
-            return Err(wrong());
-        }
-        secs = hour * 3600 + minute * 60 + second;
-    }
-    let at = (days * 86_400 + secs) * 1000;
+        ),
+    })?;
     if at > now {
         return Err("That time is in the future: nothing was received since.".to_owned());
     }
@@ -722,7 +686,7 @@ pub(crate) async fn action<DB: Backend>(ctx: &Ctx<'_, DB>, path: &str, form: &Fo
             (
                 format!(
                     "Replay every done event received since {} UTC? Its handler runs once more.",
-                    escape(&time(at))
+                    escape(&format_utc(at))
                 ),
                 format!(
                     "<input type=\"hidden\" name=\"since\" value=\"{}\">",
@@ -777,7 +741,7 @@ pub(crate) async fn action<DB: Backend>(ctx: &Ctx<'_, DB>, path: &str, form: &Fo
                 format!(
                     "{n} done event{} received since {} UTC made due again.",
                     if n == 1 { "" } else { "s" },
-                    escape(&time(at))
+                    escape(&format_utc(at))
                 ),
                 format!("<a href=\"{base}/events?state=pending\">Pending events</a>"),
             ),

@@ -821,14 +821,8 @@ fn http_date_unix_seconds(date: &str) -> Option<u64> {
     if !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
         return None;
     }
-    // Days from the civil date (H. Hinnant's algorithm; years counted from March).
     let month = i64::try_from(month).ok()? + 1;
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    let days = era * 146_097 + day_of_era - 719_468;
+    let days = payhook_core::time::days_from_civil(year, month, day);
     u64::try_from(days * 86_400 + hour * 3600 + minute * 60 + second).ok()
 }
 

@@ -192,7 +192,7 @@ mod text;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -214,17 +214,14 @@ use crate::state::State;
 /// The longest attempt timeout accepted.
 const MAX_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3600);
 
-/// Unix seconds now.
+/// Unix seconds now, from the clock every payhook tool reads.
 pub(crate) fn unix_seconds() -> u64 {
-    unix_millis() / 1000
+    payhook_core::time::now_secs().unsigned_abs()
 }
 
-/// Unix milliseconds now.
+/// Unix milliseconds now, from the clock every payhook tool reads.
 pub(crate) fn unix_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+    payhook_core::time::now_ms().unsigned_abs()
 }
 
 /// When failed deliveries are tried again.

@@ -430,21 +430,7 @@ where
 /// assert_eq!(parse_age("+2h"), None);
 /// ```
 pub fn parse_age(text: &str) -> Option<Duration> {
-    let unit = text.chars().last()?;
-    let number = &text[..text.len() - unit.len_utf8()];
-    if number.is_empty() || number.len() > 9 || !number.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    // At most 999 999 999 days: no overflow.
-    let n: u64 = number.parse().ok()?;
-    let seconds = match unit {
-        's' => n,
-        'm' => n * 60,
-        'h' => n * 3600,
-        'd' => n * 86_400,
-        _ => return None,
-    };
-    Some(Duration::from_secs(seconds))
+    payhook_core::time::parse_age(text)
 }
 
 #[cfg(test)]
