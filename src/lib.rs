@@ -68,8 +68,9 @@ pub use payhook_core::{
 
 pub mod event {
     //! What goes beyond [`Event`](crate::Event) and [`PaymentIntent`](crate::PaymentIntent):
-    //! the names of the payment event types, the metadata iterator, and parsing
-    //! a verified body into a type of your own.
+    //! the event catalogue ([`CATALOGUE`]: every type payhook types, its aliases
+    //! and its data) and a constant per type name, the metadata iterator, and
+    //! parsing a verified body into a type of your own.
     //!
     //! ```
     //! use payhook::event::{parse_as, PAYMENT_INTENT_SUCCEEDED};
@@ -80,9 +81,10 @@ pub mod event {
     //! assert_eq!(value["type"], PAYMENT_INTENT_SUCCEEDED);
     //! ```
     #[doc(inline)]
+    pub use payhook_core::event::names::*;
+    #[doc(inline)]
     pub use payhook_core::event::{
-        parse_as, MetadataIter, PAYMENT_INTENT_FAILED, PAYMENT_INTENT_PAYMENT_FAILED,
-        PAYMENT_INTENT_SUCCEEDED, PAYMENT_SUCCEEDED,
+        parse_as, Carries, EventType, MetadataIter, TestHelper, TypeName, CATALOGUE,
     };
 }
 

@@ -163,10 +163,10 @@ type BoxedHandler = Arc<dyn Fn(HttpRequest) -> LocalBoxFuture<'static, HttpRespo
 /// settles the claim itself ([`Webhook::ack`], [`Webhook::release`]) keeps its
 /// own response.
 ///
-/// [`on`](Self::on) takes any type string;
-/// [`payment_succeeded`](Self::payment_succeeded) (both spellings of the success
-/// event) and [`payment_failed`](Self::payment_failed) go by kind, and an exact
-/// type registered with `on` wins over them; [`other`](Self::other) takes what
+/// [`on`](Self::on) takes any type string; one method per kind of the event
+/// catalogue, such as [`payment_succeeded`](Self::payment_succeeded) (both
+/// spellings of the success event) and [`payment_failed`](Self::payment_failed),
+/// goes by kind, and an exact type registered with `on` wins over them; [`other`](Self::other) takes what
 /// nothing else does. An event nothing takes is acknowledged with
 /// `200 {"received":true}`. Pass it to `web::post().to(…)` on a route with a
 /// [`WebhookConfig`](crate::WebhookConfig).
@@ -239,29 +239,6 @@ impl EventHandlers {
         self
     }
 
-    /// Handles `payment_intent.succeeded` and `payment.succeeded`.
-    pub fn payment_succeeded<F, Args>(mut self, handler: F) -> Self
-    where
-        F: Handler<Args> + Send + Sync,
-        Args: FromRequest + 'static,
-        F::Output: Responder + 'static,
-    {
-        self.table.payment_succeeded(boxed(handler));
-        self
-    }
-
-    /// Handles `payment_intent.failed` and its sibling-format name
-    /// `payment_intent.payment_failed`.
-    pub fn payment_failed<F, Args>(mut self, handler: F) -> Self
-    where
-        F: Handler<Args> + Send + Sync,
-        Args: FromRequest + 'static,
-        F::Output: Responder + 'static,
-    {
-        self.table.payment_failed(boxed(handler));
-        self
-    }
-
     /// Handles every event no other handler takes.
     pub fn other<F, Args>(mut self, handler: F) -> Self
     where
@@ -273,6 +250,38 @@ impl EventHandlers {
         self
     }
 }
+
+/// One method per kind of the event catalogue (`payment_succeeded`, …), so a
+/// kind added to the catalogue needs no change here.
+macro_rules! kind_methods {
+    (
+        data [ $($data:tt)* ]
+        kinds [ $( {
+            $(#[doc = $doc:literal])*
+            $Variant:ident($Data:ident) => $handler:ident [
+                $( $(#[doc = $name_doc:literal])* $CONST:ident = $name:literal, emitted: $emitted:literal; )+
+            ]
+            $($rest:tt)*
+        } )* ]
+    ) => {
+        impl EventHandlers {
+            $(
+                #[doc = concat!("Handles the [`", stringify!($Variant), "`](payhook_core::EventKind::", stringify!($Variant), ") kind: ")]
+                #[doc = concat!($("`", $name, "` ",)+ "(every name the event catalogue gives it).")]
+                pub fn $handler<F, Args>(mut self, handler: F) -> Self
+                where
+                    F: Handler<Args> + Send + Sync,
+                    Args: FromRequest + 'static,
+                    F::Output: Responder + 'static,
+                {
+                    self.table.$handler(boxed(handler));
+                    self
+                }
+            )*
+        }
+    };
+}
+payhook_core::event_catalogue!(kind_methods);
 
 impl Handler<(HttpRequest, Webhook)> for EventHandlers {
     type Output = HttpResponse;

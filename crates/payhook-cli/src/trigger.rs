@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
-use clap::builder::{NonEmptyStringValueParser, PossibleValuesParser};
+use clap::builder::{NonEmptyStringValueParser, PossibleValue, PossibleValuesParser};
 use clap::Args;
+use payhook_core::event::EventType;
 use payhook_core::untrusted::Untrusted;
 
 use crate::emulator_api::{follow_deliveries, path_id, text, Api, ApiArgs};
@@ -14,19 +15,37 @@ use crate::failure::Failure;
 use crate::output::say;
 use crate::runtime::{self, Threads};
 
-/// The types `trigger` can produce, and the test helper behind each.
-const TYPES: [(&str, &str, &str); 3] = [
-    ("payment_intent.succeeded", "succeed", "payment_intent.succeeded"),
-    ("payment_intent.failed", "fail", "payment_intent.failed"),
-    // The sibling format's name: the emulator's fail helper emits the service's.
-    ("payment_intent.payment_failed", "fail", "payment_intent.failed"),
-];
+/// The types `trigger` takes, each with the catalogue entry of its kind: the
+/// canonical name of each kind the emulator emits, and the names only
+/// Stripe-style senders use (the kind's helper emits the canonical name, so a
+/// receiver registered for either sees the event).
+fn triggerable() -> impl Iterator<Item = (&'static str, &'static EventType)> {
+    EventType::emulated().flat_map(|entry| {
+        entry
+            .names
+            .iter()
+            .enumerate()
+            .filter(|(position, name)| *position == 0 || !name.emitted)
+            .map(move |(_, name)| (name.name, entry))
+    })
+}
+
+/// The type names `trigger` takes, for clap.
+fn type_values() -> PossibleValuesParser {
+    PossibleValuesParser::new(triggerable().map(|(name, entry)| {
+        PossibleValue::new(name).help(format!(
+            "the {} test helper; emits {}",
+            entry.test_helper.map_or("", |helper| helper.path),
+            entry.name()
+        ))
+    }))
+}
 
 /// `payhook trigger`.
 #[derive(Debug, Args)]
 pub struct TriggerArgs {
-    /// The event to produce.
-    #[arg(value_name = "TYPE", value_parser = PossibleValuesParser::new(TYPES.map(|(name, _, _)| name)))]
+    /// The event to produce: a type of the event catalogue that the emulator emits.
+    #[arg(value_name = "TYPE", value_parser = type_values())]
     pub event_type: String,
 
     /// The emulator and its key.
@@ -69,10 +88,9 @@ pub fn run(args: &TriggerArgs) -> Result<(), Failure> {
 }
 
 async fn trigger(args: &TriggerArgs) -> Result<(), Failure> {
-    let (helper, emitted) = TYPES
-        .iter()
-        .find(|(name, _, _)| *name == args.event_type)
-        .map(|(_, helper, emitted)| (*helper, *emitted))
+    let (helper, emitted) = triggerable()
+        .find(|(name, _)| *name == args.event_type)
+        .and_then(|(_, entry)| Some((entry.test_helper?.path, entry.name())))
         .ok_or_else(|| Failure::usage("unknown event type"))?;
     let api = Api::new(&args.api)?;
 

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use payhook_core::untrusted::Untrusted;
-use payhook_core::{Error, Event, EventKind, Reply, Verifier};
+use payhook_core::{Error, Event, Reply, Verifier};
 
 use crate::cli::VerifyArgs;
 use crate::failure::Failure;
@@ -51,7 +51,7 @@ pub fn run(args: &VerifyArgs) -> Result<(), Failure> {
         Untrusted::value(event.id()),
         Untrusted::value(event.event_type())
     );
-    if let EventKind::PaymentIntentSucceeded(pi) | EventKind::PaymentIntentFailed(pi) = event.kind() {
+    if let Some(pi) = event.payment_intent() {
         let received = pi
             .amount_received
             .map_or_else(String::new, |received| format!(" received {received}"));

@@ -33,7 +33,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::error::ConfigError;
-use crate::event::{PaymentIntent, PaymentIntentStatus, PaymentMethod};
+use crate::event::{Carries, EventType, PaymentIntent, PaymentIntentStatus, PaymentMethod};
 use crate::event::{
     PAYMENT_INTENT_FAILED, PAYMENT_INTENT_PAYMENT_FAILED, PAYMENT_INTENT_SUCCEEDED, PAYMENT_SUCCEEDED,
 };
@@ -124,23 +124,23 @@ impl EventBuilder {
 
     /// `payment_intent.succeeded`: 250 000 satoshi in `btc`, status `succeeded`.
     pub fn payment_intent_succeeded() -> Self {
-        Self::payment(PAYMENT_INTENT_SUCCEEDED, "succeeded")
+        Self::of_type(PAYMENT_INTENT_SUCCEEDED)
     }
 
     /// `payment.succeeded`, the other spelling of the success event.
     pub fn payment_succeeded() -> Self {
-        Self::payment(PAYMENT_SUCCEEDED, "succeeded")
+        Self::of_type(PAYMENT_SUCCEEDED)
     }
 
     /// `payment_intent.failed`, status `requires_payment_method`.
     pub fn payment_intent_failed() -> Self {
-        Self::payment(PAYMENT_INTENT_FAILED, "requires_payment_method")
+        Self::of_type(PAYMENT_INTENT_FAILED)
     }
 
     /// `payment_intent.payment_failed`, the failure event under the name
     /// Stripe-style senders use; status `requires_payment_method`.
     pub fn payment_intent_payment_failed() -> Self {
-        Self::payment(PAYMENT_INTENT_PAYMENT_FAILED, "requires_payment_method")
+        Self::of_type(PAYMENT_INTENT_PAYMENT_FAILED)
     }
 
     /// An event of any other type, with `data` `{}` unless set with [`data`](Self::data).
@@ -154,15 +154,19 @@ impl EventBuilder {
         }
     }
 
-    /// An event of `event_type`: the payment builders for the known types,
-    /// [`other`](Self::other) for the rest.
+    /// An event of `event_type`: for a type of the event catalogue
+    /// ([`EventType::find`]), an example of its data (a payment intent with the
+    /// kind's [`example_status`](EventType::example_status)); for the rest, as
+    /// [`other`](Self::other).
     pub fn of_type(event_type: &str) -> Self {
-        match event_type {
-            PAYMENT_INTENT_SUCCEEDED => Self::payment_intent_succeeded(),
-            PAYMENT_SUCCEEDED => Self::payment_succeeded(),
-            PAYMENT_INTENT_FAILED => Self::payment_intent_failed(),
-            PAYMENT_INTENT_PAYMENT_FAILED => Self::payment_intent_payment_failed(),
-            other => Self::other(other),
+        match EventType::find(event_type) {
+            Some(entry) if entry.carries == Carries::PaymentIntent => {
+                Self::payment(event_type, entry.example_status)
+            }
+            Some(entry) => {
+                Self::other(event_type).data(format!(r#"{{"object":{}}}"#, entry.carries.example_object()))
+            }
+            None => Self::other(event_type),
         }
     }
 

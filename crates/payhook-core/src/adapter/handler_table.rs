@@ -1,11 +1,11 @@
 //! Which of an adapter's handlers takes an event: the routing rule written once
-//! for every framework.
+//! for every framework, with one handler slot per kind of the event catalogue.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::event::{Event, EventKind};
+use crate::event::{Event, KindIndex, CATALOGUE, KIND_COUNT};
 
 /// Which of several handlers takes an event: the routing rule behind each
 /// adapter's `EventHandlers`, written once so every framework routes alike.
@@ -13,9 +13,11 @@ use crate::event::{Event, EventKind};
 /// For an event, [`handler_for`](Self::handler_for) picks, in order:
 /// 1. the handler registered with [`on`](Self::on) for its exact `type` (any
 ///    string, known to payhook or not);
-/// 2. for a payment success (`payment_intent.succeeded` or `payment.succeeded`)
-///    or failure, the [`payment_succeeded`](Self::payment_succeeded) or
-///    [`payment_failed`](Self::payment_failed) handler;
+/// 2. the handler of its kind: one method per kind of the event catalogue
+///    ([`payment_succeeded`](Self::payment_succeeded) for
+///    `payment_intent.succeeded` or `payment.succeeded`,
+///    [`payment_failed`](Self::payment_failed), …), which takes every type
+///    name of that kind;
 /// 3. the [`other`](Self::other) handler, which takes what nothing else does;
 /// 4. none: the adapter acknowledges the event without running anything.
 ///
@@ -44,8 +46,8 @@ use crate::event::{Event, EventKind};
 /// ```
 pub struct HandlerTable<H> {
     by_type: Arc<HashMap<String, H>>,
-    payment_succeeded: Option<H>,
-    payment_failed: Option<H>,
+    /// One slot per kind of the catalogue.
+    by_kind: [Option<H>; KIND_COUNT],
     other: Option<H>,
 }
 
@@ -54,8 +56,7 @@ impl<H: Clone> HandlerTable<H> {
     pub fn new() -> Self {
         Self {
             by_type: Arc::default(),
-            payment_succeeded: None,
-            payment_failed: None,
+            by_kind: std::array::from_fn(|_| None),
             other: None,
         }
     }
@@ -66,31 +67,45 @@ impl<H: Clone> HandlerTable<H> {
         Arc::make_mut(&mut self.by_type).insert(event_type.into(), handler);
     }
 
-    /// Routes payment successes (both spellings) without an exact-type handler.
-    pub fn payment_succeeded(&mut self, handler: H) {
-        self.payment_succeeded = Some(handler);
-    }
-
-    /// Routes payment failures without an exact-type handler.
-    pub fn payment_failed(&mut self, handler: H) {
-        self.payment_failed = Some(handler);
-    }
-
     /// Routes every event that no other handler takes.
     pub fn other(&mut self, handler: H) {
         self.other = Some(handler);
     }
 }
 
+/// One method per kind of the event catalogue: `HandlerTable::payment_succeeded`, …
+macro_rules! kind_methods {
+    (
+        data [ $($data:tt)* ]
+        kinds [ $( {
+            $(#[doc = $doc:literal])*
+            $Variant:ident($Data:ident) => $handler:ident [
+                $( $(#[doc = $name_doc:literal])* $CONST:ident = $name:literal, emitted: $emitted:literal; )+
+            ]
+            $($rest:tt)*
+        } )* ]
+    ) => {
+        impl<H: Clone> HandlerTable<H> {
+            $(
+                #[doc = concat!("Routes the [`", stringify!($Variant), "`](crate::EventKind::", stringify!($Variant), ") kind without an exact-type handler: ")]
+                #[doc = concat!($("`", $name, "` ",)+ "(every name the catalogue gives it).")]
+                pub fn $handler(&mut self, handler: H) {
+                    self.by_kind[KindIndex::$Variant as usize] = Some(handler);
+                }
+            )*
+        }
+    };
+}
+crate::event_catalogue!(kind_methods);
+
 impl<H> HandlerTable<H> {
     /// The handler for `event` (see the type's docs for the order), if any.
     pub fn handler_for(&self, event: &Event) -> Option<&H> {
         self.by_type
             .get(event.event_type())
-            .or(match event.kind() {
-                EventKind::PaymentIntentSucceeded(_) => self.payment_succeeded.as_ref(),
-                EventKind::PaymentIntentFailed(_) => self.payment_failed.as_ref(),
-                EventKind::Other { .. } => None,
+            .or_else(|| {
+                let index = event.kind().index()?;
+                self.by_kind[index as usize].as_ref()
             })
             .or(self.other.as_ref())
     }
@@ -106,8 +121,7 @@ impl<H: Clone> Clone for HandlerTable<H> {
     fn clone(&self) -> Self {
         Self {
             by_type: Arc::clone(&self.by_type),
-            payment_succeeded: self.payment_succeeded.clone(),
-            payment_failed: self.payment_failed.clone(),
+            by_kind: self.by_kind.clone(),
             other: self.other.clone(),
         }
     }
@@ -117,10 +131,15 @@ impl<H> fmt::Debug for HandlerTable<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut types: Vec<&String> = self.by_type.keys().collect();
         types.sort();
+        let kinds: Vec<&str> = CATALOGUE
+            .iter()
+            .zip(&self.by_kind)
+            .filter(|(_, handler)| handler.is_some())
+            .map(|(entry, _)| entry.handler)
+            .collect();
         f.debug_struct("HandlerTable")
             .field("types", &types)
-            .field("payment_succeeded", &self.payment_succeeded.is_some())
-            .field("payment_failed", &self.payment_failed.is_some())
+            .field("kinds", &kinds)
             .field("other", &self.other.is_some())
             .finish()
     }

@@ -6,20 +6,11 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::intent::{DataMetadataOnly, EventMetadataOnly, IntentFields};
+use super::catalogue::{self, read_speculated, EventType, ReadData};
+use super::data::DataField;
 use super::packed::PackedMap;
-use super::{invalid, payload_error, PaymentIntent};
+use super::{invalid, payload_error, EventKind, PaymentIntent};
 use crate::error::Error;
-
-/// The type string of a succeeded payment intent.
-pub const PAYMENT_INTENT_SUCCEEDED: &str = "payment_intent.succeeded";
-/// The other spelling of the success event that the service may emit.
-pub const PAYMENT_SUCCEEDED: &str = "payment.succeeded";
-/// The type string of a failed payment intent.
-pub const PAYMENT_INTENT_FAILED: &str = "payment_intent.failed";
-/// The name Stripe-style senders give the failure event; the same kind as
-/// [`PAYMENT_INTENT_FAILED`].
-pub const PAYMENT_INTENT_PAYMENT_FAILED: &str = "payment_intent.payment_failed";
 
 /// A verified webhook event.
 #[derive(Debug, Clone)]
@@ -29,44 +20,6 @@ pub struct Event {
     kind: EventKind,
     /// Every other top-level field: its name and its JSON text, exactly as sent.
     extra: PackedMap,
-}
-
-/// What an event is about.
-///
-/// Each payment kind has two type names (aliases), and both mean the same
-/// thing to every handler; [`Event::event_type`] keeps the name as sent:
-///
-/// | `type` | kind |
-/// |---|---|
-/// | `payment_intent.succeeded`, `payment.succeeded` | [`PaymentIntentSucceeded`](Self::PaymentIntentSucceeded) |
-/// | `payment_intent.failed`, `payment_intent.payment_failed` | [`PaymentIntentFailed`](Self::PaymentIntentFailed) |
-/// | anything else | [`Other`](Self::Other) |
-///
-/// `payment.succeeded` is the other spelling the service's document shows;
-/// `payment_intent.payment_failed` is the name senders modelled on Stripe's
-/// format emit for a failed payment.
-///
-/// ```
-/// use payhook::{Event, EventKind};
-///
-/// let body = br#"{"id":"evt_1","type":"payment_intent.payment_failed","data":{"object":
-///   {"id":"pi_1","amount":5,"currency":"btc","status":"requires_payment_method"}}}"#;
-/// let event = Event::from_slice(body).unwrap();
-/// assert!(matches!(event.kind(), EventKind::PaymentIntentFailed(_)));
-/// assert_eq!(event.event_type(), "payment_intent.payment_failed");
-/// ```
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum EventKind {
-    /// `payment_intent.succeeded` or `payment.succeeded`.
-    PaymentIntentSucceeded(PaymentIntent),
-    /// `payment_intent.failed` or `payment_intent.payment_failed`.
-    PaymentIntentFailed(PaymentIntent),
-    /// Any other type; [`Event::event_type`] has its type string.
-    Other {
-        /// The event's raw `data` (JSON `null` when absent).
-        data: Box<RawValue>,
-    },
 }
 
 impl Event {
@@ -97,18 +50,13 @@ impl Event {
             return Err(invalid("event id is empty"));
         }
         let event_type = envelope.event_type.ok_or_else(|| invalid("event has no type"))?;
-        let kind = match event_type.as_str() {
-            PAYMENT_INTENT_SUCCEEDED | PAYMENT_SUCCEEDED => {
-                EventKind::PaymentIntentSucceeded(payment_intent(envelope.data, text)?)
-            }
-            PAYMENT_INTENT_FAILED | PAYMENT_INTENT_PAYMENT_FAILED => {
-                EventKind::PaymentIntentFailed(payment_intent(envelope.data, text)?)
-            }
-            _ => EventKind::Other {
+        let kind = match envelope.known {
+            Some(entry) => EventKind::from_data(entry.index, envelope.data, text)?,
+            None => EventKind::Other {
                 data: match envelope.data {
                     DataField::Raw(data) => data.to_owned(),
-                    // Read as a payment intent only once `type` said so.
-                    DataField::Absent | DataField::Intent(_) => null_raw(),
+                    // Read as typed data only once `type` said so.
+                    DataField::Absent | DataField::Read(_) => null_raw(),
                 },
             },
         };
@@ -142,10 +90,7 @@ impl Event {
 
     /// The payment intent of a payment event, if this is one.
     pub fn payment_intent(&self) -> Option<&PaymentIntent> {
-        match &self.kind {
-            EventKind::PaymentIntentSucceeded(pi) | EventKind::PaymentIntentFailed(pi) => Some(pi),
-            EventKind::Other { .. } => None,
-        }
+        self.kind.payment_intent()
     }
 
     /// Another top-level field (for example `created`, `livemode`,
@@ -204,20 +149,14 @@ fn unreachable_null() -> Box<RawValue> {
     serde_json::value::to_raw_value(&()).unwrap_or_default()
 }
 
-/// The `data` of a payment event.
-#[derive(Deserialize)]
-struct Data {
-    object: Option<IntentFields>,
-}
-
 /// What [`read_envelope`] does with a `data` that comes before `type`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum DataFirst {
-    /// Reads it as a payment intent, on the guess that this is a payment event
-    /// (the events payhook types, and the ones that carry large bodies). If the
-    /// guess is wrong the body is read again with [`KeepRaw`](Self::KeepRaw).
+    /// Reads it as the catalogue's guessed data type (a payment intent), on
+    /// the guess that the event carries it. If the guess is wrong the body is
+    /// read again with [`KeepRaw`](Self::KeepRaw).
     Speculate,
-    /// Keeps it as raw JSON, to read as a payment intent once `type` says so.
+    /// Keeps it as raw JSON, to read as the kind's data once `type` says so.
     KeepRaw,
 }
 
@@ -229,12 +168,12 @@ struct Failed {
 }
 
 /// Reads the envelope and checks that nothing follows it. An error met while
-/// reading a payment intent in the same pass is reported as a `data.object`
+/// reading typed data (a payment intent) in the same pass is reported as a `data.object`
 /// error, as it is when the intent is read from the kept raw `data`.
 fn read_envelope(text: &str, data_first: DataFirst) -> Result<Envelope<'_>, Failed> {
     let mut de = serde_json::Deserializer::from_str(text);
     let mut progress = Progress {
-        in_intent: false,
+        in_data: false,
         speculated: false,
     };
     let envelope = EnvelopeSeed {
@@ -244,7 +183,7 @@ fn read_envelope(text: &str, data_first: DataFirst) -> Result<Envelope<'_>, Fail
     .deserialize(&mut de)
     .and_then(|envelope| de.end().map(|()| envelope));
     envelope.map_err(|err| Failed {
-        error: match (progress.in_intent, err.classify()) {
+        error: match (progress.in_data, err.classify()) {
             (true, serde_json::error::Category::Data) => Error::InvalidPayload(format!("data.object: {err}")),
             _ => payload_error(err),
         },
@@ -252,69 +191,25 @@ fn read_envelope(text: &str, data_first: DataFirst) -> Result<Envelope<'_>, Fail
     })
 }
 
-/// The payment intent of a payment event's `data`; `body` is the whole event,
-/// for the rare metadata that must be read again for its exact text.
-fn payment_intent(data: DataField<'_>, body: &str) -> Result<PaymentIntent, Error> {
-    let data_object_error = |e: serde_json::Error| Error::InvalidPayload(format!("data.object: {e}"));
-    let pi = match data {
-        DataField::Absent => return Err(invalid("payment event has no data")),
-        DataField::Intent(object) => object
-            .ok_or_else(|| invalid("payment event has no data.object"))?
-            .into_intent(|| Ok(serde_json::from_str::<EventMetadataOnly>(body)?.into_metadata())),
-        DataField::Raw(data) => serde_json::from_str::<Data>(data.get())
-            .map_err(data_object_error)?
-            .object
-            .ok_or_else(|| invalid("payment event has no data.object"))?
-            .into_intent(|| Ok(serde_json::from_str::<DataMetadataOnly>(data.get())?.into_metadata())),
-    }
-    .map_err(data_object_error)?;
-    if pi.object != PaymentIntent::OBJECT {
-        return Err(Error::InvalidPayload(format!(
-            "data.object is a {:?}, not a payment_intent",
-            pi.object
-        )));
-    }
-    Ok(pi)
-}
-
 /// The first parsing step: the fields every event has, with every other field
 /// kept as raw JSON.
 struct Envelope<'a> {
     id: Option<String>,
     event_type: Option<String>,
-    data: DataField<'a>,
+    /// The catalogue's entry for `event_type`, looked up once when it is read.
+    known: Option<&'static EventType>,
+    data: DataField<'a, ReadData>,
     extra: PackedMap,
-    /// `data` came before `type` and was read as a payment intent.
+    /// `data` came before `type` and was read as the guessed data type.
     speculated: bool,
 }
 
 impl Envelope<'_> {
-    /// Whether `data` was read as a payment intent, but `type` (or its absence)
+    /// Whether `data` was read on the guess, but `type` (or its absence)
     /// says the event needs it raw.
     fn needs_raw_data(&self) -> bool {
-        self.speculated && !self.event_type.as_deref().is_some_and(is_payment_type)
+        self.speculated && !self.known.is_some_and(EventType::takes_speculated_data)
     }
-}
-
-/// How `data` was read. When `type` comes first (the order the service
-/// documents) and names a payment event, or when `data` comes first (the order
-/// of the service's sibling format) under [`DataFirst::Speculate`], `data` is
-/// read straight into the payment intent: one pass over the body instead of a
-/// scan to keep it raw and a second to parse it.
-// Lives on the stack for one parse and is moved once: boxing the intent would
-// add an allocation to every payment event.
-#[allow(clippy::large_enum_variant)]
-enum DataField<'a> {
-    Absent,
-    Raw(&'a RawValue),
-    Intent(Option<IntentFields>),
-}
-
-fn is_payment_type(event_type: &str) -> bool {
-    matches!(
-        event_type,
-        PAYMENT_INTENT_SUCCEEDED | PAYMENT_SUCCEEDED | PAYMENT_INTENT_FAILED | PAYMENT_INTENT_PAYMENT_FAILED
-    )
 }
 
 /// Deserializes an [`Envelope`], noting where it got to.
@@ -325,9 +220,9 @@ struct EnvelopeSeed<'f> {
 
 /// Where an envelope read got to, for its error.
 struct Progress {
-    /// Inside a payment intent whose `type` is known.
-    in_intent: bool,
-    /// `data` was read as a payment intent before `type` was known.
+    /// Inside typed data whose `type` is known.
+    in_data: bool,
+    /// `data` was read as the guessed data type before `type` was known.
     speculated: bool,
 }
 
@@ -388,6 +283,7 @@ impl<'de> de::DeserializeSeed<'de> for EnvelopeSeed<'_> {
                 let mut envelope = Envelope {
                     id: None,
                     event_type: None,
+                    known: None,
                     data: DataField::Absent,
                     extra: PackedMap::with_capacity(8, 128),
                     speculated: false,
@@ -408,23 +304,25 @@ impl<'de> de::DeserializeSeed<'de> for EnvelopeSeed<'_> {
                             if envelope.event_type.is_some() {
                                 return Err(de::Error::duplicate_field("type"));
                             }
-                            envelope.event_type = Some(map.next_value::<String>()?);
+                            let event_type = map.next_value::<String>()?;
+                            envelope.known = EventType::find(&event_type);
+                            envelope.event_type = Some(event_type);
                         }
                         EnvelopeKey::Data => {
                             if !matches!(envelope.data, DataField::Absent) {
                                 return Err(de::Error::duplicate_field("data"));
                             }
-                            envelope.data = match envelope.event_type.as_deref() {
-                                Some(event_type) if is_payment_type(event_type) => {
-                                    self.progress.in_intent = true;
-                                    let data = map.next_value::<Data>()?;
-                                    self.progress.in_intent = false;
-                                    DataField::Intent(data.object)
+                            envelope.data = match (envelope.known, envelope.event_type.is_some()) {
+                                (Some(entry), _) => {
+                                    self.progress.in_data = true;
+                                    let data = catalogue::read_data(entry.carries, &mut map)?;
+                                    self.progress.in_data = false;
+                                    DataField::Read(data)
                                 }
-                                None if self.data_first == DataFirst::Speculate => {
+                                (None, false) if self.data_first == DataFirst::Speculate => {
                                     self.progress.speculated = true;
                                     envelope.speculated = true;
-                                    DataField::Intent(map.next_value::<Data>()?.object)
+                                    DataField::Read(read_speculated(&mut map)?)
                                 }
                                 _ => DataField::Raw(map.next_value::<&'de RawValue>()?),
                             };

@@ -8,20 +8,15 @@
 //! `amount` is read into a `u128` and never passes through `f64` (1 ETH is
 //! 10^18 wei, so amounts beyond 2^64 are ordinary).
 //!
-//! When `data` comes before `type`, it is read as a payment intent on the guess
-//! that the event is a payment event. If `type` then names another event, or
-//! `data` is not a valid payment intent, the body is read a second time keeping
-//! `data` as raw JSON (for [`EventKind::Other`], or for the precise error): the
-//! second pass is paid only by such events, and the result is the same as with
-//! `type` first.
-//!
-//! | `type` | [`EventKind`] |
-//! |---|---|
-//! | `payment_intent.succeeded` | [`EventKind::PaymentIntentSucceeded`] |
-//! | `payment.succeeded` (the other spelling the service uses) | [`EventKind::PaymentIntentSucceeded`] |
-//! | `payment_intent.failed` | [`EventKind::PaymentIntentFailed`] |
-//! | `payment_intent.payment_failed` (the name Stripe-style senders emit) | [`EventKind::PaymentIntentFailed`] |
-//! | anything else | [`EventKind::Other`] with the raw `data` |
+//! Which types are typed, their aliases and the data each carries is the
+//! [`CATALOGUE`] (its [`EventKind`] docs show the table): `type` is looked up
+//! there once, and `data` is read into the kind's data type in the same pass.
+//! When `data` comes before `type`, it is read on the catalogue's guess (a
+//! payment intent). If `type` then names a kind with other data, or none, or
+//! `data` does not fit, the body is read a second time keeping `data` as raw
+//! JSON (for [`EventKind::Other`], or for the precise error): the second pass
+//! is paid only by such events, and the result is the same as with `type`
+//! first.
 //!
 //! Unknown fields anywhere are ignored, unknown `status` values and payment
 //! methods are kept as strings, and an unknown event type is never an error.
@@ -45,22 +40,26 @@
 //! assert_eq!(event.field("livemode").map(|raw| raw.get()), Some("false"));
 //! ```
 //!
-//! The module is split by concern: the envelope ([`Event`], [`EventKind`]), the
-//! payment intent model ([`PaymentIntent`], [`PaymentIntentStatus`],
-//! [`PaymentMethod`], [`Metadata`]) and payload conversion ([`into_payload`], [`parse_as`]);
-//! everything is used from here. In the `payhook` crate the types are at its
-//! root (`payhook::Event`), the rest in `payhook::event`, and [`into_payload`],
-//! adapter plumbing, in `payhook::adapter`.
+//! The module is split by concern: the catalogue of event types ([`CATALOGUE`],
+//! [`EventKind`], the type names), the envelope ([`Event`] and its parse), what
+//! `data` is read into (`data.rs`), the payment intent model ([`PaymentIntent`],
+//! [`PaymentIntentStatus`], [`PaymentMethod`], [`Metadata`]) and payload
+//! conversion ([`into_payload`], [`parse_as`]); everything is used from here.
+//! In the `payhook` crate the types are at its root (`payhook::Event`), the type
+//! names in `payhook::event`, and [`into_payload`], adapter plumbing, in
+//! `payhook::adapter`.
 
+mod catalogue;
+mod data;
 mod envelope;
 mod intent;
 mod packed;
 mod payload;
 
-pub use envelope::{
-    Event, EventKind, PAYMENT_INTENT_FAILED, PAYMENT_INTENT_PAYMENT_FAILED, PAYMENT_INTENT_SUCCEEDED,
-    PAYMENT_SUCCEEDED,
-};
+pub use catalogue::names::{self, *};
+pub use catalogue::{Carries, EventKind, EventType, TestHelper, TypeName, CATALOGUE};
+pub(crate) use catalogue::{KindIndex, KIND_COUNT};
+pub use envelope::Event;
 pub use intent::{Metadata, MetadataIter, PaymentIntent, PaymentIntentStatus, PaymentMethod};
 pub use payload::{into_payload, parse_as};
 

@@ -3,7 +3,7 @@
 
 use serde::de::DeserializeOwned;
 
-use super::{payload_error, Event, EventKind, PaymentIntent};
+use super::{payload_error, Event, PaymentIntent};
 use crate::error::Error;
 
 /// Parses a verified body into the caller's own type instead of [`Event`].
@@ -37,9 +37,9 @@ pub fn into_payload<T: DeserializeOwned + 'static>(event: Option<Event>, body: &
             Box::new(event)
         } else {
             let event_type = event.event_type().to_owned();
-            match event.into_kind() {
-                EventKind::PaymentIntentSucceeded(pi) | EventKind::PaymentIntentFailed(pi) => Box::new(pi),
-                EventKind::Other { .. } => {
+            match event.into_kind().into_payment_intent() {
+                Some(pi) => Box::new(pi),
+                None => {
                     return Err(Error::InvalidPayload(format!(
                         "{event_type} events carry no payment intent"
                     )))

@@ -18,9 +18,10 @@ type BoxedHandler<S> = Arc<dyn Fn(Request, S) -> BoxFuture<'static, Response> + 
 /// that prefer that to a `match` on [`EventKind`](payhook_core::EventKind).
 ///
 /// [`on`](Self::on) takes any type string (`"payment_intent.succeeded"`,
-/// `"payout.paid"`, a type payhook has never heard of); the shortcuts
+/// `"payout.paid"`, a type payhook has never heard of); the shortcuts, one per
+/// kind of the event catalogue, such as
 /// [`payment_succeeded`](Self::payment_succeeded) (both spellings of the
-/// success event) and [`payment_failed`](Self::payment_failed) go by kind, and
+/// success event) and [`payment_failed`](Self::payment_failed), go by kind, and
 /// [`other`](Self::other) takes what nothing else does. A handler registered
 /// with `on` for the exact type wins over a shortcut (the core's
 /// [`HandlerTable`] rule, shared with the actix adapter).
@@ -88,27 +89,6 @@ where
         self
     }
 
-    /// Handles `payment_intent.succeeded` and `payment.succeeded`.
-    pub fn payment_succeeded<H, T>(mut self, handler: H) -> Self
-    where
-        H: Handler<T, S>,
-        T: 'static,
-    {
-        self.table.payment_succeeded(boxed(handler));
-        self
-    }
-
-    /// Handles `payment_intent.failed` and its sibling-format name
-    /// `payment_intent.payment_failed`.
-    pub fn payment_failed<H, T>(mut self, handler: H) -> Self
-    where
-        H: Handler<T, S>,
-        T: 'static,
-    {
-        self.table.payment_failed(boxed(handler));
-        self
-    }
-
     /// Handles every event no other handler takes (see [`Event::event_type`]).
     pub fn other<H, T>(mut self, handler: H) -> Self
     where
@@ -119,6 +99,40 @@ where
         self
     }
 }
+
+/// One method per kind of the event catalogue (`payment_succeeded`, …), so a
+/// kind added to the catalogue needs no change here.
+macro_rules! kind_methods {
+    (
+        data [ $($data:tt)* ]
+        kinds [ $( {
+            $(#[doc = $doc:literal])*
+            $Variant:ident($Data:ident) => $handler:ident [
+                $( $(#[doc = $name_doc:literal])* $CONST:ident = $name:literal, emitted: $emitted:literal; )+
+            ]
+            $($rest:tt)*
+        } )* ]
+    ) => {
+        impl<S> EventHandlers<S>
+        where
+            S: Clone + Send + Sync + 'static,
+        {
+            $(
+                #[doc = concat!("Handles the [`", stringify!($Variant), "`](payhook_core::EventKind::", stringify!($Variant), ") kind: ")]
+                #[doc = concat!($("`", $name, "` ",)+ "(every name the event catalogue gives it).")]
+                pub fn $handler<H, T>(mut self, handler: H) -> Self
+                where
+                    H: Handler<T, S>,
+                    T: 'static,
+                {
+                    self.table.$handler(boxed(handler));
+                    self
+                }
+            )*
+        }
+    };
+}
+payhook_core::event_catalogue!(kind_methods);
 
 fn boxed<H, T, S>(handler: H) -> BoxedHandler<S>
 where
