@@ -1,0 +1,257 @@
+//! Events: retrieve, list (filtered by type and creation time), their
+//! delivery attempts, and resend. The event types the emulator emits are
+//! listed here, and nowhere else.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::response::Response;
+use bytes::Bytes;
+use payhook_core::PaymentIntent;
+use serde::Serialize;
+
+use super::idempotency::OpReply;
+use super::pagination::{cursor_missing, list_json, list_of, page_of, take_page};
+use super::{path_id, reply, to_json};
+use crate::error::ApiError;
+use crate::model::{EventBody, EventData, EventRecord, IntentObject, API_VERSION};
+use crate::params::Params;
+use crate::state::paginate;
+use crate::text::shown;
+use crate::{delivery, ids, unix_seconds, Shared};
+
+/// The event the succeed test helper emits.
+pub(crate) const PAYMENT_INTENT_SUCCEEDED: &str = "payment_intent.succeeded";
+/// The event the fail test helper emits.
+pub(crate) const PAYMENT_INTENT_FAILED: &str = "payment_intent.failed";
+
+/// The event types the emulator emits: `payment_intent.succeeded` (from the
+/// succeed test helper) and `payment_intent.failed` (from the fail helper).
+/// `enabled_events` may name these, any other type string, or `*`.
+pub const EMITTED_EVENT_TYPES: [&str; 2] = [PAYMENT_INTENT_SUCCEEDED, PAYMENT_INTENT_FAILED];
+
+/// The endpoints an event goes to: each one's id and registration order
+/// (which the injected faults are drawn from).
+pub(crate) type Recipients = Vec<(String, u64)>;
+
+/// The longest event type (in `enabled_events` and the `type` filter).
+pub(crate) const MAX_EVENT_TYPE_CHARS: usize = 255;
+
+/// Creates the event of `intent` (its body fixed now, for every delivery) and
+/// stores it; returns it with the endpoints enabled for its type, to deliver
+/// to once the state is unlocked.
+pub(crate) fn create(
+    state: &mut crate::state::State,
+    intent: &PaymentIntent,
+    event_type: &str,
+) -> Result<(Arc<EventRecord>, Recipients), ApiError> {
+    let event_id = ids::new_id("evt_");
+    let created = unix_seconds();
+    let body = to_json(&EventBody {
+        id: &event_id,
+        object: "event",
+        api_version: API_VERSION,
+        created,
+        data: EventData {
+            object: IntentObject::of(intent),
+        },
+        livemode: false,
+        event_type,
+    })?
+    // Exactly its length: the serializer's spare capacity would be kept for
+    // the event's whole life.
+    .into_boxed_slice();
+    let seq = state.next_event_seq;
+    state.next_event_seq = seq.saturating_add(1);
+    let event = Arc::new(EventRecord {
+        id: event_id.clone(),
+        event_type: event_type.to_owned(),
+        created,
+        body: Bytes::from(body),
+        seq,
+    });
+    let endpoints: Recipients = state
+        .endpoints
+        .iter()
+        .filter(|endpoint| endpoint.wants(event_type))
+        .map(|endpoint| (endpoint.id.clone(), endpoint.seq))
+        .collect();
+    state.events.insert(event_id, Arc::clone(&event));
+    Ok((event, endpoints))
+}
+
+/// `POST /v1/events/:id/resend`: delivers the event again, byte for byte the
+/// same body signed afresh, to one endpoint (`webhook_endpoint`) or to every
+/// endpoint whose `enabled_events` match it now. Each resend is numbered (1,
+/// 2, … across the emulator) and its attempts carry that number.
+pub(crate) fn resend_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<OpReply, ApiError> {
+    let chosen = params.take_string("webhook_endpoint", 255)?;
+    params.finish()?;
+    let (event, endpoints, resend) = {
+        let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let event = Arc::clone(
+            state
+                .events
+                .get(id)
+                .ok_or_else(|| ApiError::missing("id", "event", id))?,
+        );
+        let endpoints: Recipients = match &chosen {
+            Some(endpoint_id) => {
+                let endpoint = state
+                    .endpoints
+                    .get(endpoint_id)
+                    .ok_or_else(|| ApiError::missing("webhook_endpoint", "webhook_endpoint", endpoint_id))?;
+                vec![(endpoint.id.clone(), endpoint.seq)]
+            }
+            None => state
+                .endpoints
+                .iter()
+                .filter(|endpoint| endpoint.wants(&event.event_type))
+                .map(|endpoint| (endpoint.id.clone(), endpoint.seq))
+                .collect(),
+        };
+        state.resends = state.resends.saturating_add(1);
+        (event, endpoints, state.resends)
+    };
+    #[derive(Serialize)]
+    struct Resent<'a> {
+        object: &'static str,
+        event: &'a str,
+        resend: u64,
+        webhook_endpoints: Vec<&'a str>,
+    }
+    let reply = to_json(&Resent {
+        object: "event_resend",
+        event: &event.id,
+        resend,
+        webhook_endpoints: endpoints.iter().map(|(id, _)| id.as_str()).collect(),
+    })?;
+    delivery::enqueue(shared, event, endpoints, resend);
+    Ok(OpReply::bytes(reply))
+}
+
+/// The filters of `GET /v1/events`: `type`, and `created[gt|gte|lt|lte]` in unix seconds.
+#[derive(Debug, Default)]
+struct EventFilter {
+    event_type: Option<String>,
+    /// Inclusive bounds.
+    created_from: u64,
+    created_to: u64,
+}
+
+impl EventFilter {
+    fn take(params: &mut Params) -> Result<Self, ApiError> {
+        let event_type = params.take_string("type", MAX_EVENT_TYPE_CHARS)?;
+        let mut filter = Self {
+            event_type,
+            created_from: 0,
+            created_to: u64::MAX,
+        };
+        for (op, value) in params.take_string_map("created")?.unwrap_or_default() {
+            let param = format!("created[{op}]");
+            let seconds = value.parse::<u64>().map_err(|_| {
+                ApiError::invalid(
+                    param.as_str(),
+                    "parameter_invalid_integer",
+                    format!(
+                        "{} must be unix seconds (a whole number), got {}",
+                        shown(&param),
+                        shown(&value)
+                    ),
+                )
+            })?;
+            match op.as_str() {
+                "gt" => filter.created_from = filter.created_from.max(seconds.saturating_add(1)),
+                "gte" => filter.created_from = filter.created_from.max(seconds),
+                "lt" => match seconds.checked_sub(1) {
+                    Some(to) => filter.created_to = filter.created_to.min(to),
+                    None => {
+                        filter.created_from = 1;
+                        filter.created_to = 0;
+                    }
+                },
+                "lte" => filter.created_to = filter.created_to.min(seconds),
+                _ => {
+                    return Err(ApiError::invalid(
+                        param.as_str(),
+                        "parameter_unknown",
+                        format!(
+                            "{} is not a filter: use created[gt], created[gte], created[lt] or created[lte]",
+                            shown(&param)
+                        ),
+                    ))
+                }
+            }
+        }
+        Ok(filter)
+    }
+
+    fn matches(&self, event: &EventRecord) -> bool {
+        (self.created_from..=self.created_to).contains(&event.created)
+            && self.event_type.as_ref().is_none_or(|t| *t == event.event_type)
+    }
+}
+
+pub(crate) async fn list_events(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
+    let parsed = Params::from_form(query.unwrap_or_default().as_bytes()).and_then(|mut params| {
+        let page = take_page(&mut params)?;
+        let filter = EventFilter::take(&mut params)?;
+        params.finish()?;
+        Ok((page, filter))
+    });
+    reply(parsed.and_then(|(page, filter)| {
+        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let items = state
+            .events
+            .iter()
+            .filter(|e| filter.matches(e))
+            .map(|e| (e.id.as_str(), e))
+            .collect();
+        let listed = paginate(items, &page, cursor_missing("event"))?;
+        let bodies: Vec<&[u8]> = listed.data.iter().map(|e| e.body.as_ref()).collect();
+        Ok(list_json(&bodies, listed.has_more, "/v1/events"))
+    }))
+}
+
+pub(crate) async fn get_event(
+    State(shared): State<Arc<Shared>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    reply(path_id(path).and_then(|id| {
+        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let event = state
+            .events
+            .get(&id)
+            .ok_or_else(|| ApiError::missing("id", "event", &id))?;
+        Ok(event.body.to_vec())
+    }))
+}
+
+/// `GET /v1/events/:id/delivery_attempts`: every attempt to deliver the event,
+/// to every endpoint, newest first.
+pub(crate) async fn list_attempts(
+    State(shared): State<Arc<Shared>>,
+    path: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    reply(path_id(path).and_then(|id| {
+        let page = page_of(query)?;
+        let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.events.get(&id).is_none() {
+            return Err(ApiError::missing("id", "event", &id));
+        }
+        let items = state
+            .attempts
+            .iter()
+            .filter(|a| a.event == id)
+            .map(|a| (a.id.as_str(), a))
+            .collect();
+        let listed = paginate(items, &page, cursor_missing("delivery_attempt"))?;
+        list_of(
+            &listed.data,
+            listed.has_more,
+            &format!("/v1/events/{id}/delivery_attempts"),
+        )
+    }))
+}
