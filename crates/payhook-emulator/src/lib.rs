@@ -181,6 +181,7 @@
 
 mod api;
 mod auth;
+mod config;
 mod delivery;
 mod error;
 mod ids;
@@ -200,12 +201,14 @@ use tokio::task::JoinHandle;
 use payhook_core::PaymentIntent;
 
 pub use api::EMITTED_EVENT_TYPES;
+pub use config::{Faults, Limits, RetrySchedule};
 // For the payhook CLI, which checks a key before it starts or calls an
 // emulator; not part of the library's API (the builder checks keys itself).
 #[doc(hidden)]
 pub use auth::check_api_key;
 pub use model::{DeliveryAttempt, EventRecord, RegisteredEndpoint};
 
+use crate::config::Config;
 use crate::delivery::Deliveries;
 use crate::error::ApiError;
 use crate::params::{BodyFormat, Params};
@@ -222,284 +225,6 @@ pub(crate) fn unix_seconds() -> u64 {
 /// Unix milliseconds now, from the clock every payhook tool reads.
 pub(crate) fn unix_millis() -> u64 {
     payhook_core::time::now_ms().unsigned_abs()
-}
-
-/// When failed deliveries are tried again.
-///
-/// The wait before attempt *n + 1* is `base × 2^(n−1)`, capped at `cap`, less
-/// a random 0–20 % (jitter, from the fault seed); a `Retry-After` reply
-/// header (seconds, or an HTTP-date such as `Sun, 06 Nov 1994 08:49:37 GMT`)
-/// replaces it, still capped at `cap`. After `max_attempts`
-/// attempts the delivery is given up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetrySchedule {
-    base: Duration,
-    cap: Duration,
-    max_attempts: u32,
-    jitter: bool,
-}
-
-impl RetrySchedule {
-    /// The test-mode schedule, the default: 1 s, 2 s, 4 s … capped at 1 min, 8 attempts.
-    pub fn test() -> Self {
-        Self::new(Duration::from_secs(1), Duration::from_secs(60), 8)
-    }
-
-    /// Like the live service: 1 min, 2 min, 4 min … capped at 6 h, 20 attempts
-    /// (the last about 2.9 days after the first).
-    pub fn service() -> Self {
-        Self::new(Duration::from_secs(60), Duration::from_secs(6 * 3600), 20)
-    }
-
-    /// Any schedule, for example a fast one for tests: `new(50 ms, 1 s, 5)`.
-    /// [`EmulatorBuilder::start`] refuses a zero `base`, a `cap` below `base`
-    /// and zero `max_attempts`.
-    pub fn new(base: Duration, cap: Duration, max_attempts: u32) -> Self {
-        Self {
-            base,
-            cap,
-            max_attempts,
-            jitter: true,
-        }
-    }
-
-    /// Exact waits, no jitter.
-    pub fn without_jitter(mut self) -> Self {
-        self.jitter = false;
-        self
-    }
-
-    /// How many attempts in all, the first included.
-    pub fn max_attempts(&self) -> u32 {
-        self.max_attempts
-    }
-
-    fn check(&self) -> Result<(), StartError> {
-        if self.base.is_zero() {
-            return Err(StartError::Setting(
-                "the retry schedule's base interval must not be zero".into(),
-            ));
-        }
-        if self.cap < self.base {
-            return Err(StartError::Setting(
-                "the retry schedule's cap must not be below its base interval".into(),
-            ));
-        }
-        if self.max_attempts == 0 {
-            return Err(StartError::Setting(
-                "the retry schedule needs at least one attempt".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl Default for RetrySchedule {
-    fn default() -> Self {
-        Self::test()
-    }
-}
-
-/// Faults injected into deliveries to test a receiver; all off by default.
-///
-/// Every random choice (which deliveries are duplicated, whether a copy is
-/// concurrent, the retry jitter) is drawn from the [`seed`](Self::seed) and
-/// the order of events and endpoints, so one seed and one sequence of API
-/// calls give the same faults in every run.
-///
-/// ```
-/// use std::time::Duration;
-/// use payhook::emulator::Faults;
-///
-/// let faults = Faults::default().duplicates(1.0).reorder().delay(Duration::from_millis(100)).seed(7);
-/// assert_eq!(faults.seed_value(), Some(7));
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-pub struct Faults {
-    duplicates: f64,
-    reorder: bool,
-    reorder_window: Duration,
-    delay: Duration,
-    skew_secs: i64,
-    drop_first: bool,
-    seed: Option<u64>,
-}
-
-impl Default for Faults {
-    fn default() -> Self {
-        Self {
-            duplicates: 0.0,
-            reorder: false,
-            reorder_window: Duration::from_millis(250),
-            delay: Duration::ZERO,
-            skew_secs: 0,
-            drop_first: false,
-            seed: None,
-        }
-    }
-}
-
-impl Faults {
-    /// Each delivery gets a duplicate copy with this probability (0–1): sent at
-    /// the same moment as the original (concurrent) or after its first attempt,
-    /// half of each. A copy is a delivery of its own, retried until acknowledged.
-    pub fn duplicates(mut self, probability: f64) -> Self {
-        self.duplicates = probability;
-        self
-    }
-
-    /// Out-of-order delivery: deliveries queued within one window (250 ms by
-    /// default) go out newest first, each first attempt ending before the next starts.
-    pub fn reorder(mut self) -> Self {
-        self.reorder = true;
-        self
-    }
-
-    /// The window of [`reorder`](Self::reorder).
-    pub fn reorder_window(mut self, window: Duration) -> Self {
-        self.reorder_window = window;
-        self
-    }
-
-    /// Every delivery waits this long before its first attempt.
-    pub fn delay(mut self, delay: Duration) -> Self {
-        self.delay = delay;
-        self
-    }
-
-    /// Signs with a clock this many seconds off (negative: behind), so the
-    /// signature's `t` tests the receiver's tolerance.
-    pub fn skew(mut self, seconds: i64) -> Self {
-        self.skew_secs = seconds;
-        self
-    }
-
-    /// The first attempt of every delivery is sent but its reply is dropped, as
-    /// if lost on the way back: the receiver sees the retry as a redelivery.
-    pub fn drop_first(mut self) -> Self {
-        self.drop_first = true;
-        self
-    }
-
-    /// The seed of every random choice; without one a random seed is used
-    /// (see [`Emulator::seed`] to repeat a run).
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
-        self
-    }
-
-    /// The seed set with [`seed`](Self::seed).
-    pub fn seed_value(&self) -> Option<u64> {
-        self.seed
-    }
-
-    fn check(&self) -> Result<(), StartError> {
-        if !(0.0..=1.0).contains(&self.duplicates) {
-            return Err(StartError::Setting(
-                "the duplicates probability must be between 0 and 1".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// Bounds on what the emulator keeps in memory.
-///
-/// Two kinds of bound hold at once: a count per kind of object, which
-/// decides with ordinary objects (a payment intent with a little metadata
-/// takes well under 1 KiB), and one byte budget, [`stored_bytes`](Self::stored_bytes),
-/// which decides when objects are large (up to 50 metadata values of 500
-/// characters make an intent of about 64 KiB, and its event twice that).
-/// Whichever is reached first evicts the oldest objects of that kind.
-///
-/// With the defaults the worst case stays under 256 MiB of heap:
-/// [`worst_case_bytes`](Self::worst_case_bytes) adds the byte budget to what
-/// the count-bounded parts can take at their largest, and
-/// [`Emulator::stats`] reports what is kept now
-/// ([`DeliveryStats::stored_bytes`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Limits {
-    /// Payment intents, and separately events, kept (the oldest go first). Default 10 000.
-    pub objects: usize,
-    /// Webhook endpoints at once (registering more is refused). Default 100.
-    pub endpoints: usize,
-    /// Delivery attempt records kept (the oldest go first). Default 50 000.
-    pub attempts: usize,
-    /// Deliveries waiting or running at once; more are dropped, counted in
-    /// [`DeliveryStats::dropped`] and logged. Default 10 000.
-    pub pending_deliveries: usize,
-    /// Idempotency keys remembered (finished ones go first). Default 10 000.
-    pub idempotency_keys: usize,
-    /// The largest request body; larger ones get 413. Default 64 KiB.
-    pub body_bytes: usize,
-    /// The estimated bytes the kept objects may take, shared out as: payment
-    /// intents 3/8, events 3/8, delivery attempt records 3/16, idempotency
-    /// replies 1/16. Each kind evicts its oldest to stay within its share.
-    /// Default 160 MiB.
-    pub stored_bytes: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            objects: 10_000,
-            endpoints: 100,
-            attempts: 50_000,
-            pending_deliveries: 10_000,
-            idempotency_keys: 10_000,
-            body_bytes: 64 * 1024,
-            stored_bytes: 160 * 1024 * 1024,
-        }
-    }
-}
-
-/// The shares of [`Limits::stored_bytes`].
-pub(crate) struct Budget {
-    pub intents: usize,
-    pub events: usize,
-    pub attempts: usize,
-    pub idempotency: usize,
-}
-
-/// The most one webhook endpoint takes: its URL (2 048 bytes, held as a URL
-/// and a request target), up to 100 event types of 255 characters, a
-/// 5 000-character description (up to 4 bytes each), and the rest.
-const ENDPOINT_MAX_BYTES: usize = 2 * 2048 + 100 * (255 * 4 + 40) + 5000 * 4 + 1024;
-/// The most one waiting delivery takes (its queue entries, timer and counters;
-/// the event body is shared with the kept event).
-const PENDING_DELIVERY_MAX_BYTES: usize = 512;
-
-impl Limits {
-    pub(crate) fn budget(&self) -> Budget {
-        let eighth = self.stored_bytes / 8;
-        let sixteenth = self.stored_bytes / 16;
-        Budget {
-            intents: 3 * eighth,
-            events: 3 * eighth,
-            attempts: 3 * sixteenth,
-            idempotency: sixteenth,
-        }
-    }
-
-    /// The most heap, in bytes, that the emulator's kept state can take with
-    /// these limits: [`stored_bytes`](Self::stored_bytes), plus every
-    /// endpoint at its largest (about 128 KiB each) and every pending
-    /// delivery (512 bytes each). With the defaults, about 177 MiB. Requests
-    /// being read (each at most [`body_bytes`](Self::body_bytes)) and the
-    /// process itself come on top.
-    ///
-    /// ```
-    /// let limits = payhook::emulator::Limits::default();
-    /// assert!(limits.worst_case_bytes() < 256 * 1024 * 1024);
-    /// ```
-    pub fn worst_case_bytes(&self) -> u64 {
-        let total = self
-            .stored_bytes
-            .saturating_add(self.endpoints.saturating_mul(ENDPOINT_MAX_BYTES))
-            .saturating_add(self.pending_deliveries.saturating_mul(PENDING_DELIVERY_MAX_BYTES));
-        u64::try_from(total).unwrap_or(u64::MAX)
-    }
 }
 
 /// Why the emulator did not start.
@@ -582,32 +307,6 @@ pub struct DeliveryStats {
     /// [`Limits::worst_case_bytes`] of the limits in force: the most the
     /// kept state can take.
     pub worst_case_bytes: u64,
-}
-
-/// Settings, fixed at start.
-pub(crate) struct Config {
-    pub fixed_key: Option<String>,
-    pub retry: RetrySchedule,
-    pub attempt_timeout: Duration,
-    pub faults: Faults,
-    pub limits: Limits,
-    pub api_latency: Duration,
-    pub signature_header: http::HeaderName,
-}
-
-// By hand: the fixed API key is a secret and stays out of Debug output.
-impl std::fmt::Debug for Config {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Config")
-            .field("fixed_key", &self.fixed_key.as_ref().map(|_| "<redacted>"))
-            .field("retry", &self.retry)
-            .field("attempt_timeout", &self.attempt_timeout)
-            .field("faults", &self.faults)
-            .field("limits", &self.limits)
-            .field("api_latency", &self.api_latency)
-            .field("signature_header", &self.signature_header)
-            .finish()
-    }
 }
 
 /// What the API handlers and delivery tasks share.
