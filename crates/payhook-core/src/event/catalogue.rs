@@ -23,7 +23,10 @@ use crate::error::Error;
 /// the catalogue's entries:
 ///
 /// - `data [...]`: the data types events carry, each implementing the
-///   crate's `EventData` in its own file;
+///   crate's `EventData` in its own file: `Type "noun"` for one declared
+///   elsewhere (the payment intent), `Type in module "noun"` for one in
+///   `event/catalogue/module.rs`, which this file declares and
+///   `payhook_core::event` re-exports;
 /// - `kinds [...]`: one `{ … }` per kind: the variant's doc, `Variant(Data) =>
 ///   handler_method [ names ]`, then the [`EventType`] fields that differ from
 ///   [`EventType::BASE`]. Each name is `/// doc CONST = "type", emitted: bool;`.
@@ -155,7 +158,7 @@ impl TypeName {
 /// Turns the catalogue's entries into the core's items.
 macro_rules! define_catalogue {
     (
-        data [ $( $(#[doc = $data_doc:literal])* $Data:ident $noun:literal, )* ]
+        data [ $( $(#[doc = $data_doc:literal])* $Data:ident $(in $module:ident)? $noun:literal, )* ]
         kinds [ $( {
             $(#[doc = $doc:literal])*
             $Variant:ident($KindData:ident) => $handler:ident [
@@ -169,6 +172,15 @@ macro_rules! define_catalogue {
             $( $( $(#[doc = $name_doc])* pub const $CONST: &str = $name; )+ )*
         }
         use names::*;
+
+        $( $( mod $module; )? )*
+
+        /// The data types declared under the catalogue, re-exported by `event`.
+        pub(super) mod data_types {
+            $( $( pub use super::$module::$Data; )? )*
+        }
+        #[allow(unused_imports)] // when every data type is declared elsewhere
+        use data_types::*;
 
         /// What an event kind carries in `data.object`.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -56,6 +56,8 @@ mod intent;
 mod packed;
 mod payload;
 
+#[allow(unused_imports)] // when every data type is declared outside the catalogue
+pub use catalogue::data_types::*;
 pub use catalogue::names::{self, *};
 pub use catalogue::{Carries, EventKind, EventType, TestHelper, TypeName, CATALOGUE};
 pub(crate) use catalogue::{KindIndex, KIND_COUNT};
