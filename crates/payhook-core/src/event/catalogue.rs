@@ -416,7 +416,7 @@ mod tests {
     #[test]
     fn the_emulator_emits_canonical_names_through_a_helper() {
         let emulated: Vec<&str> = EventType::emulated().map(EventType::name).collect();
-        assert_eq!(emulated, ["payment_intent.succeeded", "payment_intent.failed"]);
+        assert!(emulated.starts_with(&["payment_intent.succeeded", "payment_intent.failed"]));
         for entry in EventType::emulated() {
             let helper = entry.test_helper.unwrap();
             assert!(!helper.path.is_empty() && !helper.status.is_empty());
