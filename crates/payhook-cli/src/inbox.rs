@@ -334,10 +334,9 @@ async fn show_history(admin: &Admin, event: &StoredEvent) {
 async fn stats(admin: &Admin) -> Result<(), Failure> {
     let stats = admin.stats().await.map_err(failure)?;
     say!("backend: {}", admin.backend());
-    say!("pending: {}", stats.pending);
-    say!("running: {}", stats.running);
-    say!("dead: {}", stats.dead);
-    say!("done: {}", stats.done);
+    for (state, count) in stats.counts() {
+        say!("{state}: {count}");
+    }
     say!(
         "oldest pending: {}",
         stats

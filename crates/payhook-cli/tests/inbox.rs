@@ -266,7 +266,7 @@ fn bad_arguments_are_usage_errors_and_hide_the_url() {
     assert!(run.stderr.contains("unsupported database URL"), "{run:?}");
     let run = inbox_cli("sqlite://unused.db", "payhook", &["list", "--state", "lost"]);
     assert_eq!(run.code, 2, "{run:?}");
-    assert!(run.stderr.contains("pending, running, done or dead"), "{run:?}");
+    assert!(run.stderr.contains("pending, running, dead or done"), "{run:?}");
     let run = inbox_cli(
         "sqlite://unused.db",
         "payhook",

@@ -96,12 +96,7 @@ pub(crate) async fn overview<DB: Backend>(ctx: &Ctx<'_, DB>) -> Response<String>
     let base = escape(ctx.base);
     let mut out = String::with_capacity(8192);
     out.push_str("<h1>Overview</h1><div class=\"cards\">");
-    for (state, count) in [
-        ("pending", stats.pending),
-        ("running", stats.running),
-        ("dead", stats.dead),
-        ("done", stats.done),
-    ] {
+    for (state, count) in stats.counts() {
         let _ = write!(
             out,
             "<a class=\"card {state}\" href=\"{base}/events?state={state}\" id=\"count-{state}\">\
@@ -321,7 +316,7 @@ pub(crate) fn render_events<DB: Backend>(
          <label>State<select name=\"state\"><option value=\"\"{}>any</option>",
         selected(None)
     );
-    for state in [State::Pending, State::Running, State::Dead, State::Done] {
+    for &state in State::ALL {
         let _ = write!(out, "<option{}>{state}</option>", selected(Some(state)));
     }
     let text = |value: &Option<String>| escape(value.as_deref().unwrap_or(""));
@@ -662,7 +657,7 @@ pub(crate) async fn action<DB: Backend>(ctx: &Ctx<'_, DB>, path: &str, form: &Fo
         }
         "/retry-dead" => {
             let dead = match ctx.admin.stats().await {
-                Ok(stats) => stats.dead,
+                Ok(stats) => stats.count(State::Dead),
                 Err(err) => return unavailable(ctx.base, &err),
             };
             (

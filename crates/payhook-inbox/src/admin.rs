@@ -17,60 +17,19 @@ use std::time::Duration;
 
 use sqlx::{Any, Pool};
 
-use crate::db::{Database, UrlOptions};
-use crate::error::InboxError;
+use crate::backend::{database_of, Backend};
+use crate::clock::{millis, now_ms};
+use crate::database::{Database, UrlOptions};
+use crate::error::{payhook_escape, InboxError};
 use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
-use crate::queue::{database_of, Backend};
+use crate::operations::PURGE_BATCH;
 
-pub use crate::queue::State;
-
-/// Which events [`Admin::list`] returns; every field narrows.
-#[derive(Debug, Clone, Default)]
-pub struct Filter {
-    /// Only events in this state.
-    pub state: Option<State>,
-    /// Only events of this type.
-    pub event_type: Option<String>,
-    /// Only events received at least this long ago.
-    pub older_than: Option<Duration>,
-    /// Only events received at most this long ago.
-    pub newer_than: Option<Duration>,
-    /// At most this many (newest first); `None` means 1000.
-    pub limit: Option<u32>,
-}
-
-/// One stored event, as [`Admin::list`] and [`Admin::show`] report it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredEvent {
-    /// The event id.
-    pub event_id: String,
-    /// The event type.
-    pub event_type: String,
-    /// The payment intent it is about, if any.
-    pub intent_id: Option<String>,
-    /// Its state.
-    pub state: String,
-    /// Attempts so far.
-    pub attempts: i64,
-    /// The event's `created` (Unix seconds), or its arrival when it had none.
-    pub created: i64,
-    /// When it was received (Unix milliseconds).
-    pub received_at: i64,
-    /// When it is due (Unix milliseconds), for pending events.
-    pub due_at: i64,
-    /// When the lease of a running event runs out (Unix milliseconds): if its
-    /// worker stopped, the event is taken up again (or, after its last
-    /// attempt, made dead) soon after.
-    pub lease_until: Option<i64>,
-    /// When the last attempt started (Unix milliseconds).
-    pub last_attempt_at: Option<i64>,
-    /// The last failure's text.
-    pub last_error: Option<String>,
-    /// When it was marked done (Unix milliseconds).
-    pub done_at: Option<i64>,
-    /// The raw body as received (only filled by [`Admin::show`]).
-    pub body: Option<String>,
-}
+pub use crate::attempts::MAX_ATTEMPT_RECORDS;
+pub use crate::dialect::ATTEMPTS_TABLE;
+pub use crate::model::{
+    ActivitySlot, Attempt, AttemptOutcome, Cursor, Filter, IntentEvent, Page, PageQuery, State, Stats,
+    StoredEvent, MAX_PAGE,
+};
 
 /// A connection to an inbox for operations. Never creates, migrates or
 /// changes a database's schema: pointed at a missing file or a database
@@ -110,7 +69,7 @@ impl<DB: Backend> Admin<DB> {
     /// # Errors
     /// An unreachable database, or no inbox there ([`InboxError::NoInbox`]).
     pub async fn from_pool(pool: Pool<DB>, namespace: &str) -> Result<Self, InboxError> {
-        Self::over(database_of(pool, None)?, namespace).await
+        Self::over(database_of(pool)?, namespace).await
     }
 
     async fn over(db: Database<DB>, namespace: &str) -> Result<Self, InboxError> {
@@ -138,7 +97,7 @@ impl<DB: Backend> Admin<DB> {
     pub async fn show(&self, event_id: &str) -> Result<StoredEvent, InboxError> {
         DB::show(&self.db, &self.namespace, event_id)
             .await?
-            .ok_or_else(|| InboxError::NotFound(crate::inbox::payhook_escape(event_id)))
+            .ok_or_else(|| InboxError::NotFound(payhook_escape(event_id)))
     }
 
     /// Makes a dead or waiting event due now: it gets one more attempt (its
@@ -151,7 +110,7 @@ impl<DB: Backend> Admin<DB> {
         if DB::retry(&self.db, &self.namespace, event_id).await? {
             Ok(())
         } else {
-            Err(InboxError::NotFound(crate::inbox::payhook_escape(event_id)))
+            Err(InboxError::NotFound(payhook_escape(event_id)))
         }
     }
 
@@ -181,148 +140,13 @@ impl<DB: Backend> Admin<DB> {
     pub async fn purge_done_before(&self, before_ms: i64) -> Result<u64, InboxError> {
         let mut total = 0;
         loop {
-            let deleted = DB::purge(&self.db, &self.namespace, before_ms, crate::worker::PURGE_BATCH).await?;
+            let deleted = DB::purge(&self.db, &self.namespace, before_ms, PURGE_BATCH).await?;
             total += deleted;
-            if deleted < u64::try_from(crate::worker::PURGE_BATCH).unwrap_or(u64::MAX) {
+            if deleted < u64::try_from(PURGE_BATCH).unwrap_or(u64::MAX) {
                 return Ok(total);
             }
         }
     }
-}
-
-// ---------------------------------------------------------------------------
-// What the dashboard and `payhook inbox stats` read: counts, activity, pages
-// of events with a keyset cursor, and the attempts record.
-// ---------------------------------------------------------------------------
-
-pub use crate::queue::{Outcome, ATTEMPTS_TABLE, MAX_ATTEMPT_RECORDS};
-
-/// The largest page [`Admin::page`] returns.
-pub const MAX_PAGE: u32 = 500;
-
-/// Counts of events by state and the oldest pending one ([`Admin::stats`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Waiting for a worker.
-    pub pending: i64,
-    /// Held by a worker.
-    pub running: i64,
-    /// Handled (kept for the retention).
-    pub done: i64,
-    /// Failed their last attempt.
-    pub dead: i64,
-    /// When the oldest pending event was received (Unix milliseconds).
-    pub oldest_pending_at: Option<i64>,
-}
-
-/// Deliveries and attempts in one interval ([`Admin::activity`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ActivitySlot {
-    /// When the interval starts (Unix milliseconds).
-    pub start: i64,
-    /// Deliveries acknowledged (stored) in it.
-    pub received: i64,
-    /// Attempts that ended with the event done.
-    pub handled: i64,
-    /// Attempts that failed (retried later, or dead).
-    pub failed: i64,
-}
-
-/// Where a page of events ends: the next page starts after it. Ordered by
-/// (received time, arrival), so events received in the same millisecond are
-/// neither repeated nor skipped across pages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cursor {
-    /// The last event's receive time (Unix milliseconds).
-    pub received_at: i64,
-    /// The last event's arrival number (its row key).
-    pub arrival: i64,
-}
-
-impl std::fmt::Display for Cursor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}", self.received_at, self.arrival)
-    }
-}
-
-impl std::str::FromStr for Cursor {
-    type Err = &'static str;
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        const EXPECTED: &str = "a page cursor is two whole numbers joined by a dot";
-        let (received_at, arrival) = text.split_once('.').ok_or(EXPECTED)?;
-        let number = |part: &str| {
-            if part.is_empty() || part.len() > 19 || !part.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(EXPECTED);
-            }
-            part.parse::<i64>().map_err(|_| EXPECTED)
-        };
-        Ok(Self {
-            received_at: number(received_at)?,
-            arrival: number(arrival)?,
-        })
-    }
-}
-
-/// One page of events ([`Admin::page`]): `filter` narrows (its `limit` is not
-/// used), newest first, after `after`.
-#[derive(Debug, Clone)]
-pub struct PageQuery {
-    /// State, type and age filters.
-    pub filter: Filter,
-    /// Only the event with this id.
-    pub event_id: Option<String>,
-    /// Start after this cursor (the previous page's [`Page::next`]).
-    pub after: Option<Cursor>,
-    /// Events per page, 1 to [`MAX_PAGE`].
-    pub limit: u32,
-}
-
-impl Default for PageQuery {
-    fn default() -> Self {
-        Self {
-            filter: Filter::default(),
-            event_id: None,
-            after: None,
-            limit: 50,
-        }
-    }
-}
-
-/// A page of events, newest first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Page {
-    /// The events (bodies not filled).
-    pub events: Vec<StoredEvent>,
-    /// The cursor of the next page, when there are more events.
-    pub next: Option<Cursor>,
-}
-
-/// One ended attempt of an event ([`Admin::attempts`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Attempt {
-    /// Its number (1 for the first).
-    pub attempt: i64,
-    /// When it started (Unix milliseconds).
-    pub started_at: i64,
-    /// How long the handler and the done mark took.
-    pub duration_ms: i64,
-    /// `done`, `failed` (retried later) or `dead` ([`Outcome`]).
-    pub outcome: String,
-    /// The failure's text.
-    pub error: Option<String>,
-}
-
-/// Another event of the same payment intent ([`Admin::intent_events`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IntentEvent {
-    /// The event id.
-    pub event_id: String,
-    /// The event type.
-    pub event_type: String,
-    /// Its state.
-    pub state: String,
-    /// Its `created` (Unix seconds).
-    pub created: i64,
 }
 
 impl<DB: Backend> Admin<DB> {
@@ -342,10 +166,7 @@ impl<DB: Backend> Admin<DB> {
 
     /// The database's kind: `"SQLite"` or `"PostgreSQL"`.
     pub fn backend(&self) -> &'static str {
-        match self.db.dialect {
-            crate::queue::Dialect::Sqlite => "SQLite",
-            crate::queue::Dialect::Postgres => "PostgreSQL",
-        }
+        self.db.dialect.name()
     }
 
     /// Counts of events by state, and when the oldest pending one arrived.
@@ -363,9 +184,9 @@ impl<DB: Backend> Admin<DB> {
     /// A database error.
     pub async fn activity(&self, interval: Duration, slots: usize) -> Result<Vec<ActivitySlot>, InboxError> {
         let slots = slots.min(1000);
-        let interval = crate::db::millis(interval).max(1);
+        let interval = millis(interval).max(1);
         let span = interval.saturating_mul(i64::try_from(slots).unwrap_or(i64::MAX));
-        let since = crate::db::now_ms().saturating_sub(span);
+        let since = now_ms().saturating_sub(span);
         Ok(DB::activity(&self.db, &self.namespace, since, interval, slots).await?)
     }
 
@@ -374,7 +195,7 @@ impl<DB: Backend> Admin<DB> {
     /// # Errors
     /// A database error.
     pub async fn page(&self, query: &PageQuery) -> Result<Page, InboxError> {
-        Ok(DB::page(&self.db, &self.namespace, query, crate::db::now_ms()).await?)
+        Ok(DB::page(&self.db, &self.namespace, query, now_ms()).await?)
     }
 
     /// The recorded attempts of one event, latest first (at most
@@ -396,16 +217,7 @@ impl<DB: Backend> Admin<DB> {
     }
 }
 
-impl<DB: Backend> Admin<DB>
-where
-    for<'c> &'c Pool<DB>: sqlx::Executor<'c, Database = DB>,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    i64: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    String: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
-    usize: sqlx::ColumnIndex<DB::Row>,
-    for<'n> &'n str: sqlx::ColumnIndex<DB::Row>,
-{
+impl<DB: Backend> Admin<DB> {
     /// The query plans of the overview's and the events page's statements
     /// (`EXPLAIN QUERY PLAN` on SQLite, `EXPLAIN` on PostgreSQL), to check
     /// they read indexes: (what, plan lines).
@@ -413,7 +225,7 @@ where
     /// # Errors
     /// A database error.
     pub async fn query_plans(&self) -> Result<Vec<(&'static str, Vec<String>)>, InboxError> {
-        Ok(crate::queue::query_plans(&self.db, &self.namespace).await?)
+        Ok(DB::query_plans(&self.db, &self.namespace).await?)
     }
 }
 

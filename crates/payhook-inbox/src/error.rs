@@ -99,6 +99,12 @@ pub(crate) fn kind(err: &sqlx::Error) -> &'static str {
     }
 }
 
+/// Event ids come from the sender: cap and escape them before they reach a
+/// log line or an error's text (the core's one rule for request-derived text).
+pub(crate) fn payhook_escape(text: &str) -> String {
+    payhook_core::untrusted::Untrusted::value(text).to_string()
+}
+
 /// A database error as text for the log and for operators (escape it before
 /// a log line: a server message may quote stored values).
 pub(crate) fn describe(err: &sqlx::Error) -> String {
@@ -138,5 +144,19 @@ mod tests {
             InboxError::LeaseLost("evt_1".into()).kind(),
             StoreErrorKind::Refused
         );
+    }
+
+    #[test]
+    fn escape_caps_and_escapes() {
+        let long = "é\n".repeat(200);
+        let escaped = payhook_escape(&long);
+        assert!(!escaped.contains('\n'));
+        // The core's rule (payhook_core::untrusted): control characters escaped,
+        // readable text kept, at most 64 characters shown, then an ellipsis.
+        assert!(escaped.starts_with("é\\né\\n"), "{escaped}");
+        assert!(escaped.ends_with('…'), "{escaped}");
+        assert!(escaped.chars().count() <= 2 * 64 + 1, "{escaped}");
+        let forged = payhook_escape("evt_1\n2026-01-01 INFO payhook: forged\u{1b}[2J");
+        assert_eq!(forged, r"evt_1\n2026-01-01 INFO payhook: forged\u{1b}[2J");
     }
 }

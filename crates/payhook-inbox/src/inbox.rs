@@ -20,12 +20,15 @@ use payhook_core::{Error, Event, Receiver, Reply};
 use sqlx::{Any, Pool};
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::db::{now_ms, Database, UrlOptions};
-use crate::error::{describe, kind, InboxError};
+use crate::backend::{database_of, Backend};
+use crate::clock::now_ms;
+use crate::database::{Database, UrlOptions};
+use crate::dialect::Dialect;
+use crate::error::{describe, kind, payhook_escape, InboxError};
+use crate::inner::{Config, Inner, Pending};
 use crate::metrics as m;
-use crate::queue::{database_of, Backend, Dialect, NewRow, MAX_ID_BYTES};
-pub(crate) use crate::shared::payhook_escape;
-use crate::shared::{Config, Inner, Pending};
+use crate::model::{NewRow, MAX_ID_BYTES};
+use crate::sqlite_file::FileIdentity;
 use crate::worker::{Handler, Workers};
 
 /// The namespace unless configured otherwise: the core receiver's.
@@ -160,7 +163,7 @@ impl<DB: Backend> Inbox<DB> {
     /// * not signed correctly, or not a valid event → the core's `400`/`413`
     ///   reply, and nothing is written;
     /// * an event the inbox cannot store as it is — an id, type or
-    ///   payment-intent id longer than [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
+    ///   payment-intent id longer than [`MAX_ID_BYTES`],
     ///   or a NUL character in any of them or in the body → `400 Webhook
     ///   Error: …` naming the field, before any database work, the same on
     ///   every backend (counted `verified`, then `rejected` with reason
@@ -582,7 +585,7 @@ impl InboxBuilder {
                  set them on the pool's options",
             ));
         }
-        let db = database_of(pool, None)?;
+        let db = database_of(pool)?;
         start(self.receiver, db, config, self.migrate).await
     }
 }
@@ -598,16 +601,15 @@ async fn start<DB: Backend>(
     }
     // The file as SQLite opened it (after the migrations, which create it).
     let file = match db.dialect {
-        Dialect::Sqlite => crate::file::FileIdentity::of_pool(&db).await,
+        Dialect::Sqlite => FileIdentity::of_pool(&db).await,
         Dialect::Postgres => None,
     };
     // One ingest task on both backends: it writes every delivery that came in
     // during its previous commit in one statement, so batches grow with the
-    // load. SQLite has one writer whatever we do. On PostgreSQL four tasks
-    // used to split each process's deliveries into smaller batches, the more
-    // so the more replicas share the load: with 4 replicas on one database
-    // that made 2.3 transactions per event instead of 1.4, and cost 40 % of
-    // the throughput (BENCHMARKS.md, "Replicas").
+    // load. SQLite has one writer whatever we do; on PostgreSQL more tasks
+    // would split each process's deliveries into smaller batches, the more so
+    // the more replicas share the load: more transactions per event
+    // (BENCHMARKS.md, "Replicas").
     let (ingest, queue) = mpsc::channel(4 * INGEST_BATCH);
     tokio::spawn(write_batches(db.clone(), config.namespace.clone(), queue));
     Ok(Inbox {
@@ -674,23 +676,4 @@ async fn insert_batch<DB: Backend>(
 fn log_store_failure(err: &sqlx::Error, rows: usize) {
     let reason = payhook_core::untrusted::Untrusted::message(&describe(err)).to_string();
     tracing::error!(target: "payhook", rows, %reason, "could not store deliveries in the inbox");
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escape_caps_and_escapes() {
-        let long = "é\n".repeat(200);
-        let escaped = payhook_escape(&long);
-        assert!(!escaped.contains('\n'));
-        // The core's rule (payhook_core::untrusted): control characters escaped,
-        // readable text kept, at most 64 characters shown, then an ellipsis.
-        assert!(escaped.starts_with("é\\né\\n"), "{escaped}");
-        assert!(escaped.ends_with('…'), "{escaped}");
-        assert!(escaped.chars().count() <= 2 * 64 + 1, "{escaped}");
-        let forged = payhook_escape("evt_1\n2026-01-01 INFO payhook: forged\u{1b}[2J");
-        assert_eq!(forged, r"evt_1\n2026-01-01 INFO payhook: forged\u{1b}[2J");
-    }
 }

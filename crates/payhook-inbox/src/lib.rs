@@ -74,21 +74,33 @@
 #![warn(missing_docs)]
 
 pub mod admin;
-mod db;
+mod attempts;
+mod backend;
+mod clock;
+mod database;
+mod dialect;
+mod driver;
 mod error;
-mod file;
 mod inbox;
+mod inner;
 pub mod metrics;
+mod migrate;
+mod model;
+mod notify;
+mod operations;
 mod queue;
-mod shared;
+mod reads;
+mod sqlite_file;
 mod worker;
 
+pub use backend::Backend;
+pub use dialect::{SCHEMA_TABLE, TABLE};
 pub use error::InboxError;
 pub use inbox::{
     Inbox, InboxBuilder, DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_CONCURRENCY, DEFAULT_LEASE,
     DEFAULT_MAX_ATTEMPTS, DEFAULT_NAMESPACE, DEFAULT_RETENTION, DEFAULT_SQLITE_CACHE_KIB,
 };
-pub use queue::{Backend, State, MAX_ID_BYTES, SCHEMA_TABLE, TABLE};
+pub use model::{State, MAX_ID_BYTES};
 pub use worker::{Handler, HandlerError, HandlerFuture, Job, JobTransaction, Workers};
 
 /// The database crate the inbox runs on, so handlers use the same version.

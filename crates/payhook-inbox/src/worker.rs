@@ -37,11 +37,14 @@ use sqlx::{Any, Transaction};
 use tokio::sync::{mpsc, oneshot, watch, Mutex, OwnedMappedMutexGuard, OwnedMutexGuard, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::db::{millis, now_ms, random_u64, Database};
-use crate::error::{describe, InboxError};
+use crate::backend::Backend;
+use crate::clock::{millis, new_token, now_ms, random_u64};
+use crate::database::Database;
+use crate::error::{describe, payhook_escape, InboxError};
+use crate::inner::{Config, Inner};
 use crate::metrics as m;
-use crate::queue::{AttemptRecord, Backend, ClaimRequest, Claimed, Outcome};
-use crate::shared::{payhook_escape, Config, Inner};
+use crate::model::{AttemptOutcome, AttemptRecord, ClaimRequest, Claimed};
+use crate::operations::PURGE_BATCH;
 
 /// What a handler returns when it fails: any error, boxed. Its text is kept as
 /// the event's last error.
@@ -429,7 +432,7 @@ async fn claim<DB: Backend>(
         namespace: &config.namespace,
         now,
         lease_until: now.saturating_add(millis(config.lease)),
-        token: crate::db::new_token(),
+        token: new_token(),
         limit: i64::try_from(limit.min(256)).unwrap_or(256),
         requeue: requeue.then_some(config.max_attempts),
     };
@@ -586,9 +589,9 @@ async fn record_attempt(
 ) {
     let dead = u32::try_from(claimed.attempts).unwrap_or(u32::MAX) >= max_attempts;
     let outcome = match failure {
-        None => Outcome::Done,
-        Some(_) if dead => Outcome::Dead,
-        Some(_) => Outcome::Failed,
+        None => AttemptOutcome::Done,
+        Some(_) if dead => AttemptOutcome::Dead,
+        Some(_) => AttemptOutcome::Failed,
     };
     let record = AttemptRecord {
         arrival: claimed.arrival,
@@ -714,10 +717,6 @@ async fn report_depth<DB: Backend>(db: &Database<DB>, config: &Config) {
 /// last round found no more than it could take.
 pub(crate) const PURGE_EVERY: Duration = Duration::from_secs(10);
 
-/// Rows deleted per purge statement: each statement is short (a few
-/// milliseconds of write lock), whatever the backlog.
-pub(crate) const PURGE_BATCH: i64 = 1000;
-
 /// Batches per purge round, before the workers go back to claiming.
 const PURGE_ROUND: usize = 20;
 
@@ -790,7 +789,7 @@ mod tests {
         let url = format!("sqlite://{}", dir.join("inbox.db").display());
         let db = Database::connect(
             &url,
-            crate::db::UrlOptions {
+            crate::database::UrlOptions {
                 max_connections: 2,
                 acquire_timeout: Duration::from_secs(5),
                 sqlite_full_sync: false,
@@ -800,7 +799,7 @@ mod tests {
         )
         .await
         .unwrap();
-        <Any as crate::queue::Queue>::migrate(&db).await.unwrap();
+        <Any as crate::migrate::Migrate>::migrate(&db).await.unwrap();
         // (event id, the token its row is leased under now)
         let rows = [("evt_twice_late", 22), ("evt_twice_early", 44), ("evt_once", 66)];
         let mut arrivals = Vec::new();

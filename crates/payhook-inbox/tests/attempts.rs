@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use payhook_core::{sign, Receiver, Secret};
-use payhook_inbox::admin::{Admin, PageQuery, MAX_ATTEMPT_RECORDS};
+use payhook_inbox::admin::{Admin, PageQuery, State, MAX_ATTEMPT_RECORDS};
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, Job};
 use payhook_test_support::unique;
@@ -91,8 +91,23 @@ async fn attempts_are_recorded_bounded_and_deleted_with_their_event(url: String)
     // What the overview reads.
     let stats = admin.stats().await.unwrap();
     assert_eq!(
-        (stats.pending, stats.running, stats.done, stats.dead),
+        (
+            stats.count(State::Pending),
+            stats.count(State::Running),
+            stats.count(State::Done),
+            stats.count(State::Dead)
+        ),
         (0, 0, 1, 1)
+    );
+    // Every state, in the order the tools show them.
+    assert_eq!(
+        stats.counts().collect::<Vec<_>>(),
+        [
+            (State::Pending, 0),
+            (State::Running, 0),
+            (State::Dead, 1),
+            (State::Done, 1)
+        ]
     );
     assert_eq!(stats.oldest_pending_at, None);
     let activity = admin.activity(Duration::from_secs(300), 12).await.unwrap();

@@ -1,4 +1,5 @@
-//! What the intake and the workers share: the inbox's state and settings.
+//! The inside of a running inbox, shared by the intake and the workers: the
+//! receiver, the database, the settings, the ingest queue and the wake-up.
 //! Both `inbox` (ingest, the builder) and `worker` use this module; neither
 //! uses the other's internals.
 
@@ -7,8 +8,10 @@ use std::time::Duration;
 use payhook_core::Receiver;
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::db::Database;
-use crate::queue::{Backend, NewRow};
+use crate::backend::Backend;
+use crate::database::Database;
+use crate::model::NewRow;
+use crate::sqlite_file::FileIdentity;
 
 pub(crate) struct Inner<DB: Backend> {
     pub(crate) receiver: Receiver,
@@ -18,7 +21,7 @@ pub(crate) struct Inner<DB: Backend> {
     /// Woken after each ingest commit so idle workers look at once.
     pub(crate) arrived: Notify,
     /// The SQLite file as opened, to notice it deleted or replaced.
-    pub(crate) file: Option<crate::file::FileIdentity>,
+    pub(crate) file: Option<FileIdentity>,
 }
 
 /// The worker-side settings.
@@ -40,10 +43,4 @@ pub(crate) struct Config {
 pub(crate) struct Pending {
     pub(crate) row: NewRow,
     pub(crate) done: oneshot::Sender<Result<bool, &'static str>>,
-}
-
-/// Event ids come from the sender: cap and escape them before they reach a log.
-pub(crate) fn payhook_escape(text: &str) -> String {
-    // The core's one rule for request-derived text in logs and replies.
-    payhook_core::untrusted::Untrusted::value(text).to_string()
 }

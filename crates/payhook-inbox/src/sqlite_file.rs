@@ -7,8 +7,8 @@
 
 use std::path::PathBuf;
 
-use crate::db::Database;
-use crate::queue::Backend;
+use crate::backend::Backend;
+use crate::database::Database;
 
 /// A file as it was when the inbox opened it.
 #[derive(Debug)]

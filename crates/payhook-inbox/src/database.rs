@@ -1,16 +1,14 @@
-//! The database pool, which dialect it speaks, and the clock and tokens the
-//! queue uses.
+//! The database an inbox runs on: a pool and the dialect it speaks, and how a
+//! pool is opened from a URL.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::str::FromStr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{Any, Executor, Pool};
 
+use crate::dialect::Dialect;
 use crate::error::InboxError;
-use crate::queue::Dialect;
 
 /// A pool and its dialect.
 #[derive(Debug)]
@@ -69,12 +67,7 @@ impl Database<Any> {
             }
             use sqlx::Connection as _;
             let mut conn = sqlx::AnyConnection::connect_with(&connect_options).await?;
-            let probe = match dialect {
-                // Reading the schema reads the file's header.
-                Dialect::Sqlite => "SELECT COUNT(*) FROM sqlite_master",
-                Dialect::Postgres => "SELECT 1",
-            };
-            conn.execute(probe).await?;
+            conn.execute(dialect.probe()).await?;
             let _ = conn.close().await;
         }
         let UrlOptions {
@@ -120,30 +113,4 @@ fn sqlite_file_exists(url: &str) -> bool {
         .next()
         .unwrap_or("");
     path.is_empty() || path == ":memory:" || std::path::Path::new(path).exists()
-}
-
-/// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| {
-        i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
-    })
-}
-
-/// A duration in milliseconds, saturating.
-pub(crate) fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// A random 64-bit number from the standard library's per-process random keys
-/// (the lease tokens and the backoff jitter need unpredictability, not crypto).
-pub(crate) fn random_u64() -> u64 {
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_i64(now_ms());
-    hasher.finish()
-}
-
-/// A fresh lease token.
-pub(crate) fn new_token() -> i64 {
-    // Tokens are compared, never ordered: the sign bit is as good as any other.
-    i64::from_ne_bytes(random_u64().to_ne_bytes())
 }

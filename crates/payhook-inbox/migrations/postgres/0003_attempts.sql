@@ -1,0 +1,25 @@
+-- The attempts record (each ended attempt of an event, at most 50 per event)
+-- and the indexes of the dashboard's newest-first pages. The foreign key
+-- deletes an event's attempts with it.
+CREATE TABLE IF NOT EXISTS payhook_inbox_attempts (
+    arrival BIGINT NOT NULL REFERENCES payhook_inbox (arrival) ON DELETE CASCADE,
+    namespace TEXT NOT NULL,
+    attempt BIGINT NOT NULL,
+    started_at BIGINT NOT NULL,
+    finished_at BIGINT NOT NULL,
+    duration_ms BIGINT NOT NULL,
+    outcome TEXT NOT NULL,
+    error TEXT,
+    PRIMARY KEY (arrival, attempt)
+);
+
+-- The overview's activity chart reads attempts by the time they ended.
+CREATE INDEX IF NOT EXISTS payhook_inbox_attempts_finished ON payhook_inbox_attempts (namespace, finished_at);
+
+-- The events page, newest first without a state filter (and the chart's
+-- deliveries received per interval).
+CREATE INDEX IF NOT EXISTS payhook_inbox_received ON payhook_inbox (namespace, received_at, arrival);
+
+-- The events page filtered by state, newest first, and the oldest pending
+-- event of the overview (the first entry of its range).
+CREATE INDEX IF NOT EXISTS payhook_inbox_state_received ON payhook_inbox (namespace, state, received_at, arrival);

@@ -1,0 +1,101 @@
+//! The attempts record: each ended attempt of an event (when, how long, how
+//! it ended, its error), written by the workers in batches, read by the
+//! dashboard and `payhook inbox show` ([`reads::dashboard`](crate::reads::dashboard)).
+
+use std::future::Future;
+
+use crate::database::Database;
+use crate::dialect::attempts_table;
+use crate::driver::{sql_bounds, Driver};
+use crate::model::AttemptRecord;
+
+/// How many attempts the record keeps per event (the latest ones); an event
+/// retried by hand again and again does not grow it without bound.
+pub const MAX_ATTEMPT_RECORDS: i64 = 50;
+
+/// The attempts record on one backend. Not nameable outside the crate.
+pub trait AttemptsRecord: Driver {
+    /// Records ended attempts (one statement) and drops each event's oldest
+    /// beyond the bound.
+    fn record_attempts<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        records: &'a [AttemptRecord],
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
+}
+
+sql_bounds! {
+    impl<DB> AttemptsRecord {
+        async fn record_attempts<'a>(
+            db: &'a Database<Self>,
+            namespace: &'a str,
+            records: &'a [AttemptRecord],
+        ) -> Result<(), sqlx::Error> {
+            if records.is_empty() {
+                return Ok(());
+            }
+            let sql = record_attempts_statement(records.len());
+            // Batches of up to 16 stay prepared; larger ones are rarer.
+            let mut query = sqlx::query(&sql)
+                .persistent(records.len() <= 16)
+                .bind(namespace);
+            for record in records {
+                query = query
+                    .bind(record.arrival)
+                    .bind(record.attempt)
+                    .bind(record.started_at)
+                    .bind(record.started_at.saturating_add(record.duration_ms))
+                    .bind(record.duration_ms)
+                    .bind(record.outcome.as_str())
+                    .bind(record.error.as_deref());
+            }
+            query.execute(&db.pool).await?;
+            for record in records
+                .iter()
+                .filter(|record| record.attempt > MAX_ATTEMPT_RECORDS)
+            {
+                sqlx::query(TRIM_ATTEMPTS)
+                    .bind(record.arrival)
+                    .bind(record.attempt - MAX_ATTEMPT_RECORDS)
+                    .execute(&db.pool)
+                    .await?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// One `INSERT` of `rows` attempts: `$1` the namespace, then seven
+/// parameters per attempt. A repeat (an attempt already recorded) is skipped.
+fn record_attempts_statement(rows: usize) -> String {
+    let mut sql = String::with_capacity(rows * 48 + 200);
+    sql.push_str(concat!(
+        "INSERT INTO ",
+        attempts_table!(),
+        " (arrival, namespace, attempt, started_at, finished_at, duration_ms, outcome, error) VALUES "
+    ));
+    for row in 0..rows {
+        let p = 2 + row * 7;
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!(
+            "(${}, $1, ${}, ${}, ${}, ${}, ${}, ${})",
+            p,
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4,
+            p + 5,
+            p + 6
+        ));
+    }
+    sql.push_str(" ON CONFLICT (arrival, attempt) DO NOTHING");
+    sql
+}
+
+const TRIM_ATTEMPTS: &str = concat!(
+    "DELETE FROM ",
+    attempts_table!(),
+    " WHERE arrival = $1 AND attempt <= $2"
+);

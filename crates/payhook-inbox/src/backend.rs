@@ -1,0 +1,52 @@
+//! The databases the inbox runs on: [`Backend`] is sqlx's
+//! [`Postgres`](sqlx::Postgres), [`Sqlite`](sqlx::Sqlite) (features
+//! `postgres`, `sqlite`) or [`Any`](sqlx::Any) (an inbox built from a URL),
+//! and is every layer's trait at once — the queue's transitions, the
+//! operator's state changes, the reads, the attempts record, the migrations,
+//! `NOTIFY` and `LISTEN` — each implemented once for all three types (see
+//! [`driver`](crate::driver) for how and why).
+
+use crate::database::Database;
+use crate::driver::Driver;
+use crate::error::InboxError;
+
+/// A database the inbox runs on: sqlx's [`Postgres`](sqlx::Postgres),
+/// [`Sqlite`](sqlx::Sqlite) (features `postgres`, `sqlite`), or
+/// [`Any`](sqlx::Any) for an inbox built from a URL. Sealed: the inbox's
+/// statements are written for these alone.
+pub trait Backend:
+    Driver
+    + crate::queue::Queue
+    + crate::operations::Operations
+    + crate::reads::Reads
+    + crate::reads::dashboard::Overview
+    + crate::attempts::AttemptsRecord
+    + crate::reads::plans::Plans
+    + crate::migrate::Migrate
+    + crate::notify::Notify
+    + crate::notify::Listen
+{
+}
+
+impl<DB> Backend for DB where
+    DB: Driver
+        + crate::queue::Queue
+        + crate::operations::Operations
+        + crate::reads::Reads
+        + crate::reads::dashboard::Overview
+        + crate::attempts::AttemptsRecord
+        + crate::reads::plans::Plans
+        + crate::migrate::Migrate
+        + crate::notify::Notify
+        + crate::notify::Listen
+{
+}
+
+/// The [`Database`] of the app's own pool: its dialect from its type (an
+/// `Any` pool is refused: its dialect is known from its URL only).
+pub(crate) fn database_of<DB: Backend>(pool: sqlx::Pool<DB>) -> Result<Database<DB>, InboxError> {
+    let dialect = DB::DIALECT.ok_or(InboxError::UnsupportedUrl(
+        "an Any pool needs its URL: build it with Inbox::connect",
+    ))?;
+    Ok(Database { pool, dialect })
+}

@@ -1,0 +1,90 @@
+//! The numbered migrations, one `.sql` file per version and database under
+//! `migrations/sqlite/` and `migrations/postgres/`. Each runs once per
+//! database, in order, inside a transaction, and is recorded in
+//! [`SCHEMA_TABLE`](crate::SCHEMA_TABLE) by its version. Never edit one that
+//! has shipped: add the next.
+
+use crate::dialect::Dialect;
+
+/// One version: its statements on each database.
+pub(crate) struct Migration {
+    pub(crate) version: i64,
+    sqlite: &'static str,
+    postgres: &'static str,
+    /// Also sets `last_error` of done events to NULL: the state is a bound
+    /// parameter, which a `.sql` file cannot hold.
+    pub(crate) clears_done_errors: bool,
+}
+
+/// Every migration, oldest first.
+pub(crate) const MIGRATIONS: [Migration; 3] = [
+    Migration {
+        version: 1,
+        sqlite: include_str!("../../migrations/sqlite/0001_inbox_table.sql"),
+        postgres: include_str!("../../migrations/postgres/0001_inbox_table.sql"),
+        clears_done_errors: false,
+    },
+    // Done events no longer keep a last error: the ones that did are cleared.
+    Migration {
+        version: 2,
+        sqlite: include_str!("../../migrations/sqlite/0002_purge_index.sql"),
+        postgres: include_str!("../../migrations/postgres/0002_purge_index.sql"),
+        clears_done_errors: true,
+    },
+    Migration {
+        version: 3,
+        sqlite: include_str!("../../migrations/sqlite/0003_attempts.sql"),
+        postgres: include_str!("../../migrations/postgres/0003_attempts.sql"),
+        clears_done_errors: false,
+    },
+];
+
+impl Migration {
+    /// Its statements on `dialect`, one at a time: the file split after each
+    /// `;` that ends a line (a trigger's inner `;` does not), comment lines
+    /// left out.
+    pub(crate) fn statements(&self, dialect: Dialect) -> impl Iterator<Item = String> + '_ {
+        let file = match dialect {
+            Dialect::Sqlite => self.sqlite,
+            Dialect::Postgres => self.postgres,
+        };
+        file.split(";\n").filter_map(|chunk| {
+            let statement: Vec<&str> = chunk
+                .lines()
+                .filter(|line| !line.trim_start().starts_with("--"))
+                .collect();
+            let statement = statement.join("\n");
+            let statement = statement.trim().trim_end_matches(';').trim();
+            (!statement.is_empty()).then(|| statement.to_owned())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_numbered_in_order_and_files_hold_statements() {
+        for (index, migration) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(migration.version, i64::try_from(index).unwrap() + 1);
+            for dialect in [Dialect::Sqlite, Dialect::Postgres] {
+                let statements: Vec<String> = migration.statements(dialect).collect();
+                assert!(!statements.is_empty());
+                for statement in &statements {
+                    assert!(!statement.contains("--"), "{statement}");
+                    assert!(statement.contains(crate::TABLE), "{statement}");
+                }
+            }
+        }
+        let sqlite: Vec<String> = MIGRATIONS[2].statements(Dialect::Sqlite).collect();
+        assert_eq!(sqlite.len(), 5);
+        assert!(
+            sqlite[2].ends_with("WHERE arrival = OLD.arrival; END"),
+            "{}",
+            sqlite[2]
+        );
+        assert_eq!(MIGRATIONS[2].statements(Dialect::Postgres).count(), 4);
+        assert_eq!(MIGRATIONS[0].statements(Dialect::Postgres).count(), 4);
+    }
+}

@@ -1,0 +1,105 @@
+//! Running the numbered migrations ([`dialect::migrations`](crate::dialect::migrations)):
+//! each not yet recorded in [`SCHEMA_TABLE`](crate::SCHEMA_TABLE) runs in its
+//! own transaction whose first statement records it, so a second process doing
+//! the same waits for the first, then finds it done.
+
+use std::future::Future;
+
+use sqlx::{Connection as _, Executor as _};
+
+use crate::clock::now_ms;
+use crate::database::Database;
+use crate::dialect::migrations::MIGRATIONS;
+use crate::dialect::{table, Dialect};
+use crate::driver::{sql_bounds, Driver};
+use crate::error::InboxError;
+use crate::model::State;
+
+/// The advisory lock key the PostgreSQL migrations serialize on ("payhook"
+/// in ASCII, so that it is recognisable in `pg_locks`).
+pub(crate) const PG_LOCK_KEY: i64 = 0x0070_6179_686f_6f6b;
+
+const CREATE_SCHEMA_TABLE: &str = concat!(
+    "CREATE TABLE IF NOT EXISTS ",
+    table!(),
+    "_schema (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)"
+);
+
+const RECORD_MIGRATION: &str = concat!(
+    "INSERT INTO ",
+    table!(),
+    "_schema (version, applied_at) VALUES ($1, $2) ON CONFLICT (version) DO NOTHING"
+);
+
+const CLEAR_DONE_ERRORS: &str = concat!("UPDATE ", table!(), " SET last_error = NULL WHERE state = $1");
+
+/// The migrations on one backend. Not nameable outside the crate.
+pub trait Migrate: Driver {
+    /// Runs the numbered migrations that have not run yet.
+    fn migrate(db: &Database<Self>) -> impl Future<Output = Result<(), InboxError>> + Send;
+}
+
+sql_bounds! {
+    impl<DB> Migrate {
+        async fn migrate(db: &Database<Self>) -> Result<(), InboxError> {
+            let mut conn = db.pool.acquire().await?;
+            match db.dialect {
+                Dialect::Postgres => {
+                    // "already exists, skipping" notices on every start are noise.
+                    (&mut *conn).execute("SET client_min_messages = warning").await?;
+                    // `SELECT 1 FROM`: a `void` result cannot be read back through `Any`.
+                    sqlx::query("SELECT 1 FROM pg_advisory_lock($1)")
+                        .bind(PG_LOCK_KEY)
+                        .execute(&mut *conn)
+                        .await?;
+                    let result = run::<DB>(&mut conn, db.dialect).await;
+                    sqlx::query("SELECT 1 FROM pg_advisory_unlock($1)")
+                        .bind(PG_LOCK_KEY)
+                        .execute(&mut *conn)
+                        .await?;
+                    result
+                }
+                Dialect::Sqlite => {
+                    // WAL lets readers (the CLI, metrics) run beside the writer;
+                    // the mode is stored in the file, so setting it once is enough.
+                    (&mut *conn).execute("PRAGMA journal_mode = WAL").await?;
+                    run::<DB>(&mut conn, db.dialect).await
+                }
+            }
+        }
+    }
+}
+
+/// Runs the migrations not yet recorded on one connection.
+async fn run<DB>(conn: &mut DB::Connection, dialect: Dialect) -> Result<(), InboxError>
+where
+    DB: Driver,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    (&mut *conn).execute(CREATE_SCHEMA_TABLE).await?;
+    for migration in &MIGRATIONS {
+        let mut tx = conn.begin().await?;
+        let recorded = sqlx::query(RECORD_MIGRATION)
+            .bind(migration.version)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+        if DB::rows_affected(&recorded) == 0 {
+            continue; // already applied; the transaction rolls back
+        }
+        for statement in migration.statements(dialect) {
+            (&mut *tx).execute(statement.as_str()).await?;
+        }
+        if migration.clears_done_errors {
+            sqlx::query(CLEAR_DONE_ERRORS)
+                .bind(State::Done.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+    }
+    Ok(())
+}

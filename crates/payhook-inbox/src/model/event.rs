@@ -1,0 +1,92 @@
+//! Stored events as the operator's tools see them, the filters that select
+//! them, and their attempts.
+
+use std::time::Duration;
+
+#[cfg(doc)]
+use crate::admin::Admin;
+#[cfg(doc)]
+use crate::model::AttemptOutcome;
+
+use crate::model::State;
+
+/// The longest event id, event type and payment-intent id the inbox stores,
+/// in bytes, on every backend (real ids are a few dozen bytes). A delivery with
+/// a longer one is refused at intake with `400` naming the field.
+pub const MAX_ID_BYTES: usize = 255;
+
+/// Which events [`Admin::list`] returns; every field narrows.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Only events in this state.
+    pub state: Option<State>,
+    /// Only events of this type.
+    pub event_type: Option<String>,
+    /// Only events received at least this long ago.
+    pub older_than: Option<Duration>,
+    /// Only events received at most this long ago.
+    pub newer_than: Option<Duration>,
+    /// At most this many (newest first); `None` means 1000.
+    pub limit: Option<u32>,
+}
+
+/// One stored event, as [`Admin::list`] and [`Admin::show`] report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEvent {
+    /// The event id.
+    pub event_id: String,
+    /// The event type.
+    pub event_type: String,
+    /// The payment intent it is about, if any.
+    pub intent_id: Option<String>,
+    /// Its state.
+    pub state: String,
+    /// Attempts so far.
+    pub attempts: i64,
+    /// The event's `created` (Unix seconds), or its arrival when it had none.
+    pub created: i64,
+    /// When it was received (Unix milliseconds).
+    pub received_at: i64,
+    /// When it is due (Unix milliseconds), for pending events.
+    pub due_at: i64,
+    /// When the lease of a running event runs out (Unix milliseconds): if its
+    /// worker stopped, the event is taken up again (or, after its last
+    /// attempt, made dead) soon after.
+    pub lease_until: Option<i64>,
+    /// When the last attempt started (Unix milliseconds).
+    pub last_attempt_at: Option<i64>,
+    /// The last failure's text.
+    pub last_error: Option<String>,
+    /// When it was marked done (Unix milliseconds).
+    pub done_at: Option<i64>,
+    /// The raw body as received (only filled by [`Admin::show`]).
+    pub body: Option<String>,
+}
+
+/// One ended attempt of an event ([`Admin::attempts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// Its number (1 for the first).
+    pub attempt: i64,
+    /// When it started (Unix milliseconds).
+    pub started_at: i64,
+    /// How long the handler and the done mark took.
+    pub duration_ms: i64,
+    /// `done`, `failed` (retried later) or `dead` ([`AttemptOutcome`]).
+    pub outcome: String,
+    /// The failure's text.
+    pub error: Option<String>,
+}
+
+/// Another event of the same payment intent ([`Admin::intent_events`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntentEvent {
+    /// The event id.
+    pub event_id: String,
+    /// The event type.
+    pub event_type: String,
+    /// Its state.
+    pub state: String,
+    /// Its `created` (Unix seconds).
+    pub created: i64,
+}

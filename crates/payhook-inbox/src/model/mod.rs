@@ -1,0 +1,18 @@
+//! The inbox's model: what an event's states are, what the operator's tools
+//! read (stored events, filters, pages, counts, attempts), and the rows the
+//! queue passes between intake, workers and the database.
+//!
+//! The model knows no SQL and no database: the queue and the reads turn these
+//! types into statements and back, the dashboard and the CLI show them.
+
+mod event;
+mod page;
+mod rows;
+mod state;
+mod stats;
+
+pub use event::{Attempt, Filter, IntentEvent, StoredEvent, MAX_ID_BYTES};
+pub use page::{Cursor, Page, PageQuery, MAX_PAGE};
+pub(crate) use rows::{AttemptRecord, ClaimRequest, ClaimResult, Claimed, NewRow};
+pub use state::{AttemptOutcome, State};
+pub use stats::{ActivitySlot, Stats};

@@ -1,0 +1,57 @@
+//! The rows the queue passes between intake, workers and the database:
+//! crate-internal, never shown to a user.
+
+use crate::model::AttemptOutcome;
+
+/// The columns ingest writes.
+#[derive(Debug)]
+pub struct NewRow {
+    pub(crate) event_id: String,
+    pub(crate) event_type: String,
+    pub(crate) intent_id: Option<String>,
+    pub(crate) created: i64,
+    pub(crate) body: String,
+    pub(crate) received_at: i64,
+}
+
+/// A claimed row.
+#[derive(Debug)]
+pub struct Claimed {
+    pub(crate) arrival: i64,
+    pub(crate) event_id: String,
+    pub(crate) body: String,
+    pub(crate) attempts: i64,
+    pub(crate) token: i64,
+}
+
+/// What one claim statement did.
+#[derive(Debug, Default)]
+pub struct ClaimResult {
+    pub(crate) claimed: Vec<Claimed>,
+    /// Events whose lease ran out on their last attempt, now dead: (id, attempts).
+    pub(crate) died: Vec<(String, i64)>,
+}
+
+/// The parameters of one claim.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimRequest<'a> {
+    pub(crate) namespace: &'a str,
+    pub(crate) now: i64,
+    pub(crate) lease_until: i64,
+    pub(crate) token: i64,
+    pub(crate) limit: i64,
+    /// Put events whose lease ran out back in the queue first (or make them
+    /// dead when that was their last attempt, out of this many).
+    pub(crate) requeue: Option<u32>,
+}
+
+/// One ended attempt, as the worker records it.
+#[derive(Debug)]
+pub struct AttemptRecord {
+    pub(crate) arrival: i64,
+    pub(crate) attempt: i64,
+    pub(crate) started_at: i64,
+    pub(crate) duration_ms: i64,
+    pub(crate) outcome: AttemptOutcome,
+    pub(crate) error: Option<String>,
+}

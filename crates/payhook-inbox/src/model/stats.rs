@@ -1,0 +1,45 @@
+//! Counts of events by state, and activity over time.
+
+#[cfg(doc)]
+use crate::admin::Admin;
+use crate::model::State;
+
+/// Counts of events by state and the oldest pending one ([`Admin::stats`]).
+/// One count per [`State`], read with [`count`](Self::count) or all at once
+/// with [`counts`](Self::counts): a new state needs no new field.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    counts: [i64; State::ALL.len()],
+    /// When the oldest pending event was received (Unix milliseconds).
+    pub oldest_pending_at: Option<i64>,
+}
+
+impl Stats {
+    /// How many events are in `state`.
+    pub fn count(&self, state: State) -> i64 {
+        self.counts[state.index()]
+    }
+
+    /// Every state with its count, in [`State::ALL`] order.
+    pub fn counts(&self) -> impl Iterator<Item = (State, i64)> + '_ {
+        State::ALL.iter().map(|&state| (state, self.count(state)))
+    }
+
+    /// Sets the count of `state`.
+    pub(crate) fn set(&mut self, state: State, count: i64) {
+        self.counts[state.index()] = count;
+    }
+}
+
+/// Deliveries and attempts in one interval ([`Admin::activity`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ActivitySlot {
+    /// When the interval starts (Unix milliseconds).
+    pub start: i64,
+    /// Deliveries acknowledged (stored) in it.
+    pub received: i64,
+    /// Attempts that ended with the event done.
+    pub handled: i64,
+    /// Attempts that failed (retried later, or dead).
+    pub failed: i64,
+}

@@ -1,0 +1,121 @@
+//! The operator's state changes (`payhook inbox`, the dashboard's actions)
+//! and the retention purge: each a named method with its statement beside it.
+//! A dead or pending event is made due now ([`retry`](Operations::retry),
+//! [`retry_dead`](Operations::retry_dead)), done events run again
+//! ([`replay`](Operations::replay)), and old done events are deleted in
+//! bounded batches ([`purge`](Operations::purge)).
+
+use std::future::Future;
+
+use crate::clock::now_ms;
+use crate::database::Database;
+use crate::dialect::table;
+use crate::driver::{sql_bounds, Driver};
+use crate::model::State;
+
+/// Rows deleted per purge statement: each statement is short (a few
+/// milliseconds of write lock), whatever the backlog.
+pub(crate) const PURGE_BATCH: i64 = 1000;
+
+/// The operator's state changes on one backend. Not nameable outside the crate.
+pub trait Operations: Driver {
+    /// `dead` or `pending` → `pending`, due now; whether there was one.
+    fn retry<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        event_id: &'a str,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a;
+    /// Every `dead` event → `pending`, due now.
+    fn retry_dead<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
+    /// `done` events received at or after `since` → `pending`, due now.
+    fn replay<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        since: i64,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
+    /// Deletes at most `limit` done events marked done before `before`.
+    fn purge<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        before: i64,
+        limit: i64,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
+}
+
+sql_bounds! {
+    impl<DB> Operations {
+        async fn retry<'a>(db: &'a Database<Self>, namespace: &'a str, event_id: &'a str) -> Result<bool, sqlx::Error> {
+            const RETRY: &str = concat!(
+                "UPDATE ",
+                table!(),
+                " SET state = $1, due_at = $2 WHERE namespace = $3 AND event_id = $4 AND state IN ($5, $1)"
+            );
+            let updated = sqlx::query(RETRY)
+                .bind(State::Pending.as_str())
+                .bind(now_ms())
+                .bind(namespace)
+                .bind(event_id)
+                .bind(State::Dead.as_str())
+                .execute(&db.pool)
+                .await?;
+            Ok(DB::rows_affected(&updated) > 0)
+        }
+
+        async fn retry_dead<'a>(db: &'a Database<Self>, namespace: &'a str) -> Result<u64, sqlx::Error> {
+            const RETRY_DEAD: &str = concat!(
+                "UPDATE ",
+                table!(),
+                " SET state = $1, due_at = $2 WHERE namespace = $3 AND state = $4"
+            );
+            let updated = sqlx::query(RETRY_DEAD)
+                .bind(State::Pending.as_str())
+                .bind(now_ms())
+                .bind(namespace)
+                .bind(State::Dead.as_str())
+                .execute(&db.pool)
+                .await?;
+            Ok(DB::rows_affected(&updated))
+        }
+
+        async fn replay<'a>(db: &'a Database<Self>, namespace: &'a str, since: i64) -> Result<u64, sqlx::Error> {
+            const REPLAY: &str = concat!(
+                "UPDATE ",
+                table!(),
+                " SET state = $1, due_at = $2, done_at = NULL WHERE namespace = $3 AND state = $4 AND received_at >= $5"
+            );
+            let updated = sqlx::query(REPLAY)
+                .bind(State::Pending.as_str())
+                .bind(now_ms())
+                .bind(namespace)
+                .bind(State::Done.as_str())
+                .bind(since)
+                .execute(&db.pool)
+                .await?;
+            Ok(DB::rows_affected(&updated))
+        }
+
+        async fn purge<'a>(db: &'a Database<Self>, namespace: &'a str, before: i64, limit: i64) -> Result<u64, sqlx::Error> {
+            // One bounded batch: at most `$3` done rows, found through the
+            // `(namespace, state, done_at)` index, so each statement is short.
+            const PURGE: &str = concat!(
+                "DELETE FROM ",
+                table!(),
+                " WHERE arrival IN ( \
+                   SELECT arrival FROM ",
+                table!(),
+                " WHERE namespace = $1 AND state = $4 AND done_at < $2 LIMIT $3)"
+            );
+            let purged = sqlx::query(PURGE)
+                .bind(namespace)
+                .bind(before)
+                .bind(limit)
+                .bind(State::Done.as_str())
+                .execute(&db.pool)
+                .await?;
+            Ok(DB::rows_affected(&purged))
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! The dashboard's reads (and `payhook inbox stats`): counts by state, the
+//! activity chart, pages of events with a keyset cursor, an event's
+//! attempts and the other events of its payment intent. Each statement reads
+//! one index range ([`plans`](super::plans) shows which).
+
+use std::future::Future;
+
+use sqlx::Row as _;
+
+use crate::clock::millis;
+use crate::database::Database;
+use crate::dialect::{attempts_table, table};
+use crate::driver::{sql_bounds, Driver};
+use crate::model::{
+    ActivitySlot, Attempt, AttemptOutcome, Cursor, IntentEvent, Page, PageQuery, State, Stats, MAX_PAGE,
+};
+use crate::reads::{stored_event, COLUMNS};
+
+/// Counts by state: read from the `(namespace, state, …)` index alone.
+pub(crate) const COUNT_BY_STATE: &str = concat!(
+    "SELECT state, COUNT(*) AS n FROM ",
+    table!(),
+    " WHERE namespace = $1 GROUP BY state"
+);
+
+/// The oldest pending event: the first entry of the state's range in the
+/// `(namespace, state, received_at, arrival)` index.
+pub(crate) const OLDEST_PENDING: &str = concat!(
+    "SELECT MIN(received_at) AS oldest FROM ",
+    table!(),
+    " WHERE namespace = $1 AND state = $2"
+);
+
+/// Deliveries received per interval since `$2` (`$3` milliseconds each).
+pub(crate) const RECEIVED_PER_INTERVAL: &str = concat!(
+    "SELECT (received_at - $2) / $3 AS slot, COUNT(*) AS n FROM ",
+    table!(),
+    " WHERE namespace = $1 AND received_at >= $2 GROUP BY slot"
+);
+
+/// Attempts ended per interval and outcome since `$2`.
+pub(crate) const ATTEMPTS_PER_INTERVAL: &str = concat!(
+    "SELECT (finished_at - $2) / $3 AS slot, outcome, COUNT(*) AS n FROM ",
+    attempts_table!(),
+    " WHERE namespace = $1 AND finished_at >= $2 GROUP BY slot, outcome"
+);
+
+pub(crate) const ATTEMPTS_OF_EVENT: &str = concat!(
+    "SELECT a.attempt, a.started_at, a.duration_ms, a.outcome, a.error FROM ",
+    attempts_table!(),
+    " a JOIN ",
+    table!(),
+    " e ON e.arrival = a.arrival WHERE e.namespace = $1 AND e.event_id = $2 ORDER BY a.attempt DESC"
+);
+
+pub(crate) const EVENTS_OF_INTENT: &str = concat!(
+    "SELECT event_id, event_type, state, created FROM ",
+    table!(),
+    " WHERE namespace = $1 AND intent_id = $2 ORDER BY created, arrival LIMIT $3"
+);
+
+/// The events page's statement for the filters that are set: `$1` the
+/// namespace, then one parameter per clause, the keyset cursor last before
+/// the limit. No `OFFSET` and no count: each page is one index range read.
+pub(crate) fn page_statement(query: &PageQuery) -> String {
+    let mut sql = format!(
+        concat!("SELECT arrival, {} FROM ", table!(), " WHERE namespace = $1"),
+        COLUMNS
+    );
+    let mut next = 2;
+    let mut add = |sql: &mut String, clause: &str| {
+        let mut text = clause.to_owned();
+        while let Some(at) = text.find('?') {
+            text.replace_range(at..=at, &format!("${next}"));
+            next += 1;
+        }
+        sql.push_str(&text);
+    };
+    let filter = &query.filter;
+    if filter.state.is_some() {
+        add(&mut sql, " AND state = ?");
+    }
+    if filter.event_type.is_some() {
+        add(&mut sql, " AND event_type = ?");
+    }
+    if query.event_id.is_some() {
+        add(&mut sql, " AND event_id = ?");
+    }
+    if filter.older_than.is_some() {
+        add(&mut sql, " AND received_at <= ?");
+    }
+    if filter.newer_than.is_some() {
+        add(&mut sql, " AND received_at >= ?");
+    }
+    if query.after.is_some() {
+        // The first term is the index range; the second only skips the rows
+        // of the cursor's own millisecond already shown.
+        add(
+            &mut sql,
+            " AND received_at <= ? AND (received_at < ? OR arrival < ?)",
+        );
+    }
+    add(&mut sql, " ORDER BY received_at DESC, arrival DESC LIMIT ?");
+    sql
+}
+
+/// The dashboard's reads on one backend. Not nameable outside the crate.
+pub trait Overview: Driver {
+    /// Counts by state and the oldest pending event's arrival.
+    fn stats<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+    ) -> impl Future<Output = Result<Stats, sqlx::Error>> + Send + 'a;
+    /// Received deliveries and ended attempts per interval.
+    fn activity<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        since: i64,
+        interval: i64,
+        slots: usize,
+    ) -> impl Future<Output = Result<Vec<ActivitySlot>, sqlx::Error>> + Send + 'a;
+    /// One page of events, newest first, after the cursor.
+    fn page<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        query: &'a PageQuery,
+        now: i64,
+    ) -> impl Future<Output = Result<Page, sqlx::Error>> + Send + 'a;
+    /// The recorded attempts of one event, latest first.
+    fn attempts<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        event_id: &'a str,
+    ) -> impl Future<Output = Result<Vec<Attempt>, sqlx::Error>> + Send + 'a;
+    /// The events of one payment intent, in `created` order.
+    fn intent_events<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        intent_id: &'a str,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<IntentEvent>, sqlx::Error>> + Send + 'a;
+}
+
+sql_bounds! {
+    impl<DB> Overview {
+        async fn stats<'a>(
+            db: &'a Database<Self>,
+            namespace: &'a str,
+        ) -> Result<Stats, sqlx::Error> {
+            let mut stats = Stats::default();
+            for row in sqlx::query(COUNT_BY_STATE)
+                .bind(namespace)
+                .fetch_all(&db.pool)
+                .await?
+            {
+                let state: String = row.try_get("state")?;
+                let count: i64 = row.try_get("n")?;
+                if let Ok(state) = state.parse::<State>() {
+                    stats.set(state, count);
+                }
+            }
+            let row = sqlx::query(OLDEST_PENDING)
+                .bind(namespace)
+                .bind(State::Pending.as_str())
+                .fetch_one(&db.pool)
+                .await?;
+            stats.oldest_pending_at = row.try_get("oldest")?;
+            Ok(stats)
+        }
+
+        async fn activity<'a>(
+            db: &'a Database<Self>,
+            namespace: &'a str,
+            since: i64,
+            interval: i64,
+            slots: usize,
+        ) -> Result<Vec<ActivitySlot>, sqlx::Error> {
+            let interval = interval.max(1);
+            let mut out: Vec<ActivitySlot> = (0..slots)
+                .map(|slot| ActivitySlot {
+                    start: since
+                        .saturating_add(interval.saturating_mul(i64::try_from(slot).unwrap_or(i64::MAX))),
+                    ..Default::default()
+                })
+                .collect();
+            let index = |slot: i64| usize::try_from(slot).ok().filter(|&slot| slot < slots);
+            let received = sqlx::query(RECEIVED_PER_INTERVAL)
+                .bind(namespace)
+                .bind(since)
+                .bind(interval)
+                .fetch_all(&db.pool)
+                .await?;
+            for row in received {
+                if let Some(slot) = index(row.try_get("slot")?) {
+                    out[slot].received = row.try_get("n")?;
+                }
+            }
+            let attempts = sqlx::query(ATTEMPTS_PER_INTERVAL)
+                .bind(namespace)
+                .bind(since)
+                .bind(interval)
+                .fetch_all(&db.pool)
+                .await?;
+            for row in attempts {
+                if let Some(slot) = index(row.try_get("slot")?) {
+                    let outcome: String = row.try_get("outcome")?;
+                    let count: i64 = row.try_get("n")?;
+                    if outcome == AttemptOutcome::Done.as_str() {
+                        out[slot].handled += count;
+                    } else {
+                        out[slot].failed += count;
+                    }
+                }
+            }
+            Ok(out)
+        }
+
+        async fn page<'a>(
+            db: &'a Database<Self>,
+            namespace: &'a str,
+            query: &'a PageQuery,
+            now: i64,
+        ) -> Result<Page, sqlx::Error> {
+            let sql = page_statement(query);
+            let limit = i64::from(query.limit.clamp(1, MAX_PAGE));
+            let filter = &query.filter;
+            let mut statement = sqlx::query(&sql).bind(namespace);
+            if let Some(state) = filter.state {
+                statement = statement.bind(state.as_str());
+            }
+            if let Some(event_type) = &filter.event_type {
+                statement = statement.bind(event_type.as_str());
+            }
+            if let Some(event_id) = &query.event_id {
+                statement = statement.bind(event_id.as_str());
+            }
+            if let Some(age) = filter.older_than {
+                statement = statement.bind(now.saturating_sub(millis(age)));
+            }
+            if let Some(age) = filter.newer_than {
+                statement = statement.bind(now.saturating_sub(millis(age)));
+            }
+            if let Some(after) = query.after {
+                statement = statement
+                    .bind(after.received_at)
+                    .bind(after.received_at)
+                    .bind(after.arrival);
+            }
+            // One row more than the page: whether there is a next page.
+            statement = statement.bind(limit + 1);
+            let rows = statement.fetch_all(&db.pool).await?;
+            let mut events = Vec::with_capacity(rows.len());
+            let mut next = None;
+            for row in &rows {
+                if i64::try_from(events.len()).unwrap_or(i64::MAX) == limit {
+                    break;
+                }
+                let event = stored_event(row, None)?;
+                next = Some(Cursor {
+                    received_at: event.received_at,
+                    arrival: row.try_get("arrival")?,
+                });
+                events.push(event);
+            }
+            if i64::try_from(rows.len()).unwrap_or(i64::MAX) <= limit {
+                next = None;
+            }
+            Ok(Page { events, next })
+        }
+
+        async fn attempts<'a>(
+            db: &'a Database<Self>,
+            namespace: &'a str,
+            event_id: &'a str,
+        ) -> Result<Vec<Attempt>, sqlx::Error> {
+            sqlx::query(ATTEMPTS_OF_EVENT)
+                .bind(namespace)
+                .bind(event_id)
+                .fetch_all(&db.pool)
+                .await?
+                .iter()
+                .map(|row| {
+                    Ok(Attempt {
+                        attempt: row.try_get("attempt")?,
+                        started_at: row.try_get("started_at")?,
+                        duration_ms: row.try_get("duration_ms")?,
+                        outcome: row.try_get("outcome")?,
+                        error: row.try_get("error")?,
+                    })
+                })
+                .collect()
+        }
+
+        async fn intent_events<'a>(
+            db: &'a Database<Self>,
+            namespace: &'a str,
+            intent_id: &'a str,
+            limit: i64,
+        ) -> Result<Vec<IntentEvent>, sqlx::Error> {
+            sqlx::query(EVENTS_OF_INTENT)
+                .bind(namespace)
+                .bind(intent_id)
+                .bind(limit)
+                .fetch_all(&db.pool)
+                .await?
+                .iter()
+                .map(|row| {
+                    Ok(IntentEvent {
+                        event_id: row.try_get("event_id")?,
+                        event_type: row.try_get("event_type")?,
+                        state: row.try_get("state")?,
+                        created: row.try_get("created")?,
+                    })
+                })
+                .collect()
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! What the operator's tools read: the inbox's depth, stored events by filter
+//! or by id, whether a database holds an inbox at all, and (in
+//! [`dashboard`]) the dashboard's counts, pages and attempts, with their query
+//! plans ([`plans`]). Nothing here changes a row.
+
+pub(crate) mod dashboard;
+pub(crate) mod plans;
+
+use std::future::Future;
+
+use sqlx::Row as _;
+
+use crate::clock::{millis, now_ms};
+use crate::database::Database;
+use crate::dialect::{table, Dialect};
+use crate::driver::{sql_bounds, Driver};
+use crate::model::{Filter, State, StoredEvent};
+
+/// The columns an operator's view of an event reads, for `concat!` into the
+/// statements that add to them.
+macro_rules! columns {
+    () => {
+        "event_id, event_type, intent_id, state, attempts, created, received_at, \
+         due_at, lease_until, last_attempt_at, last_error, done_at"
+    };
+}
+
+/// The columns an operator's view of an event reads.
+pub(crate) const COLUMNS: &str = columns!();
+
+/// The reads of the CLI and the workers on one backend. Not nameable outside
+/// the crate.
+pub trait Reads: Driver {
+    /// The path of the main database file (SQLite), if it has one.
+    fn main_file(db: &Database<Self>) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send;
+    /// Whether the inbox table exists (read-only).
+    fn has_table(db: &Database<Self>) -> impl Future<Output = Result<bool, sqlx::Error>> + Send;
+    /// Events waiting (pending or running) and when the oldest arrived.
+    fn depth<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+    ) -> impl Future<Output = Result<(i64, Option<i64>), sqlx::Error>> + Send + 'a;
+    /// The events that match, newest first.
+    fn list<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        filter: &'a Filter,
+    ) -> impl Future<Output = Result<Vec<StoredEvent>, sqlx::Error>> + Send + 'a;
+    /// One event with its body.
+    fn show<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        event_id: &'a str,
+    ) -> impl Future<Output = Result<Option<StoredEvent>, sqlx::Error>> + Send + 'a;
+}
+
+sql_bounds! {
+    impl<DB> Reads {
+        async fn main_file(db: &Database<Self>) -> Result<Option<String>, sqlx::Error> {
+            if db.dialect != Dialect::Sqlite {
+                return Ok(None);
+            }
+            let rows = sqlx::query("PRAGMA database_list").fetch_all(&db.pool).await?;
+            for row in &rows {
+                let name: String = row.try_get(1)?;
+                if name == "main" {
+                    let file: Option<String> = row.try_get(2)?;
+                    return Ok(file.filter(|file| !file.is_empty()));
+                }
+            }
+            Ok(None)
+        }
+
+        async fn has_table(db: &Database<Self>) -> Result<bool, sqlx::Error> {
+            const HAS_TABLE: &str = concat!("SELECT COUNT(*) AS n FROM ", table!(), " WHERE 1 = 0");
+            match sqlx::query(HAS_TABLE).fetch_optional(&db.pool).await {
+                Ok(_) => Ok(true),
+                Err(sqlx::Error::Database(err))
+                    if err.message().contains("no such table") || err.code().as_deref() == Some("42P01") =>
+                {
+                    Ok(false)
+                }
+                Err(err) => Err(err),
+            }
+        }
+
+        async fn depth<'a>(db: &'a Database<Self>, namespace: &'a str) -> Result<(i64, Option<i64>), sqlx::Error> {
+            const DEPTH: &str = concat!(
+                "SELECT COUNT(*) AS waiting, MIN(received_at) AS oldest FROM ",
+                table!(),
+                " WHERE namespace = $1 AND state IN ($2, $3)"
+            );
+            let row = sqlx::query(DEPTH)
+                .bind(namespace)
+                .bind(State::Pending.as_str())
+                .bind(State::Running.as_str())
+                .fetch_one(&db.pool)
+                .await?;
+            Ok((row.try_get("waiting")?, row.try_get("oldest")?))
+        }
+
+        async fn list<'a>(db: &'a Database<Self>, namespace: &'a str, filter: &'a Filter) -> Result<Vec<StoredEvent>, sqlx::Error> {
+            let now = now_ms();
+            let mut sql = format!(concat!("SELECT {} FROM ", table!(), " WHERE namespace = $1"), COLUMNS);
+            let mut next = 2;
+            let mut add = |sql: &mut String, clause: &str| {
+                sql.push_str(&clause.replace('?', &format!("${next}")));
+                next += 1;
+            };
+            if filter.state.is_some() {
+                add(&mut sql, " AND state = ?");
+            }
+            if filter.event_type.is_some() {
+                add(&mut sql, " AND event_type = ?");
+            }
+            if filter.older_than.is_some() {
+                add(&mut sql, " AND received_at <= ?");
+            }
+            if filter.newer_than.is_some() {
+                add(&mut sql, " AND received_at >= ?");
+            }
+            add(&mut sql, " ORDER BY received_at DESC, arrival DESC LIMIT ?");
+            let mut query = sqlx::query(&sql).bind(namespace);
+            if let Some(state) = filter.state {
+                query = query.bind(state.as_str());
+            }
+            if let Some(event_type) = &filter.event_type {
+                query = query.bind(event_type.as_str());
+            }
+            if let Some(age) = filter.older_than {
+                query = query.bind(now.saturating_sub(millis(age)));
+            }
+            if let Some(age) = filter.newer_than {
+                query = query.bind(now.saturating_sub(millis(age)));
+            }
+            query = query.bind(i64::from(filter.limit.unwrap_or(1000)));
+            let rows = query.fetch_all(&db.pool).await?;
+            rows.iter().map(|row| stored_event(row, None)).collect()
+        }
+
+        async fn show<'a>(db: &'a Database<Self>, namespace: &'a str, event_id: &'a str) -> Result<Option<StoredEvent>, sqlx::Error> {
+            const SHOW: &str = concat!(
+                "SELECT ",
+                columns!(),
+                ", body FROM ",
+                table!(),
+                " WHERE namespace = $1 AND event_id = $2"
+            );
+            let row = sqlx::query(SHOW).bind(namespace).bind(event_id).fetch_optional(&db.pool).await?;
+            row.map(|row| {
+                let body = row.try_get("body")?;
+                stored_event(&row, Some(body))
+            })
+            .transpose()
+        }
+    }
+}
+
+/// An event read with [`COLUMNS`], and its body when it was read too.
+pub(crate) fn stored_event<R>(row: &R, body: Option<String>) -> Result<StoredEvent, sqlx::Error>
+where
+    R: sqlx::Row,
+    for<'n> &'n str: sqlx::ColumnIndex<R>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    Ok(StoredEvent {
+        event_id: row.try_get("event_id")?,
+        event_type: row.try_get("event_type")?,
+        intent_id: row.try_get("intent_id")?,
+        state: row.try_get("state")?,
+        attempts: row.try_get("attempts")?,
+        created: row.try_get("created")?,
+        received_at: row.try_get("received_at")?,
+        due_at: row.try_get("due_at")?,
+        lease_until: row.try_get("lease_until")?,
+        last_attempt_at: row.try_get("last_attempt_at")?,
+        last_error: row.try_get("last_error")?,
+        done_at: row.try_get("done_at")?,
+        body,
+    })
+}
