@@ -1,9 +1,11 @@
-//! HTML text: the one escaping function every value goes through, spans of
-//! time, the JSON body laid out, and the page around a page's content.
+//! HTML text: the one escaping function every value goes through, state
+//! badges, spans of time, the JSON body laid out, and the page around a
+//! page's content.
 
 use std::fmt::Write as _;
 
 use payhook_core::untrusted::Untrusted;
+use payhook_inbox::admin::{AttemptOutcome, State};
 
 /// Escapes text for HTML element content and double- or single-quoted
 /// attribute values: `&`, `<`, `>`, `"` and `'` become character references.
@@ -156,6 +158,17 @@ pub(crate) fn page(
     out
 }
 
+/// A state (or an attempt's outcome) as a badge. Its CSS class is its name
+/// when it is one of the inbox's states or an attempt's `failed` (the names
+/// the stylesheet colours) and `other` otherwise, so a value read from the
+/// database never becomes a class name unchecked.
+pub(crate) fn state_badge(state: &str) -> String {
+    let known =
+        state == AttemptOutcome::Failed.as_str() || State::ALL.iter().any(|known| known.as_str() == state);
+    let class = if known { state } else { "other" };
+    format!("<span class=\"state {class}\">{}</span>", value(state))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,6 +193,20 @@ mod tests {
         assert_eq!(
             shown.matches("&lt;").count(),
             payhook_core::untrusted::MAX_SHOWN_CHARS
+        );
+    }
+
+    #[test]
+    fn state_badges_take_their_class_from_known_states_only() {
+        for state in ["pending", "running", "done", "dead", "failed"] {
+            assert_eq!(
+                state_badge(state),
+                format!("<span class=\"state {state}\">{state}</span>")
+            );
+        }
+        assert_eq!(
+            state_badge("x\" onclick=\"y"),
+            "<span class=\"state other\">x&quot; onclick=&quot;y</span>"
         );
     }
 

@@ -69,7 +69,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod actions;
 mod auth;
+mod forms;
 pub mod html;
 mod pages;
 
@@ -266,7 +268,7 @@ impl<DB: Backend> Dashboard<DB> {
                 if let Some(reason) = auth::cross_site(request.headers) {
                     return pages::problem(base, StatusCode::FORBIDDEN, reason);
                 }
-                let form = match pages::Form::parse(request.body) {
+                let form = match forms::Form::parse(request.body) {
                     Ok(form) => form,
                     Err(reason) => return pages::problem(base, StatusCode::BAD_REQUEST, &reason),
                 };
@@ -280,7 +282,7 @@ impl<DB: Backend> Dashboard<DB> {
                         "The form's token is missing or out of date: reload the page and try again.",
                     );
                 }
-                pages::action(&ctx, request.path, &form).await
+                actions::action(&ctx, request.path, &form).await
             }
             ("" | "/" | "/events" | "/event", false) => method_not_allowed(base, "GET, HEAD"),
             ("/retry" | "/retry-dead" | "/replay", _) => method_not_allowed(base, "POST"),

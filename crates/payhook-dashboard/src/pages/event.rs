@@ -1,0 +1,196 @@
+//! One event: its facts, its retry button when dead, every attempt, the other
+//! events of its payment intent, and its body.
+
+use std::fmt::Write as _;
+
+use http::{Response, StatusCode};
+use payhook_core::time::{format_utc, now_ms};
+use payhook_inbox::admin::State;
+use payhook_inbox::{Backend, InboxError};
+
+use super::{problem, unavailable, Ctx};
+use crate::forms::{param, params, Quoted};
+use crate::html::{self, escape, message, span, state_badge, value, Nav};
+
+/// One event: its facts, actions, attempts, the other events of its payment
+/// intent, and its body.
+pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Response<String> {
+    let params = match params(query) {
+        Ok(params) => params,
+        Err(reason) => return problem(ctx.base, StatusCode::BAD_REQUEST, &reason),
+    };
+    let Some(id) = param(&params, "id") else {
+        return problem(
+            ctx.base,
+            StatusCode::BAD_REQUEST,
+            "Which event? The link needs ?id=.",
+        );
+    };
+    if id.len() > payhook_inbox::MAX_ID_BYTES {
+        return problem(ctx.base, StatusCode::NOT_FOUND, "There is no event with this id.");
+    }
+    let event = match ctx.admin.show(id).await {
+        Ok(event) => event,
+        Err(InboxError::NotFound(_)) => {
+            return problem(
+                ctx.base,
+                StatusCode::NOT_FOUND,
+                &format!("There is no event with the id {:?}.", Quoted(id)),
+            )
+        }
+        Err(err) => return unavailable(ctx.base, &err),
+    };
+    let attempts = match ctx.admin.attempts(id).await {
+        Ok(attempts) => attempts,
+        Err(err) => return unavailable(ctx.base, &err),
+    };
+    let siblings = match &event.intent_id {
+        Some(intent) => match ctx.admin.intent_events(intent, 100).await {
+            Ok(events) => events,
+            Err(err) => return unavailable(ctx.base, &err),
+        },
+        None => Vec::new(),
+    };
+    let now = now_ms();
+    let base = escape(ctx.base);
+    let mut out = String::with_capacity(4096 + event.body.as_ref().map_or(0, String::len) * 2);
+    let _ = write!(
+        out,
+        "<h1 id=\"event-id\">{}</h1><table class=\"facts\">",
+        value(&event.event_id)
+    );
+    let mut fact = |name: &str, html: String| {
+        let _ = write!(out, "<tr><th>{name}</th><td>{html}</td></tr>");
+    };
+    fact(
+        "Type",
+        format!(
+            "<span class=\"mono\" id=\"event-type\">{}</span>",
+            value(&event.event_type)
+        ),
+    );
+    fact(
+        "State",
+        format!("<span id=\"event-state\">{}</span>", state_badge(&event.state)),
+    );
+    fact("Attempts", event.attempts.to_string());
+    fact(
+        "Received (UTC)",
+        format!(
+            "{} ({} ago)",
+            escape(&format_utc(event.received_at)),
+            escape(&span(now - event.received_at))
+        ),
+    );
+    fact(
+        "Created (UTC)",
+        escape(&format_utc(event.created.saturating_mul(1000))),
+    );
+    if event.state == State::Pending.as_str() {
+        let due = if event.due_at <= now {
+            "now".to_owned()
+        } else {
+            format!("{} (in {})", format_utc(event.due_at), span(event.due_at - now))
+        };
+        fact("Due", escape(&due));
+    }
+    if let Some(until) = event
+        .lease_until
+        .filter(|_| event.state == State::Running.as_str())
+    {
+        let lease = if until > now {
+            format!("held until {} (in {})", format_utc(until), span(until - now))
+        } else {
+            format!(
+                "ran out at {} ({} ago): the event is taken up again",
+                format_utc(until),
+                span(now - until)
+            )
+        };
+        fact("Lease", escape(&lease));
+    }
+    if let Some(at) = event.last_attempt_at {
+        fact("Last attempt (UTC)", escape(&format_utc(at)));
+    }
+    if let Some(at) = event.done_at {
+        fact("Done (UTC)", escape(&format_utc(at)));
+    }
+    if let Some(error) = &event.last_error {
+        fact(
+            "Last error",
+            format!(
+                "<span class=\"error\" id=\"last-error\">{}</span>",
+                message(error)
+            ),
+        );
+    }
+    if let Some(intent) = &event.intent_id {
+        fact(
+            "Payment intent",
+            format!("<span class=\"mono\">{}</span>", value(intent)),
+        );
+    }
+    out.push_str("</table>");
+    if event.state == State::Dead.as_str() || event.state == State::Pending.as_str() {
+        let _ = write!(
+            out,
+            "<h2>Actions</h2><form method=\"post\" action=\"{base}/retry\">{}\
+             <input type=\"hidden\" name=\"id\" value=\"{}\">\
+             <button type=\"submit\" id=\"retry\">Retry this event…</button></form>",
+            ctx.csrf_field(),
+            escape(&event.event_id)
+        );
+    }
+    out.push_str("<h2>Attempts</h2>");
+    if attempts.is_empty() {
+        out.push_str("<p class=\"muted\">No attempt has ended yet.</p>");
+    } else {
+        out.push_str(
+            "<table id=\"attempts\"><thead><tr><th>#</th><th>Started (UTC)</th><th>Duration</th>\
+             <th>Outcome</th><th>Error</th></tr></thead><tbody>",
+        );
+        for attempt in &attempts {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{} ms</td><td>{}</td><td class=\"error\">{}</td></tr>",
+                attempt.attempt,
+                escape(&format_utc(attempt.started_at)),
+                attempt.duration_ms,
+                state_badge(&attempt.outcome),
+                attempt.error.as_deref().map(message).unwrap_or_default()
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
+    if siblings.len() > 1 {
+        out.push_str(
+            "<h2>Events of the same payment intent</h2><table id=\"intent-events\"><thead><tr>\
+             <th>Created (UTC)</th><th>Id</th><th>Type</th><th>State</th></tr></thead><tbody>",
+        );
+        for other in &siblings {
+            let id = if other.event_id == event.event_id {
+                format!(
+                    "{} <span class=\"muted\">(this one)</span>",
+                    value(&other.event_id)
+                )
+            } else {
+                ctx.event_link(&other.event_id)
+            };
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td class=\"id\">{id}</td><td class=\"mono\">{}</td><td>{}</td></tr>",
+                escape(&format_utc(other.created.saturating_mul(1000))),
+                value(&other.event_type),
+                state_badge(&other.state)
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
+    let body = event.body.as_deref().unwrap_or("");
+    let _ = write!(
+        out,
+        "<h2>Body</h2><pre class=\"body\" id=\"event-body\">{}</pre>",
+        escape(&html::pretty_json(body))
+    );
+    ctx.page(&event.event_id, Nav::None, None, &out)
+}
