@@ -3,13 +3,11 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch (the clock every payhook tool reads).
 pub(crate) fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| {
-        i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX)
-    })
+    payhook_core::time::now_ms()
 }
 
 /// A duration in milliseconds, saturating.
