@@ -600,10 +600,7 @@ async fn start<DB: Backend>(
         DB::migrate(&db).await?;
     }
     // The file as SQLite opened it (after the migrations, which create it).
-    let file = match db.dialect {
-        Dialect::Sqlite => FileIdentity::of_pool(&db).await,
-        Dialect::Postgres => None,
-    };
+    let file = FileIdentity::of_pool(&db).await;
     // One ingest task on both backends: it writes every delivery that came in
     // during its previous commit in one statement, so batches grow with the
     // load. SQLite has one writer whatever we do; on PostgreSQL more tasks

@@ -15,8 +15,9 @@ use crate::driver::{sql_bounds, Driver};
 use crate::error::InboxError;
 use crate::model::State;
 
-/// The advisory lock key the PostgreSQL migrations serialize on ("payhook"
-/// in ASCII, so that it is recognisable in `pg_locks`).
+/// The advisory lock key the migrations serialize on where the dialect takes
+/// one (PostgreSQL): "payhook" in ASCII, so that it is recognisable in
+/// `pg_locks`.
 pub(crate) const PG_LOCK_KEY: i64 = 0x0070_6179_686f_6f6b;
 
 const CREATE_SCHEMA_TABLE: &str = concat!(
@@ -43,29 +44,14 @@ sql_bounds! {
     impl<DB> Migrate {
         async fn migrate(db: &Database<Self>) -> Result<(), InboxError> {
             let mut conn = db.pool.acquire().await?;
-            match db.dialect {
-                Dialect::Postgres => {
-                    // "already exists, skipping" notices on every start are noise.
-                    (&mut *conn).execute("SET client_min_messages = warning").await?;
-                    // `SELECT 1 FROM`: a `void` result cannot be read back through `Any`.
-                    sqlx::query("SELECT 1 FROM pg_advisory_lock($1)")
-                        .bind(PG_LOCK_KEY)
-                        .execute(&mut *conn)
-                        .await?;
-                    let result = run::<DB>(&mut conn, db.dialect).await;
-                    sqlx::query("SELECT 1 FROM pg_advisory_unlock($1)")
-                        .bind(PG_LOCK_KEY)
-                        .execute(&mut *conn)
-                        .await?;
-                    result
-                }
-                Dialect::Sqlite => {
-                    // WAL lets readers (the CLI, metrics) run beside the writer;
-                    // the mode is stored in the file, so setting it once is enough.
-                    (&mut *conn).execute("PRAGMA journal_mode = WAL").await?;
-                    run::<DB>(&mut conn, db.dialect).await
-                }
-            }
+            (&mut *conn).execute(db.dialect.before_migrations()).await?;
+            let Some((lock, unlock)) = db.dialect.migration_lock() else {
+                return run::<DB>(&mut conn, db.dialect).await;
+            };
+            sqlx::query(lock).bind(PG_LOCK_KEY).execute(&mut *conn).await?;
+            let result = run::<DB>(&mut conn, db.dialect).await;
+            sqlx::query(unlock).bind(PG_LOCK_KEY).execute(&mut *conn).await?;
+            result
         }
     }
 }

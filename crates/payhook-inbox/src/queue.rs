@@ -244,9 +244,10 @@ sql_bounds! {
                     .execute(&mut *tx)
                     .await?;
             }
-            let picked: Vec<i64> = match db.dialect {
-                Dialect::Sqlite => Vec::new(),
-                Dialect::Postgres => sqlx::query(PICK)
+            let picked: Vec<i64> = if !db.dialect.guards_intents() {
+                Vec::new()
+            } else {
+                sqlx::query(PICK)
                     .bind(request.namespace)
                     .bind(request.now)
                     .bind(State::Running.as_str())
@@ -257,9 +258,9 @@ sql_bounds! {
                     .await?
                     .iter()
                     .map(|row| row.try_get("arrival"))
-                    .collect::<Result<_, sqlx::Error>>()?,
+                    .collect::<Result<_, sqlx::Error>>()?
             };
-            if db.dialect == Dialect::Postgres && picked.is_empty() {
+            if db.dialect.guards_intents() && picked.is_empty() {
                 tx.commit().await?;
                 return Ok(ClaimResult { claimed: Vec::new(), died });
             }
@@ -450,7 +451,7 @@ const PICK: &str = concat!(
 /// (`$8` on, padded with NULLs that match nothing), on SQLite as it is.
 fn claim_statement(dialect: Dialect, picked: usize) -> String {
     let mut restriction = String::new();
-    if dialect == Dialect::Postgres {
+    if dialect.guards_intents() {
         restriction.push_str("c.arrival IN (");
         for index in 0..picked {
             if index > 0 {

@@ -1,7 +1,10 @@
 //! What differs between the databases the inbox runs on: the table names the
-//! statements are written with, the SQL dialect a pool speaks and the few
-//! clauses that differ by dialect, and each database's numbered migrations
-//! ([`migrations`]).
+//! statements are written with, the SQL dialect a pool speaks, every decision
+//! that depends on which database it is (a method of [`Dialect`]: the
+//! row-locking clause, the per-intent claim guard, the migrations' lock, the
+//! query plan's form, the missing-table error), and each database's numbered
+//! migrations ([`migrations`]). The rest of the crate asks a `Dialect`; it
+//! never matches on one, so a new database adds its arms here.
 //!
 //! Every other statement is the same text on every database and sits beside
 //! the method that runs it (the queue's transitions, the reads).
@@ -84,6 +87,62 @@ impl Dialect {
         }
     }
 
+    /// Whether a claim picks its rows and takes a guard on each one's payment
+    /// intent in a first statement (the queue's `PICK`), then claims only
+    /// those: where claims run side by side (PostgreSQL). SQLite's one writer
+    /// runs the claim as one statement under its write lock.
+    pub(crate) fn guards_intents(self) -> bool {
+        match self {
+            Self::Sqlite => false,
+            Self::Postgres => true,
+        }
+    }
+
+    /// Whether the database is a file the inbox opened (SQLite), to notice it
+    /// deleted or replaced.
+    pub(crate) fn is_file(self) -> bool {
+        match self {
+            Self::Sqlite => true,
+            Self::Postgres => false,
+        }
+    }
+
+    /// The statement that prepares a connection for the migrations: on
+    /// PostgreSQL "already exists, skipping" notices on every start are
+    /// noise; on SQLite WAL lets readers (the CLI, metrics) run beside the
+    /// writer, and the mode is stored in the file, so setting it once is
+    /// enough.
+    pub(crate) fn before_migrations(self) -> &'static str {
+        match self {
+            Self::Sqlite => "PRAGMA journal_mode = WAL",
+            Self::Postgres => "SET client_min_messages = warning",
+        }
+    }
+
+    /// The lock and unlock statements (`$1` the key) that serialize the
+    /// migrations of several processes, where a transaction alone does not:
+    /// PostgreSQL's session advisory lock. (`SELECT 1 FROM`: a `void` result
+    /// cannot be read back through `Any`.) SQLite's write lock serializes them.
+    pub(crate) fn migration_lock(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Self::Sqlite => None,
+            Self::Postgres => Some((
+                "SELECT 1 FROM pg_advisory_lock($1)",
+                "SELECT 1 FROM pg_advisory_unlock($1)",
+            )),
+        }
+    }
+
+    /// The column of a query plan's rows that holds the plan's text: SQLite's
+    /// `EXPLAIN QUERY PLAN` names it `detail`; PostgreSQL's `EXPLAIN` has one
+    /// column (`None`: the first).
+    pub(crate) fn plan_column(self) -> Option<&'static str> {
+        match self {
+            Self::Sqlite => Some("detail"),
+            Self::Postgres => None,
+        }
+    }
+
     /// A statement's query plan request.
     pub(crate) fn explain(self, sql: &str) -> String {
         match self {
@@ -100,4 +159,10 @@ impl Dialect {
             Self::Postgres => "SELECT 1",
         }
     }
+}
+
+/// Whether a database error says the table does not exist: SQLite says "no
+/// such table", PostgreSQL answers SQLSTATE `42P01`.
+pub(crate) fn is_missing_table(err: &dyn sqlx::error::DatabaseError) -> bool {
+    err.message().contains("no such table") || err.code().as_deref() == Some("42P01")
 }

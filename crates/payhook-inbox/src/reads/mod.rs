@@ -12,7 +12,7 @@ use sqlx::Row as _;
 
 use crate::clock::{millis, now_ms};
 use crate::database::Database;
-use crate::dialect::{table, Dialect};
+use crate::dialect::{is_missing_table, table};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{Filter, State, StoredEvent};
 
@@ -57,7 +57,7 @@ pub trait Reads: Driver {
 sql_bounds! {
     impl<DB> Reads {
         async fn main_file(db: &Database<Self>) -> Result<Option<String>, sqlx::Error> {
-            if db.dialect != Dialect::Sqlite {
+            if !db.dialect.is_file() {
                 return Ok(None);
             }
             let rows = sqlx::query("PRAGMA database_list").fetch_all(&db.pool).await?;
@@ -75,11 +75,7 @@ sql_bounds! {
             const HAS_TABLE: &str = concat!("SELECT COUNT(*) AS n FROM ", table!(), " WHERE 1 = 0");
             match sqlx::query(HAS_TABLE).fetch_optional(&db.pool).await {
                 Ok(_) => Ok(true),
-                Err(sqlx::Error::Database(err))
-                    if err.message().contains("no such table") || err.code().as_deref() == Some("42P01") =>
-                {
-                    Ok(false)
-                }
+                Err(sqlx::Error::Database(err)) if is_missing_table(err.as_ref()) => Ok(false),
                 Err(err) => Err(err),
             }
         }

@@ -8,7 +8,6 @@ use sqlx::Row as _;
 
 use crate::clock::now_ms;
 use crate::database::Database;
-use crate::dialect::Dialect;
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{Cursor, Filter, PageQuery, State};
 use crate::reads::dashboard::{
@@ -97,9 +96,9 @@ sql_bounds! {
                 let rows = query.fetch_all(&db.pool).await?;
                 let mut lines = Vec::new();
                 for row in &rows {
-                    let line: String = match db.dialect {
-                        Dialect::Sqlite => row.try_get("detail")?,
-                        Dialect::Postgres => row.try_get(0usize)?,
+                    let line: String = match db.dialect.plan_column() {
+                        Some(column) => row.try_get(column)?,
+                        None => row.try_get(0usize)?,
                     };
                     lines.push(line);
                 }
