@@ -45,9 +45,11 @@
 //!
 //! Where the service's document says nothing, the emulator decides as follows.
 //!
-//! **Events emitted.** [`EMITTED_EVENT_TYPES`] is `["payment_intent.succeeded",
-//! "payment_intent.failed"]`: the succeed test helper emits the first, the fail
-//! helper the second. The sibling format's `payment_intent.payment_failed` is
+//! **Events emitted.** The event catalogue's kinds with a test helper
+//! (`payhook::event::EventType::emulated`): `payment_intent.succeeded`, from the
+//! succeed test helper, and `payment_intent.failed`, from the fail helper; each
+//! helper is `POST /v1/test_helpers/payment_intents/:id/HELPER` and emits its
+//! kind's canonical name. The sibling format's `payment_intent.payment_failed` is
 //! not emitted (`payhook trigger payment_intent.payment_failed` drives the fail
 //! helper, which emits `payment_intent.failed`). Each event's body is fixed when
 //! it is created and every delivery of it carries the same bytes; keys are in
@@ -198,9 +200,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use payhook_core::event::{PAYMENT_INTENT_FAILED, PAYMENT_INTENT_SUCCEEDED};
 use payhook_core::PaymentIntent;
 
-pub use api::EMITTED_EVENT_TYPES;
 pub use config::{Faults, Limits, RetrySchedule};
 // For the payhook CLI, which checks a key before it starts or calls an
 // emulator; not part of the library's API (the builder checks keys itself).
@@ -683,7 +685,7 @@ impl Emulator {
             id,
             "succeeded",
             None,
-            "payment_intent.succeeded",
+            PAYMENT_INTENT_SUCCEEDED,
         )?)
     }
 
@@ -697,7 +699,7 @@ impl Emulator {
             id,
             "failed",
             None,
-            "payment_intent.failed",
+            PAYMENT_INTENT_FAILED,
         )?)
     }
 

@@ -1,6 +1,6 @@
 //! Events: retrieve, list (filtered by type and creation time), their
-//! delivery attempts, and resend. The event types the emulator emits are
-//! listed here, and nowhere else.
+//! delivery attempts, and resend. The event types the emulator emits are the
+//! event catalogue's kinds with a test helper (`EventType::emulated`).
 
 use std::sync::Arc;
 
@@ -20,16 +20,6 @@ use crate::params::Params;
 use crate::state::paginate;
 use crate::text::shown;
 use crate::{delivery, ids, unix_seconds, Shared};
-
-/// The event the succeed test helper emits.
-pub(crate) const PAYMENT_INTENT_SUCCEEDED: &str = "payment_intent.succeeded";
-/// The event the fail test helper emits.
-pub(crate) const PAYMENT_INTENT_FAILED: &str = "payment_intent.failed";
-
-/// The event types the emulator emits: `payment_intent.succeeded` (from the
-/// succeed test helper) and `payment_intent.failed` (from the fail helper).
-/// `enabled_events` may name these, any other type string, or `*`.
-pub const EMITTED_EVENT_TYPES: [&str; 2] = [PAYMENT_INTENT_SUCCEEDED, PAYMENT_INTENT_FAILED];
 
 /// The endpoints an event goes to: each one's id and registration order
 /// (which the injected faults are drawn from).

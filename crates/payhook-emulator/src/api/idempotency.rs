@@ -110,7 +110,7 @@ pub(crate) async fn object_post(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
     action: &'static str,
-    op: Op,
+    op: impl FnOnce(&Arc<Shared>, &str, Params) -> Result<OpReply, ApiError>,
 ) -> Response {
     match path_id(path) {
         Ok(id) => idempotent_post(&shared, &key, &headers, body, action, id, op).await,
@@ -143,7 +143,7 @@ async fn idempotent_post(
     body: Result<Bytes, BytesRejection>,
     route: &str,
     id: String,
-    op: Op,
+    op: impl FnOnce(&Arc<Shared>, &str, Params) -> Result<OpReply, ApiError>,
 ) -> Response {
     let body = match body {
         Ok(body) => body,

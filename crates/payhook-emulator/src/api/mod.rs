@@ -17,6 +17,7 @@ use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use payhook_core::event::EventType;
 use serde::Serialize;
 
 use crate::error::{json_response, ApiError};
@@ -25,32 +26,34 @@ use crate::Shared;
 
 pub(crate) use endpoints::{create_endpoint_op, insert_endpoint, parse_endpoint_url};
 pub(crate) use events::resend_op;
-pub use events::EMITTED_EVENT_TYPES;
 pub(crate) use payment_intents::{new_payment_intent_of, settle};
 
 use endpoints::{delete_endpoint, get_endpoint, list_endpoints, roll_secret_op};
 use events::{get_event, list_attempts, list_events};
 use idempotency::{collection_post, object_post};
-use payment_intents::{create_intent_op, fail_op, get_intent, list_intents, succeed_op};
+use payment_intents::{create_intent_op, get_intent, list_intents, test_helper_op};
 
 /// The API router.
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     let body_limit = shared.config.limits.body_bytes;
-    Router::new()
+    let mut router = Router::new();
+    // One test helper per kind of the event catalogue that the emulator emits.
+    for entry in EventType::emulated() {
+        let Some(helper) = entry.test_helper else {
+            continue;
+        };
+        router = router.route(
+            &format!("/v1/test_helpers/payment_intents/{{id}}/{}", helper.path),
+            post(move |s, k, p, h, b| object_post(s, k, p, h, b, helper.path, test_helper_op(entry))),
+        );
+    }
+    router
         .route(
             "/v1/payment_intents",
             get(list_intents)
                 .post(|s, k, h, b| collection_post(s, k, h, b, "/v1/payment_intents", create_intent_op)),
         )
         .route("/v1/payment_intents/{id}", get(get_intent))
-        .route(
-            "/v1/test_helpers/payment_intents/{id}/succeed",
-            post(|s, k, p, h, b| object_post(s, k, p, h, b, "succeed", succeed_op)),
-        )
-        .route(
-            "/v1/test_helpers/payment_intents/{id}/fail",
-            post(|s, k, p, h, b| object_post(s, k, p, h, b, "fail", fail_op)),
-        )
         .route("/v1/events", get(list_events))
         .route("/v1/events/{id}", get(get_event))
         .route("/v1/events/{id}/delivery_attempts", get(list_attempts))

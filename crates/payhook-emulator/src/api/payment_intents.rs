@@ -7,9 +7,10 @@ use std::sync::Arc;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
+use payhook_core::event::EventType;
 use payhook_core::{Metadata, PaymentIntent, PaymentIntentStatus, PaymentMethod};
 
-use super::events::{self, PAYMENT_INTENT_FAILED, PAYMENT_INTENT_SUCCEEDED};
+use super::events;
 use super::idempotency::OpReply;
 use super::pagination::{cursor_missing, list_of, page_of};
 use super::{path_id, reply, required, to_json};
@@ -194,24 +195,27 @@ fn check_metadata(metadata: &BTreeMap<String, String>) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// `POST /v1/test_helpers/payment_intents/:id/succeed`.
-pub(crate) fn succeed_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> Result<OpReply, ApiError> {
-    let amount_received = params.take_integer("amount_received", 1)?;
-    params.finish()?;
-    OpReply::intent(&settle(
-        shared,
-        id,
-        "succeeded",
-        amount_received,
-        PAYMENT_INTENT_SUCCEEDED,
-    )?)
+/// `POST /v1/test_helpers/payment_intents/:id/HELPER` for `entry`'s test
+/// helper (`succeed`, `fail`, …): moves the intent to the helper's status and
+/// emits `entry`'s canonical type. A helper to `succeeded` takes an optional
+/// `amount_received`.
+pub(crate) fn test_helper_op(
+    entry: &'static EventType,
+) -> impl Fn(&Arc<Shared>, &str, Params) -> Result<OpReply, ApiError> + Clone + Send + 'static {
+    move |shared, id, mut params| {
+        let status = entry.test_helper.map_or("", |helper| helper.status);
+        let amount_received = if status == SUCCEEDED {
+            params.take_integer("amount_received", 1)?
+        } else {
+            None
+        };
+        params.finish()?;
+        OpReply::intent(&settle(shared, id, status, amount_received, entry.name())?)
+    }
 }
 
-/// `POST /v1/test_helpers/payment_intents/:id/fail`.
-pub(crate) fn fail_op(shared: &Arc<Shared>, id: &str, params: Params) -> Result<OpReply, ApiError> {
-    params.finish()?;
-    OpReply::intent(&settle(shared, id, "failed", None, PAYMENT_INTENT_FAILED)?)
-}
+/// The status whose helper sets `amount_received`.
+const SUCCEEDED: &str = "succeeded";
 
 /// Moves a payment intent out of `requires_payment` (to `status`) and emits
 /// its event; returns the payment intent as it now is.
@@ -237,7 +241,7 @@ pub(crate) fn settle(
                 ));
             }
             intent.status = PaymentIntentStatus::from_name(status);
-            if status == "succeeded" {
+            if status == SUCCEEDED {
                 intent.amount_received = Some(amount_received.unwrap_or(intent.amount));
             }
             Ok(intent.clone())
