@@ -276,7 +276,7 @@ async fn bad_input_gets_clear_pages(db: Db) {
         (
             "/payhook/events?state=sleeping",
             400,
-            "is not pending, running, done or dead",
+            "is not one of pending, running, dead, done.",
         ),
         (
             "/payhook/events?limit=100000",

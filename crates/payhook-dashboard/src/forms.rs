@@ -49,9 +49,11 @@ pub(crate) fn page_query(params: &[(String, String)]) -> Result<PageQuery, Strin
     let mut query = PageQuery::default();
     if let Some(state) = param(params, "state") {
         let state: State = state.parse().map_err(|_| {
+            let known: Vec<&str> = State::ALL.iter().map(|state| state.as_str()).collect();
             format!(
-                "The state {:?} is not pending, running, done or dead.",
-                Quoted(state)
+                "The state {:?} is not one of {}.",
+                Quoted(state),
+                known.join(", ")
             )
         })?;
         query.filter.state = Some(state);
