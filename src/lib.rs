@@ -156,12 +156,12 @@ pub mod adapter {
     //! built on it): body intake, the claim's settling, header lookup, the
     //! handler table and payload conversion. Apps do not need it.
     //!
-    //! [`Receiver::receive`](crate::Receiver::receive) answers an [`Outcome`]:
+    //! [`Receiver::receive`](crate::Receiver::receive) answers a [`ReceiveOutcome`]:
     //! a reply to send at once, or a [`Delivery`] whose [`ClaimGuard`] the
     //! adapter settles from the handler's outcome.
     //!
     //! ```
-    //! use payhook::adapter::Outcome;
+    //! use payhook::adapter::ReceiveOutcome;
     //! use payhook::sender::{EventBuilder, SignedDelivery};
     //! use payhook::Receiver;
     //!
@@ -170,17 +170,19 @@ pub mod adapter {
     //! let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), "whsec_test_secret").unwrap();
     //! let mut headers = http::HeaderMap::new();
     //! headers.insert("x-service-signature", signed.signature.parse().unwrap());
-    //! let Outcome::Deliver(delivery) = receiver.receive(&headers, signed.body).await else {
+    //! let ReceiveOutcome::Deliver(delivery) = receiver.receive(&headers, signed.body.clone()).await else {
     //!     panic!("a genuine delivery");
     //! };
-    //! let reply = delivery.into_claim().complete().await; // the handler succeeded
-    //! assert_eq!(reply.status().as_u16(), 200);
+    //! // The handler answered 200: the event is marked done.
+    //! delivery.into_claim().settle(http::StatusCode::OK).await;
+    //! let again = receiver.receive(&headers, signed.body).await;
+    //! assert!(matches!(again, ReceiveOutcome::Respond(reply) if reply.status() == 200));
     //! # });
     //! ```
     #[doc(inline)]
     pub use payhook_core::adapter::{
         not_configured, peer_address_unknown, reject, BodyIntake, Delivery, HandlerOutcome, HandlerTable,
-        HeaderLookup, Headers, Outcome, SplitStoreCheck,
+        HeaderLookup, Headers, ReceiveOutcome, SplitStoreCheck,
     };
     #[doc(inline)]
     pub use payhook_core::event::into_payload;

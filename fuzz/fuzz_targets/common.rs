@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::task::{Context, Poll, Waker};
 
-use payhook_core::adapter::{Delivery, Outcome};
+use payhook_core::adapter::{Delivery, ReceiveOutcome};
 use payhook_core::{FixedClock, MemoryStore, Receiver};
 
 pub const SECRET: &str = "whsec_fuzz_secret";
@@ -48,9 +48,9 @@ impl Deliveries {
     /// against what happened to the id so far: handed out only when neither
     /// in flight nor done, 409 while in flight, 200 without the handler once
     /// done. Returns the delivery when one was handed out.
-    pub fn receive(&mut self, id: &str, outcome: Outcome) -> Option<Delivery> {
+    pub fn receive(&mut self, id: &str, outcome: ReceiveOutcome) -> Option<Delivery> {
         match outcome {
-            Outcome::Deliver(delivery) => {
+            ReceiveOutcome::Deliver(delivery) => {
                 assert_eq!(delivery.event().id(), id);
                 assert!(
                     !self.done.contains(id),
@@ -62,15 +62,15 @@ impl Deliveries {
                 );
                 Some(delivery)
             }
-            Outcome::Respond(reply) if self.done.contains(id) => {
+            ReceiveOutcome::Respond(reply) if self.done.contains(id) => {
                 assert_eq!(reply.status(), 200, "duplicate of a done id: {}", reply.body());
                 None
             }
-            Outcome::Respond(reply) if self.in_flight.contains(id) => {
+            ReceiveOutcome::Respond(reply) if self.in_flight.contains(id) => {
                 assert_eq!(reply.status(), 409, "copy of an id in flight: {}", reply.body());
                 None
             }
-            Outcome::Respond(reply) => panic!(
+            ReceiveOutcome::Respond(reply) => panic!(
                 "a new, genuine event was not delivered: {} {}",
                 reply.status(),
                 reply.body()
@@ -85,10 +85,10 @@ impl Deliveries {
         assert!(self.in_flight.remove(&id), "{id:?} settled but not in flight");
         match how % 3 {
             0 => {
-                assert_eq!(now(claim.complete()).status(), 200);
+                now(claim.settle(http::StatusCode::OK));
                 self.done.insert(id);
             }
-            1 => now(claim.release()),
+            1 => now(claim.settle(payhook_core::adapter::HandlerOutcome::Failed)),
             _ => drop(claim),
         }
     }

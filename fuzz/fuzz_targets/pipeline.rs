@@ -9,7 +9,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use payhook_core::adapter::Outcome;
+use payhook_core::adapter::ReceiveOutcome;
 
 #[path = "common.rs"]
 mod common;
@@ -39,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
         Err(error) => {
             // Refused before the store, the same way each time.
             for _ in 0..2 {
-                let Outcome::Respond(reply) = receive() else {
+                let ReceiveOutcome::Respond(reply) = receive() else {
                     panic!("delivered what fails the checks: {error}");
                 };
                 assert_eq!(reply.status(), error.status());

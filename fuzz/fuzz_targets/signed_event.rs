@@ -11,7 +11,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use payhook_core::adapter::Outcome;
+use payhook_core::adapter::ReceiveOutcome;
 use payhook_core::{sign, Event, Secret};
 
 #[path = "common.rs"]
@@ -36,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
         (parsed, _) => {
             // Refused before the store: the same answer every time.
             for _ in 0..2 {
-                let Outcome::Respond(reply) = receive() else {
+                let ReceiveOutcome::Respond(reply) = receive() else {
                     panic!("an invalid or oversized body was delivered");
                 };
                 let expected = if too_large { 413 } else { 400 };

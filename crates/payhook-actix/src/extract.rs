@@ -17,7 +17,9 @@ use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, ResponseErr
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
 use futures_util::Stream;
-use payhook_core::adapter::{not_configured, BodyIntake, HeaderLookup, Headers, Outcome};
+use payhook_core::adapter::{
+    not_configured, BodyIntake, HandlerOutcome, HeaderLookup, Headers, ReceiveOutcome,
+};
 use payhook_core::{event, ClaimGuard, Event, Receiver, Reply};
 use serde::de::DeserializeOwned;
 
@@ -148,16 +150,17 @@ impl<T> Webhook<T> {
     /// handler is no longer retried. With the config as plain app data it is
     /// the way to acknowledge.
     pub async fn ack(self) -> HttpResponse {
-        reply_to_response(self.claim.into_guard().complete().await)
+        self.claim.into_guard().settle(http::StatusCode::OK).await;
+        reply_to_response(Reply::received())
     }
 
     /// Gives the claim back now, so the next delivery of the event is handled.
     pub async fn release(self) {
-        self.claim.into_guard().release().await;
+        self.claim.into_guard().settle(HandlerOutcome::Failed).await;
     }
 
     /// The event, the raw body and the claim, for settling the claim yourself
-    /// (for example with [`ClaimGuard::finish`] and the status you answer with).
+    /// (with [`ClaimGuard::settle`] and the status you answer with).
     pub fn into_parts(self) -> (T, Bytes, ClaimGuard) {
         (self.event, self.body, self.claim.into_guard())
     }
@@ -214,8 +217,8 @@ async fn extract<T: DeserializeOwned + 'static>(
     let headers = ActixHeaders(req.headers());
     let body = read_body(&receiver, req.peer_addr(), &headers, payload).await?;
     let delivery = match receiver.receive(&headers, body).await {
-        Outcome::Respond(reply) => return Err(Rejection::from(reply)),
-        Outcome::Deliver(delivery) => delivery,
+        ReceiveOutcome::Respond(reply) => return Err(Rejection::from(reply)),
+        ReceiveOutcome::Deliver(delivery) => delivery,
     };
     let (event, body, claim) = delivery.into_parts();
     into_webhook(Some(event), body, claim, slot).await
@@ -244,7 +247,7 @@ async fn into_webhook<T: DeserializeOwned + 'static>(
                 payload_type = std::any::type_name::<T>(),
                 "delivery rejected: the body does not fit the handler's payload type"
             );
-            claim.release().await;
+            claim.settle(HandlerOutcome::Failed).await;
             Err(Rejection::from(Reply::error(&error)))
         }
     }

@@ -108,7 +108,10 @@ where
     E: Into<actix_web::Error>,
 {
     match AssertUnwindSafe(handled).catch_unwind().await {
-        Ok(Ok(())) => Ok(reply_to_response(claim.complete().await)),
+        Ok(Ok(())) => {
+            claim.settle(http::StatusCode::OK).await;
+            Ok(reply_to_response(Reply::received()))
+        }
         Ok(Err(error)) => {
             claim.settle(HandlerOutcome::Failed).await;
             Err(error.into())
@@ -291,7 +294,10 @@ impl Handler<(HttpRequest, Webhook)> for EventHandlers {
         let handler = self.table.handler_for(webhook.event()).cloned();
         let (event, body, claim) = webhook.into_parts();
         let Some(handler) = handler else {
-            return Box::pin(async move { reply_to_response(claim.complete().await) });
+            return Box::pin(async move {
+                claim.settle(http::StatusCode::OK).await;
+                reply_to_response(Reply::received())
+            });
         };
         // The picked handler's `Webhook` extractor finds the verified delivery
         // and its claim here.

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use hmac::{Hmac, Mac};
-use payhook_core::adapter::Outcome;
+use payhook_core::adapter::ReceiveOutcome;
 use payhook_core::sender::EventBuilder;
 use payhook_core::{sign, DynStore, FixedClock, MemoryStore, Receiver, Secret, Verifier};
 use sha2::Sha256;
@@ -370,10 +370,10 @@ fn bench_pipeline(c: &mut Criterion) {
                 let started = Instant::now();
                 for (headers, body) in &pool.deliveries[cursor..cursor + run] {
                     match now(receiver.receive(black_box(headers), body.clone())) {
-                        Outcome::Deliver(delivery) => {
-                            black_box(now(delivery.into_claim().complete()));
+                        ReceiveOutcome::Deliver(delivery) => {
+                            now(delivery.into_claim().settle(http::StatusCode::OK));
                         }
-                        Outcome::Respond(reply) => panic!("not delivered: {}", reply.body()),
+                        ReceiveOutcome::Respond(reply) => panic!("not delivered: {}", reply.body()),
                     }
                 }
                 elapsed += started.elapsed();
@@ -405,10 +405,10 @@ fn bench_pipeline(c: &mut Criterion) {
                     let started = Instant::now();
                     for (headers, body) in &pool.deliveries[cursor..cursor + run] {
                         match receiver.receive(black_box(headers), body.clone()).await {
-                            Outcome::Deliver(delivery) => {
-                                black_box(delivery.into_claim().complete().await);
+                            ReceiveOutcome::Deliver(delivery) => {
+                                delivery.into_claim().settle(http::StatusCode::OK).await;
                             }
-                            Outcome::Respond(reply) => panic!("not delivered: {}", reply.body()),
+                            ReceiveOutcome::Respond(reply) => panic!("not delivered: {}", reply.body()),
                         }
                     }
                     elapsed += started.elapsed();

@@ -25,7 +25,7 @@
 //!
 //! ```
 //! use bytes::Bytes;
-//! use payhook::adapter::Outcome;
+//! use payhook::adapter::ReceiveOutcome;
 //! use payhook::{sign, EventKind, Receiver, Secret};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -43,14 +43,14 @@
 //! headers.insert("x-service-signature", signature.parse().unwrap());
 //!
 //! match receiver.receive(&headers, body).await {
-//!     Outcome::Deliver(delivery) => {
+//!     ReceiveOutcome::Deliver(delivery) => {
 //!         if let EventKind::PaymentIntentFailed(pi) = delivery.event().kind() {
 //!             assert_eq!((pi.amount, pi.currency.as_str()), (2500, "btc"));
 //!         }
-//!         let reply = delivery.into_claim().complete().await;
-//!         assert_eq!(reply.status().as_u16(), 200);
+//!         // The handler answered 200: the event is marked done.
+//!         delivery.into_claim().settle(http::StatusCode::OK).await;
 //!     }
-//!     Outcome::Respond(reply) => panic!("rejected: {}", reply.body()),
+//!     ReceiveOutcome::Respond(reply) => panic!("rejected: {}", reply.body()),
 //! }
 //! # });
 //! ```

@@ -2,6 +2,9 @@
 //! here, so each intake (inline receiver, inbox, body intake, source check)
 //! refuses alike. The replies themselves are built by [`Reply`].
 
+use std::fmt;
+use std::net::IpAddr;
+
 use crate::error::Error;
 use crate::reply::Reply;
 
@@ -41,4 +44,36 @@ pub fn peer_address_unknown(fix: &str) -> Reply {
         "webhook request refused: the source-IP allowlist is on but the server passed no peer address"
     );
     Reply::peer_address_unknown(fix)
+}
+
+/// The `403` for a client outside the source-IP allowlist, closing the
+/// connection (its body is left unread).
+pub(crate) fn client_not_allowed(peer: IpAddr, client: IpAddr) -> Reply {
+    let error = Error::SourceNotAllowed;
+    crate::metrics::rejected(&error);
+    tracing::warn!(
+        target: "payhook",
+        status = 403,
+        reason = %error,
+        %peer,
+        %client,
+        "delivery rejected: the client address is outside the allowlist"
+    );
+    Reply::error(&error).closing_connection()
+}
+
+/// The `403` for forwarding headers from a trusted proxy that do not name a
+/// client; `forwarded` says why, with its request text escaped.
+pub(crate) fn client_not_named(peer: IpAddr, forwarded: &dyn fmt::Display) -> Reply {
+    let error = Error::SourceNotAllowed;
+    crate::metrics::rejected(&error);
+    tracing::warn!(
+        target: "payhook",
+        status = 403,
+        reason = %error,
+        %peer,
+        forwarded = %forwarded,
+        "delivery rejected: the forwarding headers from a trusted proxy do not name a client"
+    );
+    Reply::error(&error).closing_connection()
 }

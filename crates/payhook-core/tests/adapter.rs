@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
-use payhook_core::adapter::{not_configured, BodyIntake, HandlerOutcome, Outcome};
+use payhook_core::adapter::{not_configured, BodyIntake, HandlerOutcome, ReceiveOutcome};
 use payhook_core::sender::{EventBuilder, SignedDelivery};
 use payhook_core::{ConfigError, Receiver, Reply};
 
@@ -151,8 +151,8 @@ async fn a_huge_body_timeout_still_reads_bodies() {
 async fn claimed(receiver: &Receiver, signed: &SignedDelivery) -> payhook_core::ClaimGuard {
     let request = signed.to_request("/webhooks");
     match receiver.receive(request.headers(), signed.body.clone()).await {
-        Outcome::Deliver(delivery) => delivery.into_claim(),
-        Outcome::Respond(reply) => panic!("not delivered: {reply:?}"),
+        ReceiveOutcome::Deliver(delivery) => delivery.into_claim(),
+        ReceiveOutcome::Respond(reply) => panic!("not delivered: {reply:?}"),
     }
 }
 
@@ -163,8 +163,8 @@ async fn settled_as(outcome: HandlerOutcome) -> Reply {
     // What the next delivery of the same event is told.
     let request = signed.to_request("/webhooks");
     match receiver.receive(request.headers(), signed.body.clone()).await {
-        Outcome::Respond(reply) => reply,
-        Outcome::Deliver(delivery) => {
+        ReceiveOutcome::Respond(reply) => reply,
+        ReceiveOutcome::Deliver(delivery) => {
             drop(delivery);
             Reply::error(&payhook_core::Error::InvalidPayload("delivered again".into()))
         }

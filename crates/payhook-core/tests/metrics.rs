@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use http::HeaderMap;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use payhook_core::adapter::Outcome;
+use payhook_core::adapter::{HandlerOutcome, ReceiveOutcome};
 use payhook_core::sender::{unix_now, EventBuilder, SignedDelivery};
 use payhook_core::store::{Claim, ClaimToken, Completion, Store};
 use payhook_core::testing::FailingStore;
@@ -87,7 +87,7 @@ fn install() -> PrometheusHandle {
     handle
 }
 
-async fn deliver(receiver: &Receiver, signed: &SignedDelivery) -> Outcome {
+async fn deliver(receiver: &Receiver, signed: &SignedDelivery) -> ReceiveOutcome {
     receiver
         .receive(&headers(&signed.signature), signed.body.clone())
         .await
@@ -102,23 +102,23 @@ async fn every_outcome_is_counted_once_with_its_label() {
     // Two events handled, one of them delivered again (duplicate).
     let paid = new(EventBuilder::payment_intent_succeeded());
     for signed in [&paid, &new(EventBuilder::other("customer.created"))] {
-        let Outcome::Deliver(delivery) = deliver(&receiver, signed).await else {
+        let ReceiveOutcome::Deliver(delivery) = deliver(&receiver, signed).await else {
             panic!("not delivered")
         };
         tokio::time::sleep(Duration::from_millis(20)).await; // the handler's work
-        assert_eq!(delivery.into_claim().complete().await, Reply::received());
+        delivery.into_claim().settle(http::StatusCode::OK).await;
     }
-    assert!(matches!(deliver(&receiver, &paid).await, Outcome::Respond(r) if r == Reply::received()));
+    assert!(matches!(deliver(&receiver, &paid).await, ReceiveOutcome::Respond(r) if r == Reply::received()));
 
     // One in flight while another delivery of it arrives; then its handler fails.
     let busy = new(EventBuilder::payment_intent_failed());
-    let Outcome::Deliver(first) = deliver(&receiver, &busy).await else {
+    let ReceiveOutcome::Deliver(first) = deliver(&receiver, &busy).await else {
         panic!("not delivered")
     };
-    assert!(matches!(deliver(&receiver, &busy).await, Outcome::Respond(r) if r.status() == 409));
-    first.into_claim().release().await;
+    assert!(matches!(deliver(&receiver, &busy).await, ReceiveOutcome::Respond(r) if r.status() == 409));
+    first.into_claim().settle(HandlerOutcome::Failed).await;
     // A handler that panicked or was cancelled: the guard is dropped unsettled.
-    let Outcome::Deliver(again) = deliver(&receiver, &busy).await else {
+    let ReceiveOutcome::Deliver(again) = deliver(&receiver, &busy).await else {
         panic!("not delivered after release")
     };
     drop(again);
@@ -129,10 +129,10 @@ async fn every_outcome_is_counted_once_with_its_label() {
     let stale = SignedDelivery::at(body.clone(), SECRET, unix_now() - 3600).unwrap();
     let not_an_event = SignedDelivery::now("[]", SECRET).unwrap();
     for signed in [&forged, &forged, &stale, &not_an_event] {
-        assert!(matches!(deliver(&receiver, signed).await, Outcome::Respond(r) if r.status() == 400));
+        assert!(matches!(deliver(&receiver, signed).await, ReceiveOutcome::Respond(r) if r.status() == 400));
     }
     let missing = receiver.receive(&HeaderMap::new(), body.clone().into()).await;
-    assert!(matches!(missing, Outcome::Respond(r) if r.status() == 400));
+    assert!(matches!(missing, ReceiveOutcome::Respond(r) if r.status() == 400));
 
     // Refused by the source-IP allowlist, before any body: two strangers, and
     // a trusted proxy forwarding a malformed hop. An allowed source is not counted.
@@ -166,7 +166,7 @@ async fn every_outcome_is_counted_once_with_its_label() {
         .build()
         .unwrap();
     assert!(
-        matches!(deliver(&down, &new(EventBuilder::payment_intent_succeeded())).await, Outcome::Respond(r) if r.status() == 503)
+        matches!(deliver(&down, &new(EventBuilder::payment_intent_succeeded())).await, ReceiveOutcome::Respond(r) if r.status() == 503)
     );
 
     // The store gone after the claim: completion still acknowledged, release logged.
@@ -180,15 +180,17 @@ async fn every_outcome_is_counted_once_with_its_label() {
         .namespace("flaky")
         .build()
         .unwrap();
-    let Outcome::Deliver(done) = deliver(&flaky, &new(EventBuilder::payment_intent_succeeded())).await else {
-        panic!("not delivered")
-    };
-    assert_eq!(done.into_claim().complete().await, Reply::received());
-    let Outcome::Deliver(failed) = deliver(&flaky, &new(EventBuilder::payment_intent_succeeded())).await
+    let ReceiveOutcome::Deliver(done) = deliver(&flaky, &new(EventBuilder::payment_intent_succeeded())).await
     else {
         panic!("not delivered")
     };
-    failed.into_claim().release().await;
+    done.into_claim().settle(http::StatusCode::OK).await;
+    let ReceiveOutcome::Deliver(failed) =
+        deliver(&flaky, &new(EventBuilder::payment_intent_succeeded())).await
+    else {
+        panic!("not delivered")
+    };
+    failed.into_claim().settle(HandlerOutcome::Failed).await;
 
     // A lease lost: the renewal is refused, then so is the completion; counted once.
     let losing = Receiver::builder()
@@ -203,15 +205,15 @@ async fn every_outcome_is_counted_once_with_its_label() {
         .build()
         .unwrap();
     let slow = new(EventBuilder::payment_intent_succeeded());
-    let Outcome::Deliver(late) = deliver(&losing, &slow).await else {
+    let ReceiveOutcome::Deliver(late) = deliver(&losing, &slow).await else {
         panic!("not delivered")
     };
     tokio::time::sleep(Duration::from_millis(1300)).await;
-    let Outcome::Deliver(takeover) = deliver(&losing, &slow).await else {
+    let ReceiveOutcome::Deliver(takeover) = deliver(&losing, &slow).await else {
         panic!("the expired claim was not handed on")
     };
-    assert_eq!(late.into_claim().complete().await, Reply::received());
-    assert_eq!(takeover.into_claim().complete().await, Reply::received());
+    late.into_claim().settle(http::StatusCode::OK).await;
+    takeover.into_claim().settle(http::StatusCode::OK).await;
 
     let text = prometheus.render();
     let deliveries = |labels: &str| count(&text, "payhook_deliveries_total", labels);

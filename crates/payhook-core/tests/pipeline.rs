@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderMap;
-use payhook_core::adapter::Outcome;
+use payhook_core::adapter::{HandlerOutcome, ReceiveOutcome};
 use payhook_core::sender::{unix_now, EventBuilder, SignedDelivery};
 use payhook_core::store::{Claim, ClaimToken, Completion, DynStore, Store};
 use payhook_core::testing::FailingStore;
@@ -28,8 +28,8 @@ fn builder() -> ReceiverBuilder {
 
 async fn reply_to(receiver: &Receiver, headers: &HeaderMap, body: impl Into<Bytes>) -> Reply {
     match receiver.receive(headers, body.into()).await {
-        Outcome::Respond(reply) => reply,
-        Outcome::Deliver(delivery) => panic!("unexpectedly delivered {:?}", delivery.event().id()),
+        ReceiveOutcome::Respond(reply) => reply,
+        ReceiveOutcome::Deliver(delivery) => panic!("unexpectedly delivered {:?}", delivery.event().id()),
     }
 }
 
@@ -106,7 +106,7 @@ async fn each_bad_delivery_gets_its_own_message() {
     assert!(big.len() > 100 * 1024);
     assert!(matches!(
         receiver.receive(&headers(&big), body.clone().into()).await,
-        Outcome::Deliver(_)
+        ReceiveOutcome::Deliver(_)
     ));
 
     assert_error(
@@ -189,7 +189,8 @@ async fn wei_amounts_arrive_exact() {
         .currency("eth")
         .amount(wei);
     let signed = SignedDelivery::now(event.to_json(), SECRET).unwrap();
-    let Outcome::Deliver(delivery) = receiver.receive(&headers(&signed.signature), signed.body).await else {
+    let ReceiveOutcome::Deliver(delivery) = receiver.receive(&headers(&signed.signature), signed.body).await
+    else {
         panic!("not delivered")
     };
     let EventKind::PaymentIntentSucceeded(pi) = delivery.event().kind() else {
@@ -281,7 +282,7 @@ async fn unsigned_requests_never_reach_the_store() {
     let genuine = SignedDelivery::now(event.to_json(), SECRET).unwrap();
     assert!(matches!(
         receiver.receive(&headers(&genuine.signature), genuine.body).await,
-        Outcome::Deliver(_)
+        ReceiveOutcome::Deliver(_)
     ));
 }
 
@@ -312,13 +313,13 @@ async fn sixty_four_concurrent_deliveries_claim_once_then_release_then_complete(
     let mut outcomes = race().await;
     let winner = outcomes
         .iter()
-        .position(|o| matches!(o, Outcome::Deliver(_)))
+        .position(|o| matches!(o, ReceiveOutcome::Deliver(_)))
         .expect("one winner");
-    let Outcome::Deliver(delivery) = outcomes.swap_remove(winner) else {
+    let ReceiveOutcome::Deliver(delivery) = outcomes.swap_remove(winner) else {
         unreachable!()
     };
     for outcome in &outcomes {
-        let Outcome::Respond(reply) = outcome else {
+        let ReceiveOutcome::Respond(reply) = outcome else {
             panic!("second winner")
         };
         assert_error(
@@ -331,17 +332,17 @@ async fn sixty_four_concurrent_deliveries_claim_once_then_release_then_complete(
         );
     }
     // The handler failed: release, and a later delivery claims the id again.
-    delivery.into_claim().release().await;
-    let Outcome::Deliver(retry) = receiver
+    delivery.into_claim().settle(HandlerOutcome::Failed).await;
+    let ReceiveOutcome::Deliver(retry) = receiver
         .receive(&headers(&signed.signature), signed.body.clone())
         .await
     else {
         panic!("released id was not handed out again")
     };
-    assert_eq!(retry.into_claim().complete().await, Reply::received());
+    retry.into_claim().settle(http::StatusCode::OK).await;
     // After completion every delivery is a duplicate, acknowledged with 200.
     for outcome in race().await {
-        let Outcome::Respond(reply) = outcome else {
+        let ReceiveOutcome::Respond(reply) = outcome else {
             panic!("duplicate was delivered")
         };
         assert_eq!(reply, Reply::received());
@@ -353,22 +354,22 @@ async fn dropping_an_unsettled_claim_releases_it() {
     let receiver = builder().build().unwrap();
     let signed = SignedDelivery::now(EventBuilder::payment_intent_failed().to_json(), SECRET).unwrap();
     let deliver = || receiver.receive(&headers(&signed.signature), signed.body.clone());
-    let Outcome::Deliver(first) = deliver().await else {
+    let ReceiveOutcome::Deliver(first) = deliver().await else {
         panic!()
     };
     drop(first); // handler panicked or the request was cancelled
-    let Outcome::Deliver(second) = deliver().await else {
+    let ReceiveOutcome::Deliver(second) = deliver().await else {
         panic!("claim was not released on drop")
     };
     second
         .into_claim()
-        .finish(http::StatusCode::INTERNAL_SERVER_ERROR)
+        .settle(http::StatusCode::INTERNAL_SERVER_ERROR)
         .await;
-    let Outcome::Deliver(third) = deliver().await else {
+    let ReceiveOutcome::Deliver(third) = deliver().await else {
         panic!("claim was not released after a 500")
     };
-    third.into_claim().finish(http::StatusCode::NO_CONTENT).await;
-    assert!(matches!(deliver().await, Outcome::Respond(r) if r == Reply::received()));
+    third.into_claim().settle(http::StatusCode::NO_CONTENT).await;
+    assert!(matches!(deliver().await, ReceiveOutcome::Respond(r) if r == Reply::received()));
 }
 
 #[tokio::test]
@@ -401,13 +402,13 @@ async fn namespaces_keep_endpoints_apart_on_one_store() {
         .unwrap();
     let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
     for receiver in [&a, &b] {
-        let Outcome::Deliver(d) = receiver
+        let ReceiveOutcome::Deliver(d) = receiver
             .receive(&headers(&signed.signature), signed.body.clone())
             .await
         else {
             panic!("namespaces leaked into each other")
         };
-        assert_eq!(d.into_claim().complete().await, Reply::received());
+        d.into_claim().settle(http::StatusCode::OK).await;
     }
 }
 
@@ -449,18 +450,18 @@ async fn a_store_passed_in_needs_a_namespace_so_endpoints_cannot_mark_each_other
         .unwrap();
     let event = EventBuilder::payment_intent_succeeded();
     let by_attacker = SignedDelivery::now(event.to_json(), "whsec_test_endpoint").unwrap();
-    let Outcome::Deliver(d) = test
+    let ReceiveOutcome::Deliver(d) = test
         .receive(&headers(&by_attacker.signature), by_attacker.body)
         .await
     else {
         panic!("not delivered")
     };
-    assert_eq!(d.into_claim().complete().await, Reply::received());
+    d.into_claim().settle(http::StatusCode::OK).await;
     let genuine = SignedDelivery::now(event.to_json(), "whsec_live_endpoint").unwrap();
     assert!(
         matches!(
             live.receive(&headers(&genuine.signature), genuine.body).await,
-            Outcome::Deliver(_)
+            ReceiveOutcome::Deliver(_)
         ),
         "the test endpoint marked the live endpoint's event done"
     );
@@ -612,7 +613,8 @@ async fn cancel_settle_mid_call(settle: impl FnOnce(payhook_core::ClaimGuard) ->
         .build()
         .unwrap();
     let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
-    let Outcome::Deliver(delivery) = receiver.receive(&headers(&signed.signature), signed.body).await else {
+    let ReceiveOutcome::Deliver(delivery) = receiver.receive(&headers(&signed.signature), signed.body).await
+    else {
         panic!("not delivered")
     };
     let id = delivery.event().id().to_owned();
@@ -639,7 +641,7 @@ type Settle = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 async fn a_complete_cancelled_mid_call_still_marks_the_event_done() {
     let state = cancel_settle_mid_call(|claim| {
         Box::pin(async move {
-            assert_eq!(claim.complete().await, Reply::received());
+            claim.settle(http::StatusCode::OK).await;
         })
     })
     .await;
@@ -648,7 +650,7 @@ async fn a_complete_cancelled_mid_call_still_marks_the_event_done() {
 
 #[tokio::test]
 async fn a_release_cancelled_mid_call_still_releases_the_claim() {
-    let state = cancel_settle_mid_call(|claim| Box::pin(claim.finish(http::StatusCode::BAD_GATEWAY))).await;
+    let state = cancel_settle_mid_call(|claim| Box::pin(claim.settle(http::StatusCode::BAD_GATEWAY))).await;
     assert!(
         matches!(state, Claim::Claimed(_)),
         "the id was left in flight: {state:?}"
@@ -696,21 +698,21 @@ async fn a_signed_event_id_cannot_forge_a_log_line() {
         .to_json();
     let signed = SignedDelivery::now(body, SECRET).unwrap();
     let deliver = || receiver.receive(&headers(&signed.signature), signed.body.clone());
-    let Outcome::Deliver(delivery) = deliver().await else {
+    let ReceiveOutcome::Deliver(delivery) = deliver().await else {
         panic!("not delivered")
     };
     assert_eq!(delivery.event().id(), forged, "the handler gets the id as sent");
     // The same id while the first is in flight: a 409 whose body quotes the id.
     let busy = match deliver().await {
-        Outcome::Respond(reply) => reply,
-        Outcome::Deliver(_) => panic!("second delivery of an in-flight id"),
+        ReceiveOutcome::Respond(reply) => reply,
+        ReceiveOutcome::Deliver(_) => panic!("second delivery of an in-flight id"),
     };
     assert_error(
         &busy,
         409,
         r"event evt_1\n2026-01-01T00:00:00Z ERROR payhook: forged\u{1b}[2J is being handled by another delivery; retry later",
     );
-    assert_eq!(delivery.into_claim().complete().await, Reply::received());
+    delivery.into_claim().settle(http::StatusCode::OK).await;
     assert_eq!(
         reply_to(&receiver, &headers(&signed.signature), signed.body.clone()).await,
         Reply::received()
@@ -778,7 +780,7 @@ async fn a_megabyte_event_id_gets_a_short_409_and_short_logs() {
     let id = format!("evt_{}", "x".repeat(1024 * 1024));
     let signed =
         SignedDelivery::now(EventBuilder::payment_intent_succeeded().id(&id).to_json(), SECRET).unwrap();
-    let Outcome::Deliver(first) = receiver
+    let ReceiveOutcome::Deliver(first) = receiver
         .receive(&headers(&signed.signature), signed.body.clone())
         .await
     else {
@@ -793,7 +795,7 @@ async fn a_megabyte_event_id_gets_a_short_409_and_short_logs() {
             "x".repeat(60)
         ),
     );
-    first.into_claim().release().await;
+    first.into_claim().settle(HandlerOutcome::Failed).await;
     let text = log.text();
     assert!(text.lines().count() >= 3, "{text}");
     for line in text.lines() {
@@ -819,15 +821,15 @@ async fn the_largest_accepted_settings_deliver_settle_and_dedupe_without_panicki
     let event = EventBuilder::payment_intent_succeeded();
     let signed = SignedDelivery::at(event.to_json(), SECRET, 0).unwrap();
     let deliver = || receiver.receive(&headers(&signed.signature), signed.body.clone());
-    let Outcome::Deliver(first) = deliver().await else {
+    let ReceiveOutcome::Deliver(first) = deliver().await else {
         panic!("not delivered")
     };
-    first.into_claim().release().await;
-    let Outcome::Deliver(second) = deliver().await else {
+    first.into_claim().settle(HandlerOutcome::Failed).await;
+    let ReceiveOutcome::Deliver(second) = deliver().await else {
         panic!("release did not give the id back")
     };
-    assert_eq!(second.into_claim().complete().await, Reply::received());
-    assert!(matches!(deliver().await, Outcome::Respond(r) if r == Reply::received()));
+    second.into_claim().settle(http::StatusCode::OK).await;
+    assert!(matches!(deliver().await, ReceiveOutcome::Respond(r) if r == Reply::received()));
 }
 
 #[tokio::test]
@@ -842,7 +844,7 @@ async fn the_builders_tolerance_is_the_one_checked_and_zero_means_exactly_now() 
         .unwrap();
     for inside in [at(now - 10), at(now + 10)] {
         let outcome = ten.receive(&headers(&inside.signature), inside.body).await;
-        assert!(matches!(outcome, Outcome::Deliver(_)), "{outcome:?}");
+        assert!(matches!(outcome, ReceiveOutcome::Deliver(_)), "{outcome:?}");
     }
     let old = at(now - 11);
     assert_error(
@@ -858,7 +860,7 @@ async fn the_builders_tolerance_is_the_one_checked_and_zero_means_exactly_now() 
     let exact = at(now);
     assert!(matches!(
         zero.receive(&headers(&exact.signature), exact.body).await,
-        Outcome::Deliver(_)
+        ReceiveOutcome::Deliver(_)
     ));
     let ahead = at(now + 1);
     assert_error(
@@ -921,7 +923,7 @@ async fn a_handler_running_three_leases_long_runs_once_under_concurrent_retries(
         .unwrap();
     let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
     let deliver = || receiver.receive(&headers(&signed.signature), signed.body.clone());
-    let Outcome::Deliver(slow) = deliver().await else {
+    let ReceiveOutcome::Deliver(slow) = deliver().await else {
         panic!("not delivered")
     };
     // The handler runs for three leases; the sender retries all along.
@@ -929,8 +931,10 @@ async fn a_handler_running_three_leases_long_runs_once_under_concurrent_retries(
     let mut retries = 0;
     while tokio::time::Instant::now() < handler_ends {
         match deliver().await {
-            Outcome::Deliver(_) => panic!("a retry ran the handler a second time after {retries} retries"),
-            Outcome::Respond(reply) => assert_eq!(reply.status().as_u16(), 409, "{reply:?}"),
+            ReceiveOutcome::Deliver(_) => {
+                panic!("a retry ran the handler a second time after {retries} retries")
+            }
+            ReceiveOutcome::Respond(reply) => assert_eq!(reply.status().as_u16(), 409, "{reply:?}"),
         }
         retries += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -941,9 +945,9 @@ async fn a_handler_running_three_leases_long_runs_once_under_concurrent_retries(
         renewed >= 8,
         "the lease was renewed {renewed} times in 3.2 leases"
     );
-    assert_eq!(slow.into_claim().complete().await, Reply::received());
+    slow.into_claim().settle(http::StatusCode::OK).await;
     assert!(log.text().contains("delivery completed"), "{}", log.text());
-    assert!(matches!(deliver().await, Outcome::Respond(r) if r == Reply::received()));
+    assert!(matches!(deliver().await, ReceiveOutcome::Respond(r) if r == Reply::received()));
     // Settled: the renewals stop.
     tokio::time::sleep(lease).await;
     assert_eq!(
@@ -970,16 +974,16 @@ async fn a_completion_refused_because_the_lease_was_lost_is_an_error() {
         .unwrap();
     let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
     let deliver = || receiver.receive(&headers(&signed.signature), signed.body.clone());
-    let Outcome::Deliver(first) = deliver().await else {
+    let ReceiveOutcome::Deliver(first) = deliver().await else {
         panic!("not delivered")
     };
     // The store cannot renew; the lease runs out and a retry takes the event over.
     tokio::time::sleep(lease + Duration::from_millis(300)).await;
-    let Outcome::Deliver(second) = deliver().await else {
+    let ReceiveOutcome::Deliver(second) = deliver().await else {
         panic!("the expired claim was not handed on")
     };
     // The first handler finishes late: still acknowledged, but the refusal is an ERROR.
-    assert_eq!(first.into_claim().complete().await, Reply::received());
+    first.into_claim().settle(http::StatusCode::OK).await;
     let text = log.text();
     assert!(
         text.contains("WARN") && text.contains("lease could not be renewed; trying again reason=timed out"),
@@ -993,7 +997,7 @@ async fn a_completion_refused_because_the_lease_was_lost_is_an_error() {
     assert!(refused[0].contains("ERROR"), "{}", refused[0]);
     assert!(!text.contains("delivery completed"), "{text}");
     // The new owner's completion is the one that counts.
-    assert_eq!(second.into_claim().complete().await, Reply::received());
+    second.into_claim().settle(http::StatusCode::OK).await;
     assert!(log.text().contains("delivery completed"));
 }
 
@@ -1011,13 +1015,13 @@ async fn a_completion_applied_twice_says_what_is_known() {
         .build()
         .unwrap();
     let signed = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
-    let Outcome::Deliver(delivery) = receiver
+    let ReceiveOutcome::Deliver(delivery) = receiver
         .receive(&headers(&signed.signature), signed.body.clone())
         .await
     else {
         panic!("not delivered")
     };
-    assert_eq!(delivery.into_claim().complete().await, Reply::received());
+    delivery.into_claim().settle(http::StatusCode::OK).await;
     let text = log.text();
     let line = text
         .lines()
@@ -1047,21 +1051,22 @@ async fn a_store_failing_after_the_claim_still_acknowledges_success_and_logs_bot
     store.fail_settles(true);
     let receiver = builder().store(store).namespace("gone").build().unwrap();
     let handled = SignedDelivery::now(EventBuilder::payment_intent_succeeded().to_json(), SECRET).unwrap();
-    let Outcome::Deliver(delivery) = receiver.receive(&headers(&handled.signature), handled.body).await
+    let ReceiveOutcome::Deliver(delivery) =
+        receiver.receive(&headers(&handled.signature), handled.body).await
     else {
         panic!("not delivered")
     };
     // The handler succeeded: 200, not 503, or the sender would run it again.
-    assert_eq!(delivery.into_claim().complete().await, Reply::received());
+    delivery.into_claim().settle(http::StatusCode::OK).await;
 
     let failed = SignedDelivery::now(EventBuilder::payment_intent_failed().to_json(), SECRET).unwrap();
     let deliver = || receiver.receive(&headers(&failed.signature), failed.body.clone());
-    let Outcome::Deliver(delivery) = deliver().await else {
+    let ReceiveOutcome::Deliver(delivery) = deliver().await else {
         panic!("not delivered")
     };
-    delivery.into_claim().release().await;
+    delivery.into_claim().settle(HandlerOutcome::Failed).await;
     // The release never reached the store: the retry is refused until the lease ends.
-    let Outcome::Respond(reply) = deliver().await else {
+    let ReceiveOutcome::Respond(reply) = deliver().await else {
         panic!("handed out while the unreleased claim lasts")
     };
     assert_eq!(reply.status().as_u16(), 409);

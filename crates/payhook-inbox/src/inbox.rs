@@ -1,6 +1,6 @@
 //! The inbox: connect, ingest a delivery, configure the workers.
 //!
-//! Ingest runs the core's intake ([`Receiver::admit`]) and only then
+//! Ingest runs the core's intake ([`Receiver::check_or_reject`]) and only then
 //! writes: nothing unsigned or invalid ever becomes a row. Concurrent ingests are
 //! grouped by a few writer tasks into one multi-row `INSERT` each, so many
 //! deliveries share one statement and one commit (and, on SQLite, one turn of
@@ -181,10 +181,11 @@ impl<DB: Backend> Inbox<DB> {
     pub fn ingest(&self, headers: &dyn Headers, body: Bytes) -> impl Future<Output = Reply> + Send + 'static {
         // The receiver's intake verifies, parses, logs and counts; what the
         // inbox adds is only what it takes to store the event.
-        let admitted =
-            self.inner.receiver.admit(headers, &body).and_then(|event| {
-                row_of(&event, &body).map_err(|error| payhook_core::adapter::reject(&error))
-            });
+        let admitted = self
+            .inner
+            .receiver
+            .check_or_reject(headers, &body)
+            .and_then(|event| row_of(&event, &body).map_err(|error| payhook_core::adapter::reject(&error)));
         let inner = Arc::clone(&self.inner);
         async move {
             match admitted {

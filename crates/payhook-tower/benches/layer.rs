@@ -9,7 +9,7 @@
 //!   request rebuilt with the event in its extensions, handler, complete);
 //! * `layer/by_hand`: the same steps written inline against the core, as an app
 //!   without the layer would: collect the body, `Receiver::receive`, run the
-//!   handler, `ClaimGuard::finish`.
+//!   handler, `ClaimGuard::settle`.
 
 use std::convert::Infallible;
 use std::hint::black_box;
@@ -18,7 +18,7 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use payhook_core::adapter::Outcome;
+use payhook_core::adapter::ReceiveOutcome;
 use payhook_core::sender::{EventBuilder, SignedDelivery};
 use payhook_core::{Event, Receiver};
 use payhook_tower::WebhookLayer;
@@ -75,12 +75,13 @@ fn bench_layer(c: &mut Criterion) {
                 runtime.block_on(async {
                     let (parts, body) = request.into_parts();
                     let bytes = body.collect().await.expect("full body").to_bytes();
-                    let Outcome::Deliver(delivery) = receiver.receive(&parts.headers, bytes).await else {
+                    let ReceiveOutcome::Deliver(delivery) = receiver.receive(&parts.headers, bytes).await
+                    else {
                         panic!("a new, valid delivery");
                     };
                     let (event, _body, claim) = delivery.into_parts();
                     let response = handler(&event);
-                    claim.finish(response.status()).await;
+                    claim.settle(response.status()).await;
                     assert_eq!(response.status(), StatusCode::OK);
                     response
                 })

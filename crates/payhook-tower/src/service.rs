@@ -7,7 +7,7 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use http::{Request, Response};
 use http_body::Body;
-use payhook_core::adapter::{HandlerOutcome, Outcome};
+use payhook_core::adapter::{HandlerOutcome, ReceiveOutcome};
 use payhook_core::{Receiver, Reply};
 use tower_service::Service;
 use tracing::Instrument;
@@ -111,8 +111,8 @@ where
         Err(refusal) => return Ok(refusal.into_response()),
     };
     let delivery = match receiver.receive(&parts.headers, bytes).await {
-        Outcome::Respond(reply) => return Ok(reply.into_response()),
-        Outcome::Deliver(delivery) => delivery,
+        ReceiveOutcome::Respond(reply) => return Ok(reply.into_response()),
+        ReceiveOutcome::Deliver(delivery) => delivery,
     };
     // From here on the claim guard lives in this future: if the future is
     // dropped (the client went away), the guard releases the claim.

@@ -16,7 +16,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Response, StatusCode};
 use axum::routing::post;
 use axum::Router;
-use payhook_core::adapter::Outcome;
+use payhook_core::adapter::ReceiveOutcome;
 use payhook_core::Receiver;
 
 /// What one run of the binary produced.
@@ -210,8 +210,8 @@ async fn webhook(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Byt
     tokio::time::sleep(app.config.request_delay).await;
 
     let response = match app.receiver.receive(&headers, body).await {
-        Outcome::Respond(reply) => reply.into_response(),
-        Outcome::Deliver(delivery) => {
+        ReceiveOutcome::Respond(reply) => reply.into_response(),
+        ReceiveOutcome::Deliver(delivery) => {
             let (event, _body, claim) = delivery.into_parts();
             let pi = event.payment_intent();
             app.handled.lock().expect("not poisoned").push(Handled {
@@ -222,12 +222,13 @@ async fn webhook(State(app): State<Arc<AppState>>, headers: HeaderMap, body: Byt
             });
             tokio::time::sleep(app.config.handler_delay).await;
             if app.config.handler_fails {
-                claim.release().await;
+                claim.settle(StatusCode::INTERNAL_SERVER_ERROR).await;
                 let mut response = Response::new(Body::from("handler failed"));
                 *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
                 response
             } else {
-                claim.complete().await.into_response()
+                claim.settle(StatusCode::OK).await;
+                payhook_core::Reply::received().into_response()
             }
         }
     };

@@ -16,7 +16,7 @@
 //!    logged; [`Reply::closes_connection`] tells the adapter to close the
 //!    connection after it, because the rest of the body was left unread.
 //! 2. **The pipeline.** [`Receiver::receive`](crate::Receiver::receive) verifies,
-//!    parses and claims: an [`Outcome`] is either a [`Reply`] to send at once or
+//!    parses and claims: a [`ReceiveOutcome`] is either a [`Reply`] to send at once or
 //!    a [`Delivery`] for the handler.
 //! 3. **Settling.** After the handler, [`ClaimGuard::settle`] with a
 //!    [`HandlerOutcome`] (its status, an error, a panic) marks the event done or
@@ -44,7 +44,7 @@
 //! use std::task::Poll;
 //!
 //! use bytes::Bytes;
-//! use payhook::adapter::{BodyIntake, HandlerOutcome, Outcome};
+//! use payhook::adapter::{BodyIntake, HandlerOutcome, ReceiveOutcome};
 //! use payhook::sender::{EventBuilder, SignedDelivery};
 //! use payhook::{Receiver, Reply};
 //!
@@ -64,8 +64,8 @@
 //!         Err(refusal) => return refusal,
 //!     };
 //!     let delivery = match receiver.receive(headers, body).await {
-//!         Outcome::Respond(reply) => return reply,
-//!         Outcome::Deliver(delivery) => delivery,
+//!         ReceiveOutcome::Respond(reply) => return reply,
+//!         ReceiveOutcome::Deliver(delivery) => delivery,
 //!     };
 //!     let (event, _body, claim) = delivery.into_parts();
 //!     println!("handling {}", event.id()); // the user's handler runs here
@@ -89,7 +89,7 @@ mod intake;
 mod split_store;
 
 pub use crate::headers::{HeaderLookup, Headers};
-pub use crate::receiver::{ClaimGuard, Delivery, HandlerOutcome, Outcome};
+pub use crate::receiver::{ClaimGuard, Delivery, HandlerOutcome, ReceiveOutcome};
 pub use crate::reject::{not_configured, peer_address_unknown, reject};
 pub use handler_table::HandlerTable;
 pub use intake::BodyIntake;

@@ -29,8 +29,8 @@ use crate::store::{Claim, ClaimToken, Completion, MemoryStore, Store};
 /// let mut headers = http::HeaderMap::new();
 /// headers.insert("x-service-signature", signed.signature.parse().unwrap());
 /// match receiver.receive(&headers, signed.body.clone()).await {
-///     payhook::adapter::Outcome::Respond(reply) => assert_eq!(reply.status().as_u16(), 503),
-///     payhook::adapter::Outcome::Deliver(_) => panic!("the store is down"),
+///     payhook::adapter::ReceiveOutcome::Respond(reply) => assert_eq!(reply.status().as_u16(), 503),
+///     payhook::adapter::ReceiveOutcome::Deliver(_) => panic!("the store is down"),
 /// }
 /// store.fail_claims(false); // back up
 /// # });
