@@ -1,7 +1,7 @@
 //! The framework-neutral receiver pipeline: verify → parse → claim.
 //!
 //! [`Receiver::receive`] takes the request headers and the raw body and returns an
-//! [`ReceiveOutcome`]: either a [`Reply`] to send at once (rejected, duplicate, in flight
+//! [`ReceiveOutcome`]: either a [`Reply`](crate::Reply) to send at once (rejected, duplicate, in flight
 //! elsewhere, store down), or a [`Delivery`] — the verified, parsed event and a
 //! [`ClaimGuard`] that owns the claim on its id. The guard completes the claim when
 //! the handler succeeded and releases it otherwise; dropping it without a verdict
@@ -114,13 +114,13 @@ impl Receiver {
     }
 
     /// The largest body accepted, in bytes. Adapters stop reading past it and
-    /// answer with [`Error::BodyTooLarge`].
+    /// answer with [`Error::BodyTooLarge`](crate::Error::BodyTooLarge).
     pub fn body_limit(&self) -> usize {
         self.inner.body_limit
     }
 
     /// How long a request body may take to arrive in full; past it the adapters
-    /// answer `408` ([`Error::BodyTimeout`]) and close the connection.
+    /// answer `408` ([`Error::BodyTimeout`](crate::Error::BodyTimeout)) and close the connection.
     pub fn body_timeout(&self) -> Duration {
         self.inner.body_timeout
     }

@@ -1,91 +1,58 @@
-//! The `x-service-signature` scheme: parsing, verifying and signing.
-//!
-//! The header value is a comma-separated list of `key=value` items:
-//! `t` is the unix time of signing in seconds, and each `v1` is the lowercase hex
-//! HMAC-SHA256 of `{t}.{raw body}` keyed with the whole secret string. This is the
-//! format Stripe uses for `Stripe-Signature`, and parsing follows Stripe's official
-//! libraries wherever they agree:
-//!
-//! * items are split on `,`; the key is the text before the first `=`, the value
-//!   the text up to the next `=` (anything after a second `=` is ignored);
-//! * keys are not trimmed: ` v1=…` (after a space) is an unknown key;
-//! * unknown keys (`v0`, …) are ignored, and so is a `v1` that is empty or not 64
-//!   hex digits — another `v1` may still match;
-//! * a `t` or `v1` item without `=` makes the header malformed (both libraries
-//!   fail on it);
-//! * signatures are compared as lowercase hex, so an uppercase signature does not match;
-//! * `t` may carry a leading `+` or zeros, and whitespace around its digits (the
-//!   Unicode spaces both libraries' integer parsers skip: tab, line breaks,
-//!   space, no-break space and the other space separators; after the digits
-//!   also U+0085); the signed content uses its plain decimal value (`t=+0123` and
-//!   `t= 123 ` are checked over `123.{body}`).
-//!
-//! Where the libraries disagree payhook is strict: a `t` with other trailing
-//! characters, a fraction, underscores, non-ASCII digits or a sign other than
-//! `+` is malformed, and so is a header whose `t` items differ. The timestamp
-//! must lie within the tolerance (300 s by default) on *both* sides of the
-//! receiver's clock: unlike Stripe's libraries, a timestamp far in the future
-//! is rejected too. A differential test holds payhook to both libraries' verdicts
-//! on thousands of generated headers.
-//!
-//! The signature is computed over the raw body bytes exactly as received. The
-//! libraries take the body as text, so a correctly signed body that is not
-//! valid UTF-8 verifies in payhook (and then fails as an event, a `400`), where
-//! they would refuse it.
-//!
-//! ```
-//! use payhook::{sign, FixedClock, Secret, Verifier};
-//!
-//! let secret = Secret::new("whsec_test_secret").unwrap();
-//! let body = br#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{}}}"#;
-//! let header = sign(body, &secret, 1732264800);
-//! assert_eq!(
-//!     header,
-//!     "t=1732264800,v1=47e6632c169b959135c86d19df2cb565cdbea26c53beb45123d38a1437d37287"
-//! );
-//!
-//! let verifier = Verifier::builder()
-//!     .secret("whsec_test_secret")
-//!     .clock(FixedClock::new(1732264800 + 30))
-//!     .build()
-//!     .unwrap();
-//! assert!(verifier.verify_value(header.as_bytes(), body).is_ok());
-//! ```
+//! The service's `t=…,v1=…` scheme: parsing the header ([`Signature`]),
+//! verifying it ([`Verifier`]) and signing ([`sign`]). HMAC-SHA256 over
+//! `{t}.{raw body}`, hex encoded; the format and the parsing rules are on
+//! [`Signature`].
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use hmac::Mac;
-use subtle::ConstantTimeEq;
 
-use crate::clock::{Clock, SystemClock};
-use crate::error::{ConfigError, Error};
+use super::constant_time;
+use super::tolerance::Tolerance;
+use super::SignatureScheme;
+use crate::clock::Clock;
+use crate::error::Error;
 use crate::headers::{HeaderLookup, Headers};
 use crate::secret::Secret;
 
 /// The header that carries the signature unless configured otherwise.
 pub const DEFAULT_HEADER: &str = "x-service-signature";
 
-/// The replay tolerance unless configured otherwise.
-pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
-
-/// A signature format: something that decides from the request headers and the
-/// raw body whether a delivery is genuine.
-///
-/// The receiver pipeline holds its scheme as `Arc<dyn SignatureScheme>`, so a second
-/// format can be added without touching the framework adapters. [`Verifier`] is the
-/// built-in implementation.
-pub trait SignatureScheme: Send + Sync + 'static {
-    /// Checks the delivery. `body` is the raw request body, exactly as received.
-    ///
-    /// # Errors
-    /// The [`Error`] that says what failed (missing or malformed header, no matching
-    /// signature, timestamp outside the tolerance).
-    fn verify(&self, headers: &dyn Headers, body: &[u8]) -> Result<(), Error>;
-}
-
 /// A parsed signature header value, borrowing from the header bytes.
+///
+/// The header value is a comma-separated list of `key=value` items:
+/// `t` is the unix time of signing in seconds, and each `v1` is the lowercase hex
+/// HMAC-SHA256 of `{t}.{raw body}` keyed with the whole secret string. This is the
+/// format Stripe uses for `Stripe-Signature`, and parsing follows Stripe's official
+/// libraries wherever they agree:
+///
+/// * items are split on `,`; the key is the text before the first `=`, the value
+///   the text up to the next `=` (anything after a second `=` is ignored);
+/// * keys are not trimmed: ` v1=…` (after a space) is an unknown key;
+/// * unknown keys (`v0`, …) are ignored, and so is a `v1` that is empty or not 64
+///   hex digits — another `v1` may still match;
+/// * a `t` or `v1` item without `=` makes the header malformed (both libraries
+///   fail on it);
+/// * signatures are compared as lowercase hex, so an uppercase signature does not match;
+/// * `t` may carry a leading `+` or zeros, and whitespace around its digits (the
+///   Unicode spaces both libraries' integer parsers skip: tab, line breaks,
+///   space, no-break space and the other space separators; after the digits
+///   also U+0085); the signed content uses its plain decimal value (`t=+0123` and
+///   `t= 123 ` are checked over `123.{body}`).
+///
+/// Where the libraries disagree payhook is strict: a `t` with other trailing
+/// characters, a fraction, underscores, non-ASCII digits or a sign other than
+/// `+` is malformed, and so is a header whose `t` items differ. The timestamp
+/// must lie within the tolerance (300 s by default) on *both* sides of the
+/// receiver's clock: unlike Stripe's libraries, a timestamp far in the future
+/// is rejected too. A differential test holds payhook to both libraries' verdicts
+/// on thousands of generated headers.
+///
+/// The signature is computed over the raw body bytes exactly as received. The
+/// libraries take the body as text, so a correctly signed body that is not
+/// valid UTF-8 verifies in payhook (and then fails as an event, a `400`), where
+/// they would refuse it.
 ///
 /// ```
 /// use payhook::signature::Signature;
@@ -161,7 +128,7 @@ impl fmt::Debug for Signature<'_> {
 }
 
 impl<'a> Signature<'a> {
-    /// Parses a header value as described in the [module docs](self).
+    /// Parses a header value by the rules in the [type's docs](Signature).
     ///
     /// # Errors
     /// [`Error::MalformedHeader`] with the reason: empty value, no `t`, a `t` that is
@@ -331,29 +298,6 @@ fn expected_hex(secret: &Secret, t_digits: &[u8], body: &[u8]) -> [u8; 64] {
     hex_lower(&mac.finalize().into_bytes().into())
 }
 
-/// Compares the expected hex with a candidate in constant time.
-///
-/// The words are folded into one difference with no branch on their contents,
-/// and only the result goes through `subtle`. `subtle`'s own slice `ct_eq`
-/// puts an optimisation barrier on every byte: the `hex_compare` group of
-/// `benches/verify.rs` measured 407 ns per 64-digit compare for it against
-/// 10 ns for this one (a loaded 2-core machine; the ratio is what counts),
-/// which is a third of a 1 KiB body's whole HMAC, per candidate and secret.
-fn hex_ct_eq(expected: &[u8; 64], candidate: &[u8]) -> subtle::Choice {
-    if candidate.len() != expected.len() {
-        return subtle::Choice::from(0);
-    }
-    let mut diff = 0u64;
-    for (a, b) in expected.chunks_exact(8).zip(candidate.chunks_exact(8)) {
-        let mut wa = [0u8; 8];
-        let mut wb = [0u8; 8];
-        wa.copy_from_slice(a);
-        wb.copy_from_slice(b);
-        diff |= u64::from_ne_bytes(wa) ^ u64::from_ne_bytes(wb);
-    }
-    diff.ct_eq(&0)
-}
-
 fn hex_lower(bytes: &[u8; 32]) -> [u8; 64] {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = [0u8; 64];
@@ -381,22 +325,6 @@ pub fn sign(body: &[u8], secret: &Secret, timestamp: u64) -> String {
     header
 }
 
-/// How far a delivery's timestamp may be from the receiver's clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tolerance {
-    /// `|now − t|` must be at most this many whole seconds.
-    Within(Duration),
-    /// No timestamp check at all. Meant for tests that replay recorded deliveries;
-    /// it removes the replay guard.
-    Disabled,
-}
-
-impl Default for Tolerance {
-    fn default() -> Self {
-        Self::Within(DEFAULT_TOLERANCE)
-    }
-}
-
 /// The built-in [`SignatureScheme`]: HMAC-SHA256 `v1` signatures over `{t}.{body}`,
 /// any of several secrets (for rotation), a replay tolerance and a clock.
 ///
@@ -420,9 +348,19 @@ impl fmt::Debug for Verifier {
 }
 
 impl Verifier {
-    /// Starts a builder: at least one secret is required.
-    pub fn builder() -> VerifierBuilder {
-        VerifierBuilder::default()
+    /// A verifier of the checked settings ([`VerifierBuilder::build`] checks them).
+    pub(super) fn new(
+        secrets: Arc<[Secret]>,
+        header: http::HeaderName,
+        tolerance: Tolerance,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            secrets,
+            header,
+            tolerance,
+            clock,
+        }
     }
 
     /// The header this verifier reads.
@@ -454,7 +392,7 @@ impl Verifier {
             for (index, candidate) in signature.v1.iter().enumerate() {
                 // Every candidate is compared, so the time taken does not tell
                 // which one (or which byte of it) was close.
-                let equal = hex_ct_eq(&expected, candidate);
+                let equal = constant_time::eq(&expected, candidate);
                 matched |= equal;
                 matched_early |= equal & subtle::Choice::from(u8::from(index < usable_before));
             }
@@ -467,27 +405,7 @@ impl Verifier {
                 "header has non-ASCII v1 values that the official verifiers cannot compare",
             ));
         }
-        self.check_timestamp(signature.timestamp)
-    }
-
-    fn check_timestamp(&self, t: u64) -> Result<(), Error> {
-        let Tolerance::Within(tolerance) = self.tolerance else {
-            return Ok(());
-        };
-        let tolerance = tolerance.as_secs();
-        let now = i128::from(self.clock.unix_now());
-        let diff = now - i128::from(t);
-        let gap = u64::try_from(diff.unsigned_abs()).unwrap_or(u64::MAX);
-        if gap <= tolerance {
-            Ok(())
-        } else if diff > 0 {
-            Err(Error::TimestampTooOld { age: gap, tolerance })
-        } else {
-            Err(Error::TimestampInFuture {
-                ahead: gap,
-                tolerance,
-            })
-        }
+        self.tolerance.check(signature.timestamp, &*self.clock)
     }
 }
 
@@ -501,106 +419,12 @@ impl SignatureScheme for Verifier {
     }
 }
 
-/// Builder for [`Verifier`].
-#[derive(Default)]
-pub struct VerifierBuilder {
-    secrets: Vec<Result<Secret, ConfigError>>,
-    header: Option<Result<http::HeaderName, ConfigError>>,
-    tolerance: Tolerance,
-    clock: Option<Arc<dyn Clock>>,
-}
-
-impl fmt::Debug for VerifierBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("VerifierBuilder")
-            .field("secrets", &format_args!("[<{} redacted>]", self.secrets.len()))
-            .field("tolerance", &self.tolerance)
-            .finish_non_exhaustive()
-    }
-}
-
-impl VerifierBuilder {
-    /// Adds a signing secret. Call it again (or use [`secrets`](Self::secrets)) to
-    /// accept several during a rotation: a delivery is genuine when any `v1` in its
-    /// header matches any secret.
-    pub fn secret(mut self, secret: impl AsRef<[u8]>) -> Self {
-        self.secrets.push(Secret::new(secret));
-        self
-    }
-
-    /// Adds several signing secrets.
-    pub fn secrets<I, S>(mut self, secrets: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<[u8]>,
-    {
-        self.secrets.extend(secrets.into_iter().map(Secret::new));
-        self
-    }
-
-    /// Adds an already checked [`Secret`].
-    pub fn secret_value(mut self, secret: Secret) -> Self {
-        self.secrets.push(Ok(secret));
-        self
-    }
-
-    /// The header to read instead of `x-service-signature` (case-insensitive).
-    pub fn header_name(mut self, name: &str) -> Self {
-        self.header = Some(
-            http::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| ConfigError::InvalidHeaderName(name.to_owned())),
-        );
-        self
-    }
-
-    /// The replay tolerance (default 300 s), checked in whole seconds in both
-    /// directions. Use [`disable_timestamp_check`](Self::disable_timestamp_check)
-    /// to turn the check off; a zero duration means "same second only".
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = Tolerance::Within(tolerance);
-        self
-    }
-
-    /// Turns the timestamp check off. Only for tests replaying old deliveries:
-    /// without it a captured delivery can be replayed forever.
-    pub fn disable_timestamp_check(mut self) -> Self {
-        self.tolerance = Tolerance::Disabled;
-        self
-    }
-
-    /// The clock that gives "now" (default: the system clock). Tests inject a
-    /// [`FixedClock`](crate::FixedClock).
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
-        self
-    }
-
-    /// Checks the configuration.
-    ///
-    /// # Errors
-    /// [`ConfigError::NoSecret`], [`ConfigError::EmptySecret`] or
-    /// [`ConfigError::InvalidHeaderName`].
-    pub fn build(self) -> Result<Verifier, ConfigError> {
-        let secrets = self.secrets.into_iter().collect::<Result<Vec<_>, _>>()?;
-        if secrets.is_empty() {
-            return Err(ConfigError::NoSecret);
-        }
-        let header = match self.header {
-            Some(header) => header?,
-            None => http::HeaderName::from_static(DEFAULT_HEADER),
-        };
-        Ok(Verifier {
-            secrets: secrets.into(),
-            header,
-            tolerance: self.tolerance,
-            clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::error::ConfigError;
     use crate::FixedClock;
 
     const BODY: &[u8] = br#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":{}}}"#;
