@@ -53,9 +53,20 @@
 //! # drop(app);
 //! ```
 
+use std::future::{ready, Ready};
+use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
+
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform};
 use actix_web::{web, HttpMessage, HttpRequest};
-use payhook_core::adapter::SplitStoreCheck;
-use payhook_core::Receiver;
+use futures_util::future::LocalBoxFuture;
+use futures_util::FutureExt;
+use payhook_core::adapter::{HandlerOutcome, SplitStoreCheck};
+use payhook_core::{Receiver, Reply};
+
+use crate::reply::{reply_to_response, Rejection};
+use crate::settle::{is_bare_success, outcome, ClaimSlot};
 
 /// A configured [`Receiver`] for the [`Webhook`](crate::Webhook) extractor.
 ///
@@ -114,5 +125,90 @@ impl WebhookConfig {
 impl From<Receiver> for WebhookConfig {
     fn from(receiver: Receiver) -> Self {
         Self::new(receiver)
+    }
+}
+
+/// `WebhookConfig` as a middleware: `App::wrap`, `Scope::wrap` or
+/// `Resource::wrap` it to configure the [`Webhook`](crate::Webhook) extractor
+/// of every route inside *and* settle each claim from the response, as the
+/// axum adapter does.
+impl<S, B> Transform<S, ServiceRequest> for WebhookConfig
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = actix_web::Error;
+    type Transform = WebhookMiddleware<S>;
+    type InitError = ();
+    type Future = Ready<Result<Self::Transform, Self::InitError>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        ready(Ok(WebhookMiddleware {
+            service: Rc::new(service),
+            config: self.clone(),
+        }))
+    }
+}
+
+/// The service [`WebhookConfig`] wraps a route in (see its `Transform` impl).
+pub struct WebhookMiddleware<S> {
+    service: Rc<S>,
+    config: WebhookConfig,
+}
+
+impl<S> std::fmt::Debug for WebhookMiddleware<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookMiddleware")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B> Service<ServiceRequest> for WebhookMiddleware<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
+    B: MessageBody + 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = actix_web::Error;
+    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    actix_web::dev::forward_ready!(service);
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        let slot = ClaimSlot::default();
+        req.extensions_mut().insert(slot.clone());
+        req.extensions_mut().insert(self.config.clone());
+        let served = self.service.call(req);
+        Box::pin(async move {
+            match AssertUnwindSafe(served).catch_unwind().await {
+                Ok(Ok(response)) => {
+                    let Some(claim) = slot.take() else {
+                        return Ok(response.map_into_left_body());
+                    };
+                    let bare = is_bare_success(response.response());
+                    claim.settle(outcome(response.status())).await;
+                    if bare {
+                        let (req, _) = response.into_parts();
+                        let received = reply_to_response(Reply::received());
+                        return Ok(ServiceResponse::new(req, received).map_into_right_body());
+                    }
+                    Ok(response.map_into_left_body())
+                }
+                Ok(Err(error)) => {
+                    if let Some(claim) = slot.take() {
+                        claim.settle(HandlerOutcome::Failed).await;
+                    }
+                    Err(error)
+                }
+                Err(_panic) => {
+                    if let Some(claim) = slot.take() {
+                        claim.settle(HandlerOutcome::Panicked).await;
+                    }
+                    Err(Rejection::from(Reply::handler_panicked()).into())
+                }
+            }
+        })
     }
 }

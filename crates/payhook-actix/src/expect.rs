@@ -8,7 +8,8 @@ use actix_service::{Service, ServiceFactory};
 use payhook_core::adapter::BodyIntake;
 use payhook_core::Receiver;
 
-use crate::extract::{ActixHeaders, Rejection, PASS_THE_PEER};
+use crate::intake::{ActixHeaders, PASS_THE_PEER};
+use crate::reply::Rejection;
 
 /// An actix-http expect handler that refuses a declared `Content-Length` over
 /// the receiver's body limit with `413 Webhook Error: …` (and a closed

@@ -1,29 +1,21 @@
-//! The [`Webhook`] extractor and the [`Rejection`] it answers with when the
-//! handler must not run.
+//! The [`Webhook`] extractor: a verified, claimed delivery, parsed as the
+//! handler's type; when the handler must not run it answers with a
+//! [`Rejection`].
 
-use std::cell::RefCell;
-use std::convert::Infallible;
 use std::fmt;
-use std::net::SocketAddr;
 use std::ops::Deref;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
-use actix_web::body::{BodySize, MessageBody};
 use actix_web::dev::Payload;
-use actix_web::http::header::{self, HeaderMap};
-use actix_web::http::StatusCode;
-use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse, ResponseError};
+use actix_web::{FromRequest, HttpMessage, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use futures_util::future::LocalBoxFuture;
-use futures_util::Stream;
-use payhook_core::adapter::{
-    not_configured, BodyIntake, HandlerOutcome, HeaderLookup, Headers, ReceiveOutcome,
-};
-use payhook_core::{event, ClaimGuard, Event, Receiver, Reply};
+use payhook_core::adapter::{not_configured, HandlerOutcome, ReceiveOutcome};
+use payhook_core::{event, ClaimGuard, Event, Reply};
 use serde::de::DeserializeOwned;
 
 use crate::config::WebhookConfig;
+use crate::intake::{read_body, ActixHeaders};
+use crate::reply::{reply_to_response, Rejection};
 use crate::settle::{ClaimSlot, Verified};
 
 /// A verified, claimed webhook delivery, parsed as `T` ([`Event`] unless
@@ -258,169 +250,7 @@ async fn into_webhook<T: DeserializeOwned + 'static>(
 const ONE_WEBHOOK: &str = "a handler run by EventHandlers takes one Webhook extractor, \
     and another one in this handler holds the delivery's claim";
 
-/// actix-web 4's header map (on `http` 0.2) seen through the core's [`Headers`].
-pub(crate) struct ActixHeaders<'a>(pub(crate) &'a HeaderMap);
-
-impl Headers for ActixHeaders<'_> {
-    fn lookup(&self, name: &str) -> HeaderLookup<'_> {
-        HeaderLookup::from_values(self.0.get_all(name).map(|value| value.as_bytes()))
-    }
-
-    fn values(&self, name: &str) -> Option<Vec<&[u8]>> {
-        Some(self.0.get_all(name).map(|value| value.as_bytes()).collect())
-    }
-}
-
-/// What a server must do to pass the peer address, in the `500` reply (actix-web
-/// knows the peer of every TCP connection; only a test request lacks one).
-pub(crate) const PASS_THE_PEER: &str = "serve the app over TCP (HttpServer::bind), or give test requests \
-    an address with TestRequest::peer_addr";
-
-/// Checks the source address (when the receiver has an allowlist; `peer` is
-/// `HttpRequest::peer_addr`), then reads a delivery's body through the core's
-/// intake (declared length, limit, body timeout). A refusal that closes the connection (a stalled or
-/// oversized body) keeps the unread rest of the payload in the [`Rejection`],
-/// so that actix-web closes the connection after the reply instead of
-/// draining a body that may never end.
-pub(crate) async fn read_body(
-    receiver: &Receiver,
-    peer: Option<SocketAddr>,
-    headers: &ActixHeaders<'_>,
-    mut payload: Payload,
-) -> Result<Bytes, Rejection> {
-    let checked = receiver
-        .check_source(peer.map(|peer| peer.ip()), headers, PASS_THE_PEER)
-        .and_then(|()| BodyIntake::new(receiver, headers));
-    let read = match checked {
-        Ok(intake) => intake.read(|cx| Pin::new(&mut payload).poll_next(cx)).await,
-        Err(refusal) => Err(refusal),
-    };
-    match read {
-        Ok(body) => Ok(body),
-        Err(refusal) if refusal.closes_connection() => Err(Rejection::with_unread(refusal, payload)),
-        Err(refusal) => Err(Rejection::from(refusal)),
-    }
-}
-
-pub(crate) fn reply_to_response(reply: Reply) -> HttpResponse {
-    let mut response = HttpResponse::build(actix_status(&reply));
-    response.insert_header((header::CONTENT_TYPE, reply.content_type()));
-    if reply.closes_connection() {
-        response.force_close();
-    }
-    response.body(reply.into_body())
-}
-
-/// The core is on `http` 1, actix-web 4 on `http` 0.2: the number is the bridge.
-fn actix_status(reply: &Reply) -> StatusCode {
-    StatusCode::from_u16(reply.status().as_u16()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-}
-
-/// Why the handler did not run, and the reply the extractor sends instead.
-///
-/// Most are the core's replies: `400`/`413 Webhook Error: …` for a delivery
-/// that fails a check, `409` for an event in flight elsewhere, `503` for an
-/// unreachable store, and `200 {"received":true}` for a duplicate of an event
-/// that was already handled. A route without a [`WebhookConfig`] gets `500`
-/// naming what is missing.
-///
-/// Extract `Result<Webhook, Rejection>` to see it in the handler.
-pub struct Rejection {
-    reply: Reply,
-    /// The rest of an unread body (over the limit, or stalled), held until the
-    /// reply is written so that actix-web closes the connection instead of
-    /// draining it.
-    unread: RefCell<Option<Payload>>,
-}
-
-impl Rejection {
-    fn with_unread(reply: Reply, unread: Payload) -> Self {
-        Self {
-            reply,
-            unread: RefCell::new(Some(unread)),
-        }
-    }
-
-    /// The reply sent instead of running the handler.
-    pub fn reply(&self) -> &Reply {
-        &self.reply
-    }
-
-    /// `true` for a duplicate of an already handled event, acknowledged with 200.
-    pub fn is_duplicate(&self) -> bool {
-        self.reply.status().is_success()
-    }
-}
-
-impl From<Reply> for Rejection {
-    fn from(reply: Reply) -> Self {
-        Self {
-            reply,
-            unread: RefCell::new(None),
-        }
-    }
-}
-
-impl fmt::Debug for Rejection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Rejection").field(&self.reply).finish()
-    }
-}
-
 /// What a route without a [`WebhookConfig`] is missing, in the
 /// `500 Webhook Error: server misconfigured: …` reply.
 const ADD_THE_CONFIG: &str =
     "register a payhook_actix::WebhookConfig with App::app_data(WebhookConfig::new(receiver))";
-
-impl fmt::Display for Rejection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.reply.body())
-    }
-}
-
-impl ResponseError for Rejection {
-    fn status_code(&self) -> StatusCode {
-        actix_status(&self.reply)
-    }
-
-    fn error_response(&self) -> HttpResponse {
-        let reply = &self.reply;
-        match self.unread.borrow_mut().take() {
-            None => reply_to_response(reply.clone()),
-            Some(unread) => HttpResponse::build(actix_status(reply))
-                .insert_header((header::CONTENT_TYPE, reply.content_type()))
-                .force_close()
-                .body(ClosingBody {
-                    len: reply.body().len() as u64,
-                    reply: Some(Bytes::copy_from_slice(reply.body().as_bytes())),
-                    _unread: unread,
-                }),
-        }
-    }
-}
-
-/// A reply body that keeps the unread rest of an oversized request alive until
-/// the reply is written.
-///
-/// actix-web drains a request payload that was dropped unread, to keep the
-/// connection alive — for a chunked upload that means reading all of it, however
-/// long it goes on. A payload still held when the reply goes out makes actix-web
-/// close the connection instead, after its lingering close
-/// (`HttpServer::client_disconnect_timeout`, 1 s by default).
-struct ClosingBody {
-    len: u64,
-    reply: Option<Bytes>,
-    _unread: Payload,
-}
-
-impl MessageBody for ClosingBody {
-    type Error = Infallible;
-
-    fn size(&self) -> BodySize {
-        BodySize::Sized(self.len)
-    }
-
-    fn poll_next(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Bytes, Infallible>>> {
-        Poll::Ready(self.get_mut().reply.take().map(Ok))
-    }
-}

@@ -61,7 +61,8 @@ use payhook_core::adapter::{HandlerOutcome, HandlerTable};
 use payhook_core::{ClaimGuard, Reply};
 use serde::de::DeserializeOwned;
 
-use crate::extract::{reply_to_response, Webhook};
+use crate::extract::Webhook;
+use crate::reply::reply_to_response;
 use crate::settle::{run_and_settle, ClaimSlot, Verified};
 
 /// Wraps `handler` — an async function of the event (any `T` [`Webhook<T>`]

@@ -31,7 +31,8 @@
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError, Route};
 use payhook_inbox::{Backend, Inbox};
 
-use crate::extract::{read_body, reply_to_response, ActixHeaders};
+use crate::intake::{read_body, ActixHeaders};
+use crate::reply::reply_to_response;
 
 /// `POST` route that stores verified deliveries in `inbox` and acknowledges
 /// them; mount it with `App::route("/webhooks", inbox_route(inbox))`.

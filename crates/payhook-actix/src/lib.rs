@@ -115,18 +115,20 @@ mod extract;
 mod handlers;
 #[cfg(feature = "inbox")]
 mod inbox;
+mod intake;
+mod reply;
 mod settle;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
-pub use config::WebhookConfig;
+pub use config::{WebhookConfig, WebhookMiddleware};
 #[cfg(feature = "dashboard")]
 #[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
 pub use dashboard::dashboard_scope;
 pub use expect::ExpectContinue;
-pub use extract::{Rejection, Webhook};
+pub use extract::Webhook;
 pub use handlers::{acking, Acking, EventHandlers};
 #[cfg(feature = "inbox")]
 pub use inbox::inbox_route;
-pub use settle::WebhookMiddleware;
+pub use reply::Rejection;
