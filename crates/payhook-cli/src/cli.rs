@@ -12,6 +12,8 @@ use clap::{Args, Parser, Subcommand};
 use payhook_core::signature::DEFAULT_HEADER;
 use reqwest::Url;
 
+use crate::secret::SecretArgs;
+
 /// The exit codes, shown at the end of every `--help`.
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -77,19 +79,6 @@ pub enum Command {
     /// Look into a durable inbox: list, show, retry, replay and purge events.
     #[cfg(feature = "inbox")]
     Inbox(crate::inbox::InboxArgs),
-}
-
-/// Where the one secret of `sign` and `send` comes from.
-#[derive(Debug, Args)]
-pub struct SecretArgs {
-    /// The endpoint signing secret (whsec_…), whole string including its prefix;
-    /// `-` reads it from stdin (send only). [env: PAYHOOK_SECRET]
-    #[arg(long, value_name = "SECRET", value_parser = NonEmptyStringValueParser::new())]
-    pub secret: Option<String>,
-
-    /// Read the secret from this file (one line; a final line break is ignored).
-    #[arg(long, value_name = "PATH", conflicts_with = "secret")]
-    pub secret_file: Option<PathBuf>,
 }
 
 /// `payhook sign`.

@@ -24,11 +24,10 @@ use payhook_core::signature::DEFAULT_HEADER;
 use payhook_emulator::{Emulator, Faults, RetrySchedule};
 use reqwest::Url;
 
-use crate::cli::SecretArgs;
 use crate::failure::Failure;
 use crate::output::say;
 use crate::runtime::{self, Threads};
-use crate::secret::{self, Stdin};
+use crate::secret::{self, SecretArgs, Stdin};
 
 /// `payhook emulate`.
 #[derive(Debug, Args)]

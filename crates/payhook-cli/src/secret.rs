@@ -9,10 +9,25 @@
 //! never appears in a message.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::cli::SecretArgs;
+use clap::builder::NonEmptyStringValueParser;
+use clap::Args;
+
 use crate::failure::Failure;
+
+/// Where the one secret of `sign` and `send` comes from.
+#[derive(Debug, Args)]
+pub struct SecretArgs {
+    /// The endpoint signing secret (whsec_…), whole string including its prefix;
+    /// `-` reads it from stdin (send only). [env: PAYHOOK_SECRET]
+    #[arg(long, value_name = "SECRET", value_parser = NonEmptyStringValueParser::new())]
+    pub secret: Option<String>,
+
+    /// Read the secret from this file (one line; a final line break is ignored).
+    #[arg(long, value_name = "PATH", conflicts_with = "secret")]
+    pub secret_file: Option<PathBuf>,
+}
 
 /// The environment variable a secret is taken from when no flag names one.
 pub const ENV_VAR: &str = "PAYHOOK_SECRET";
