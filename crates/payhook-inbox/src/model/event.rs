@@ -3,19 +3,15 @@
 
 use std::time::Duration;
 
-#[cfg(doc)]
-use crate::admin::Admin;
-#[cfg(doc)]
-use crate::model::AttemptOutcome;
-
-use crate::model::State;
+// The model's own names, unqualified (as the API listing shows them too).
+use super::*;
 
 /// The longest event id, event type and payment-intent id the inbox stores,
 /// in bytes, on every backend (real ids are a few dozen bytes). A delivery with
 /// a longer one is refused at intake with `400` naming the field.
 pub const MAX_ID_BYTES: usize = 255;
 
-/// Which events [`Admin::list`] returns; every field narrows.
+/// Which events [`Admin::list`](crate::admin::Admin::list) returns; every field narrows.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
     /// Only events in this state.
@@ -30,7 +26,7 @@ pub struct Filter {
     pub limit: Option<u32>,
 }
 
-/// One stored event, as [`Admin::list`] and [`Admin::show`] report it.
+/// One stored event, as [`Admin::list`](crate::admin::Admin::list) and [`Admin::show`](crate::admin::Admin::show) report it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredEvent {
     /// The event id.
@@ -59,11 +55,11 @@ pub struct StoredEvent {
     pub last_error: Option<String>,
     /// When it was marked done (Unix milliseconds).
     pub done_at: Option<i64>,
-    /// The raw body as received (only filled by [`Admin::show`]).
+    /// The raw body as received (only filled by [`Admin::show`](crate::admin::Admin::show)).
     pub body: Option<String>,
 }
 
-/// One ended attempt of an event ([`Admin::attempts`]).
+/// One ended attempt of an event ([`Admin::attempts`](crate::admin::Admin::attempts)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
     /// Its number (1 for the first).
@@ -72,13 +68,13 @@ pub struct Attempt {
     pub started_at: i64,
     /// How long the handler and the done mark took.
     pub duration_ms: i64,
-    /// `done`, `failed` (retried later) or `dead` ([`AttemptOutcome`]).
+    /// `done`, `failed` (retried later) or `dead` ([`AttemptOutcome`](crate::model::AttemptOutcome)).
     pub outcome: String,
     /// The failure's text.
     pub error: Option<String>,
 }
 
-/// Another event of the same payment intent ([`Admin::intent_events`]).
+/// Another event of the same payment intent ([`Admin::intent_events`](crate::admin::Admin::intent_events)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntentEvent {
     /// The event id.

@@ -1,10 +1,9 @@
 //! Pages of events, newest first, continued by a keyset cursor.
 
-#[cfg(doc)]
-use crate::admin::Admin;
-use crate::model::{Filter, StoredEvent};
+// The model's own names, unqualified (as the API listing shows them too).
+use super::*;
 
-/// The largest page [`Admin::page`] returns.
+/// The largest page [`Admin::page`](crate::admin::Admin::page) returns.
 pub const MAX_PAGE: u32 = 500;
 
 /// Where a page of events ends: the next page starts after it. Ordered by
@@ -42,7 +41,7 @@ impl std::str::FromStr for Cursor {
     }
 }
 
-/// One page of events ([`Admin::page`]): `filter` narrows (its `limit` is not
+/// One page of events ([`Admin::page`](crate::admin::Admin::page)): `filter` narrows (its `limit` is not
 /// used), newest first, after `after`.
 #[derive(Debug, Clone)]
 pub struct PageQuery {

@@ -1,10 +1,8 @@
 //! Counts of events by state, and activity over time.
 
-#[cfg(doc)]
-use crate::admin::Admin;
 use crate::model::State;
 
-/// Counts of events by state and the oldest pending one ([`Admin::stats`]).
+/// Counts of events by state and the oldest pending one ([`Admin::stats`](crate::admin::Admin::stats)).
 /// One count per [`State`], read with [`count`](Self::count) or all at once
 /// with [`counts`](Self::counts): a new state needs no new field.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -31,7 +29,7 @@ impl Stats {
     }
 }
 
-/// Deliveries and attempts in one interval ([`Admin::activity`]).
+/// Deliveries and attempts in one interval ([`Admin::activity`](crate::admin::Admin::activity)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ActivitySlot {
     /// When the interval starts (Unix milliseconds).
