@@ -92,7 +92,9 @@ pub mod signature {
     //! The `x-service-signature` header beyond [`sign`](crate::sign) and
     //! [`Verifier`](crate::Verifier): the parsed header, the tolerance setting,
     //! the verifier's builder and the defaults. PROTOCOL.md gives every parsing
-    //! rule.
+    //! rule. And the second scheme, Standard Webhooks ([`StandardWebhooks`]:
+    //! `webhook-id`, `webhook-timestamp`, `webhook-signature`), selected on a
+    //! receiver with [`ReceiverBuilder::scheme`](crate::ReceiverBuilder::scheme).
     //!
     //! ```
     //! use payhook::signature::{Signature, DEFAULT_HEADER};
@@ -104,7 +106,8 @@ pub mod signature {
     //! ```
     #[doc(inline)]
     pub use payhook_core::signature::{
-        Signature, Tolerance, VerifierBuilder, DEFAULT_HEADER, DEFAULT_TOLERANCE,
+        Signature, StandardWebhooks, StandardWebhooksBuilder, Tolerance, VerifierBuilder, DEFAULT_HEADER,
+        DEFAULT_TOLERANCE, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP,
     };
 }
 

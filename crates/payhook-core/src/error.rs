@@ -24,6 +24,16 @@ pub enum Error {
     /// The signature header cannot be parsed; the reason says which rule it broke.
     #[error("malformed signature header: {0}")]
     MalformedHeader(&'static str),
+    /// A header of a scheme with several headers (Standard Webhooks'
+    /// `webhook-id`, `webhook-timestamp`, `webhook-signature`) is present but
+    /// cannot be used; the reason says why.
+    #[error("malformed {header} header: {reason}")]
+    InvalidHeader {
+        /// The header that is malformed.
+        header: HeaderName,
+        /// Which rule it broke.
+        reason: &'static str,
+    },
     /// The header has a timestamp but no well-formed `v1` item.
     #[error("signature header has no v1 signature (64 lowercase hex digits)")]
     NoSignature,
@@ -105,6 +115,21 @@ pub enum ConfigError {
     /// A signing secret is the empty string.
     #[error("a signing secret is empty")]
     EmptySecret,
+    /// A Standard Webhooks verifier was built with neither a `whsec_` secret
+    /// nor a `whpk_` public key.
+    #[error("no whsec_ secret or whpk_ public key configured")]
+    NoKey,
+    /// A Standard Webhooks key cannot be used: which kind, its position in
+    /// the order it was given (from 1), and why. Never its value.
+    #[error("{kind} #{position} {reason}")]
+    InvalidKey {
+        /// `secret`, `public key` or `signing key`.
+        kind: &'static str,
+        /// The key's place among the keys of its kind, counting from 1.
+        position: usize,
+        /// What is wrong with it, for example "is not base64".
+        reason: &'static str,
+    },
     /// The signature header name is not a valid HTTP header name.
     #[error("invalid signature header name {0:?}")]
     InvalidHeaderName(String),

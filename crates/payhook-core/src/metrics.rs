@@ -86,7 +86,7 @@ pub fn reason(error: &Error) -> &'static str {
     match error {
         Error::MissingHeader(_) => "missing_header",
         Error::RepeatedHeader(_) => "repeated_header",
-        Error::MalformedHeader(_) => "malformed_header",
+        Error::MalformedHeader(_) | Error::InvalidHeader { .. } => "malformed_header",
         Error::NoSignature => "no_signature",
         Error::NoSignatureMatch => "signature_mismatch",
         Error::TimestampTooOld { .. } => "timestamp_too_old",

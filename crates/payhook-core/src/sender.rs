@@ -10,7 +10,12 @@
 //!   service's `t=…,v1=…` header; with feature `testing` it also turns into an
 //!   `http::Request` that an axum `Router` or any tower service takes as it is
 //!   (`app.oneshot(delivery.to_request("/webhooks"))`);
-//! * [`unique_event_id`] and [`unix_now`] are the id and time a fresh event gets.
+//! * [`StandardDelivery`] and [`StandardSigner`] sign the Standard Webhooks
+//!   way (`webhook-id`, `webhook-timestamp`, `webhook-signature`), `v1` with a
+//!   `whsec_` secret or `v1a` with a `whsk_` Ed25519 key (feature `ed25519`);
+//!   [`generate_standard_secret`] and `generate_standard_keypair` make fresh keys;
+//! * [`unique_event_id`] and [`unix_now`] are the id and time a fresh event gets
+//!   ([`unique_message_id`] a fresh `webhook-id`).
 //!
 //! ```
 //! use payhook::sender::{EventBuilder, SignedDelivery};
@@ -20,6 +25,8 @@
 //! assert!(delivery.signature.starts_with("t="));
 //! // POST `delivery.body` with the header `x-service-signature: {delivery.signature}`.
 //! ```
+
+mod standard;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +48,11 @@ use crate::secret::Secret;
 use crate::signature::sign;
 #[cfg(feature = "testing")]
 use crate::signature::DEFAULT_HEADER;
+
+#[cfg(feature = "ed25519")]
+#[cfg_attr(docsrs, doc(cfg(feature = "ed25519")))]
+pub use standard::{generate_standard_keypair, standard_public_key};
+pub use standard::{generate_standard_secret, unique_message_id, StandardDelivery, StandardSigner};
 
 /// The current unix time in seconds.
 pub fn unix_now() -> u64 {
@@ -289,6 +301,58 @@ impl EventBuilder {
         // Strings, integers and maps of strings: serializing cannot fail.
         serde_json::to_string(&body).unwrap_or_default()
     }
+}
+
+impl EventBuilder {
+    /// The event as a Standard Webhooks body: `{"type", "timestamp", "data"}`,
+    /// with no `id` (the `webhook-id` header carries it), `timestamp` the
+    /// creation time in RFC 3339 UTC, and a payment intent sent bare as
+    /// `data` (the Standard Webhooks way; receivers read it as they read
+    /// `data.object`, see PROTOCOL.md). Sign it with [`StandardDelivery`].
+    ///
+    /// ```
+    /// use payhook::sender::EventBuilder;
+    ///
+    /// let json = EventBuilder::payment_intent_succeeded().created(1614265330).to_standard_json();
+    /// assert!(json.starts_with(r#"{"type":"payment_intent.succeeded","timestamp":"2021-02-25T15:02:10Z","data":{"id":"pi_test_"#));
+    /// ```
+    pub fn to_standard_json(&self) -> String {
+        let data = match (&self.data, &self.intent) {
+            (Some(raw), _) => match RawValue::from_string(raw.clone()) {
+                Ok(raw) => StandardData::Raw(raw),
+                Err(_) => StandardData::NotJson(raw),
+            },
+            (None, Some(fields)) => StandardData::Intent(Box::new(fields.to_intent(self.created))),
+            (None, None) => StandardData::Empty {},
+        };
+        let created = i64::try_from(self.created).unwrap_or(i64::MAX / 1000);
+        let timestamp = crate::time::format_utc(created.saturating_mul(1000)).replace(' ', "T") + "Z";
+        let body = StandardBody {
+            event_type: &self.event_type,
+            timestamp,
+            data,
+        };
+        // Strings, integers and maps of strings: serializing cannot fail.
+        serde_json::to_string(&body).unwrap_or_default()
+    }
+}
+
+/// An event body as a Standard Webhooks sender writes it.
+#[derive(Serialize)]
+struct StandardBody<'a> {
+    #[serde(rename = "type")]
+    event_type: &'a str,
+    timestamp: String,
+    data: StandardData<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum StandardData<'a> {
+    Raw(Box<RawValue>),
+    NotJson(&'a str),
+    Intent(Box<PaymentIntent>),
+    Empty {},
 }
 
 /// An event body as the service writes it (keys in its order).

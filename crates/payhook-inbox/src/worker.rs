@@ -468,7 +468,9 @@ async fn process<DB: Backend>(
         event_id: claimed.event_id.clone(),
         opened: AtomicBool::new(false),
     });
-    let event = match Event::from_slice(claimed.body.as_bytes()) {
+    // The stored id is the event's id: the body's own for the service's format,
+    // the `webhook-id` header for a Standard Webhooks delivery.
+    let event = match Event::from_slice_with_id(claimed.body.as_bytes(), &claimed.event_id) {
         Ok(event) => event,
         Err(err) => {
             // Only verified, parsed events are stored; this needs a changed parser.

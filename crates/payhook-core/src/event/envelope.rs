@@ -30,6 +30,46 @@ impl Event {
     /// `id` or `type`, or a payment event whose `data.object` is not a valid
     /// payment intent (for example a negative or fractional amount).
     pub fn from_slice(body: &[u8]) -> Result<Self, Error> {
+        Self::parse(body, None)
+    }
+
+    /// Parses the body of a delivery whose event id travels outside the body:
+    /// Standard Webhooks' `webhook-id` header, whose bodies are
+    /// `{"type", "timestamp", "data"}` without an `id`.
+    ///
+    /// `id` is the event's [`id`](Self::id); the body's own `id`, if any, is
+    /// ignored. A payment event's intent is `data.object`, as in the service's
+    /// format, or `data` itself when `data.object` is the string
+    /// `"payment_intent"` (the intent sent bare, as Standard Webhooks senders
+    /// send a resource). Every other rule is [`from_slice`](Self::from_slice)'s.
+    ///
+    /// ```
+    /// use payhook::Event;
+    ///
+    /// let body = br#"{"type":"payment_intent.succeeded","timestamp":"2026-11-25T21:00:00Z",
+    ///   "data":{"id":"pi_1","object":"payment_intent","amount":1500,"currency":"btc","status":"succeeded"}}"#;
+    /// let event = Event::from_slice_with_id(body, "msg_1").unwrap();
+    /// assert_eq!(event.id(), "msg_1");
+    /// assert_eq!(event.payment_intent().unwrap().amount, 1500);
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidPayload`], as for [`from_slice`](Self::from_slice), and
+    /// for an empty `id`.
+    pub fn from_slice_with_id(body: &[u8], id: &str) -> Result<Self, Error> {
+        let error = match Self::parse(body, Some(id)) {
+            Ok(event) => return Ok(event),
+            Err(error) => error,
+        };
+        // Only a failed parse pays for looking at a bare intent.
+        match with_bare_intent_wrapped(body) {
+            Some(wrapped) => Self::parse(wrapped.as_bytes(), Some(id)),
+            None => Err(error),
+        }
+    }
+
+    /// The parse; `external_id` replaces the body's `id` when given.
+    fn parse(body: &[u8], external_id: Option<&str>) -> Result<Self, Error> {
         // JSON text is UTF-8 (RFC 8259). Checking the whole body once, up front,
         // rejects invalid bytes even inside fields that are skipped unread, and
         // lets serde_json read the body as text without checking each string.
@@ -45,7 +85,10 @@ impl Event {
             // `data` came first and was not the payment intent it was taken for.
             _ => read_envelope(text, DataFirst::KeepRaw).map_err(|failed| failed.error)?,
         };
-        let id = envelope.id.ok_or_else(|| invalid("event has no id"))?;
+        let id = match external_id {
+            Some(id) => id.to_owned(),
+            None => envelope.id.ok_or_else(|| invalid("event has no id"))?,
+        };
         if id.is_empty() {
             return Err(invalid("event id is empty"));
         }
@@ -117,6 +160,35 @@ impl Event {
         self.field("livemode")
             .and_then(|raw| serde_json::from_str(raw.get()).ok())
     }
+}
+
+/// The body with a bare payment intent in `data` (its `object` the string
+/// `"payment_intent"`) wrapped as `{"object": …}`, the service's shape; `None`
+/// when `data` is not such an intent.
+fn with_bare_intent_wrapped(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct DataOnly<'a> {
+        #[serde(borrow)]
+        data: Option<&'a RawValue>,
+    }
+    #[derive(Deserialize)]
+    struct ObjectTag {
+        object: Option<String>,
+    }
+    let text = std::str::from_utf8(body).ok()?;
+    let data = serde_json::from_str::<DataOnly<'_>>(text).ok()?.data?.get();
+    let tag = serde_json::from_str::<ObjectTag>(data).ok()?.object?;
+    if tag != PaymentIntent::OBJECT {
+        return None;
+    }
+    // `data` borrows from `text`: its place in it, to splice the wrapper in.
+    let start = (data.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+    let end = start.checked_add(data.len())?;
+    Some(format!(
+        r#"{}{{"object":{data}}}{}"#,
+        text.get(..start)?,
+        text.get(end..)?
+    ))
 }
 
 /// Deserializes an event with exactly the rules of [`Event::from_slice`], so an

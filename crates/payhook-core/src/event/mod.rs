@@ -516,4 +516,46 @@ mod tests {
         );
         assert!(event.field("id").is_none() && event.field("type").is_none());
     }
+
+    #[test]
+    fn an_id_from_outside_the_body_replaces_the_body_id() {
+        let body = pi_body(PAYMENT_INTENT_SUCCEEDED, "5");
+        let event = Event::from_slice_with_id(body.as_bytes(), "msg_1").unwrap();
+        assert_eq!(event.id(), "msg_1");
+        assert_eq!(event.payment_intent().unwrap().id, "pi_9");
+        assert!(event.field("id").is_none());
+        // No id in the body is fine then; an empty outside id is not.
+        let no_id = br#"{"type":"x.y","data":{"a":1}}"#;
+        assert_eq!(Event::from_slice_with_id(no_id, "msg_2").unwrap().id(), "msg_2");
+        let err = Event::from_slice_with_id(no_id, "").unwrap_err();
+        assert_eq!(err, Error::InvalidPayload("event id is empty".into()));
+    }
+
+    #[test]
+    fn a_bare_intent_in_data_is_read_only_with_an_outside_id() {
+        let intent =
+            r#"{"id":"pi_1","object":"payment_intent","amount":7,"currency":"btc","status":"succeeded"}"#;
+        for body in [
+            format!(r#"{{"type":"payment_intent.succeeded","timestamp":"t","data":{intent}}}"#),
+            format!(r#"{{"data":{intent},"type":"payment_intent.succeeded"}}"#),
+        ] {
+            let event = Event::from_slice_with_id(body.as_bytes(), "msg_1").unwrap();
+            assert_eq!(event.payment_intent().map(|pi| pi.amount), Some(7), "{body}");
+            assert_eq!(event.field("timestamp").is_some(), body.contains("timestamp"));
+            // The service's format keeps its rule: data.object or nothing.
+            assert!(
+                Event::from_slice(body.replace("\"type\"", "\"id\":\"evt_1\",\"type\"").as_bytes()).is_err()
+            );
+        }
+        // Another bare object keeps the error of the data.object rule.
+        let charge = r#"{"type":"payment_intent.succeeded","data":{"id":"ch_1","object":"charge"}}"#;
+        let err = Event::from_slice_with_id(charge.as_bytes(), "msg_1").unwrap_err();
+        let Error::InvalidPayload(message) = err else {
+            panic!()
+        };
+        assert!(
+            message.starts_with(r#"data.object: invalid type: string "charge""#),
+            "{message}"
+        );
+    }
 }

@@ -164,8 +164,11 @@ impl Receiver {
         }
     }
 
-    /// Verifies the signature over the raw bytes, then parses the event.
-    /// Nothing touches the store before the signature is checked.
+    /// Verifies the signature over the raw bytes, then parses the event, with
+    /// the id the scheme takes from the headers when it has one
+    /// ([`SignatureScheme::event_id`](crate::SignatureScheme::event_id), see
+    /// [`Event::from_slice_with_id`]). Nothing touches the store before the
+    /// signature is checked.
     ///
     /// # Errors
     /// The first check that failed.
@@ -176,7 +179,10 @@ impl Receiver {
             });
         }
         self.inner.scheme.verify(headers, body)?;
-        Event::from_slice(body)
+        match self.inner.scheme.event_id(headers) {
+            None => Event::from_slice(body),
+            Some(id) => Event::from_slice_with_id(body, id),
+        }
     }
 }
 

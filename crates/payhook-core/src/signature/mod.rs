@@ -40,6 +40,7 @@
 
 mod builder;
 mod constant_time;
+mod standard;
 mod stripe;
 mod tolerance;
 
@@ -47,6 +48,12 @@ use crate::error::Error;
 use crate::headers::Headers;
 
 pub use builder::VerifierBuilder;
+#[cfg(feature = "ed25519")]
+pub(crate) use standard::{decode_key, signed_content, PUBLIC_KEY_PREFIX, SIGNING_KEY_PREFIX};
+pub(crate) use standard::{hmac_of, secret_of, SECRET_PREFIX};
+pub use standard::{
+    StandardWebhooks, StandardWebhooksBuilder, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP,
+};
 pub use stripe::{sign, Signature, Verifier, DEFAULT_HEADER};
 pub use tolerance::{Tolerance, DEFAULT_TOLERANCE};
 
@@ -63,4 +70,14 @@ pub trait SignatureScheme: Send + Sync + 'static {
     /// The [`Error`] that says what failed (missing or malformed header, no matching
     /// signature, timestamp outside the tolerance).
     fn verify(&self, headers: &dyn Headers, body: &[u8]) -> Result<(), Error>;
+
+    /// The event id of a delivery [`verify`](Self::verify) accepted, when the
+    /// scheme carries it outside the body (Standard Webhooks' `webhook-id`
+    /// header). The receiver and the inbox then deduplicate by it, and
+    /// [`Event::id`](crate::Event::id) returns it; the body's own `id`, if any,
+    /// is ignored. The default, `None`, takes the id from the body.
+    fn event_id<'h>(&self, headers: &'h dyn Headers) -> Option<&'h str> {
+        let _ = headers;
+        None
+    }
 }
