@@ -10,6 +10,10 @@
 //! * `PAYHOOK_ADDR`: where to listen (default `127.0.0.1:3000`);
 //! * `PAYHOOK_SECRET` (required): the endpoint's signing secret; without it the
 //!   example prints why on stderr and exits with status 1;
+//! * `PAYHOOK_SCHEME=standard`: a Standard Webhooks sender instead, with
+//!   `PAYHOOK_SECRET` (a `whsec_` key) and/or `PAYHOOK_PUBLIC_KEYS`
+//!   (comma-separated `whpk_` keys); the `webhook-id` is the event id
+//!   (see `common/mod.rs`);
 //! * `PAYHOOK_REDIS_URL`: keep the dedupe state in Redis, shared by every
 //!   replica, instead of in this process's memory;
 //! * `PAYHOOK_ALLOWED_IPS`, `PAYHOOK_TRUSTED_PROXIES`: the source-IP allowlist

@@ -10,6 +10,10 @@
 //! * `PAYHOOK_ADDR`: where to listen (default `127.0.0.1:3000`);
 //! * `PAYHOOK_SECRET`: the endpoint's signing secret (required: it refuses to
 //!   start without one);
+//! * `PAYHOOK_SCHEME=standard`: a Standard Webhooks sender instead, with
+//!   `PAYHOOK_SECRET` (a `whsec_` key) and/or `PAYHOOK_PUBLIC_KEYS`
+//!   (comma-separated `whpk_` keys); events are stored and deduplicated by
+//!   their `webhook-id` (see `common/mod.rs`);
 //! * `PAYHOOK_DATABASE_URL`: `sqlite://FILE` or `postgres://…` (default
 //!   `sqlite://payhook-inbox.db`). Several processes on one PostgreSQL database
 //!   are replicas of one app;
@@ -89,14 +93,19 @@ async fn serve() -> Result<(), Box<dyn Error>> {
     let addr: SocketAddr = addr
         .parse()
         .map_err(|err| format!("PAYHOOK_ADDR={addr:?} is not an address like {DEFAULT_ADDR}: {err}"))?;
-    let secret = std::env::var("PAYHOOK_SECRET")
-        .ok()
-        .filter(|secret| !secret.is_empty())
-        .ok_or("PAYHOOK_SECRET is required: set it to the endpoint's signing secret (whsec_…)")?;
+    let builder = match common::standard_scheme_from_env()? {
+        Some(builder) => builder,
+        None => Receiver::builder().secret(
+            std::env::var("PAYHOOK_SECRET")
+                .ok()
+                .filter(|secret| !secret.is_empty())
+                .ok_or("PAYHOOK_SECRET is required: set it to the endpoint's signing secret (whsec_…)")?,
+        ),
+    };
     let url = std::env::var("PAYHOOK_DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
     let delay = Duration::from_millis(env_number("PAYHOOK_HANDLER_DELAY_MS")?.unwrap_or(0));
 
-    let receiver = common::allowlist_from_env(Receiver::builder().secret(secret))?.build()?;
+    let receiver = common::allowlist_from_env(builder)?.build()?;
     let mut builder = Inbox::builder(receiver);
     if let Some(lease) = env_number("PAYHOOK_INBOX_LEASE_MS")? {
         builder = builder.lease(Duration::from_millis(lease));

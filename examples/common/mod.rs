@@ -16,6 +16,12 @@
 //!   `PAYHOOK_ALLOWED_IPS`). A malformed entry in either (e.g. `10.0.0.0/33`)
 //!   stops the example before it listens, naming the variable, the entry and
 //!   why;
+//! * `PAYHOOK_SCHEME=standard`: receive from a Standard Webhooks sender
+//!   (`webhook-id`, `webhook-timestamp`, `webhook-signature`) instead of the
+//!   service's `x-service-signature`. `PAYHOOK_SECRET` is then a `whsec_` key
+//!   (`v1`), `PAYHOOK_PUBLIC_KEYS` comma-separated `whpk_` keys (`v1a`), and at
+//!   least one of the two is required; the `webhook-id` is the event id.
+//!   Unset, the examples use the service's scheme and need `PAYHOOK_SECRET`;
 //! * `RUST_LOG`: what is logged (default `info`), on stdout.
 //!
 //! Each example includes this file with `mod common;`; cargo builds only the
@@ -29,6 +35,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use payhook::redis::RedisStore;
+use payhook::signature::StandardWebhooks;
 use payhook::source::Networks;
 use payhook::{Receiver, ReceiverBuilder};
 use tracing_subscriber::EnvFilter;
@@ -51,24 +58,11 @@ impl Settings {
             .parse()
             .map_err(|err| format!("PAYHOOK_ADDR={addr:?} is not an address like {DEFAULT_ADDR}: {err}"))?;
 
-        let secret = match std::env::var("PAYHOOK_SECRET") {
-            Ok(secret) if !secret.is_empty() => secret,
-            Ok(_) => {
-                return Err(
-                    "PAYHOOK_SECRET is empty: set it to the endpoint's signing secret (whsec_...)".into(),
-                )
-            }
-            Err(std::env::VarError::NotPresent) => {
-                return Err(
-                    "PAYHOOK_SECRET is not set: set it to the endpoint's signing secret \
-                            (whsec_...), or for local tests to a value of your own, and sign test \
-                            deliveries with that same value"
-                        .into(),
-                )
-            }
-            Err(std::env::VarError::NotUnicode(_)) => return Err("PAYHOOK_SECRET is not valid UTF-8".into()),
+        let builder = match standard_scheme_from_env()? {
+            Some(builder) => builder,
+            None => Receiver::builder().secret(service_secret_from_env()?),
         };
-        let mut receiver = allowlist_from_env(Receiver::builder().secret(secret))?;
+        let mut receiver = allowlist_from_env(builder)?;
         receiver = match std::env::var("PAYHOOK_REDIS_URL") {
             // The URL may hold a password: it is never printed, and the store's
             // errors never quote it.
@@ -93,6 +87,72 @@ impl Settings {
             receiver: receiver.build()?,
         })
     }
+}
+
+/// `PAYHOOK_SECRET` for the service's scheme: required and not empty.
+fn service_secret_from_env() -> Result<String, Box<dyn Error>> {
+    let secret = match std::env::var("PAYHOOK_SECRET") {
+        Ok(secret) if !secret.is_empty() => secret,
+        Ok(_) => {
+            return Err("PAYHOOK_SECRET is empty: set it to the endpoint's signing secret (whsec_...)".into())
+        }
+        Err(std::env::VarError::NotPresent) => {
+            return Err(
+                "PAYHOOK_SECRET is not set: set it to the endpoint's signing secret \
+                        (whsec_...), or for local tests to a value of your own, and sign test \
+                        deliveries with that same value"
+                    .into(),
+            )
+        }
+        Err(std::env::VarError::NotUnicode(_)) => return Err("PAYHOOK_SECRET is not valid UTF-8".into()),
+    };
+    Ok(secret)
+}
+
+/// The receiver builder for `PAYHOOK_SCHEME=standard` (Standard Webhooks, with
+/// `PAYHOOK_SECRET` and/or `PAYHOOK_PUBLIC_KEYS`), `None` when `PAYHOOK_SCHEME`
+/// is unset or empty. Prints the scheme and how many keys (never a key); a
+/// malformed key is an error naming the variable and the key's position.
+pub fn standard_scheme_from_env() -> Result<Option<ReceiverBuilder>, Box<dyn Error>> {
+    match std::env::var("PAYHOOK_SCHEME") {
+        Ok(scheme) if scheme == "standard" => {}
+        Ok(scheme) if scheme.is_empty() => return Ok(None),
+        Err(std::env::VarError::NotPresent) => return Ok(None),
+        Ok(scheme) => {
+            return Err(format!(
+                "PAYHOOK_SCHEME={} is not a scheme: set it to `standard` for Standard Webhooks, \
+                 or leave it unset for the service's x-service-signature",
+                payhook::untrusted::Untrusted::value(&scheme)
+            )
+            .into())
+        }
+        Err(std::env::VarError::NotUnicode(_)) => return Err("PAYHOOK_SCHEME is not valid UTF-8".into()),
+    }
+    let var = |name: &str| std::env::var(name).ok().filter(|value| !value.trim().is_empty());
+    let secrets: Vec<String> = var("PAYHOOK_SECRET").into_iter().collect();
+    let public_keys: Vec<String> = var("PAYHOOK_PUBLIC_KEYS")
+        .map(|keys| keys.split(',').map(|key| key.trim().to_owned()).collect())
+        .unwrap_or_default();
+    if secrets.is_empty() && public_keys.is_empty() {
+        return Err("PAYHOOK_SCHEME=standard needs PAYHOOK_SECRET (a whsec_ key) \
+                    and/or PAYHOOK_PUBLIC_KEYS (comma-separated whpk_ keys)"
+            .into());
+    }
+    let scheme = StandardWebhooks::builder()
+        .secrets(&secrets)
+        .public_keys(&public_keys)
+        .build()
+        .map_err(|err| match err {
+            payhook::ConfigError::InvalidKey { kind: "secret", .. } => format!("PAYHOOK_SECRET: {err}"),
+            payhook::ConfigError::InvalidKey { .. } => format!("PAYHOOK_PUBLIC_KEYS: {err}"),
+            other => other.to_string(),
+        })?;
+    println!(
+        "signature scheme: Standard Webhooks ({} secret(s), {} public key(s))",
+        secrets.len(),
+        public_keys.len()
+    );
+    Ok(Some(Receiver::builder().scheme(scheme)))
 }
 
 /// Applies `PAYHOOK_ALLOWED_IPS` and `PAYHOOK_TRUSTED_PROXIES` to `builder`
