@@ -1,6 +1,8 @@
-//! The rejections: every refused delivery is counted, logged and answered
-//! here, so each intake (inline receiver, inbox, body intake, source check)
-//! refuses alike. The replies themselves are built by [`Reply`].
+//! Every refusal in one place: a rejected delivery is counted, logged and
+//! answered here, so each intake (inline receiver, inbox, body intake, source
+//! check) refuses alike, and a setup mistake (no receiver on a route, no peer
+//! address for the allowlist) is logged as an error. The reply texts
+//! themselves are built by [`Reply`].
 
 use std::fmt;
 use std::net::IpAddr;
@@ -26,6 +28,7 @@ pub(crate) fn rejected(error: Error) -> Reply {
 pub(crate) fn refusal(error: Error) -> Reply {
     rejected(error).closing_connection()
 }
+
 /// The `500` reply for a webhook route that has no receiver (the adapter's setup
 /// step is missing), logged as an error. `fix` names the step, in the adapter's
 /// terms.
