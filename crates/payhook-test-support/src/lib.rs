@@ -1,13 +1,15 @@
 //! The workspace's own test helpers, written once: names no other test (or
-//! earlier run) uses, a fresh SQLite file per test, and the PostgreSQL server
-//! the tests share. Not published; the crates' tests take it as a path
-//! dev-dependency.
+//! earlier run) uses, a fresh SQLite file per test, the PostgreSQL server the
+//! tests share, and the Standard Webhooks conformance fixture. Not published;
+//! the crates' tests take it as a path dev-dependency.
 //!
 //! The tests never skip: without `PAYHOOK_TEST_DATABASE_URL`, the PostgreSQL
 //! helpers panic with how to start a server (`.ci/start-postgres`, which the
 //! test command `.ci/test` runs).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod standard_webhooks;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
