@@ -12,6 +12,7 @@ use clap::{Args, Parser, Subcommand};
 use payhook_core::signature::DEFAULT_HEADER;
 use reqwest::Url;
 
+use crate::scheme::Scheme;
 use crate::secret::SecretArgs;
 
 /// The exit codes, shown at the end of every `--help`.
@@ -42,6 +43,10 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Sign the body read on stdin and print the signature header value (t=…,v1=…).
+    ///
+    /// With --scheme standard, print the three Standard Webhooks headers instead:
+    /// `webhook-id: ID`, `webhook-timestamp: T` and `webhook-signature: v1,…`
+    /// (or `v1a,…` with a whsk_ signing key).
     #[command(after_help = EXIT_CODES)]
     Sign(SignArgs),
     /// Check a signature header against the body read on stdin, as a receiver would.
@@ -49,6 +54,11 @@ pub enum Command {
     /// The signature is checked first, then the body is parsed as an event. On
     /// success the event id and type are printed; on failure, exactly the body a
     /// payhook receiver would reply with (`Webhook Error: …`).
+    ///
+    /// With --scheme standard, the three Standard Webhooks headers are given with
+    /// --webhook-id, --webhook-timestamp and --webhook-signature, and the keys
+    /// with --secret whsec_… and --public-key whpk_… (each may repeat); the event
+    /// id is the webhook-id.
     #[command(after_help = EXIT_CODES)]
     Verify(VerifyArgs),
     /// Build (or read) an event, sign it and POST it to a receiver; check each reply.
@@ -84,6 +94,10 @@ pub enum Command {
 /// `payhook sign`.
 #[derive(Debug, Args)]
 pub struct SignArgs {
+    /// The signature format: `service` (t=…,v1=…) or `standard` (Standard Webhooks).
+    #[arg(long, value_enum, default_value_t = Scheme::Service)]
+    pub scheme: Scheme,
+
     /// The secret: --secret, --secret-file or PAYHOOK_SECRET.
     #[command(flatten)]
     pub secret: SecretArgs,
@@ -91,11 +105,35 @@ pub struct SignArgs {
     /// Unix time of signing, in seconds [default: now].
     #[arg(long, value_name = "UNIX_SECONDS")]
     pub timestamp: Option<u64>,
+
+    /// The message id to sign (--scheme standard, where it is required).
+    #[arg(
+        long,
+        value_name = "ID",
+        value_parser = NonEmptyStringValueParser::new(),
+        required_if_eq("scheme", "standard")
+    )]
+    pub webhook_id: Option<String>,
+
+    /// A whsk_… Ed25519 signing key, to sign `v1a` instead of `v1` with a
+    /// whsec_ secret (--scheme standard).
+    #[arg(
+        long,
+        value_name = "KEY",
+        value_parser = NonEmptyStringValueParser::new(),
+        conflicts_with_all = ["secret", "secret_file"]
+    )]
+    pub signing_key: Option<String>,
 }
 
 /// `payhook verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
+    /// The signature format: `service` (--header t=…,v1=…) or `standard`
+    /// (Standard Webhooks: --webhook-id, --webhook-timestamp, --webhook-signature).
+    #[arg(long, value_enum, default_value_t = Scheme::Service)]
+    pub scheme: Scheme,
+
     /// An endpoint signing secret. Repeat for a rotation: any one may match.
     /// [env: PAYHOOK_SECRET, used when no --secret or --secret-file is given]
     #[arg(long, value_name = "SECRET", value_parser = NonEmptyStringValueParser::new())]
@@ -106,8 +144,47 @@ pub struct VerifyArgs {
     pub secret_file: Vec<PathBuf>,
 
     /// The signature header value to check, for example `t=1732264800,v1=47e6…`.
-    #[arg(long, value_name = "VALUE")]
-    pub header: String,
+    // Required unless the Standard Webhooks headers are given (clap's
+    // `required_if_eq` would not see `--scheme`'s default value).
+    #[arg(
+        long,
+        value_name = "VALUE",
+        required_unless_present_any = ["webhook_id", "webhook_timestamp", "webhook_signature"]
+    )]
+    pub header: Option<String>,
+
+    /// A whpk_… Ed25519 public key, for `v1a` signatures (--scheme standard).
+    /// Repeat for a rotation: any one may match.
+    #[arg(long, value_name = "KEY", value_parser = NonEmptyStringValueParser::new())]
+    pub public_key: Vec<String>,
+
+    /// The `webhook-id` header value (--scheme standard).
+    #[arg(
+        long,
+        value_name = "ID",
+        required_if_eq("scheme", "standard"),
+        conflicts_with = "header"
+    )]
+    pub webhook_id: Option<String>,
+
+    /// The `webhook-timestamp` header value (--scheme standard).
+    #[arg(
+        long,
+        value_name = "UNIX_SECONDS",
+        required_if_eq("scheme", "standard"),
+        conflicts_with = "header"
+    )]
+    pub webhook_timestamp: Option<String>,
+
+    /// The `webhook-signature` header value, for example `v1,K5oZ…= v1a,hnO3…`
+    /// (--scheme standard).
+    #[arg(
+        long,
+        value_name = "VALUE",
+        required_if_eq("scheme", "standard"),
+        conflicts_with = "header"
+    )]
+    pub webhook_signature: Option<String>,
 
     /// How far the header's timestamp may be from now, in seconds, either way.
     #[arg(

@@ -26,6 +26,7 @@ mod inbox;
 mod input;
 mod output;
 mod runtime;
+mod scheme;
 mod secret;
 mod send;
 mod sign;
