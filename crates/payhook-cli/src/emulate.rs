@@ -8,7 +8,12 @@
 //! delivery attempt then goes to stderr.
 //!
 //! `--secret`/`--secret-file` fix the forward endpoint's signing secret (never
-//! printed then), so a receiver configured once survives restarts. An
+//! printed then), so a receiver configured once survives restarts.
+//! `--scheme standard` delivers in the Standard Webhooks format: each
+//! endpoint's secret is then `whsec_` and base64, and it also gets an Ed25519
+//! pair whose `whpk_` public key is printed (for the forward endpoint) or
+//! shown in the endpoint's create reply; every delivery carries a `v1` and a
+//! `v1a` signature, so a receiver configured with either key verifies it. An
 //! `--addr` that is not loopback is refused before anything is bound unless
 //! `--key` fixes the API key: the key is what stands between the network and
 //! an emulator that POSTs wherever it is told and shows the replies.
@@ -21,12 +26,13 @@ use std::path::PathBuf;
 use clap::builder::NonEmptyStringValueParser;
 use clap::{Args, ValueEnum};
 use payhook_core::signature::DEFAULT_HEADER;
-use payhook_emulator::{Emulator, Faults, RetrySchedule};
+use payhook_emulator::{DeliveryScheme, Emulator, Faults, RetrySchedule};
 use reqwest::Url;
 
 use crate::failure::Failure;
 use crate::output::say;
 use crate::runtime::{self, Threads};
+use crate::scheme::Scheme;
 use crate::secret::{self, SecretArgs, Stdin};
 
 /// `payhook emulate`.
@@ -40,6 +46,13 @@ pub struct EmulateArgs {
     /// Accept only this API key [default: any well-formed sk_test_… key].
     #[arg(long, value_name = "sk_test_…", value_parser = parse_key)]
     pub key: Option<String>,
+
+    /// How deliveries are signed: `service` (the x-service-signature header,
+    /// t=…,v1=…) or `standard` (Standard Webhooks: webhook-id, webhook-timestamp,
+    /// webhook-signature with a v1 and a v1a item; endpoints then get a whsec_
+    /// secret and a whpk_ public key).
+    #[arg(long, value_enum, default_value_t = Scheme::Service)]
+    pub scheme: Scheme,
 
     /// Register a webhook endpoint for every event at start and print its signing secret.
     #[arg(long, value_name = "URL", value_parser = parse_forward_url)]
@@ -190,8 +203,12 @@ fn fixed_secret(args: &EmulateArgs) -> Result<Option<String>, Failure> {
         secret_file: args.secret_file.clone(),
     };
     let secret = secret::one(&given, Stdin::Free)?;
-    payhook_emulator::check_endpoint_secret(&secret)
-        .map_err(|problem| Failure::usage(format_args!("--secret: {problem}")))?;
+    // A Standard Webhooks secret is checked by the emulator at start, by the
+    // rules of that scheme (base64 of 24 to 64 bytes).
+    if args.scheme == Scheme::Service {
+        payhook_emulator::check_endpoint_secret(&secret)
+            .map_err(|problem| Failure::usage(format_args!("--secret: {problem}")))?;
+    }
     Ok(Some(secret))
 }
 
@@ -215,6 +232,10 @@ async fn serve(args: &EmulateArgs, secret: Option<String>) -> Result<(), Failure
         .retry_schedule(schedule)
         .attempt_timeout(Duration::from_secs(args.attempt_timeout))
         .signature_header(args.signature_header.as_str())
+        .scheme(match args.scheme {
+            Scheme::Service => DeliveryScheme::Service,
+            Scheme::Standard => DeliveryScheme::StandardWebhooks,
+        })
         .faults(faults);
     if let Some(key) = &args.key {
         builder = builder.api_key(key.clone());
@@ -244,8 +265,14 @@ async fn serve(args: &EmulateArgs, secret: Option<String>) -> Result<(), Failure
         } else {
             say!("signing secret: {}", endpoint.secret);
         }
+        if let Some(public_key) = &endpoint.public_key {
+            say!("public key: {public_key}");
+        }
     }
-    if args.signature_header.as_str() != DEFAULT_HEADER {
+    if args.scheme == Scheme::Standard {
+        say!("signature scheme: standard (webhook-id, webhook-timestamp, webhook-signature: v1 and v1a)");
+    }
+    if args.scheme == Scheme::Service && args.signature_header.as_str() != DEFAULT_HEADER {
         say!("signature header: {}", args.signature_header);
     }
     let schedule_name = match args.retry_schedule {

@@ -1,10 +1,40 @@
-//! The emulator's settings: when failed deliveries are tried again
+//! The emulator's settings: the signature format of its deliveries
+//! ([`DeliveryScheme`]), when failed deliveries are tried again
 //! ([`RetrySchedule`]), the faults injected on request ([`Faults`]), what it
 //! keeps in memory ([`Limits`]), and all of them together as fixed at start.
 
 use std::time::Duration;
 
 use crate::StartError;
+
+/// How deliveries are signed, and so which keys an endpoint gets.
+///
+/// * [`Service`](Self::Service), the default: the service's own format, one
+///   `x-service-signature: t=…,v1=…` header (or the
+///   [one chosen](crate::EmulatorBuilder::signature_header)); each endpoint
+///   gets a `whsec_` secret.
+/// * [`StandardWebhooks`](Self::StandardWebhooks): the three Standard Webhooks
+///   headers, `webhook-id` (the event id, the same for every attempt and
+///   resend of one event), `webhook-timestamp` and `webhook-signature`. Each
+///   endpoint gets a `whsec_` secret (the base64 of 32 random bytes) and an
+///   Ed25519 key pair, and every delivery carries both a `v1` item (HMAC with
+///   the secret) and a `v1a` item (Ed25519), as a sender in the middle of a
+///   move between the two would: a receiver configured with the `whsec_`
+///   secret or with the `whpk_` public key (both in the endpoint's create and
+///   roll replies) verifies it. During a roll's overlap the previous keys'
+///   two items follow. The body is the event object as the API shows it
+///   (`type` and `data` as Standard Webhooks' payload has them; payhook reads
+///   the payment intent from `data.object`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeliveryScheme {
+    /// The service's `t=…,v1=…` signature header.
+    #[default]
+    Service,
+    /// Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature`
+    /// with `v1` and `v1a` items.
+    StandardWebhooks,
+}
 
 /// When failed deliveries are tried again.
 ///
@@ -293,6 +323,7 @@ pub(crate) struct Config {
     pub limits: Limits,
     pub api_latency: Duration,
     pub signature_header: http::HeaderName,
+    pub scheme: DeliveryScheme,
 }
 
 // By hand: the fixed API key is a secret and stays out of Debug output.
@@ -306,6 +337,7 @@ impl std::fmt::Debug for Config {
             .field("limits", &self.limits)
             .field("api_latency", &self.api_latency)
             .field("signature_header", &self.signature_header)
+            .field("scheme", &self.scheme)
             .finish()
     }
 }

@@ -34,7 +34,10 @@
 //! with `content-type: application/json` and an `x-service-signature` header
 //! (or the [one chosen](EmulatorBuilder::signature_header)) signed with
 //! payhook's own signer at the time of each attempt (two `v1` items during a
-//! secret roll overlap). A 2xx acknowledges; anything else, a connection error
+//! secret roll overlap). With [`DeliveryScheme::StandardWebhooks`]
+//! ([`EmulatorBuilder::scheme`], `payhook emulate --scheme standard`) the
+//! signature travels in Standard Webhooks' three headers instead, with a `v1`
+//! and a `v1a` item. A 2xx acknowledges; anything else, a connection error
 //! or no reply within the [attempt timeout](EmulatorBuilder::attempt_timeout)
 //! is retried on the [`RetrySchedule`], honouring `Retry-After`. One log line
 //! (`tracing`, target `payhook_emulator::delivery`) records each attempt; no
@@ -90,8 +93,13 @@
 //! **Secrets.** Each endpoint gets a fresh `whsec_` secret, shown only in the
 //! create and roll replies, unless [`EmulatorBuilder::forward_secret`] fixes
 //! the one of the [`forward_to`](EmulatorBuilder::forward_to) endpoint
-//! (`whsec_` and 1–249 visible ASCII characters). No secret or API key is
-//! ever logged or echoed in an error.
+//! (`whsec_` and 1–249 visible ASCII characters). With Standard Webhooks the
+//! secret is `whsec_` and the base64 of 32 random bytes (a fixed one must be
+//! `whsec_` and the base64 of 24 to 64 bytes), and each endpoint also gets an
+//! Ed25519 key pair: the create and roll replies show its `public_key`
+//! (`whpk_…`) beside the `secret`, and every delivery is signed with both
+//! (see [`DeliveryScheme`]). No secret or API key is ever logged or echoed
+//! in an error.
 //!
 //! **Exposure.** The emulator listens on loopback by default. A non-loopback
 //! address is refused at start unless a fixed API key is set
@@ -187,6 +195,7 @@ mod config;
 mod delivery;
 mod error;
 mod ids;
+mod keys;
 mod model;
 mod params;
 mod state;
@@ -203,7 +212,7 @@ use tokio::task::JoinHandle;
 use payhook_core::event::{PAYMENT_INTENT_FAILED, PAYMENT_INTENT_SUCCEEDED};
 use payhook_core::PaymentIntent;
 
-pub use config::{Faults, Limits, RetrySchedule};
+pub use config::{DeliveryScheme, Faults, Limits, RetrySchedule};
 // For the payhook CLI, which checks a key before it starts or calls an
 // emulator; not part of the library's API (the builder checks keys itself).
 #[doc(hidden)]
@@ -336,6 +345,7 @@ pub struct EmulatorBuilder {
     signature_header: String,
     forward_to: Option<String>,
     forward_secret: Option<String>,
+    scheme: DeliveryScheme,
 }
 
 // By hand: the API key is a secret and stays out of Debug output.
@@ -356,6 +366,7 @@ impl std::fmt::Debug for EmulatorBuilder {
                 "forward_secret",
                 &self.forward_secret.as_ref().map(|_| "<redacted>"),
             )
+            .field("scheme", &self.scheme)
             .finish()
     }
 }
@@ -391,6 +402,15 @@ impl EmulatorBuilder {
     /// that is not `whsec_` followed by 1 to 249 visible ASCII characters.
     pub fn forward_secret(mut self, secret: impl Into<String>) -> Self {
         self.forward_secret = Some(secret.into());
+        self
+    }
+
+    /// How deliveries are signed: the service's `t=…,v1=…` header (the
+    /// default) or Standard Webhooks, where every endpoint also gets an
+    /// Ed25519 key pair and shows its `whpk_` public key (see
+    /// [`DeliveryScheme`]).
+    pub fn scheme(mut self, scheme: DeliveryScheme) -> Self {
+        self.scheme = scheme;
         self
     }
 
@@ -472,7 +492,7 @@ impl EmulatorBuilder {
                     "a forward secret needs a forward_to URL: it is that endpoint's signing secret".into(),
                 ));
             }
-            check_endpoint_secret(secret).map_err(|problem| StartError::Setting(problem.into()))?;
+            keys::check_secret(self.scheme, secret).map_err(|problem| StartError::Setting(problem.into()))?;
         }
         let forward_url = match &self.forward_to {
             Some(url) => Some(
@@ -535,16 +555,27 @@ impl EmulatorBuilder {
                 limits: self.limits,
                 api_latency: self.api_latency,
                 signature_header,
+                scheme: self.scheme,
             },
             shutdown: shutdown.clone(),
             seed,
         });
         let forward_endpoint = match forward_url {
             Some((url, uri)) => {
-                let secret = self.forward_secret.unwrap_or_else(ids::new_secret);
-                let id = api::insert_endpoint(&shared, url, uri, vec!["*".to_owned()], None, &secret)
-                    .map_err(|error| StartError::Setting(format!("forward_to: {}", error.message)))?;
-                Some(RegisteredEndpoint { id, secret })
+                let (id, shown) = api::insert_endpoint(
+                    &shared,
+                    url,
+                    uri,
+                    vec!["*".to_owned()],
+                    None,
+                    self.forward_secret.as_deref(),
+                )
+                .map_err(|error| StartError::Setting(format!("forward_to: {}", error.message)))?;
+                Some(RegisteredEndpoint {
+                    id,
+                    secret: shown.secret,
+                    public_key: shown.public_key,
+                })
             }
             None => None,
         };
@@ -603,6 +634,7 @@ impl Emulator {
             signature_header: payhook_core::signature::DEFAULT_HEADER.to_owned(),
             forward_to: None,
             forward_secret: None,
+            scheme: DeliveryScheme::Service,
         }
     }
 
@@ -659,11 +691,13 @@ impl Emulator {
         struct Created {
             id: String,
             secret: String,
+            public_key: Option<String>,
         }
         let created: Created = serde_json::from_slice(&reply).map_err(|_| internal_error())?;
         Ok(RegisteredEndpoint {
             id: created.id,
             secret: created.secret,
+            public_key: created.public_key,
         })
     }
 

@@ -4,8 +4,10 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use payhook_core::{PaymentIntent, Secret};
+use payhook_core::PaymentIntent;
 use serde::Serialize;
+
+use crate::keys::{ShownKeys, Signers};
 
 /// A payment intent as the API returns it: the core's [`PaymentIntent`] (one
 /// model, one wire format) and `livemode`, always `false` (the emulator is
@@ -88,8 +90,8 @@ impl Endpoint {
         self.enabled_events.iter().any(|e| e == "*" || e == event_type)
     }
 
-    /// The API object; `secret` only right after create or roll.
-    pub fn to_object<'a>(&'a self, secret: Option<&'a str>) -> EndpointObject<'a> {
+    /// The API object; the keys only right after create or roll.
+    pub fn to_object<'a>(&'a self, shown: Option<&'a ShownKeys>) -> EndpointObject<'a> {
         EndpointObject {
             id: &self.id,
             object: "webhook_endpoint",
@@ -99,16 +101,17 @@ impl Endpoint {
             status: "enabled",
             created: self.created,
             livemode: false,
-            secret,
+            secret: shown.map(|shown| shown.secret.as_str()),
+            public_key: shown.and_then(|shown| shown.public_key.as_deref()),
         }
     }
 }
 
-/// The secrets deliveries to one endpoint are signed with.
+/// The keys deliveries to one endpoint are signed with.
 pub(crate) struct SigningKeys {
-    pub current: Secret,
-    /// The secret before the last roll and the unix second it stops signing.
-    pub previous: Option<(Secret, u64)>,
+    pub current: Signers,
+    /// The keys before the last roll and the unix second they stop signing.
+    pub previous: Option<(Signers, u64)>,
 }
 
 impl std::fmt::Debug for SigningKeys {
@@ -130,6 +133,9 @@ pub(crate) struct EndpointObject<'a> {
     pub livemode: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret: Option<&'a str>,
+    /// The `whpk_` public key (Standard Webhooks deliveries only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub public_key: Option<&'a str>,
 }
 
 /// A webhook endpoint registered through [`Emulator::register_endpoint`](crate::Emulator::register_endpoint).
@@ -139,6 +145,10 @@ pub struct RegisteredEndpoint {
     pub id: String,
     /// The signing secret (`whsec_…`) to configure the receiver with.
     pub secret: String,
+    /// With [`DeliveryScheme::StandardWebhooks`](crate::DeliveryScheme::StandardWebhooks),
+    /// the Ed25519 public key (`whpk_…`) that verifies the deliveries' `v1a`
+    /// items: a receiver may be configured with it instead of the secret.
+    pub public_key: Option<String>,
 }
 
 impl std::fmt::Debug for RegisteredEndpoint {
@@ -146,6 +156,7 @@ impl std::fmt::Debug for RegisteredEndpoint {
         f.debug_struct("RegisteredEndpoint")
             .field("id", &self.id)
             .field("secret", &"<redacted>")
+            .field("public_key", &self.public_key)
             .finish()
     }
 }

@@ -12,6 +12,7 @@ use http::StatusCode;
 use crate::error::ApiError;
 use payhook_core::{PaymentIntent, PaymentIntentStatus, PaymentMethod};
 
+use crate::keys::ShownKeys;
 use crate::model::{DeliveryAttempt, Endpoint, EventRecord};
 
 /// What one heap allocation costs beyond its bytes (the allocator's header
@@ -349,8 +350,8 @@ pub(crate) enum Stored {
         status: PaymentIntentStatus,
         amount_received: Option<u128>,
     },
-    /// A webhook endpoint as created or rolled, with the secret the reply showed.
-    Endpoint { id: String, secret: String },
+    /// A webhook endpoint as created or rolled, with the keys the reply showed.
+    Endpoint { id: String, shown: ShownKeys },
 }
 
 impl Stored {
@@ -359,7 +360,9 @@ impl Stored {
             + match self {
                 Self::Bytes(bytes) => bytes.len() + ALLOCATION_OVERHEAD,
                 Self::Intent { id, status, .. } => string(id) + heap(status.as_str(), 0),
-                Self::Endpoint { id, secret } => string(id) + string(secret),
+                Self::Endpoint { id, shown } => {
+                    string(id) + string(&shown.secret) + shown.public_key.as_ref().map_or(0, string)
+                }
             }
     }
 }

@@ -1,12 +1,12 @@
-//! Webhook endpoints: register (the reply alone shows the secret), retrieve,
-//! list, delete, and roll the secret with an overlap.
+//! Webhook endpoints: register (the reply alone shows the keys: the secret,
+//! and with Standard Webhooks the public key), retrieve, list, delete, and
+//! roll the keys with an overlap.
 
 use std::sync::Arc;
 
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
-use payhook_core::Secret;
 use serde::Serialize;
 
 use super::events::MAX_EVENT_TYPE_CHARS;
@@ -14,6 +14,7 @@ use super::idempotency::OpReply;
 use super::pagination::{cursor_missing, list_of, page_of};
 use super::{internal, path_id, reply, required, to_json};
 use crate::error::ApiError;
+use crate::keys::{new_keys, ShownKeys};
 use crate::model::{Endpoint, SigningKeys};
 use crate::params::Params;
 use crate::state::{paginate, Stored};
@@ -49,31 +50,32 @@ pub(crate) fn create_endpoint_op(
     };
     let description = params.take_string("description", 5000)?.filter(|d| !d.is_empty());
     params.finish()?;
-    let secret = ids::new_secret();
-    let id = insert_endpoint(shared, url, uri, enabled_events, description, &secret)?;
+    let (id, shown) = insert_endpoint(shared, url, uri, enabled_events, description, None)?;
     let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
     let endpoint = state
         .endpoints
         .get(&id)
         .ok_or_else(|| ApiError::missing("id", "webhook_endpoint", &id))?;
     Ok(OpReply {
-        body: to_json(&endpoint.to_object(Some(&secret)))?,
-        stored: Some(Stored::Endpoint { id, secret }),
+        body: to_json(&endpoint.to_object(Some(&shown)))?,
+        stored: Some(Stored::Endpoint { id, shown }),
     })
 }
 
-/// Registers a webhook endpoint from checked fields, signing with `secret`;
-/// returns its id.
+/// Registers a webhook endpoint from checked fields, with fresh keys for the
+/// emulator's scheme (`secret`, checked, as its secret when given); returns
+/// its id and the keys to show.
 pub(crate) fn insert_endpoint(
     shared: &Arc<Shared>,
     url: url::Url,
     uri: http::Uri,
     enabled_events: Vec<String>,
     description: Option<String>,
-    secret: &str,
-) -> Result<String, ApiError> {
+    secret: Option<&str>,
+) -> Result<(String, ShownKeys), ApiError> {
+    let (current, shown) = new_keys(shared.config.scheme, secret).ok_or_else(internal)?;
     let keys = SigningKeys {
-        current: Secret::new(secret).map_err(|_| internal())?,
+        current,
         previous: None,
     };
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -100,7 +102,7 @@ pub(crate) fn insert_endpoint(
         keys: Arc::new(keys),
     };
     state.endpoints.insert(id.clone(), endpoint);
-    Ok(id)
+    Ok((id, shown))
 }
 
 /// The endpoint's URL, and the same as the request target of its deliveries.
@@ -191,8 +193,7 @@ pub(crate) fn roll_secret_op(
         ));
     }
     params.finish()?;
-    let secret = ids::new_secret();
-    let current = Secret::new(&secret).map_err(|_| internal())?;
+    let (current, shown) = new_keys(shared.config.scheme, None).ok_or_else(internal)?;
     let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
     // ≤ 7 days: fits in u64 and cannot overflow beside the current time.
     let until = unix_seconds().saturating_add(u64::try_from(expires_in).unwrap_or(0));
@@ -201,14 +202,14 @@ pub(crate) fn roll_secret_op(
         .modify(id, |endpoint| {
             let previous = (expires_in > 0).then(|| (endpoint.keys.current.clone(), until));
             endpoint.keys = Arc::new(SigningKeys { current, previous });
-            to_json(&endpoint.to_object(Some(&secret)))
+            to_json(&endpoint.to_object(Some(&shown)))
         })
         .ok_or_else(|| ApiError::missing("id", "webhook_endpoint", id))??;
     Ok(OpReply {
         body,
         stored: Some(Stored::Endpoint {
             id: id.to_owned(),
-            secret,
+            shown,
         }),
     })
 }

@@ -79,12 +79,12 @@ fn replay(shared: &Shared, stored: &Stored) -> Result<Vec<u8>, ApiError> {
             then.amount_received = *amount_received;
             to_json(&IntentObject::of(&then))
         }
-        Stored::Endpoint { id, secret } => {
+        Stored::Endpoint { id, shown } => {
             let endpoint = state
                 .endpoints
                 .get(id)
                 .ok_or_else(|| gone("webhook_endpoint", id))?;
-            to_json(&endpoint.to_object(Some(secret)))
+            to_json(&endpoint.to_object(Some(shown)))
         }
     }
 }

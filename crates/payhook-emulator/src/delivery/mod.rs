@@ -439,7 +439,7 @@ async fn attempt(shared: &Arc<Shared>, due: Due) {
         shared.deliveries.abandoned.fetch_add(1, Ordering::SeqCst);
         return;
     };
-    let outcome = attempt_once(shared, uri, &keys, &event.body).await;
+    let outcome = attempt_once(shared, uri, &keys, &job.event_id, &event.body).await;
     let dropped = config.faults.drop_first && attempt == 1;
     // A 2xx whose reply did not finish within the timeout (or broke off) is
     // no acknowledgement: the receiver may still be stuck in its handler.

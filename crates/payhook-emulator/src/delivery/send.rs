@@ -11,8 +11,10 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use payhook_core::sign;
+use payhook_core::signature::{WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 use payhook_core::untrusted::Untrusted;
 
+use crate::keys::Signers;
 use crate::model::SigningKeys;
 use crate::{unix_millis, Shared};
 
@@ -55,27 +57,64 @@ pub(super) struct AttemptOutcome {
     pub(super) response_body: Option<String>,
 }
 
-/// The signature header for `body` at `t`: one `v1` per secret in use now.
-pub(crate) fn signature_header(body: &[u8], keys: &SigningKeys, t: u64, now: u64) -> (String, u32) {
-    let mut header = sign(body, &keys.current, t);
-    let mut count = 1;
-    if let Some((previous, until)) = &keys.previous {
-        if now < *until {
-            let other = sign(body, previous, t);
-            if let Some((_, hex)) = other.split_once(",v1=") {
-                header.push_str(",v1=");
-                header.push_str(hex);
-                count = 2;
+/// The signature headers for `body` of event `event_id` at `t`: one item
+/// per key in use now (the previous keys' during a roll's overlap), and how
+/// many items that is.
+pub(crate) fn signature_headers(
+    shared: &Shared,
+    event_id: &str,
+    body: &[u8],
+    keys: &SigningKeys,
+    t: u64,
+    now: u64,
+) -> (Vec<(http::HeaderName, String)>, u32) {
+    let previous = keys
+        .previous
+        .as_ref()
+        .filter(|(_, until)| now < *until)
+        .map(|(signers, _)| signers);
+    let mut header = String::new();
+    let mut count = 0;
+    for signers in std::iter::once(&keys.current).chain(previous) {
+        match signers {
+            Signers::Service(secret) => {
+                let signed = sign(body, secret, t);
+                if header.is_empty() {
+                    header = signed;
+                    count += 1;
+                } else if let Some((_, hex)) = signed.split_once(",v1=") {
+                    header.push_str(",v1=");
+                    header.push_str(hex);
+                    count += 1;
+                }
+            }
+            Signers::Standard(signers) => {
+                for signer in signers.iter() {
+                    if !header.is_empty() {
+                        header.push(' ');
+                    }
+                    header.push_str(&signer.sign(event_id, t, body));
+                    count += 1;
+                }
             }
         }
     }
-    (header, count)
+    let headers = match keys.current {
+        Signers::Service(_) => vec![(shared.config.signature_header.clone(), header)],
+        Signers::Standard(_) => vec![
+            (http::HeaderName::from_static(WEBHOOK_ID), event_id.to_owned()),
+            (http::HeaderName::from_static(WEBHOOK_TIMESTAMP), t.to_string()),
+            (http::HeaderName::from_static(WEBHOOK_SIGNATURE), header),
+        ],
+    };
+    (headers, count)
 }
 
 pub(super) async fn attempt_once(
     shared: &Shared,
     uri: http::Uri,
     keys: &SigningKeys,
+    event_id: &str,
     body: &Bytes,
 ) -> AttemptOutcome {
     let started_at_ms = unix_millis();
@@ -86,7 +125,7 @@ pub(super) async fn attempt_once(
     } else {
         now.saturating_sub(skew.unsigned_abs())
     };
-    let (header, signatures) = signature_header(body, keys, signed_at, now);
+    let (headers, signatures) = signature_headers(shared, event_id, body, keys, signed_at, now);
     let started = Instant::now();
     let mut outcome = AttemptOutcome {
         started_at_ms,
@@ -99,11 +138,13 @@ pub(super) async fn attempt_once(
         response_bytes: None,
         response_body: None,
     };
-    let request = http::Request::post(uri)
+    let mut request = http::Request::post(uri)
         .header(http::header::CONTENT_TYPE, "application/json")
-        .header(http::header::USER_AGENT, USER_AGENT)
-        .header(shared.config.signature_header.clone(), header)
-        .body(Full::new(body.clone()));
+        .header(http::header::USER_AGENT, USER_AGENT);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let request = request.body(Full::new(body.clone()));
     match request {
         Ok(request) => {
             let timeout = shared.config.attempt_timeout;
@@ -128,7 +169,7 @@ pub(super) async fn attempt_once(
             }
         }
         // Every part is checked before: the URL at registration, the header
-        // name at start, the signature is ASCII.
+        // name at start, the event id is ours, the signature is ASCII.
         Err(err) => outcome.error = Some(format!("the request could not be built: {err}")),
     }
     outcome.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -291,6 +291,16 @@ impl PayhookReceiver {
             .secret(secret)
             .build()
             .expect("valid receiver");
+        Self::serve_receiver(listener, url, receiver, handler_delay)
+    }
+
+    /// The same with a receiver configured by the caller (another scheme).
+    pub fn serve_receiver(
+        listener: tokio::net::TcpListener,
+        url: String,
+        receiver: Receiver,
+        handler_delay: Duration,
+    ) -> Self {
         let runs: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
         let order: Arc<Mutex<Vec<String>>> = Arc::default();
         let requests = Arc::new(AtomicUsize::new(0));
