@@ -1,0 +1,1 @@
+//! Empty: the benchmark is `benches/standard_webhooks.rs`.
