@@ -14,6 +14,7 @@
 //! | `redis-tls` | the Redis store with `rediss://` URLs |
 //! | `emulator` | [`emulator`]: the payment service in test mode (its API and signed deliveries with retries and faults), for your tests |
 //! | `inbox-sqlite`, `inbox-postgres` | [`inbox`]: a durable inbox — acknowledge at once, process after, effects exactly once |
+//! | `ed25519` | Standard Webhooks' asymmetric `v1a` signatures: `whpk_` public keys on [`signature::StandardWebhooks`], `whsk_` signing keys in [`sender`] (the HMAC `v1` form needs no feature) |
 //! | `dashboard` | [`dashboard`]: the inbox in the browser for the people on call (with `axum` or `actix`) |
 //! | `testing` | [`testing`]: signed `http::Request`s ([`SignedDelivery::to_request`](sender::SignedDelivery::to_request)) for your tests, a store that fails on demand, the store conformance suite, and [`actix::testing`] with `actix` |
 //!
@@ -247,7 +248,8 @@ pub use payhook_dashboard as dashboard;
     feature = "redis",
     feature = "testing",
     feature = "emulator",
-    feature = "inbox-sqlite"
+    feature = "inbox-sqlite",
+    feature = "ed25519"
 ))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
