@@ -8,6 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -54,6 +55,9 @@ struct Replica {
     /// Event ids this replica's handler fails (500) for.
     fails: Arc<HashSet<String>>,
     handler_delay: Duration,
+    /// When set, handlers wait after their delay until the test opens it, so
+    /// the test decides what happens before any handler finishes.
+    gate: Option<Arc<AtomicBool>>,
 }
 
 async fn handle(State(replica): State<Replica>, Webhook(event): Webhook) -> Result<Received, StatusCode> {
@@ -66,6 +70,11 @@ async fn handle(State(replica): State<Replica>, Webhook(event): Webhook) -> Resu
         .entry(id.clone())
         .or_default() += 1;
     tokio::time::sleep(replica.handler_delay).await;
+    if let Some(gate) = &replica.gate {
+        while !gate.load(Ordering::Acquire) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
     if replica.fails.contains(&id) {
         return Err(StatusCode::INTERNAL_SERVER_ERROR);
     }
@@ -87,6 +96,7 @@ struct AppConfig {
     lease: Duration,
     store_timeout: Duration,
     handler_delay: Duration,
+    gate: Option<Arc<AtomicBool>>,
 }
 
 impl AppConfig {
@@ -98,6 +108,7 @@ impl AppConfig {
             lease: Duration::from_secs(30),
             store_timeout: Duration::from_millis(500),
             handler_delay: Duration::from_millis(50),
+            gate: None,
         }
     }
 
@@ -129,6 +140,7 @@ impl AppConfig {
             ledger: Arc::clone(ledger),
             fails: Arc::new(fails.iter().map(|id| (*id).to_owned()).collect()),
             handler_delay: self.handler_delay,
+            gate: self.gate.clone(),
         };
         let app = Router::new()
             .route("/webhooks", post(handle))
@@ -498,6 +510,10 @@ async fn redis_killed_while_handlers_run_still_acknowledges_success_and_keeps_th
     let mut config = AppConfig::new(redis.url());
     config.lease = Duration::from_secs(5);
     config.handler_delay = Duration::from_millis(700);
+    // The handlers finish only after Redis is dead, however late this test
+    // gets to kill it on a loaded machine: the failure must meet a dead store.
+    let redis_dead = Arc::new(AtomicBool::new(false));
+    config.gate = Some(Arc::clone(&redis_dead));
     let ledger: Arc<Mutex<Ledger>> = Arc::default();
     let (succeeds, succeeds_delivery) = new_delivery();
     let (fails, fails_delivery) = new_delivery();
@@ -520,6 +536,7 @@ async fn redis_killed_while_handlers_run_still_acknowledges_success_and_keeps_th
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     redis.kill();
+    redis_dead.store(true, Ordering::Release);
 
     // The handler succeeded, so the delivery is acknowledged although the event
     // could not be marked done: a 503 would make the sender run it again.
