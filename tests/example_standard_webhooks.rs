@@ -44,16 +44,11 @@ macro_rules! for_each_receiver {
 
 /// `env` plus, for `inbox_receiver`, a database of its own.
 fn with_database(example: &str, mut env: Vec<(&'static str, String)>) -> Vec<(&'static str, String)> {
-    static DATABASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     if example == "inbox_receiver" {
-        let dir = std::env::temp_dir().join(format!(
-            "payhook-example-standard-{}-{}",
-            std::process::id(),
-            DATABASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        env.push((
+            "PAYHOOK_DATABASE_URL",
+            payhook_test_support::sqlite_url("payhook-example-standard"),
         ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let url = format!("sqlite://{}", dir.join("inbox.db").display());
-        env.push(("PAYHOOK_DATABASE_URL", url));
     }
     env
 }
