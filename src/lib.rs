@@ -7,16 +7,16 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `axum` | [`tower::WebhookLayer`] plus the [`tower::axum`] extractor, [`Received`](tower::axum::Received) and [`EventHandlers`](tower::axum::EventHandlers) for axum 0.8 |
+//! | `axum` | [`tower::WebhookLayer`] plus the [`tower::axum`] extractor, [`Received`][tower::axum::Received] and [`EventHandlers`][tower::axum::EventHandlers] for axum 0.8 |
 //! | `tower` | [`tower`]: the layer alone, for any tower/hyper server |
-//! | `actix` | [`actix`]: the [`Webhook`](actix::Webhook) extractor for actix-web 4 |
-//! | `redis` | [`redis`]: the [`RedisStore`](redis::RedisStore), for apps with several replicas |
+//! | `actix` | [`actix`]: the [`Webhook`][actix::Webhook] extractor for actix-web 4 |
+//! | `redis` | [`redis`]: the [`RedisStore`][redis::RedisStore], for apps with several replicas |
 //! | `redis-tls` | the Redis store with `rediss://` URLs |
 //! | `emulator` | [`emulator`]: the payment service in test mode (its API and signed deliveries with retries and faults), for your tests |
 //! | `inbox-sqlite`, `inbox-postgres` | [`inbox`]: a durable inbox — acknowledge at once, process after, effects exactly once |
 //! | `ed25519` | Standard Webhooks' asymmetric `v1a` signatures: `whpk_` public keys on [`signature::StandardWebhooks`], `whsk_` signing keys in [`sender`] (the HMAC `v1` form needs no feature) |
 //! | `dashboard` | [`dashboard`]: the inbox in the browser for the people on call (with `axum` or `actix`) |
-//! | `testing` | [`testing`]: signed `http::Request`s ([`SignedDelivery::to_request`](sender::SignedDelivery::to_request)) for your tests, a store that fails on demand, the store conformance suite, and [`actix::testing`] with `actix` |
+//! | `testing` | [`testing`]: signed `http::Request`s ([`SignedDelivery::to_request`][sender::SignedDelivery::to_request]) for your tests, a store that fails on demand, the store conformance suite, and [`actix::testing`] with `actix` |
 //!
 //! With feature `axum` (and `axum = "0.8"`, `tokio` with `macros`,
 //! `rt-multi-thread` and `net`):
@@ -51,6 +51,75 @@
 //! through `tracing` under the target `payhook`; install a subscriber to see
 //! it. The repository's README has the quick starts, and PROTOCOL.md every
 //! protocol decision (signature format, tolerance, replies).
+//!
+//! Each module named above exists only with its feature; without it, its link
+//! goes to the page on docs.rs, which documents every feature.
+//!
+// The link targets of feature-gated items when their feature is off: rustdoc
+// resolves intra-doc links only to items that exist in this build, so these
+// reference definitions stand in for them (with the feature on, none is
+// emitted and the intra-doc link resolves). The empty line above them keeps
+// them out of the paragraph before.
+#![cfg_attr(
+    not(feature = "tower"),
+    doc = "[`tower`]: https://docs.rs/payhook/latest/payhook/tower/index.html"
+)]
+#![cfg_attr(
+    not(feature = "tower"),
+    doc = "[`tower::WebhookLayer`]: https://docs.rs/payhook/latest/payhook/tower/struct.WebhookLayer.html"
+)]
+#![cfg_attr(
+    not(feature = "axum"),
+    doc = "[`tower::axum`]: https://docs.rs/payhook/latest/payhook/tower/axum/index.html"
+)]
+#![cfg_attr(
+    not(feature = "axum"),
+    doc = "[tower::axum::Received]: https://docs.rs/payhook/latest/payhook/tower/axum/struct.Received.html"
+)]
+#![cfg_attr(
+    not(feature = "axum"),
+    doc = "[tower::axum::EventHandlers]: https://docs.rs/payhook/latest/payhook/tower/axum/struct.EventHandlers.html"
+)]
+#![cfg_attr(
+    not(feature = "actix"),
+    doc = "[`actix`]: https://docs.rs/payhook/latest/payhook/actix/index.html"
+)]
+#![cfg_attr(
+    not(feature = "actix"),
+    doc = "[actix::Webhook]: https://docs.rs/payhook/latest/payhook/actix/struct.Webhook.html"
+)]
+#![cfg_attr(
+    not(all(feature = "actix", feature = "testing")),
+    doc = "[`actix::testing`]: https://docs.rs/payhook/latest/payhook/actix/testing/index.html"
+)]
+#![cfg_attr(
+    not(feature = "redis"),
+    doc = "[`redis`]: https://docs.rs/payhook/latest/payhook/redis/index.html"
+)]
+#![cfg_attr(
+    not(feature = "redis"),
+    doc = "[redis::RedisStore]: https://docs.rs/payhook/latest/payhook/redis/struct.RedisStore.html"
+)]
+#![cfg_attr(
+    not(feature = "emulator"),
+    doc = "[`emulator`]: https://docs.rs/payhook/latest/payhook/emulator/index.html"
+)]
+#![cfg_attr(
+    not(any(feature = "inbox-sqlite", feature = "inbox-postgres")),
+    doc = "[`inbox`]: https://docs.rs/payhook/latest/payhook/inbox/index.html"
+)]
+#![cfg_attr(
+    not(feature = "dashboard"),
+    doc = "[`dashboard`]: https://docs.rs/payhook/latest/payhook/dashboard/index.html"
+)]
+#![cfg_attr(
+    not(feature = "testing"),
+    doc = "[`testing`]: https://docs.rs/payhook/latest/payhook/testing/index.html"
+)]
+#![cfg_attr(
+    not(feature = "testing"),
+    doc = "[sender::SignedDelivery::to_request]: https://docs.rs/payhook/latest/payhook/sender/struct.SignedDelivery.html#method.to_request"
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
