@@ -285,6 +285,16 @@ async fn crash_loop_ends_dead(url: String) {
         shown.contains("the worker stopped while handling it (attempt 3 of 3)"),
         "{shown}"
     );
+    // Each crashed attempt is in the record, found by the claim that took the
+    // event back.
+    for attempt in 1..=3 {
+        assert!(
+            shown
+                .lines()
+                .any(|line| line.starts_with(&format!("  #{attempt} ")) && line.contains(" interrupted: ")),
+            "{shown}"
+        );
+    }
     // The process that found it dead keeps running, and handles the others.
     post_ok(&example, &event("evt_after_crash", "pi_other", 2, None)).await;
     let handled = example.wait_for_line(Duration::from_secs(30), |line| line.starts_with("handled "));

@@ -159,12 +159,14 @@ pub(crate) fn page(
 }
 
 /// A state (or an attempt's outcome) as a badge. Its CSS class is its name
-/// when it is one of the inbox's states or an attempt's `failed` (the names
-/// the stylesheet colours) and `other` otherwise, so a value read from the
-/// database never becomes a class name unchecked.
+/// when it is one of the inbox's states or an attempt's `failed` or
+/// `interrupted` (the names the stylesheet colours) and `other` otherwise, so
+/// a value read from the database never becomes a class name unchecked.
 pub(crate) fn state_badge(state: &str) -> String {
-    let known =
-        state == AttemptOutcome::Failed.as_str() || State::ALL.iter().any(|known| known.as_str() == state);
+    let known = [AttemptOutcome::Failed, AttemptOutcome::Interrupted]
+        .iter()
+        .any(|outcome| outcome.as_str() == state)
+        || State::ALL.iter().any(|known| known.as_str() == state);
     let class = if known { state } else { "other" };
     format!("<span class=\"state {class}\">{}</span>", value(state))
 }
@@ -198,7 +200,7 @@ mod tests {
 
     #[test]
     fn state_badges_take_their_class_from_known_states_only() {
-        for state in ["pending", "running", "done", "dead", "failed"] {
+        for state in ["pending", "running", "done", "dead", "failed", "interrupted"] {
             assert_eq!(
                 state_badge(state),
                 format!("<span class=\"state {state}\">{state}</span>")

@@ -200,7 +200,8 @@ impl<DB: Backend> Admin<DB> {
 
     /// The recorded attempts of one event, latest first (at most
     /// [`MAX_ATTEMPT_RECORDS`]). An attempt is recorded when it ends; one
-    /// whose worker died shows in the event's `last_error` instead.
+    /// whose process died or lost the lease is recorded `interrupted` when a
+    /// claim finds its lease run out and takes the event back.
     ///
     /// # Errors
     /// A database error (an unknown id has no attempts).

@@ -1,13 +1,20 @@
 //! The attempts record: each ended attempt of an event (when, how long, how
 //! it ended, its error), written by the workers in batches, read by the
 //! dashboard and `payhook inbox show` ([`reads::dashboard`](crate::reads::dashboard)).
+//!
+//! An attempt that never ended — its process was killed, or lost the
+//! event's lease — has no worker left to record it. The claim that finds its
+//! lease run out and takes the event back records it instead, as
+//! `interrupted` ([`record_interrupted_in`](AttemptsRecord::record_interrupted_in),
+//! in the claim's own transaction), so the record and the failed-attempts
+//! count show every attempt made, not only the ones that finished.
 
 use std::future::Future;
 
 use crate::database::Database;
 use crate::dialect::attempts_table;
 use crate::driver::{sql_bounds, Driver};
-use crate::model::AttemptRecord;
+use crate::model::{AttemptOutcome, AttemptRecord};
 
 /// How many attempts the record keeps per event (the latest ones); an event
 /// retried by hand again and again does not grow it without bound.
@@ -19,6 +26,14 @@ pub trait AttemptsRecord: Driver {
     /// beyond the bound.
     fn record_attempts<'a>(
         db: &'a Database<Self>,
+        namespace: &'a str,
+        records: &'a [AttemptRecord],
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
+    /// Records, inside the claim's transaction `conn`, the attempts that a
+    /// claim found cut short ([`interrupted_attempt`]). An attempt already
+    /// recorded (its worker finished after all) keeps its own record.
+    fn record_interrupted_in<'a>(
+        conn: &'a mut Self::Connection,
         namespace: &'a str,
         records: &'a [AttemptRecord],
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
@@ -62,7 +77,58 @@ sql_bounds! {
             }
             Ok(())
         }
+
+        async fn record_interrupted_in<'a>(
+            conn: &'a mut Self::Connection,
+            namespace: &'a str,
+            records: &'a [AttemptRecord],
+        ) -> Result<(), sqlx::Error> {
+            // Rare (a crash, a lost lease): prepared per use, in chunks that
+            // stay far below every backend's parameter limit.
+            for chunk in records.chunks(64) {
+                let sql = record_attempts_statement(chunk.len());
+                let mut query = sqlx::query(&sql).persistent(false).bind(namespace);
+                for record in chunk {
+                    query = query
+                        .bind(record.arrival)
+                        .bind(record.attempt)
+                        .bind(record.started_at)
+                        .bind(record.started_at.saturating_add(record.duration_ms))
+                        .bind(record.duration_ms)
+                        .bind(record.outcome.as_str())
+                        .bind(record.error.as_deref());
+                }
+                query.execute(&mut *conn).await?;
+            }
+            Ok(())
+        }
     }
+}
+
+/// The error text of an interrupted attempt.
+pub(crate) const INTERRUPTED: &str =
+    "interrupted: the process handling it stopped or lost the lease before the attempt ended";
+
+/// The record of an attempt a claim found cut short, from a row the claim
+/// took back: its `arrival`, its `attempts` (the attempt's number) and its
+/// `last_attempt_at` (when the attempt started). It is taken to end `now`,
+/// when its lease was found run out: the handler stopped at some time
+/// before, which nothing recorded.
+pub(crate) fn interrupted_attempt<R>(row: &R, now: i64) -> Result<AttemptRecord, sqlx::Error>
+where
+    R: sqlx::Row,
+    for<'n> &'n str: sqlx::ColumnIndex<R>,
+    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    let started_at = row.try_get::<Option<i64>, _>("last_attempt_at")?.unwrap_or(now);
+    Ok(AttemptRecord {
+        arrival: row.try_get("arrival")?,
+        attempt: row.try_get("attempts")?,
+        started_at,
+        duration_ms: now.saturating_sub(started_at).max(0),
+        outcome: AttemptOutcome::Interrupted,
+        error: Some(INTERRUPTED.to_owned()),
+    })
 }
 
 /// One `INSERT` of `rows` attempts: `$1` the namespace, then seven

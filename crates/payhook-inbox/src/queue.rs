@@ -68,6 +68,7 @@ use std::future::Future;
 
 use sqlx::Row as _;
 
+use crate::attempts::{interrupted_attempt, AttemptsRecord};
 use crate::clock::now_ms;
 use crate::database::Database;
 use crate::dialect::{table, Dialect};
@@ -199,7 +200,7 @@ sql_bounds! {
                    SELECT arrival FROM ",
                 table!(),
                 " WHERE namespace = $3 AND state = $4 AND lease_until < $5 AND attempts >= $6 {lock}) \
-                 RETURNING event_id, attempts"
+                 RETURNING arrival, event_id, attempts, last_attempt_at"
             );
 
             /// Gives the other events whose lease ran out (their worker crashed, hung or
@@ -214,7 +215,8 @@ sql_bounds! {
                  WHERE arrival IN ( \
                    SELECT arrival FROM ",
                 table!(),
-                " WHERE namespace = $2 AND state = $3 AND lease_until < $4 {lock})"
+                " WHERE namespace = $2 AND state = $3 AND lease_until < $4 {lock}) \
+                 RETURNING arrival, attempts, last_attempt_at"
             );
 
             let lock = db.dialect.skip_locked();
@@ -224,7 +226,7 @@ sql_bounds! {
             let mut tx = db.pool.begin().await?;
             let mut died = Vec::new();
             if let Some(max_attempts) = request.requeue {
-                died = sqlx::query(&KILL_EXPIRED.replace("{lock}", lock))
+                let killed = sqlx::query(&KILL_EXPIRED.replace("{lock}", lock))
                     .bind(State::Dead.as_str())
                     .bind(format!(" of {max_attempts})"))
                     .bind(request.namespace)
@@ -232,17 +234,25 @@ sql_bounds! {
                     .bind(request.now)
                     .bind(i64::from(max_attempts))
                     .fetch_all(&mut *tx)
-                    .await?
+                    .await?;
+                died = killed
                     .iter()
                     .map(|row| Ok((row.try_get("event_id")?, row.try_get("attempts")?)))
                     .collect::<Result<_, sqlx::Error>>()?;
-                sqlx::query(&REQUEUE_EXPIRED.replace("{lock}", lock))
+                let requeued = sqlx::query(&REQUEUE_EXPIRED.replace("{lock}", lock))
                     .bind(State::Pending.as_str())
                     .bind(request.namespace)
                     .bind(State::Running.as_str())
                     .bind(request.now)
-                    .execute(&mut *tx)
+                    .fetch_all(&mut *tx)
                     .await?;
+                // Exactly the rows taken back: their attempts were cut short.
+                let interrupted = killed
+                    .iter()
+                    .chain(&requeued)
+                    .map(|row| interrupted_attempt(row, request.now))
+                    .collect::<Result<Vec<_>, sqlx::Error>>()?;
+                DB::record_interrupted_in(&mut tx, request.namespace, &interrupted).await?;
             }
             let picked: Vec<i64> = if !db.dialect.guards_intents() {
                 Vec::new()

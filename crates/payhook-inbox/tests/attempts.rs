@@ -179,3 +179,84 @@ async fn postgres_attempts_are_recorded_bounded_and_deleted_with_their_event() {
     let url = payhook_test_support::postgres_url();
     attempts_are_recorded_bounded_and_deleted_with_their_event(url).await;
 }
+
+/// An attempt cut short (its process killed mid-handler: here its row is left
+/// `running` under a lease that ran out, as a crash leaves it) is recorded as
+/// `interrupted` by the claim that takes the event back, and counted among the
+/// failed attempts; the attempt after it is recorded as usual. One whose lease
+/// ran out on its last attempt is recorded too, and the event is dead.
+async fn cut_short_attempts_are_recorded_as_interrupted(url: String) {
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let inbox = Inbox::builder(receiver)
+        .namespace(unique("interrupted"))
+        .max_attempts(2)
+        .poll_interval(Duration::from_millis(5))
+        .connect(&url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"));
+    let admin = Admin::of_inbox(&inbox);
+    ingest(&inbox, "evt_cut", "pi_cut").await;
+    ingest(&inbox, "evt_cut_last", "pi_cut_last").await;
+    let now = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap();
+    // What a process killed in its handler leaves: running, the attempt
+    // counted at the claim, the lease run out.
+    for (id, attempts) in [("evt_cut", 1), ("evt_cut_last", 2)] {
+        sqlx::query(
+            "UPDATE payhook_inbox SET state = 'running', lease_token = 7, lease_until = $1, \
+             attempts = $2, last_attempt_at = $3 WHERE namespace = $4 AND event_id = $5",
+        )
+        .bind(now - 1_000)
+        .bind(attempts)
+        .bind(now - 5_000)
+        .bind(inbox.namespace())
+        .bind(id)
+        .execute(inbox.pool())
+        .await
+        .unwrap();
+    }
+    let workers = inbox.start(|_job: Job| async move { Ok::<(), HandlerError>(()) });
+    wait_for(&admin, "evt_cut", "done").await;
+    wait_for(&admin, "evt_cut_last", "dead").await;
+    workers.shutdown().await;
+
+    let cut = admin.attempts("evt_cut").await.unwrap();
+    let summary = |attempts: &[payhook_inbox::admin::Attempt]| {
+        attempts
+            .iter()
+            .map(|attempt| (attempt.attempt, attempt.outcome.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        summary(&cut),
+        [(2, "done".to_owned()), (1, "interrupted".to_owned())]
+    );
+    assert_eq!(cut[1].started_at, now - 5_000);
+    assert!(cut[1].duration_ms >= 5_000, "{:?}", cut[1]);
+    assert!(
+        cut[1].error.as_deref().unwrap().starts_with("interrupted"),
+        "{:?}",
+        cut[1]
+    );
+    let last = admin.attempts("evt_cut_last").await.unwrap();
+    assert_eq!(summary(&last), [(2, "interrupted".to_owned())]);
+    // The overview counts them with the failed attempts.
+    let activity = admin.activity(Duration::from_secs(300), 12).await.unwrap();
+    let total = activity
+        .iter()
+        .fold((0, 0), |(h, f), slot| (h + slot.handled, f + slot.failed));
+    assert_eq!(total, (1, 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_cut_short_attempts_are_recorded_as_interrupted() {
+    let dir = std::env::temp_dir().join(unique("payhook-interrupted"));
+    std::fs::create_dir_all(&dir).unwrap();
+    cut_short_attempts_are_recorded_as_interrupted(format!("sqlite://{}", dir.join("inbox.db").display()))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_cut_short_attempts_are_recorded_as_interrupted() {
+    let url = payhook_test_support::postgres_url();
+    cut_short_attempts_are_recorded_as_interrupted(url).await;
+}

@@ -68,7 +68,8 @@ pub struct Attempt {
     pub started_at: i64,
     /// How long the handler and the done mark took.
     pub duration_ms: i64,
-    /// `done`, `failed` (retried later) or `dead` ([`AttemptOutcome`](crate::model::AttemptOutcome)).
+    /// `done`, `failed` (retried later), `dead` or `interrupted` (its process
+    /// died or lost the lease) ([`AttemptOutcome`](crate::model::AttemptOutcome)).
     pub outcome: String,
     /// The failure's text.
     pub error: Option<String>,

@@ -70,6 +70,7 @@ impl FromStr for State {
 
 /// How one attempt ended, as the attempts record stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AttemptOutcome {
     /// The handler succeeded and the event is done.
     Done,
@@ -77,6 +78,10 @@ pub enum AttemptOutcome {
     Failed,
     /// It failed its last attempt; the event is dead.
     Dead,
+    /// It never ended: its process died or lost the event's lease while it
+    /// ran. Recorded when a claim finds the lease run out and takes the
+    /// event back (or makes it dead after its last attempt).
+    Interrupted,
 }
 
 impl AttemptOutcome {
@@ -86,6 +91,7 @@ impl AttemptOutcome {
             Self::Done => "done",
             Self::Failed => "failed",
             Self::Dead => "dead",
+            Self::Interrupted => "interrupted",
         }
     }
 }
