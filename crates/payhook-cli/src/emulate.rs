@@ -214,11 +214,14 @@ fn fixed_secret(args: &EmulateArgs) -> Result<Option<String>, Failure> {
 
 async fn serve(args: &EmulateArgs, secret: Option<String>) -> Result<(), Failure> {
     // One line per delivery attempt on stderr; RUST_LOG can change the filter.
+    // Coloured only on a terminal (and never with NO_COLOR), like the rest of
+    // the tool's output.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("payhook_emulator=info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(crate::output::stderr_gets_colour())
         .with_target(false)
         .try_init();
 

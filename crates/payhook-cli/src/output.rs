@@ -56,14 +56,17 @@ pub fn paint_stdout(text: &str, colour: Colour) -> String {
     )
 }
 
-/// `text` in `colour` if stderr gets colour (decided once per process).
-pub fn paint_stderr(text: &str, colour: Colour) -> String {
+/// Whether stderr gets colour (decided once per process): the tool's own
+/// notes and the log lines of `payhook emulate` alike, so a log redirected to
+/// a file holds no escape codes.
+pub fn stderr_gets_colour() -> bool {
     static ENABLED: OnceLock<bool> = OnceLock::new();
-    paint(
-        text,
-        colour,
-        *ENABLED.get_or_init(|| colour_wanted(std::io::stderr().is_terminal())),
-    )
+    *ENABLED.get_or_init(|| colour_wanted(std::io::stderr().is_terminal()))
+}
+
+/// `text` in `colour` if stderr gets colour.
+pub fn paint_stderr(text: &str, colour: Colour) -> String {
+    paint(text, colour, stderr_gets_colour())
 }
 
 /// Writes one line to stdout, or exits with code 2 if stdout is gone.

@@ -263,10 +263,18 @@ async fn emulate_serves_the_api_and_forwards_signed_events_to_a_payhook_receiver
         "{line}"
     );
     assert!(!log.contains(&secret), "the secret is never logged");
+    // stderr is a pipe here, as when it is redirected to a file: no colour
+    // codes in the log.
+    assert!(
+        !log.contains('\x1b'),
+        "an escape code in a log that is not a terminal: {log:?}"
+    );
+    assert!(!emulate.stderr().contains('\x1b'));
 
     let (code, rest) = emulate.stop();
     assert_eq!(code, 0);
     assert!(rest.contains("stopped"), "{rest}");
+    assert!(!rest.contains('\x1b'), "{rest:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
