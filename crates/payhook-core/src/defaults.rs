@@ -10,8 +10,8 @@
 //! use payhook::defaults::{DEFAULT_LEASE, MAX_DURATION, MIN_LEASE};
 //!
 //! // A lease read from configuration, held to what the receiver accepts.
-//! let lease = Duration::from_secs(30).clamp(MIN_LEASE, MAX_DURATION);
-//! assert!(lease < DEFAULT_LEASE);
+//! let lease = Duration::from_millis(500).clamp(MIN_LEASE, MAX_DURATION);
+//! assert!(lease == MIN_LEASE && lease < DEFAULT_LEASE);
 //! # let receiver = payhook::Receiver::builder().secret("whsec_test").lease(lease).build();
 //! # assert!(receiver.is_ok());
 //! ```
@@ -22,9 +22,19 @@ use std::time::Duration;
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 /// How long a handled id is remembered unless configured otherwise: 7 days.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
-/// How long an in-flight claim lasts before another delivery may take the id
-/// over, unless configured otherwise: 5 minutes.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(300);
+/// How long an in-flight claim lasts before another delivery (or another
+/// inbox worker) may take the id over, unless configured otherwise: 5 seconds.
+///
+/// A live process renews its claims every third of the lease while their
+/// handlers run, so a handler may run far longer than this; the lease only
+/// decides how soon the work of a process that stopped (killed, crashed, cut
+/// off from the store) is taken up elsewhere: within seconds. The price is
+/// that a process that stalls for longer than a lease (a paused VM, a stop of
+/// the world, a store that does not answer its renewals) may find its event
+/// taken over; its claim token then no longer matches, so it cannot mark the
+/// event done or commit an inbox transaction, and the effects that go through
+/// that commit happen once. Work done outside it (an HTTP call) may happen twice.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(5);
 /// How long a request body may take to arrive in full unless configured
 /// otherwise: 5 seconds. The payment service gives up on a reply after 10 s, so a
 /// body still arriving after 5 s leaves too little time to handle it; a client

@@ -331,12 +331,24 @@ impl InboxBuilder {
     }
 
     /// Overrides the receiver's lease ([`Receiver::lease`], default
-    /// [`DEFAULT_LEASE`], 5 minutes): how long a claim on an event lasts. It is
-    /// renewed every third of it while the handler runs, so it only runs out
-    /// when the worker stopped (crashed, paused, cut off from the database);
-    /// an event whose worker stopped is taken up again within 1¼ leases. From
-    /// the core's `MIN_LEASE` (1 s) to `MAX_DURATION` (100 years), as on the
-    /// receiver.
+    /// [`DEFAULT_LEASE`], 5 seconds): how long a claim on an event lasts. It is
+    /// renewed every third of it while the handler runs (one small write per
+    /// running event), so a live handler keeps its event however long it runs,
+    /// and the lease only runs out when the worker stopped (killed, crashed,
+    /// paused, cut off from the database): any worker — on SQLite the
+    /// restarted process, on PostgreSQL any replica — takes the event up again
+    /// within 1.2 leases (expired leases are looked for every fifth of one).
+    ///
+    /// The trade-off: a process that stalls for longer than the lease (a
+    /// paused VM, a stop of the world, a database that does not answer its
+    /// renewals) may find its events taken over by another worker while its
+    /// own handlers still run. Every write after a claim names its lease
+    /// token, so the stalled worker cannot mark the event done nor commit its
+    /// [`Job::transaction`](crate::Job::transaction): the effects that commit
+    /// with the done mark happen exactly once; work a handler does outside
+    /// that transaction (an HTTP call) may then run twice. A longer lease
+    /// makes that rarer and a crash's recovery slower. From the core's
+    /// `MIN_LEASE` (1 s) to `MAX_DURATION` (100 years), as on the receiver.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = Some(lease);
         self

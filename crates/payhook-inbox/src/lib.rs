@@ -36,7 +36,7 @@
 //! numbered migrations (recorded in [`SCHEMA_TABLE`]) when the inbox is built,
 //! or by [`Inbox::migrate`] with [`InboxBuilder::skip_migrations`].
 //!
-//! Defaults and caps are the core receiver's: namespace, lease (5 minutes) and
+//! Defaults and caps are the core receiver's: namespace, lease (5 seconds) and
 //! retention (7 days) come from the [`Receiver`](payhook_core::Receiver) the
 //! inbox is built around unless the builder overrides them, and every duration
 //! is capped at `payhook_core::defaults::MAX_DURATION` (100 years).

@@ -18,7 +18,7 @@
 //!
 //! Claims take many due events in one statement. An event whose lease ran out
 //! is put back in the queue (with its old token void) by a claim within a
-//! quarter of a lease.
+//! fifth of a lease.
 //!
 //! Events of one payment intent are claimed one at a time, in the order of their
 //! `created` time and then of arrival: an event is due only when no earlier
@@ -301,10 +301,10 @@ async fn dispatch<DB: Backend>(
             continue;
         }
         // Expired leases are looked for a few times per lease, not at every
-        // claim: an event whose worker died is taken up within 1¼ leases.
+        // claim: an event whose worker died is taken up within 1.2 leases.
         let requeue = now >= next_requeue;
         if requeue {
-            next_requeue = now + config.lease / 4;
+            next_requeue = now + config.lease / 5;
         }
         match claim(&db, &config, free, requeue).await {
             Ok(claimed) if !claimed.is_empty() => {

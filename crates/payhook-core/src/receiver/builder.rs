@@ -164,11 +164,12 @@ impl ReceiverBuilder {
     }
 
     /// How long a claim lasts before another delivery may take the event over
-    /// (default [`DEFAULT_LEASE`], 5 minutes; from [`MIN_LEASE`] to
+    /// (default [`DEFAULT_LEASE`], 5 seconds; from [`MIN_LEASE`] to
     /// [`MAX_DURATION`]). While the
     /// handler runs the lease is renewed every third of it, so a slow handler
     /// keeps its claim; the lease only decides how soon the event is handed on
-    /// when a worker crashed mid-handler.
+    /// when a worker crashed mid-handler, and how long a process may stall
+    /// before its claim can be taken over (see [`DEFAULT_LEASE`]).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
