@@ -262,6 +262,42 @@ async fn same_intent_table_escapes_event_types(db: Db) {
     app.stop().await;
 }
 
+/// One rule for every value from a request: an id with a bidi override and a
+/// line separator is escaped in the page's `<title>`, its heading and its body
+/// view alike. A signed 1 MB event nested 500 000 levels deep renders a page
+/// of a few hundred KiB that says the rest of the body is not shown.
+async fn request_values_follow_one_rule_and_bodies_are_bounded(db: Db) {
+    let app = App::start(db, 1).await;
+    let id = "evt_\u{202e}gnp.exe\u{2028}x";
+    let depth = 500_000;
+    let body = format!(
+        r#"{{"id":"{id}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"pi_deep","amount":5,"currency":"usd","status":"succeeded"}}}},"nested":{}{}}}"#,
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    assert!(body.len() > 1_000_000 && body.len() <= 1024 * 1024);
+    app.deliver_body(body, "the deep event").await;
+    app.wait_for_state(id, "done").await;
+    let link = format!(
+        "/payhook/event?id={}",
+        form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>()
+    );
+    let (status, _, page) = get(&app, &link).await;
+    assert_eq!(status, 200);
+    assert!(page.len() < 400 * 1024, "a page of {} bytes", page.len());
+    assert!(
+        page.contains("<title>evt_\\u{202e}gnp.exe\\u{2028}x · payhook inbox</title>"),
+        "{}",
+        &page[..page.len().min(2000)]
+    );
+    assert!(page.contains("<h1 id=\"event-id\">evt_\\u{202e}gnp.exe\\u{2028}x</h1>"));
+    // In the body view, the JSON escape of the same characters.
+    assert!(page.contains("&quot;id&quot;: &quot;evt_\\u202egnp.exe\\u2028x&quot;"));
+    assert!(!page.contains('\u{202e}') && !page.contains('\u{2028}'));
+    assert!(page.contains("<p class=\"muted\" id=\"body-cut\">The body goes on for "));
+    app.stop().await;
+}
+
 async fn bad_input_gets_clear_pages(db: Db) {
     let app = App::start(db, 3).await;
     let huge = format!("/payhook/events?type={}", "x".repeat(5000));
@@ -681,6 +717,7 @@ on_both_backends!(
     access_and_headers,
     hostile_values_render_as_text,
     same_intent_table_escapes_event_types,
+    request_values_follow_one_rule_and_bodies_are_bounded,
     bad_input_gets_clear_pages,
     actions_are_confirmed_and_refuse_forgeries,
     keyset_pages_have_no_duplicates_or_gaps,

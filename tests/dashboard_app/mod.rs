@@ -109,7 +109,11 @@ impl App {
 
     /// Delivers `event`, signed; panics unless it is acknowledged.
     pub async fn deliver(&self, event: &EventBuilder) {
-        let body = event.to_json();
+        self.deliver_body(event.to_json(), event.event_id()).await;
+    }
+
+    /// Delivers `body` as it is, signed; panics unless it is acknowledged.
+    pub async fn deliver_body(&self, body: String, what: &str) {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
         let response = reqwest::Client::new()
             .post(self.url("/webhooks"))
@@ -122,12 +126,7 @@ impl App {
             .send()
             .await
             .unwrap();
-        assert_eq!(
-            response.status().as_u16(),
-            200,
-            "delivery of {}",
-            event.event_id()
-        );
+        assert_eq!(response.status().as_u16(), 200, "delivery of {what}");
     }
 
     /// Waits until the event is in `state` (10 s at most).

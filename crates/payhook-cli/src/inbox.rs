@@ -362,10 +362,14 @@ fn show_body(event: &StoredEvent) {
     // indented under this line: a CR/LF between tokens cannot start a line
     // of its own, and no character reaches the terminal raw.
     say!("body:");
-    say!(
-        "{}",
-        crate::output::pretty_json(event.body.as_deref().unwrap_or(""), "  ")
-    );
+    let shown = payhook_core::untrusted::lay_out_json(event.body.as_deref().unwrap_or(""), "  ");
+    say!("{}", shown.text);
+    if shown.omitted_bytes > 0 {
+        say!(
+            "body cut: {} more bytes not shown (the whole body is in the database)",
+            shown.omitted_bytes
+        );
+    }
 }
 
 /// Error texts come from handlers and may quote the delivery: one line,

@@ -240,6 +240,49 @@ async fn dead_event_is_brought_back(url: String) {
     assert!(!run.stdout.contains('\u{1b}'), "{run:?}");
 }
 
+/// `inbox show` writes an id with a bidi override and a line separator by the
+/// same rule as the dashboard, and a 1 MB body nested 500 000 levels deep as
+/// a bounded layout with a line saying how much was left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_escapes_request_values_and_bounds_the_body() {
+    let dir = std::env::temp_dir().join(unique("payhook-cli-deep"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("inbox.db").display());
+    let namespace = unique("cli-deep");
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let inbox = Inbox::builder(receiver)
+        .namespace(&namespace)
+        .connect(&url)
+        .await
+        .unwrap();
+    let id = "evt_\u{202e}gnp.exe\u{2028}x";
+    let depth = 500_000;
+    let body = Bytes::from(format!(
+        r#"{{"id":"{id}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"pi_deep","amount":5,"currency":"usd","status":"x"}}}},"nested":{}{}}}"#,
+        "[".repeat(depth),
+        "]".repeat(depth)
+    ));
+    let mut headers = http::HeaderMap::new();
+    let header = sign(&body, &Secret::new(SECRET).unwrap(), unix_now());
+    headers.insert("x-service-signature", header.parse().unwrap());
+    assert_eq!(inbox.ingest(&headers, body).await.status().as_u16(), 200);
+    let run = inbox_cli(&url, &namespace, &["show", id]);
+    assert!(
+        run.stdout.contains("event: evt_\\u{202e}gnp.exe\\u{2028}x\n"),
+        "{}",
+        &run.stdout[..2000]
+    );
+    assert!(run.stdout.contains("\"id\": \"evt_\\u202egnp.exe\\u2028x\""));
+    assert!(!run.stdout.contains('\u{202e}') && !run.stdout.contains('\u{2028}'));
+    assert!(run.stdout.len() < 300 * 1024, "{} bytes", run.stdout.len());
+    assert!(
+        run.stdout.lines().any(|line| line.starts_with("body cut: ")
+            && line.ends_with(" more bytes not shown (the whole body is in the database)")),
+        "{}",
+        &run.stdout[run.stdout.len() - 300..]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_dead_event_is_brought_back() {
     let dir = std::env::temp_dir().join(unique("payhook-cli-inbox"));

@@ -20,6 +20,10 @@
 //! let long = "9".repeat(200_000);
 //! assert_eq!(Untrusted::value(&long).to_string(), format!("{}…", "9".repeat(64)));
 //! ```
+//!
+//! A whole body is shown through [`lay_out_json`]: laid out token by token,
+//! every character the same rule escapes written as a JSON `\uXXXX` escape
+//! inside its string, the indentation and the total size bounded.
 
 use std::fmt::{self, Write};
 
@@ -114,6 +118,142 @@ fn write_escaped(f: &mut fmt::Formatter<'_>, c: char, escape_backslash: bool) ->
     }
 }
 
+/// How deep a body laid out by [`lay_out_json`] is indented: anything nested
+/// deeper stays on the line of its container (still escaped), so a body
+/// nested half a million levels deep takes no more room than its own text.
+pub const MAX_LAID_OUT_DEPTH: usize = 32;
+
+/// The most bytes of layout [`lay_out_json`] writes (a few more to end the
+/// token it stops in); the rest of the body is counted, not shown.
+pub const MAX_LAID_OUT_BYTES: usize = 256 * 1024;
+
+/// A body laid out by [`lay_out_json`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LaidOutJson {
+    /// The layout, at most about [`MAX_LAID_OUT_BYTES`] long.
+    pub text: String,
+    /// How many bytes at the end of the body were not laid out (0: all of it
+    /// was): a viewer says so beside the text.
+    pub omitted_bytes: usize,
+}
+
+/// A JSON body laid out for a person to read — in a terminal or a web page —
+/// with nothing in it that its sender could use to forge a line, reorder the
+/// text or make the view huge.
+///
+/// The text is laid out token by token rather than shown as stored: the
+/// whitespace between tokens (where a sender can put CR/LF) is dropped and
+/// replaced by this layout, and every character [`Untrusted`] escapes
+/// (controls, C1 controls, bidi overrides and isolates, line and paragraph
+/// separators) is written as a JSON `\uXXXX` escape, so the result is still
+/// JSON with the same meaning. Keys keep their order and numbers their exact
+/// text (nothing is parsed into values). Text that is not JSON is laid out
+/// the same way and escaped alike. Every line starts with `indent`, then two
+/// spaces per level up to [`MAX_LAID_OUT_DEPTH`]; deeper levels stay on
+/// their container's line. The layout stops after [`MAX_LAID_OUT_BYTES`]
+/// and says how much of the body it left out.
+///
+/// ```
+/// use payhook::untrusted::lay_out_json;
+///
+/// let shown = lay_out_json("{\"id\":\"evt_\u{202e}1\",\"n\":[1.50]}", "");
+/// assert_eq!(shown.text, "{\n  \"id\": \"evt_\\u202e1\",\n  \"n\": [\n    1.50\n  ]\n}");
+/// assert_eq!(shown.omitted_bytes, 0);
+/// ```
+pub fn lay_out_json(text: &str, indent: &str) -> LaidOutJson {
+    let mut out =
+        String::with_capacity(text.len().min(MAX_LAID_OUT_BYTES) + text.len().min(MAX_LAID_OUT_BYTES) / 4);
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let newline = |out: &mut String, depth: usize| {
+        if depth <= MAX_LAID_OUT_DEPTH {
+            out.push('\n');
+            out.push_str(indent);
+            for _ in 0..depth {
+                out.push_str("  ");
+            }
+        }
+    };
+    out.push_str(indent);
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        if out.len() >= MAX_LAID_OUT_BYTES {
+            return LaidOutJson {
+                text: out,
+                omitted_bytes: text.len() - at,
+            };
+        }
+        if in_string {
+            match c {
+                _ if escaped => {
+                    escaped = false;
+                    push_json_safe(&mut out, c);
+                }
+                '\\' => {
+                    escaped = true;
+                    out.push('\\');
+                }
+                '"' => {
+                    in_string = false;
+                    out.push('"');
+                }
+                c => push_json_safe(&mut out, c),
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push('"');
+            }
+            '{' | '[' => {
+                out.push(c);
+                // An empty object or array stays on its line.
+                while chars.peek().is_some_and(|(_, next)| next.is_whitespace()) {
+                    chars.next();
+                }
+                if matches!(chars.peek(), Some((_, '}' | ']'))) {
+                    continue;
+                }
+                depth += 1;
+                newline(&mut out, depth);
+            }
+            '}' | ']' => {
+                if !matches!(out.chars().last(), Some('{' | '[')) {
+                    depth = depth.saturating_sub(1);
+                    newline(&mut out, depth);
+                }
+                out.push(c);
+            }
+            ',' => {
+                out.push(',');
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            c => push_json_safe(&mut out, c),
+        }
+    }
+    LaidOutJson {
+        text: out,
+        omitted_bytes: 0,
+    }
+}
+
+/// Appends `c`, or its JSON `\uXXXX` escape when [`needs_escape`] says so.
+fn push_json_safe(out: &mut String, c: char) {
+    if c.is_ascii_graphic() || c == ' ' || !needs_escape(c) {
+        out.push(c);
+    } else {
+        let mut units = [0u16; 2];
+        for unit in c.encode_utf16(&mut units) {
+            let _ = write!(out, "\\u{unit:04x}");
+        }
+    }
+}
+
 /// Control characters, and the ones that reorder or break a line on display
 /// (bidi overrides and isolates, line and paragraph separators).
 fn needs_escape(c: char) -> bool {
@@ -165,5 +305,54 @@ mod tests {
             r#"invalid type: string "a\"b", expected u64"#
         );
         assert_eq!(Untrusted::message("line\nbreak").to_string(), r"line\nbreak");
+    }
+
+    #[test]
+    fn bodies_are_laid_out_escaped_and_bounded() {
+        let body = "{\"id\":\"evt_1\",\r\n\"a\": [1, {}, []],\"n\":18446744073709551617,\"s\":\"x\\\"\u{1b}\u{9b}\u{202e}\u{2066}\u{2028}\u{7}y\"}";
+        let shown = lay_out_json(body, "  ");
+        assert_eq!(
+            shown.text,
+            "  {\n    \"id\": \"evt_1\",\n    \"a\": [\n      1,\n      {},\n      []\n    ],\n    \"n\": 18446744073709551617,\n    \"s\": \"x\\\"\\u001b\\u009b\\u202e\\u2066\\u2028\\u0007y\"\n  }"
+        );
+        assert_eq!(shown.omitted_bytes, 0);
+        // Not JSON at all: escaped just the same, every line indented.
+        let shown = lay_out_json("x\r\nstate: dead\u{1b}[2J", "| ");
+        assert!(shown.text.lines().all(|line| line.starts_with("| ")), "{shown:?}");
+        assert!(
+            !shown.text.contains('\u{1b}') && !shown.text.contains('\r'),
+            "{shown:?}"
+        );
+        // Structure inside strings is text; keys keep their order.
+        let body = r#"{"b":1,"a":{"s":"x, {y}: \"z\"","e":[],"o":{}},"n":[1.50,2]}"#;
+        assert_eq!(
+            lay_out_json(body, "").text,
+            "{\n  \"b\": 1,\n  \"a\": {\n    \"s\": \"x, {y}: \\\"z\\\"\",\n    \"e\": [],\n    \"o\": {}\n  },\n  \"n\": [\n    1.50,\n    2\n  ]\n}"
+        );
+        // Unbalanced text does not panic.
+        let _ = lay_out_json("]]]}}{{[\"", "");
+    }
+
+    #[test]
+    fn deep_and_long_bodies_stay_small() {
+        // A 1 MB body nested 500 000 deep: indented to the cap only, then cut.
+        let deep = format!("{}{}", "[".repeat(500_000), "]".repeat(500_000));
+        let shown = lay_out_json(&deep, "");
+        assert!(shown.text.len() <= MAX_LAID_OUT_BYTES + 8, "{}", shown.text.len());
+        assert_eq!(
+            shown.omitted_bytes + shown.text.matches(['[', ']']).count(),
+            deep.len()
+        );
+        let widest = shown
+            .text
+            .lines()
+            .map(|line| line.len() - line.trim_start().len())
+            .max();
+        assert_eq!(widest, Some(2 * MAX_LAID_OUT_DEPTH));
+        // A body that fits is shown whole, a longer one up to the cap.
+        let long = format!("[\"{}\"]", "\u{2028}".repeat(200_000));
+        let shown = lay_out_json(&long, "");
+        assert!(shown.text.len() <= MAX_LAID_OUT_BYTES + 12);
+        assert!(shown.omitted_bytes > 0 && !shown.text.contains('\u{2028}'));
     }
 }

@@ -1,6 +1,5 @@
 //! HTML text: the one escaping function every value goes through, state
-//! badges, spans of time, the JSON body laid out, and the page around a
-//! page's content.
+//! badges, spans of time, and the page around a page's content.
 
 use std::fmt::Write as _;
 
@@ -52,70 +51,6 @@ pub(crate) fn span(ms: i64) -> String {
     }
 }
 
-/// A JSON text laid out with two-space indents, token by token: keys keep
-/// their order and numbers their spelling (nothing is parsed into values).
-/// Text that is not JSON comes out as it is.
-pub(crate) fn pretty_json(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() * 2);
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut chars = text.chars().peekable();
-    let newline = |out: &mut String, depth: usize| {
-        out.push('\n');
-        for _ in 0..depth.min(64) {
-            out.push_str("  ");
-        }
-    };
-    while let Some(c) = chars.next() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match c {
-            '"' => {
-                in_string = true;
-                out.push(c);
-            }
-            '{' | '[' => {
-                out.push(c);
-                // Keep `{}` and `[]` on one line.
-                while chars.peek().is_some_and(|c| c.is_ascii_whitespace()) {
-                    chars.next();
-                }
-                if matches!(chars.peek(), Some('}' | ']')) {
-                    if let Some(close) = chars.next() {
-                        out.push(close);
-                    }
-                } else {
-                    depth += 1;
-                    newline(&mut out, depth);
-                }
-            }
-            '}' | ']' => {
-                depth = depth.saturating_sub(1);
-                newline(&mut out, depth);
-                out.push(c);
-            }
-            ',' => {
-                out.push(c);
-                newline(&mut out, depth);
-            }
-            ':' => out.push_str(": "),
-            c if c.is_ascii_whitespace() => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// Which page of the navigation is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Nav {
@@ -126,7 +61,9 @@ pub(crate) enum Nav {
 
 /// A whole page: the head (stylesheet and script from the dashboard itself,
 /// no inline code), the navigation, and `content`. `refresh` asks the script
-/// to reload the page every so many seconds.
+/// to reload the page every so many seconds. The `title` may be a value from
+/// a request (an event id): it is shown by the same rule as every other
+/// ([`value`]), so a bidi override cannot reorder the browser tab's text.
 pub(crate) fn page(
     base: &str,
     title: &str,
@@ -150,7 +87,7 @@ pub(crate) fn page(
          <a href=\"{base}/\"{o}>Overview</a><a href=\"{base}/events\"{e}>Events</a>\
          <a href=\"{base}/events?state=dead\">Dead</a>\
          <span class=\"meta\">{meta}</span></header><main>{content}</main></body></html>\n",
-        title = escape(title),
+        title = value(title),
         refresh = refresh.map_or_else(String::new, |s| format!(" data-refresh=\"{s}\"")),
         o = here(Nav::Overview),
         e = here(Nav::Events),
@@ -220,14 +157,12 @@ mod tests {
     }
 
     #[test]
-    fn json_is_laid_out_keeping_order_and_strings() {
-        let body = r#"{"b":1,"a":{"s":"x, {y}: \"z\"","e":[],"o":{}},"n":[1.50,2]}"#;
-        let pretty = pretty_json(body);
-        assert_eq!(
-            pretty,
-            "{\n  \"b\": 1,\n  \"a\": {\n    \"s\": \"x, {y}: \\\"z\\\"\",\n    \"e\": [],\n    \"o\": {}\n  },\n  \"n\": [\n    1.50,\n    2\n  ]\n}"
+    fn titles_follow_the_rule_for_request_values() {
+        let shown = page("", "evt_\u{202e}1<b>", Nav::None, "", None, "");
+        assert!(
+            shown.contains("<title>evt_\\u{202e}1&lt;b&gt; · payhook inbox</title>"),
+            "{shown}"
         );
-        // Unbalanced text does not panic.
-        let _ = pretty_json("]]]}}{{[\"");
+        assert!(!shown.contains('\u{202e}'));
     }
 }

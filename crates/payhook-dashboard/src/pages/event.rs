@@ -5,12 +5,13 @@ use std::fmt::Write as _;
 
 use http::{Response, StatusCode};
 use payhook_core::time::{format_utc, now_ms};
+use payhook_core::untrusted::lay_out_json;
 use payhook_inbox::admin::State;
 use payhook_inbox::{Backend, InboxError};
 
 use super::{problem, unavailable, Ctx};
 use crate::forms::{param, params, Quoted};
-use crate::html::{self, escape, message, span, state_badge, value, Nav};
+use crate::html::{escape, message, span, state_badge, value, Nav};
 
 /// One event: its facts, actions, attempts, the other events of its payment
 /// intent, and its body.
@@ -53,7 +54,14 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
     };
     let now = now_ms();
     let base = escape(ctx.base);
-    let mut out = String::with_capacity(4096 + event.body.as_ref().map_or(0, String::len) * 2);
+    let mut out = String::with_capacity(
+        4096 + event
+            .body
+            .as_ref()
+            .map_or(0, String::len)
+            .min(payhook_core::untrusted::MAX_LAID_OUT_BYTES)
+            * 2,
+    );
     let _ = write!(
         out,
         "<h1 id=\"event-id\">{}</h1><table class=\"facts\">",
@@ -186,11 +194,21 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
         }
         out.push_str("</tbody></table>");
     }
-    let body = event.body.as_deref().unwrap_or("");
+    // Laid out by the core's rule for request values, indentation and size
+    // bounded: a body nested half a million levels deep is no larger a page.
+    let body = lay_out_json(event.body.as_deref().unwrap_or(""), "");
     let _ = write!(
         out,
         "<h2>Body</h2><pre class=\"body\" id=\"event-body\">{}</pre>",
-        escape(&html::pretty_json(body))
+        escape(&body.text)
     );
+    if body.omitted_bytes > 0 {
+        let _ = write!(
+            out,
+            "<p class=\"muted\" id=\"body-cut\">The body goes on for {} more bytes, not shown \
+             (the database holds all of it).</p>",
+            body.omitted_bytes
+        );
+    }
     ctx.page(&event.event_id, Nav::None, None, &out)
 }
