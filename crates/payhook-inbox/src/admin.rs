@@ -25,10 +25,10 @@ use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
 use crate::operations::PURGE_BATCH;
 
 pub use crate::attempts::MAX_ATTEMPT_RECORDS;
-pub use crate::dialect::ATTEMPTS_TABLE;
+pub use crate::dialect::{ATTEMPTS_TABLE, PAUSED_TABLE};
 pub use crate::model::{
-    ActivitySlot, Attempt, AttemptOutcome, Cursor, Filter, IntentEvent, Page, PageQuery, State, Stats,
-    StoredEvent, MAX_PAGE,
+    ActivitySlot, Attempt, AttemptOutcome, Cursor, Filter, IntentEvent, Page, PageQuery, PausedType, State,
+    Stats, StoredEvent, MAX_PAGE,
 };
 
 /// A connection to an inbox for operations. Never creates, migrates or
@@ -147,6 +147,53 @@ impl<DB: Backend> Admin<DB> {
             }
         }
     }
+}
+
+impl<DB: Backend> Admin<DB> {
+    /// Pauses an event type: its deliveries are still verified, stored and
+    /// acknowledged, but no worker of any replica claims its events until it
+    /// is [resumed](Self::resume). Events already running finish; a pending
+    /// paused event still holds back the later events of its payment intent
+    /// (per-intent order is kept). The pause is a row in the database
+    /// ([`PAUSED_TABLE`]): it survives restarts. Returns `false` when the
+    /// type was already paused.
+    ///
+    /// # Errors
+    /// [`InboxError::InvalidSetting`] for an empty type or one longer than
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), or a database error.
+    pub async fn pause(&self, event_type: &str) -> Result<bool, InboxError> {
+        check_event_type(event_type)?;
+        Ok(DB::pause(&self.db, &self.namespace, event_type).await?)
+    }
+
+    /// Resumes a paused event type: its waiting events are claimed again,
+    /// oldest first, as if they had never been held back. Returns `false`
+    /// when the type was not paused.
+    ///
+    /// # Errors
+    /// [`InboxError::InvalidSetting`] for an empty or too long type, or a
+    /// database error.
+    pub async fn resume(&self, event_type: &str) -> Result<bool, InboxError> {
+        check_event_type(event_type)?;
+        Ok(DB::resume(&self.db, &self.namespace, event_type).await?)
+    }
+
+    /// The paused event types, by name, each with its events waiting.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn paused(&self) -> Result<Vec<PausedType>, InboxError> {
+        Ok(DB::paused(&self.db, &self.namespace).await?)
+    }
+}
+
+/// An event type an operator names: 1 to [`MAX_ID_BYTES`](crate::MAX_ID_BYTES)
+/// bytes, as the intake stores them.
+fn check_event_type(event_type: &str) -> Result<(), InboxError> {
+    if event_type.is_empty() || event_type.len() > crate::MAX_ID_BYTES {
+        return Err(InboxError::InvalidSetting("an event type is 1 to 255 bytes long"));
+    }
+    Ok(())
 }
 
 impl<DB: Backend> Admin<DB> {

@@ -3,13 +3,15 @@
 //! A dead or pending event is made due now ([`retry`](Operations::retry),
 //! [`retry_dead`](Operations::retry_dead)), done events run again
 //! ([`replay`](Operations::replay)), and old done events are deleted in
-//! bounded batches ([`purge`](Operations::purge)).
+//! bounded batches ([`purge`](Operations::purge)). An event type is paused
+//! ([`pause`](Operations::pause): the claim skips its events) and resumed
+//! ([`resume`](Operations::resume)) by a row in the paused types' table.
 
 use std::future::Future;
 
 use crate::clock::now_ms;
 use crate::database::Database;
-use crate::dialect::table;
+use crate::dialect::{paused_table, table};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::State;
 
@@ -36,6 +38,19 @@ pub trait Operations: Driver {
         namespace: &'a str,
         since: i64,
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
+    /// Pauses `event_type`: its events are no longer claimed. Whether it was
+    /// running (not paused already).
+    fn pause<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        event_type: &'a str,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a;
+    /// Resumes `event_type`; whether it was paused.
+    fn resume<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        event_type: &'a str,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a;
     /// Deletes at most `limit` done events marked done before `before`.
     fn purge<'a>(
         db: &'a Database<Self>,
@@ -95,6 +110,40 @@ sql_bounds! {
                 .execute(&db.pool)
                 .await?;
             Ok(DB::rows_affected(&updated))
+        }
+
+        async fn pause<'a>(db: &'a Database<Self>, namespace: &'a str, event_type: &'a str) -> Result<bool, sqlx::Error> {
+            // A pause is a row every replica's claim reads: it takes effect
+            // at the next claim of each, and survives restarts.
+            const PAUSE: &str = concat!(
+                "INSERT INTO ",
+                paused_table!(),
+                " (namespace, event_type, paused_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (namespace, event_type) DO NOTHING"
+            );
+            let inserted = sqlx::query(PAUSE)
+                .bind(namespace)
+                .bind(event_type)
+                .bind(now_ms())
+                .execute(&db.pool)
+                .await?;
+            Ok(DB::rows_affected(&inserted) > 0)
+        }
+
+        async fn resume<'a>(db: &'a Database<Self>, namespace: &'a str, event_type: &'a str) -> Result<bool, sqlx::Error> {
+            // The paused events stayed `pending` with their due times, so the
+            // next claims take them oldest first, as if never held back.
+            const RESUME: &str = concat!(
+                "DELETE FROM ",
+                paused_table!(),
+                " WHERE namespace = $1 AND event_type = $2"
+            );
+            let deleted = sqlx::query(RESUME)
+                .bind(namespace)
+                .bind(event_type)
+                .execute(&db.pool)
+                .await?;
+            Ok(DB::rows_affected(&deleted) > 0)
         }
 
         async fn purge<'a>(db: &'a Database<Self>, namespace: &'a str, before: i64, limit: i64) -> Result<u64, sqlx::Error> {

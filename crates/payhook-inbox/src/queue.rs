@@ -71,7 +71,7 @@ use sqlx::Row as _;
 use crate::attempts::{interrupted_attempt, AttemptsRecord};
 use crate::clock::now_ms;
 use crate::database::Database;
-use crate::dialect::{table, Dialect};
+use crate::dialect::{paused_table, table, Dialect};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{ClaimRequest, ClaimResult, Claimed, NewRow, State};
 
@@ -401,8 +401,11 @@ sql_bounds! {
     }
 }
 
-/// The claim: due pending events whose intent has nothing earlier waiting and
-/// nothing running, oldest due first. Only `pending` rows are candidates, so
+/// The claim: due pending events of a type not paused (a primary-key probe
+/// of the paused types' table, per namespace) whose intent has nothing
+/// earlier waiting and nothing running, oldest due first. A paused event
+/// stays `pending`, so it still holds back the later events of its intent
+/// (per-intent order is kept), and resuming its type needs no write to it. Only `pending` rows are candidates, so
 /// the scan follows the `(namespace, state, due_at, arrival)` index in claim
 /// order and stops after `LIMIT` rows, however many done rows the table
 /// keeps. Attempts are counted here, at the claim, so an attempt that kills
@@ -419,6 +422,9 @@ const CLAIM: &str = concat!(
     table!(),
     " c \
        WHERE {picked}c.namespace = $1 AND c.state = $7 AND c.due_at <= $2 \
+         AND NOT EXISTS (SELECT 1 FROM ",
+    paused_table!(),
+    " p WHERE p.namespace = c.namespace AND p.event_type = c.event_type) \
          AND (c.intent_id IS NULL OR NOT EXISTS ( \
            SELECT 1 FROM ",
     table!(),
@@ -443,6 +449,9 @@ const PICK: &str = concat!(
     table!(),
     " c \
        WHERE c.namespace = $1 AND c.state = $4 AND c.due_at <= $2 \
+         AND NOT EXISTS (SELECT 1 FROM ",
+    paused_table!(),
+    " p WHERE p.namespace = c.namespace AND p.event_type = c.event_type) \
          AND (c.intent_id IS NULL OR NOT EXISTS ( \
            SELECT 1 FROM ",
     table!(),

@@ -29,6 +29,14 @@ macro_rules! attempts_table {
 }
 pub(crate) use attempts_table;
 
+/// The paused event types' table name, for `concat!`.
+macro_rules! paused_table {
+    () => {
+        "payhook_inbox_paused"
+    };
+}
+pub(crate) use paused_table;
+
 /// The table every backend keeps events in.
 pub const TABLE: &str = table!();
 
@@ -40,6 +48,11 @@ pub const SCHEMA_TABLE: &str = concat!(table!(), "_schema");
 /// [`MAX_ATTEMPT_RECORDS`](crate::admin::MAX_ATTEMPT_RECORDS) per event,
 /// deleted with its event.
 pub const ATTEMPTS_TABLE: &str = attempts_table!();
+
+/// The table of paused event types (namespace, type, when): their events
+/// are stored and acknowledged but not claimed until the type is resumed
+/// ([`Admin::pause`](crate::admin::Admin::pause)).
+pub const PAUSED_TABLE: &str = paused_table!();
 
 /// Which SQL dialect a database speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

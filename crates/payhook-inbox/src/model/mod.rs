@@ -1,5 +1,5 @@
 //! The inbox's model: what an event's states are, what the operator's tools
-//! read (stored events, filters, pages, counts, attempts), and the rows the
+//! read (stored events, filters, pages, counts, attempts, paused types), and the rows the
 //! queue passes between intake, workers and the database.
 //!
 //! The model knows no SQL and no database: the queue and the reads turn these
@@ -7,12 +7,14 @@
 
 mod event;
 mod page;
+mod pause;
 mod rows;
 mod state;
 mod stats;
 
 pub use event::{Attempt, Filter, IntentEvent, StoredEvent, MAX_ID_BYTES};
 pub use page::{Cursor, Page, PageQuery, MAX_PAGE};
+pub use pause::PausedType;
 pub(crate) use rows::{AttemptRecord, ClaimRequest, ClaimResult, Claimed, NewRow};
 pub use state::{AttemptOutcome, State};
 pub use stats::{ActivitySlot, Stats};

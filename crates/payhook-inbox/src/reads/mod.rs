@@ -12,9 +12,9 @@ use sqlx::Row as _;
 
 use crate::clock::{millis, now_ms};
 use crate::database::Database;
-use crate::dialect::{is_missing_table, table};
+use crate::dialect::{is_missing_table, paused_table, table};
 use crate::driver::{sql_bounds, Driver};
-use crate::model::{Filter, State, StoredEvent};
+use crate::model::{Filter, PausedType, State, StoredEvent};
 
 /// The columns an operator's view of an event reads, for `concat!` into the
 /// statements that add to them.
@@ -40,6 +40,11 @@ pub trait Reads: Driver {
         db: &'a Database<Self>,
         namespace: &'a str,
     ) -> impl Future<Output = Result<(i64, Option<i64>), sqlx::Error>> + Send + 'a;
+    /// The paused event types, by name, with their pending events.
+    fn paused<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+    ) -> impl Future<Output = Result<Vec<PausedType>, sqlx::Error>> + Send + 'a;
     /// The events that match, newest first.
     fn list<'a>(
         db: &'a Database<Self>,
@@ -93,6 +98,31 @@ sql_bounds! {
                 .fetch_one(&db.pool)
                 .await?;
             Ok((row.try_get("waiting")?, row.try_get("oldest")?))
+        }
+
+        async fn paused<'a>(db: &'a Database<Self>, namespace: &'a str) -> Result<Vec<PausedType>, sqlx::Error> {
+            const PAUSED: &str = concat!(
+                "SELECT p.event_type, p.paused_at, (SELECT COUNT(*) FROM ",
+                table!(),
+                " e WHERE e.namespace = p.namespace AND e.state = $2 AND e.event_type = p.event_type) AS waiting \
+                 FROM ",
+                paused_table!(),
+                " p WHERE p.namespace = $1 ORDER BY p.event_type"
+            );
+            sqlx::query(PAUSED)
+                .bind(namespace)
+                .bind(State::Pending.as_str())
+                .fetch_all(&db.pool)
+                .await?
+                .iter()
+                .map(|row| {
+                    Ok(PausedType {
+                        event_type: row.try_get("event_type")?,
+                        paused_at: row.try_get("paused_at")?,
+                        waiting: row.try_get("waiting")?,
+                    })
+                })
+                .collect()
         }
 
         async fn list<'a>(db: &'a Database<Self>, namespace: &'a str, filter: &'a Filter) -> Result<Vec<StoredEvent>, sqlx::Error> {

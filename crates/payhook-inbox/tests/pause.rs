@@ -1,0 +1,234 @@
+//! Pausing an event type, on SQLite (a file in a fresh temp dir) and on
+//! PostgreSQL (`PAYHOOK_TEST_DATABASE_URL`, started by `.ci/start-postgres`;
+//! the PostgreSQL tests fail when it is unset or unreachable).
+//!
+//! | test | what it holds the inbox to |
+//! |---|---|
+//! | [`paused_type_waits_on_every_replica_and_resumes_in_order`] | a paused type's deliveries are acknowledged and stored but claimed by no replica (also one started after the pause), a paused event holds back the later events of its payment intent, other types run; once resumed, its events run in arrival order, each once |
+//! | [`an_event_type_is_checked_before_it_is_paused`] | an empty or too long type is refused, nothing is written |
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use payhook_core::{sign, Receiver, Secret};
+use payhook_inbox::admin::{Admin, PausedType};
+use payhook_inbox::{Inbox, InboxError, Job};
+use payhook_test_support::unique;
+
+const SECRET: &str = "whsec_pause";
+const PAUSED: &str = "payment_intent.payment_failed";
+const RUNNING: &str = "payment_intent.succeeded";
+
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+fn url_of(backend: Backend) -> String {
+    match backend {
+        Backend::Sqlite => {
+            let dir = std::env::temp_dir().join(unique("payhook-inbox-pause"));
+            std::fs::create_dir_all(&dir).unwrap();
+            format!("sqlite://{}", dir.join("inbox.db").display())
+        }
+        Backend::Postgres => payhook_test_support::postgres_url(),
+    }
+}
+
+/// One replica: an inbox with one handler, so its claims run one event at a
+/// time in claim order.
+async fn replica(url: &str, namespace: &str) -> Inbox {
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    Inbox::builder(receiver)
+        .namespace(namespace)
+        .concurrency(1)
+        .poll_interval(Duration::from_millis(20))
+        .connect(url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"))
+}
+
+fn event(id: &str, event_type: &str, intent: &str, created: i64) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"id":"{id}","type":"{event_type}","created":{created},"data":{{"object":{{"id":"{intent}","object":"payment_intent","amount":100,"currency":"btc","status":"succeeded","created":1}}}}}}"#
+    ))
+}
+
+async fn ingest_ok(inbox: &Inbox, body: Bytes) {
+    let mut headers = http::HeaderMap::new();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let signature = sign(&body, &Secret::new(SECRET).unwrap(), now);
+    headers.insert("x-service-signature", signature.parse().unwrap());
+    let reply = inbox.ingest(&headers, body).await;
+    assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
+}
+
+/// The ids handled, in the order their handlers started.
+type Handled = Arc<Mutex<Vec<String>>>;
+
+fn start(inbox: &Inbox, handled: &Handled) -> payhook_inbox::Workers {
+    let handled = Arc::clone(handled);
+    inbox.start(move |job: Job| {
+        let handled = Arc::clone(&handled);
+        async move {
+            handled.lock().unwrap().push(job.event().id().to_owned());
+            Ok(())
+        }
+    })
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn handled_of(handled: &Handled, prefix: &str) -> Vec<String> {
+    let handled = handled.lock().unwrap();
+    handled
+        .iter()
+        .filter(|id| id.starts_with(prefix))
+        .cloned()
+        .collect()
+}
+
+async fn state_of(admin: &Admin, event_id: &str) -> String {
+    admin.show(event_id).await.unwrap().state
+}
+
+async fn paused_type_waits_on_every_replica_and_resumes_in_order(backend: Backend) {
+    let url = url_of(backend);
+    let namespace = unique("pause");
+    let first = replica(&url, &namespace).await;
+    let second = replica(&url, &namespace).await;
+    let admin = Admin::of_inbox(&first);
+
+    assert!(admin.pause(PAUSED).await.unwrap());
+    assert!(
+        !admin.pause(PAUSED).await.unwrap(),
+        "a second pause is reported as such"
+    );
+
+    // Deliveries of the paused type through both replicas are acknowledged.
+    let paused_ids: Vec<String> = (0..6).map(|i| format!("evt_paused{i}")).collect();
+    for (index, id) in paused_ids.iter().enumerate() {
+        let inbox = if index % 2 == 0 { &first } else { &second };
+        let created = i64::try_from(index).unwrap() + 10;
+        // The first three share one payment intent; the others have their own.
+        let intent = if index < 3 {
+            "pi_shared".to_owned()
+        } else {
+            format!("pi_own{index}")
+        };
+        ingest_ok(inbox, event(id, PAUSED, &intent, created)).await;
+    }
+    // Another type runs; one of its events comes after paused events of its
+    // intent and must wait for them.
+    for i in 0..3 {
+        ingest_ok(
+            &second,
+            event(&format!("evt_other{i}"), RUNNING, &format!("pi_other{i}"), 1),
+        )
+        .await;
+    }
+    ingest_ok(&first, event("evt_held", RUNNING, "pi_shared", 100)).await;
+
+    let handled = Handled::default();
+    let workers_first = start(&first, &handled);
+    let workers_second = start(&second, &handled);
+    eventually("the other type's events", || {
+        handled_of(&handled, "evt_other").len() == 3
+    })
+    .await;
+    // Both replicas claim many times meanwhile (polling every 20 ms).
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(handled_of(&handled, "evt_paused"), Vec::<String>::new());
+    assert_eq!(
+        handled_of(&handled, "evt_held"),
+        Vec::<String>::new(),
+        "per-intent order kept"
+    );
+    assert_eq!(state_of(&admin, "evt_paused0").await, "pending");
+    assert_eq!(state_of(&admin, "evt_held").await, "pending");
+    let listed = admin.paused().await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let PausedType {
+        event_type, waiting, ..
+    } = &listed[0];
+    assert_eq!((event_type.as_str(), *waiting), (PAUSED, 6));
+
+    // A replica started after the pause (a restart) sees it too.
+    workers_first.shutdown().await;
+    drop(first);
+    let restarted = replica(&url, &namespace).await;
+    let workers_restarted = start(&restarted, &handled);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(handled_of(&handled, "evt_paused"), Vec::<String>::new());
+    assert_eq!(Admin::of_inbox(&restarted).paused().await.unwrap().len(), 1);
+
+    // Resumed through the other replica, with one handler left running so
+    // that the start order is the claim order.
+    workers_second.shutdown().await;
+    let other_admin = Admin::of_inbox(&second);
+    assert!(other_admin.resume(PAUSED).await.unwrap());
+    assert!(
+        !other_admin.resume(PAUSED).await.unwrap(),
+        "a second resume is reported as such"
+    );
+    restarted.wait_idle(Duration::from_secs(20)).await.unwrap();
+    assert_eq!(
+        handled_of(&handled, "evt_paused"),
+        paused_ids,
+        "arrival order, each once"
+    );
+    let order = handled.lock().unwrap().clone();
+    let position = |id: &str| order.iter().position(|handled| handled == id).unwrap();
+    assert!(position("evt_held") > position("evt_paused2"), "{order:?}");
+    assert_eq!(order.len(), 6 + 3 + 1, "{order:?}");
+    assert!(other_admin.paused().await.unwrap().is_empty());
+    workers_restarted.shutdown().await;
+}
+
+async fn an_event_type_is_checked_before_it_is_paused(backend: Backend) {
+    let url = url_of(backend);
+    let inbox = replica(&url, &unique("pause-check")).await;
+    let admin = Admin::of_inbox(&inbox);
+    for bad in [String::new(), "t".repeat(256)] {
+        let err = admin.pause(&bad).await.unwrap_err();
+        assert!(matches!(err, InboxError::InvalidSetting(_)), "{err}");
+        let err = admin.resume(&bad).await.unwrap_err();
+        assert!(matches!(err, InboxError::InvalidSetting(_)), "{err}");
+    }
+    assert!(admin.pause(&"t".repeat(255)).await.unwrap());
+    assert!(admin.paused().await.unwrap().len() == 1);
+}
+
+macro_rules! on_every_backend {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test(super::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test(super::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_backend!(
+    paused_type_waits_on_every_replica_and_resumes_in_order,
+    an_event_type_is_checked_before_it_is_paused,
+);
