@@ -230,13 +230,13 @@ async fn store<DB: Backend>(inner: &Inner<DB>, row: NewRow) -> Reply {
     if let Some(file) = &inner.file {
         if let Err(reason) = file.check() {
             tracing::error!(target: "payhook", status = 503, reason, "delivery not stored: the SQLite file the inbox opened is gone");
-            return unavailable(reason);
+            return unavailable(inner, reason);
         }
     }
     let (done, answer) = oneshot::channel();
     let event_id = row.event_id.clone();
     if inner.ingest.send(Pending { row, done }).await.is_err() {
-        return unavailable("the inbox writer has stopped");
+        return unavailable(inner, "the inbox writer has stopped");
     }
     match answer.await {
         Ok(Ok(new)) => {
@@ -251,14 +251,15 @@ async fn store<DB: Backend>(inner: &Inner<DB>, row: NewRow) -> Reply {
             }
             Reply::received()
         }
-        Ok(Err(kind)) => unavailable(kind),
-        Err(_) => unavailable("the inbox writer has stopped"),
+        Ok(Err(kind)) => unavailable(inner, kind),
+        Err(_) => unavailable(inner, "the inbox writer has stopped"),
     }
 }
 
-/// The `503` reply: `kind` is one of a few fixed phrases, never a database's
-/// own message.
-fn unavailable(kind: &str) -> Reply {
+/// The `503` reply, counted: `kind` is one of a few fixed phrases, never a
+/// database's own message.
+fn unavailable<DB: Backend>(inner: &Inner<DB>, kind: &str) -> Reply {
+    m::database_error(inner.config.namespace.clone(), m::INGEST);
     let error = Error::InboxUnavailable(kind.to_owned());
     tracing::error!(target: "payhook", status = 503, reason = %error, "delivery not stored");
     Reply::error(&error)
@@ -622,6 +623,7 @@ async fn start<DB: Backend>(
     // (BENCHMARKS.md, "Replicas").
     let (ingest, queue) = mpsc::channel(4 * INGEST_BATCH);
     tokio::spawn(write_batches(db.clone(), config.namespace.clone(), queue));
+    m::register(&config.namespace);
     Ok(Inbox {
         inner: Arc::new(Inner {
             receiver,

@@ -14,6 +14,14 @@
 //! | `payhook_inbox_pending` | gauge | events waiting (pending or running) |
 //! | `payhook_inbox_oldest_pending_age_seconds` | gauge | age of the oldest waiting event |
 //! | `payhook_inbox_handler_seconds` | histogram | time in the handler, commit included |
+//! | `payhook_inbox_database_errors_total` | counter | database failures, by `operation`: `ingest` (a delivery answered `503` because it could not be stored), `claim` (a worker's claim failed) |
+//!
+//! The counters of a namespace are exported at 0 from the moment its inbox is
+//! built, so a rule such as `increase(payhook_inbox_dead_total[15m]) > 0` sees
+//! the first dead event after a restart (a series that first appears at 1
+//! shows no increase). The gauges are refreshed every 5 seconds by the
+//! workers, busy or not. `docs/prometheus/alerts.yml` holds alert rules built
+//! on these (README, "Alerting").
 
 /// New events stored.
 pub const INGESTED: &str = "payhook_inbox_ingested_total";
@@ -36,6 +44,28 @@ pub const PENDING: &str = "payhook_inbox_pending";
 pub const OLDEST_PENDING_AGE: &str = "payhook_inbox_oldest_pending_age_seconds";
 /// Handler time, in seconds.
 pub const HANDLER_SECONDS: &str = "payhook_inbox_handler_seconds";
+/// Database failures, by `operation` ([`INGEST`], [`CLAIM`]).
+pub const DATABASE_ERRORS: &str = "payhook_inbox_database_errors_total";
+/// The `operation` of a delivery answered `503` because it could not be stored.
+pub const INGEST: &str = "ingest";
+/// The `operation` of a failed claim by the workers.
+pub const CLAIM: &str = "claim";
+
+/// Exports every counter of `namespace` at 0, so the first increase after a
+/// start is seen by rate and increase rules.
+pub(crate) fn register(namespace: &str) {
+    for name in [INGESTED, DUPLICATES, PROCESSED, FAILED, DEAD, CLAIMS, CLAIMED] {
+        metrics::counter!(name, "namespace" => namespace.to_owned()).increment(0);
+    }
+    for operation in [INGEST, CLAIM] {
+        metrics::counter!(DATABASE_ERRORS, "namespace" => namespace.to_owned(), "operation" => operation)
+            .increment(0);
+    }
+}
+
+pub(crate) fn database_error(namespace: String, operation: &'static str) {
+    metrics::counter!(DATABASE_ERRORS, "namespace" => namespace, "operation" => operation).increment(1);
+}
 
 pub(crate) fn ingested(namespace: String) {
     metrics::counter!(INGESTED, "namespace" => namespace).increment(1);

@@ -294,9 +294,12 @@ async fn dispatch<DB: Backend>(
         // Claim in batches: wait until half the handlers are free (or none
         // runs) rather than claiming one event per finished handler.
         if free == 0 || (free < config.concurrency.div_ceil(2) && !running.is_empty()) {
+            // The depth is reported while every handler is busy too: that is
+            // when the backlog grows.
             tokio::select! {
                 _ = running.join_next() => {}
                 _ = stopped.changed() => {}
+                () = tokio::time::sleep_until(next_depth.into()) => {}
             }
             continue;
         }
@@ -326,6 +329,7 @@ async fn dispatch<DB: Backend>(
             Ok(_) => {}
             Err(err) => {
                 let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
+                m::database_error(config.namespace.clone(), m::CLAIM);
                 tracing::warn!(target: "payhook", %reason, "could not claim inbox events; retrying");
             }
         }

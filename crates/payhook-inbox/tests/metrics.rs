@@ -1,7 +1,8 @@
 //! Deliveries to the inbox are counted by the receiver's one intake, like
 //! inline deliveries: `payhook_deliveries_total` counts the rejected ones by
 //! reason (the inbox's own refusals included) and the verified ones, and the
-//! inbox counts what it stored, its claims and the events they took. Read back as a scraper reads them.
+//! inbox counts what it stored, its claims and the events they took, and the
+//! deliveries it could not store. Read back as a scraper reads them.
 //!
 //! One test in this binary, so the process-wide recorder sees only its deliveries.
 
@@ -66,6 +67,33 @@ async fn inbox_deliveries_are_counted_by_the_one_intake() {
     let inbox = Inbox::connect(receiver, &format!("sqlite://{}", dir.join("inbox.db").display()))
         .await
         .unwrap();
+
+    // Every counter of the namespace is exported at 0 from the start, so
+    // rate and increase rules see its first increment.
+    let text = prometheus.render();
+    for name in [
+        "payhook_inbox_ingested_total",
+        "payhook_inbox_processed_total",
+        "payhook_inbox_failed_total",
+        "payhook_inbox_dead_total",
+    ] {
+        assert_eq!(
+            samples(&text, name).get(r#"namespace="payhook""#),
+            Some(&0.0),
+            "{name}: {text}"
+        );
+    }
+    let errors = samples(&text, "payhook_inbox_database_errors_total");
+    assert_eq!(
+        errors.get(r#"namespace="payhook",operation="ingest""#),
+        Some(&0.0),
+        "{text}"
+    );
+    assert_eq!(
+        errors.get(r#"namespace="payhook",operation="claim""#),
+        Some(&0.0),
+        "{text}"
+    );
 
     // Unsigned, wrongly signed: rejected before anything is stored.
     let good = event("evt_counted");
@@ -143,5 +171,17 @@ async fn inbox_deliveries_are_counted_by_the_one_intake() {
     assert_eq!(inbox_count(&text, "payhook_inbox_claimed_total"), 5.0, "{text}");
     let claims = inbox_count(&text, "payhook_inbox_claims_total");
     assert!(claims >= 1.0, "{text}");
+
+    // The database file is gone: a delivery is answered 503 and counted as a
+    // database error of ingest.
     std::fs::remove_dir_all(&dir).unwrap();
+    let late = event("evt_late");
+    assert_eq!(inbox.ingest(&signed(&late), late).await.status().as_u16(), 503);
+    let text = prometheus.render();
+    let errors = samples(&text, "payhook_inbox_database_errors_total");
+    assert_eq!(
+        errors.get(r#"namespace="payhook",operation="ingest""#),
+        Some(&1.0),
+        "{text}"
+    );
 }
