@@ -2,7 +2,7 @@
 //! [`Postgres`](sqlx::Postgres), [`Sqlite`](sqlx::Sqlite) (features
 //! `postgres`, `sqlite`) or [`Any`](sqlx::Any) (an inbox built from a URL),
 //! and is every layer's trait at once — the queue's transitions, the
-//! operator's state changes, the reads, the attempts record, the migrations,
+//! operator's state changes, the bulk actions, the reads, the attempts record, the migrations,
 //! `NOTIFY` and `LISTEN` — each implemented once for all three types (see
 //! [`driver`](crate::driver) for how and why).
 
@@ -18,6 +18,7 @@ pub trait Backend:
     Driver
     + crate::queue::Queue
     + crate::operations::Operations
+    + crate::bulk::Bulk
     + crate::reads::Reads
     + crate::reads::dashboard::Overview
     + crate::attempts::AttemptsRecord
@@ -32,6 +33,8 @@ impl<DB> Backend for DB where
     DB: Driver
         + crate::queue::Queue
         + crate::operations::Operations
+        + crate::bulk::Bulk
+        + crate::bulk::Bulk
         + crate::reads::Reads
         + crate::reads::dashboard::Overview
         + crate::attempts::AttemptsRecord

@@ -76,6 +76,7 @@
 pub mod admin;
 mod attempts;
 mod backend;
+mod bulk;
 mod clock;
 mod database;
 mod dialect;

@@ -13,6 +13,8 @@
 //! | `payhook_inbox_claimed_total` | counter | events taken by those claims: ÷ claims, the claim batch size |
 //! | `payhook_inbox_pending` | gauge | events waiting (pending or running) |
 //! | `payhook_inbox_oldest_pending_age_seconds` | gauge | age of the oldest waiting event |
+//! | `payhook_inbox_paused_types` | gauge | event types paused ([`Admin::pause`](crate::admin::Admin::pause)) |
+//! | `payhook_inbox_paused_pending` | gauge | events of paused types waiting (also counted in `payhook_inbox_pending`) |
 //! | `payhook_inbox_handler_seconds` | histogram | time in the handler, commit included |
 //! | `payhook_inbox_database_errors_total` | counter | database failures, by `operation`: `ingest` (a delivery answered `503` because it could not be stored), `claim` (a worker's claim failed) |
 //!
@@ -42,6 +44,10 @@ pub const CLAIMED: &str = "payhook_inbox_claimed_total";
 pub const PENDING: &str = "payhook_inbox_pending";
 /// Age of the oldest waiting event, in seconds.
 pub const OLDEST_PENDING_AGE: &str = "payhook_inbox_oldest_pending_age_seconds";
+/// Event types paused.
+pub const PAUSED_TYPES: &str = "payhook_inbox_paused_types";
+/// Events of paused types waiting for their type to be resumed.
+pub const PAUSED_PENDING: &str = "payhook_inbox_paused_pending";
 /// Handler time, in seconds.
 pub const HANDLER_SECONDS: &str = "payhook_inbox_handler_seconds";
 /// Database failures, by `operation` ([`INGEST`], [`CLAIM`]).
@@ -100,4 +106,13 @@ pub(crate) fn depth(namespace: String, pending: i64, oldest_age_seconds: f64) {
     let pending = pending as f64;
     metrics::gauge!(PENDING, "namespace" => namespace.clone()).set(pending);
     metrics::gauge!(OLDEST_PENDING_AGE, "namespace" => namespace).set(oldest_age_seconds);
+}
+
+pub(crate) fn paused(namespace: String, paused: &[crate::model::PausedType]) {
+    let waiting: i64 = paused.iter().map(|paused| paused.waiting).sum();
+    // Gauges are f64; counts beyond 2^53 are not a concern.
+    #[allow(clippy::cast_precision_loss)]
+    let (types, waiting) = (paused.len() as f64, waiting as f64);
+    metrics::gauge!(PAUSED_TYPES, "namespace" => namespace.clone()).set(types);
+    metrics::gauge!(PAUSED_PENDING, "namespace" => namespace).set(waiting);
 }

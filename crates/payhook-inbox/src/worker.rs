@@ -717,6 +717,9 @@ async fn report_depth<DB: Backend>(db: &Database<DB>, config: &Config) {
         });
         m::depth(config.namespace.clone(), waiting, age);
     }
+    if let Ok(paused) = DB::paused(db, &config.namespace).await {
+        m::paused(config.namespace.clone(), &paused);
+    }
 }
 
 /// How often the workers purge done events past their retention, when the

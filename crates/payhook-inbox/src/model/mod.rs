@@ -1,10 +1,11 @@
 //! The inbox's model: what an event's states are, what the operator's tools
-//! read (stored events, filters, pages, counts, attempts, paused types), and the rows the
+//! read (stored events, filters, pages, counts, attempts, paused types, bulk actions), and the rows the
 //! queue passes between intake, workers and the database.
 //!
 //! The model knows no SQL and no database: the queue and the reads turn these
 //! types into statements and back, the dashboard and the CLI show them.
 
+mod bulk;
 mod event;
 mod page;
 mod pause;
@@ -12,6 +13,7 @@ mod rows;
 mod state;
 mod stats;
 
+pub use bulk::{BulkAction, BulkCount, BulkReport, Selection, MAX_BULK_IDS};
 pub use event::{Attempt, Filter, IntentEvent, StoredEvent, MAX_ID_BYTES};
 pub use page::{Cursor, Page, PageQuery, MAX_PAGE};
 pub use pause::PausedType;

@@ -1,0 +1,313 @@
+//! Bulk actions over a [`Selection`]: the count that comes first
+//! ([`count`](Bulk::count)) and one bounded batch of the action
+//! ([`batch`](Bulk::batch)), each a statement built from the selection
+//! beside the method that runs it.
+//!
+//! A batch changes at most `limit` rows, chosen in `(received_at, arrival)`
+//! order after a keyset position, so each batch is one short statement (its
+//! own transaction: no lock is held between batches) and the batches walk
+//! the selection once, however many rows it has. Every batch re-checks the
+//! action's states and the count's time (`as_of`), so a row another
+//! operator or a worker changed since is left alone, and a run interrupted
+//! and started again touches only the rest.
+
+use std::future::Future;
+
+use sqlx::Row as _;
+
+use crate::clock::now_ms;
+use crate::database::Database;
+use crate::dialect::table;
+use crate::driver::{sql_bounds, Driver};
+use crate::model::{BulkAction, Selection, State};
+
+/// A bound value of a built statement.
+enum Bind {
+    Text(String),
+    Int(i64),
+}
+
+/// A `WHERE` clause built from a selection, with its values in order.
+struct Clause {
+    sql: String,
+    binds: Vec<Bind>,
+}
+
+impl Clause {
+    fn new() -> Self {
+        Self {
+            sql: String::new(),
+            binds: Vec::new(),
+        }
+    }
+
+    /// Appends `text`, each `?` in it taking the next parameter number.
+    fn push(&mut self, text: &str, binds: impl IntoIterator<Item = Bind>) {
+        let mut parts = text.split('?');
+        self.sql.push_str(parts.next().unwrap_or(""));
+        let mut binds = binds.into_iter();
+        for part in parts {
+            if let Some(bind) = binds.next() {
+                self.binds.push(bind);
+            }
+            self.sql.push_str(&format!("${}", self.binds.len()));
+            self.sql.push_str(part);
+        }
+    }
+
+    /// The rows `action` may touch in `selection`, present at `as_of`, in
+    /// `states` (those of the action the selection allows).
+    fn selecting(
+        namespace: &str,
+        states: &[State],
+        action: BulkAction,
+        selection: &Selection,
+        as_of: i64,
+    ) -> Self {
+        let mut clause = Self::new();
+        clause.push("namespace = ?", [Bind::Text(namespace.to_owned())]);
+        let marks = vec!["?"; states.len().max(1)].join(", ");
+        let mut state_binds: Vec<Bind> = states
+            .iter()
+            .map(|state| Bind::Text(state.as_str().to_owned()))
+            .collect();
+        if state_binds.is_empty() {
+            // A state the action does not act on: nothing matches.
+            state_binds.push(Bind::Text(String::new()));
+        }
+        clause.push(&format!(" AND state IN ({marks})"), state_binds);
+        // Only what was there at the count; and what a run already changed
+        // (retried and dead again, replayed and done again) is not changed
+        // twice.
+        clause.push(" AND received_at <= ?", [Bind::Int(as_of)]);
+        match action {
+            BulkAction::Retry => clause.push(" AND COALESCE(last_attempt_at, 0) <= ?", [Bind::Int(as_of)]),
+            BulkAction::Replay | BulkAction::Purge => {
+                clause.push(" AND COALESCE(done_at, 0) <= ?", [Bind::Int(as_of)]);
+            }
+            BulkAction::Pause => {}
+        }
+        if let Some(event_type) = &selection.event_type {
+            clause.push(" AND event_type = ?", [Bind::Text(event_type.clone())]);
+        }
+        if let Some(before) = selection.received_before {
+            clause.push(" AND received_at <= ?", [Bind::Int(before)]);
+        }
+        if let Some(after) = selection.received_after {
+            clause.push(" AND received_at >= ?", [Bind::Int(after)]);
+        }
+        if let Some(prefix) = &selection.id_prefix {
+            // `substr`, not `LIKE`: no wildcard in an id can widen it.
+            let length = i64::try_from(prefix.chars().count()).unwrap_or(i64::MAX);
+            clause.push(
+                " AND substr(event_id, 1, CAST(? AS INTEGER)) = ?",
+                [Bind::Int(length), Bind::Text(prefix.clone())],
+            );
+        }
+        if !selection.ids.is_empty() {
+            let marks = vec!["?"; selection.ids.len()].join(", ");
+            clause.push(
+                &format!(" AND event_id IN ({marks})"),
+                selection.ids.iter().map(|id| Bind::Text(id.clone())),
+            );
+        }
+        clause
+    }
+}
+
+/// Runs `sql` with `binds` in order.
+fn bound<'q, DB>(sql: &'q str, binds: &'q [Bind]) -> sqlx::query::Query<'q, DB, DB::Arguments<'q>>
+where
+    DB: sqlx::Database + sqlx::database::HasStatementCache,
+    &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let mut query = sqlx::query(sql).persistent(false);
+    for bind in binds {
+        query = match bind {
+            Bind::Text(text) => query.bind(text.as_str()),
+            Bind::Int(value) => query.bind(*value),
+        };
+    }
+    query
+}
+
+/// Where a bulk run is in its selection: the last row a batch took
+/// (crate-internal: the module is private).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Position {
+    received_at: i64,
+    arrival: i64,
+}
+
+impl Position {
+    /// Before every row.
+    pub(crate) const START: Self = Self {
+        received_at: i64::MIN,
+        arrival: i64::MIN,
+    };
+}
+
+/// One bulk action over a selection, as counted at `as_of`.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    pub(crate) namespace: &'a str,
+    pub(crate) action: BulkAction,
+    pub(crate) selection: &'a Selection,
+    pub(crate) as_of: i64,
+}
+
+/// The bulk actions on one backend. Not nameable outside the crate.
+pub trait Bulk: Driver {
+    /// Events the action would touch, and the 20 most common types among
+    /// them.
+    fn count<'a>(
+        db: &'a Database<Self>,
+        scope: Scope<'a>,
+    ) -> impl Future<Output = Result<(u64, Vec<(String, u64)>), sqlx::Error>> + Send + 'a;
+    /// Acts on at most `limit` selected rows in `state` after `after`
+    /// (retry, replay, purge): one state at a time, so the batch follows the
+    /// `(namespace, state, received_at, arrival)` index in order. The rows
+    /// changed and the position of the last one.
+    fn batch<'a>(
+        db: &'a Database<Self>,
+        scope: Scope<'a>,
+        state: State,
+        after: Position,
+        limit: i64,
+    ) -> impl Future<Output = Result<(u64, Option<Position>), sqlx::Error>> + Send + 'a;
+}
+
+sql_bounds! {
+    impl<DB> Bulk {
+        async fn count<'a>(db: &'a Database<Self>, scope: Scope<'a>) -> Result<(u64, Vec<(String, u64)>), sqlx::Error> {
+            let Scope { namespace, action, selection, as_of } = scope;
+            let states = selected_states(action, selection);
+            let clause = Clause::selecting(namespace, &states, action, selection, as_of);
+            let count = format!(concat!("SELECT COUNT(*) AS n FROM ", table!(), " WHERE {}"), clause.sql);
+            let total: i64 = bound::<DB>(&count, &clause.binds).fetch_one(&db.pool).await?.try_get("n")?;
+            let by_type = format!(
+                concat!(
+                    "SELECT event_type, COUNT(*) AS n FROM ",
+                    table!(),
+                    " WHERE {} GROUP BY event_type ORDER BY COUNT(*) DESC, event_type LIMIT 20"
+                ),
+                clause.sql
+            );
+            let types = bound::<DB>(&by_type, &clause.binds)
+                .fetch_all(&db.pool)
+                .await?
+                .iter()
+                .map(|row| {
+                    let n: i64 = row.try_get("n")?;
+                    Ok((row.try_get("event_type")?, u64::try_from(n).unwrap_or(0)))
+                })
+                .collect::<Result<_, sqlx::Error>>()?;
+            Ok((u64::try_from(total).unwrap_or(0), types))
+        }
+
+        async fn batch<'a>(
+            db: &'a Database<Self>,
+            scope: Scope<'a>,
+            state: State,
+            after: Position,
+            limit: i64,
+        ) -> Result<(u64, Option<Position>), sqlx::Error> {
+            let Scope { namespace, action, selection, as_of } = scope;
+            let mut clause = Clause::selecting(namespace, &[state], action, selection, as_of);
+            clause.push(
+                " AND (received_at, arrival) > (?, ?)",
+                [Bind::Int(after.received_at), Bind::Int(after.arrival)],
+            );
+            // The subquery picks the batch in keyset order; the outer
+            // statement re-checks the selection on each row it changes (on
+            // PostgreSQL under the row's lock), so a row changed meanwhile
+            // is skipped, not changed twice.
+            let pick = format!(
+                concat!("SELECT arrival FROM ", table!(), " WHERE {} ORDER BY received_at, arrival LIMIT ?"),
+                clause.sql
+            );
+            let change = match action {
+                BulkAction::Retry | BulkAction::Replay => "UPDATE ",
+                BulkAction::Purge => "DELETE FROM ",
+                BulkAction::Pause => return Ok((0, None)),
+            };
+            let set = match action {
+                BulkAction::Retry => " SET state = ?, due_at = ?",
+                BulkAction::Replay => " SET state = ?, due_at = ?, done_at = NULL",
+                _ => "",
+            };
+            let mut statement = Clause::new();
+            statement.push(
+                &format!("{change}{}{set} WHERE ", table!()),
+                if set.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![Bind::Text(State::Pending.as_str().to_owned()), Bind::Int(now_ms())]
+                },
+            );
+            // The selection once more (its parameters renumbered after the
+            // SET's), then the batch's rows.
+            let outer = Clause::selecting(namespace, &[state], action, selection, as_of);
+            let offset = statement.binds.len();
+            statement.sql.push_str(&renumber(&outer.sql, offset));
+            statement.binds.extend(outer.binds);
+            let inner_offset = statement.binds.len();
+            statement.sql.push_str(" AND arrival IN (");
+            statement.sql.push_str(&renumber(&pick, inner_offset));
+            statement.binds.extend(clause.binds);
+            statement.push(") RETURNING arrival, received_at", []);
+            let limit_mark = format!("${}", statement.binds.len() + 1);
+            statement.sql = statement.sql.replacen("LIMIT ?", &format!("LIMIT {limit_mark}"), 1);
+            statement.binds.push(Bind::Int(limit));
+            let rows = bound::<DB>(&statement.sql, &statement.binds).fetch_all(&db.pool).await?;
+            let mut last: Option<Position> = None;
+            for row in &rows {
+                let position = Position {
+                    received_at: row.try_get("received_at")?,
+                    arrival: row.try_get("arrival")?,
+                };
+                if last.is_none_or(|last| (position.received_at, position.arrival) > (last.received_at, last.arrival)) {
+                    last = Some(position);
+                }
+            }
+            Ok((u64::try_from(rows.len()).unwrap_or(0), last))
+        }
+    }
+}
+
+/// The states `action` acts on that `selection` allows (none when its
+/// state is not one of them).
+pub(crate) fn selected_states(action: BulkAction, selection: &Selection) -> Vec<State> {
+    action
+        .states()
+        .iter()
+        .copied()
+        .filter(|state| selection.state.is_none_or(|selected| selected == *state))
+        .collect()
+}
+
+/// `sql` with each `$N` made `$(N + offset)`.
+fn renumber(sql: &str, offset: usize) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut chars = sql.char_indices().peekable();
+    while let Some((_, c)) = chars.next() {
+        if c != '$' {
+            out.push(c);
+            continue;
+        }
+        let mut digits = String::new();
+        while let Some(&(_, d)) = chars.peek() {
+            if !d.is_ascii_digit() {
+                break;
+            }
+            digits.push(d);
+            chars.next();
+        }
+        match digits.parse::<usize>() {
+            Ok(n) => out.push_str(&format!("${}", n + offset)),
+            Err(_) => out.push('$'),
+        }
+    }
+    out
+}

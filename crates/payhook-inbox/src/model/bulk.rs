@@ -1,0 +1,125 @@
+//! Bulk actions: what they do, which events they select, what the count
+//! before them and the report after them say.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::State;
+
+/// The most ids a [`Selection`] lists: larger sets are chosen by a prefix,
+/// a type or an age.
+pub const MAX_BULK_IDS: usize = 1000;
+
+/// What a bulk action does to each selected event
+/// ([`Admin::bulk_run`](crate::admin::Admin::bulk_run)). Each acts only on
+/// the states it names, and only on what was there at the count, so running
+/// it again (after an interruption) changes only what the first run did not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BulkAction {
+    /// `dead` → `pending`, due now (one more attempt), for events whose last
+    /// attempt started before the count: one that died again since is left
+    /// dead.
+    Retry,
+    /// `done` → `pending`, due now (the handler runs once more), for events
+    /// done before the count: one replayed and done again is left done.
+    Replay,
+    /// Deletes `done` and `dead` events (never waiting or running ones);
+    /// their ids are forgotten, so a redelivery is handled again.
+    Purge,
+    /// Pauses every event type among the selected events
+    /// ([`Admin::pause`](crate::admin::Admin::pause)); no event changes.
+    Pause,
+}
+
+impl BulkAction {
+    /// Every action, in the order the tools offer them.
+    pub const ALL: &'static [BulkAction] = &[Self::Retry, Self::Replay, Self::Purge, Self::Pause];
+
+    /// Its name, as the CLI and the dashboard take it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::Replay => "replay",
+            Self::Purge => "purge",
+            Self::Pause => "pause",
+        }
+    }
+
+    /// The states it acts on; a [`Selection::state`] outside them selects
+    /// nothing and is refused. Pausing looks at events in any state.
+    pub fn states(self) -> &'static [State] {
+        match self {
+            Self::Retry => &[State::Dead],
+            Self::Replay => &[State::Done],
+            Self::Purge => &[State::Done, State::Dead],
+            Self::Pause => State::ALL,
+        }
+    }
+}
+
+impl fmt::Display for BulkAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for BulkAction {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|action| action.as_str() == text)
+            .ok_or_else(|| "expected retry, replay, purge or pause".to_owned())
+    }
+}
+
+/// Which events a bulk action selects: every field narrows; the default
+/// selects every event of the action's states.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// Only events in this state (one of the action's
+    /// [`states`](BulkAction::states)).
+    pub state: Option<State>,
+    /// Only events of this type.
+    pub event_type: Option<String>,
+    /// Only events received at or before this time (Unix milliseconds): an
+    /// "older than" age, made a time once, at the count.
+    pub received_before: Option<i64>,
+    /// Only events received at or after this time (Unix milliseconds).
+    pub received_after: Option<i64>,
+    /// Only events whose id starts with this.
+    pub id_prefix: Option<String>,
+    /// Only these events (at most [`MAX_BULK_IDS`]); empty means any id.
+    pub ids: Vec<String>,
+}
+
+/// How many events a bulk action would touch
+/// ([`Admin::bulk_count`](crate::admin::Admin::bulk_count)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BulkCount {
+    /// Events selected now.
+    pub events: u64,
+    /// The most common event types among them, with their counts (at most
+    /// 20, most events first).
+    pub types: Vec<(String, u64)>,
+    /// The time the count was taken at (Unix milliseconds): pass it to
+    /// [`Admin::bulk_run`](crate::admin::Admin::bulk_run), so that the run
+    /// touches only what was counted, and again to finish an interrupted run.
+    pub as_of: i64,
+}
+
+/// What a bulk action did ([`Admin::bulk_run`](crate::admin::Admin::bulk_run)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BulkReport {
+    /// Events changed (retried, replayed or deleted).
+    pub events: u64,
+    /// Event types newly paused ([`BulkAction::Pause`]).
+    pub paused_types: Vec<String>,
+    /// Statements run, each its own short transaction.
+    pub batches: u64,
+    /// The longest of them, commit included.
+    pub longest_batch: Duration,
+}

@@ -1,0 +1,332 @@
+//! Bulk actions with a count first, on SQLite (a file in a fresh temp dir)
+//! and on PostgreSQL (`PAYHOOK_TEST_DATABASE_URL`, started by
+//! `.ci/start-postgres`; the PostgreSQL tests fail when it is unset).
+//!
+//! | test | what it holds the inbox to |
+//! |---|---|
+//! | [`retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest`] | the count names what the run changes (by type, prefix, id list); the run goes in batches of at most `BULK_BATCH`; run again with the count's time it changes only what the first run left (an interruption), never an event that died again since |
+//! | [`replay_and_purge_act_on_their_states_only_once`] | replay takes done events done before the count, once (a replayed event done again is not replayed again); purge deletes done and dead events only, never waiting ones; a state an action does not change is refused |
+//! | [`bulk_pause_pauses_the_selected_types`] | a bulk pause pauses each type among the selected events and changes no event |
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use payhook_core::{sign, Receiver, Secret};
+use payhook_inbox::admin::{Admin, BulkAction, Selection, State, BULK_BATCH};
+use payhook_inbox::sqlx::{self, Row};
+use payhook_inbox::{Inbox, InboxError};
+use payhook_test_support::unique;
+
+const SECRET: &str = "whsec_bulk";
+const TYPE_A: &str = "payment_intent.succeeded";
+const TYPE_B: &str = "payment_intent.payment_failed";
+
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+fn url_of(backend: Backend) -> String {
+    match backend {
+        Backend::Sqlite => {
+            let dir = std::env::temp_dir().join(unique("payhook-inbox-bulk"));
+            std::fs::create_dir_all(&dir).unwrap();
+            format!("sqlite://{}", dir.join("inbox.db").display())
+        }
+        Backend::Postgres => payhook_test_support::postgres_url(),
+    }
+}
+
+fn now_ms() -> i64 {
+    i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
+
+/// An inbox without workers: events stay as the test sets them.
+async fn inbox(backend: Backend) -> Inbox {
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    Inbox::builder(receiver)
+        .namespace(unique("bulk"))
+        .connect(&url_of(backend))
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"))
+}
+
+/// Stores `count` events of `event_type` with ids `{prefix}{n:04}`.
+async fn store(inbox: &Inbox, prefix: &str, event_type: &str, count: usize) {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let secret = Secret::new(SECRET).unwrap();
+    for n in 0..count {
+        let body = Bytes::from(format!(
+            r#"{{"id":"{prefix}{n:04}","type":"{event_type}","created":{n},"data":{{"object":{{"id":"pi_{prefix}{n}","object":"payment_intent","amount":1,"currency":"eth","status":"succeeded","created":1}}}}}}"#
+        ));
+        let mut headers = http::HeaderMap::new();
+        headers.insert("x-service-signature", sign(&body, &secret, now).parse().unwrap());
+        let reply = inbox.ingest(&headers, body).await;
+        assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
+    }
+}
+
+/// Sets the state (and the attempt and done times) of the events whose id
+/// starts with `prefix`, as workers would have left them.
+async fn set_state(inbox: &Inbox, prefix: &str, state: &str, at: i64) {
+    sqlx::query(
+        "UPDATE payhook_inbox SET state = $1, last_attempt_at = $2, attempts = 1, \
+         done_at = CASE WHEN $1 = 'done' THEN $2 ELSE NULL END \
+         WHERE namespace = $3 AND substr(event_id, 1, CAST($4 AS INTEGER)) = $5",
+    )
+    .bind(state)
+    .bind(at)
+    .bind(inbox.namespace())
+    .bind(i64::try_from(prefix.len()).unwrap())
+    .bind(prefix)
+    .execute(inbox.pool())
+    .await
+    .unwrap();
+}
+
+async fn count_in(inbox: &Inbox, prefix: &str, state: &str) -> i64 {
+    sqlx::query(
+        "SELECT COUNT(*) AS n FROM payhook_inbox WHERE namespace = $1 AND state = $2 AND substr(event_id, 1, CAST($3 AS INTEGER)) = $4",
+    )
+    .bind(inbox.namespace())
+    .bind(state)
+    .bind(i64::try_from(prefix.len()).unwrap())
+    .bind(prefix)
+    .fetch_one(inbox.pool())
+    .await
+    .unwrap()
+    .get::<i64, _>("n")
+}
+
+async fn retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest(backend: Backend) {
+    let inbox = inbox(backend).await;
+    let admin = Admin::of_inbox(&inbox);
+    store(&inbox, "evt_a", TYPE_A, 1100).await;
+    store(&inbox, "evt_b", TYPE_B, 20).await;
+    let before = now_ms() - 1000;
+    set_state(&inbox, "evt_", "dead", before).await;
+
+    let selection = Selection {
+        event_type: Some(TYPE_A.to_owned()),
+        ..Selection::default()
+    };
+    let count = admin.bulk_count(BulkAction::Retry, &selection).await.unwrap();
+    assert_eq!(count.events, 1100);
+    assert_eq!(count.types, vec![(TYPE_A.to_owned(), 1100)]);
+    assert_eq!(
+        count_in(&inbox, "evt_a", "dead").await,
+        1100,
+        "counting changes nothing"
+    );
+
+    // An earlier run that stopped part way: the first 300 by id list.
+    let first_part = Selection {
+        ids: (0..300).map(|n| format!("evt_a{n:04}")).collect(),
+        ..selection.clone()
+    };
+    let partial = admin
+        .bulk_run(BulkAction::Retry, &first_part, count.as_of)
+        .await
+        .unwrap();
+    assert_eq!(partial.events, 300);
+    // One of those died again after the count: the re-run leaves it dead.
+    sqlx::query("UPDATE payhook_inbox SET state = 'dead', last_attempt_at = $1 WHERE namespace = $2 AND event_id = 'evt_a0000'")
+        .bind(now_ms() + 1)
+        .bind(inbox.namespace())
+        .execute(inbox.pool())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+
+    let report = admin
+        .bulk_run(BulkAction::Retry, &selection, count.as_of)
+        .await
+        .unwrap();
+    assert_eq!(report.events, 800, "only what the first run left");
+    let full_batches = 800u64.div_ceil(u64::try_from(BULK_BATCH).unwrap());
+    assert!(report.batches >= full_batches, "{report:?}");
+    assert!(report.longest_batch > Duration::ZERO);
+    assert_eq!(count_in(&inbox, "evt_a", "pending").await, 1099);
+    assert_eq!(
+        count_in(&inbox, "evt_a", "dead").await,
+        1,
+        "died again after the count"
+    );
+    assert_eq!(
+        count_in(&inbox, "evt_b", "dead").await,
+        20,
+        "another type untouched"
+    );
+
+    let again = admin
+        .bulk_run(BulkAction::Retry, &selection, count.as_of)
+        .await
+        .unwrap();
+    assert_eq!(again.events, 0);
+
+    // A prefix narrows: evt_b000x are ten of the twenty.
+    let prefixed = Selection {
+        id_prefix: Some("evt_b000".to_owned()),
+        ..Selection::default()
+    };
+    assert_eq!(
+        admin
+            .bulk_count(BulkAction::Retry, &prefixed)
+            .await
+            .unwrap()
+            .events,
+        10
+    );
+    // A wildcard in a prefix is a character, not a pattern.
+    let wildcard = Selection {
+        id_prefix: Some("evt_%".to_owned()),
+        ..Selection::default()
+    };
+    assert_eq!(
+        admin
+            .bulk_count(BulkAction::Retry, &wildcard)
+            .await
+            .unwrap()
+            .events,
+        0
+    );
+}
+
+async fn replay_and_purge_act_on_their_states_only_once(backend: Backend) {
+    let inbox = inbox(backend).await;
+    let admin = Admin::of_inbox(&inbox);
+    store(&inbox, "evt_done", TYPE_A, 600).await;
+    store(&inbox, "evt_dead", TYPE_A, 30).await;
+    store(&inbox, "evt_wait", TYPE_A, 30).await;
+    let before = now_ms() - 1000;
+    set_state(&inbox, "evt_done", "done", before).await;
+    set_state(&inbox, "evt_dead", "dead", before).await;
+
+    let everything = Selection::default();
+    let replay = admin.bulk_count(BulkAction::Replay, &everything).await.unwrap();
+    assert_eq!(replay.events, 600);
+    // Interrupted after the first batch, then handled again meanwhile.
+    let older_half = Selection {
+        id_prefix: Some("evt_done00".to_owned()),
+        ..Selection::default()
+    };
+    let first = admin
+        .bulk_run(BulkAction::Replay, &older_half, replay.as_of)
+        .await
+        .unwrap();
+    assert_eq!(first.events, 100);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    set_state(&inbox, "evt_done00", "done", now_ms()).await;
+    let rest = admin
+        .bulk_run(BulkAction::Replay, &everything, replay.as_of)
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.events, 500,
+        "the replayed and handled again are not replayed twice"
+    );
+    assert_eq!(count_in(&inbox, "evt_done", "pending").await, 500);
+
+    // Purge: done and dead only; the waiting events stay.
+    set_state(&inbox, "evt_done", "done", now_ms() - 10).await;
+    let purge = admin.bulk_count(BulkAction::Purge, &everything).await.unwrap();
+    assert_eq!(purge.events, 630);
+    let purged = admin
+        .bulk_run(BulkAction::Purge, &everything, purge.as_of)
+        .await
+        .unwrap();
+    assert_eq!(purged.events, 630);
+    assert_eq!(
+        count_in(&inbox, "evt_", "done").await + count_in(&inbox, "evt_", "dead").await,
+        0
+    );
+    assert_eq!(count_in(&inbox, "evt_wait", "pending").await, 30);
+    assert_eq!(
+        admin
+            .bulk_run(BulkAction::Purge, &everything, purge.as_of)
+            .await
+            .unwrap()
+            .events,
+        0
+    );
+
+    for (action, state) in [
+        (BulkAction::Purge, State::Pending),
+        (BulkAction::Retry, State::Done),
+        (BulkAction::Replay, State::Dead),
+    ] {
+        let selection = Selection {
+            state: Some(state),
+            ..Selection::default()
+        };
+        let err = admin.bulk_count(action, &selection).await.unwrap_err();
+        assert!(
+            matches!(err, InboxError::InvalidSetting(_)),
+            "{action} {state}: {err}"
+        );
+    }
+    let future = admin
+        .bulk_run(BulkAction::Purge, &everything, now_ms() + 60_000)
+        .await;
+    assert!(matches!(future, Err(InboxError::InvalidSetting(_))), "{future:?}");
+}
+
+async fn bulk_pause_pauses_the_selected_types(backend: Backend) {
+    let inbox = inbox(backend).await;
+    let admin = Admin::of_inbox(&inbox);
+    store(&inbox, "evt_a", TYPE_A, 3).await;
+    store(&inbox, "evt_b", TYPE_B, 2).await;
+    set_state(&inbox, "evt_b", "dead", now_ms() - 1000).await;
+    let dead = Selection {
+        state: Some(State::Dead),
+        ..Selection::default()
+    };
+    let count = admin.bulk_count(BulkAction::Pause, &dead).await.unwrap();
+    assert_eq!(
+        (count.events, count.types.clone()),
+        (2, vec![(TYPE_B.to_owned(), 2)])
+    );
+    let report = admin
+        .bulk_run(BulkAction::Pause, &dead, count.as_of)
+        .await
+        .unwrap();
+    assert_eq!(report.paused_types, vec![TYPE_B.to_owned()]);
+    assert_eq!(report.events, 0);
+    let paused: Vec<String> = admin
+        .paused()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.event_type)
+        .collect();
+    assert_eq!(paused, vec![TYPE_B.to_owned()]);
+    assert_eq!(count_in(&inbox, "evt_b", "dead").await, 2, "no event changed");
+}
+
+macro_rules! on_every_backend {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$test(super::Backend::Sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$test(super::Backend::Postgres).await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_backend!(
+    retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest,
+    replay_and_purge_act_on_their_states_only_once,
+    bulk_pause_pauses_the_selected_types,
+);
