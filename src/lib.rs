@@ -318,6 +318,7 @@ pub use payhook_dashboard as dashboard;
     feature = "testing",
     feature = "emulator",
     feature = "inbox-sqlite",
+    feature = "inbox-postgres",
     feature = "ed25519"
 ))]
 #[doc = include_str!("../README.md")]

@@ -204,9 +204,18 @@ impl<DB: Backend> Inbox<DB> {
         Workers::start(Arc::clone(&self.inner), handler)
     }
 
-    /// Waits until no event of this namespace is waiting (pending, retrying or
-    /// running): every stored event is done or dead. For tests: deliver, then
-    /// `inbox.wait_idle(timeout)`, then check the effects.
+    /// Waits until no event of this inbox's namespace is waiting (pending,
+    /// retrying or running): every event stored under it is done or dead. For
+    /// tests: deliver, then `inbox.wait_idle(timeout)`, then check the effects.
+    ///
+    /// Only this namespace counts: events of other namespaces in the same
+    /// database (a test running at the same time, the app itself) neither keep
+    /// it waiting nor are waited for, so each test takes a namespace of its own
+    /// ([`InboxBuilder::namespace`]). An event that keeps failing waits until
+    /// it is dead, after [`max_attempts`](InboxBuilder::max_attempts) and its
+    /// backoff. It reads the database, so it sees the events stored by every
+    /// replica, workers or not: without running workers it waits until
+    /// `timeout`.
     ///
     /// # Errors
     /// [`InboxError::NotIdle`] with the number still waiting when `timeout`
