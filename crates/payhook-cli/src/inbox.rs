@@ -7,7 +7,12 @@
 //!   attempt, the other events of its payment intent, body;
 //! * `retry ID` / `retry --dead` — make a dead (or waiting) event due now;
 //! * `replay --since TIME` — run done events again, explicitly;
-//! * `purge --done-before TIME --yes` — delete done events.
+//! * `purge --done-before TIME --yes` — delete done events;
+//! * `pause TYPE` / `resume TYPE` / `paused` — stop handling an event type
+//!   (its deliveries are still stored and acknowledged), start again (its
+//!   events run oldest first), list the paused types;
+//! * `bulk ACTION [filters] --yes` — retry, replay, purge or pause over a
+//!   selection, counted first (see `inbox_bulk`).
 //!
 //! TIME is an age (`30m`, `2h`, `7d`: that long ago), Unix seconds
 //! (`1732264800`), a UTC date (`2026-11-23`, its midnight) or a UTC date and
@@ -34,7 +39,7 @@ use payhook_inbox::admin::{Admin, Filter, State, StoredEvent};
 use payhook_inbox::InboxError;
 
 use crate::failure::Failure;
-use crate::output::say;
+use crate::output::{confirmed, say};
 use crate::runtime::{self, Threads};
 
 /// `payhook inbox`.
@@ -110,6 +115,26 @@ pub enum InboxAction {
         #[arg(long)]
         yes: bool,
     },
+    /// Stop handling an event type: its deliveries are still verified, stored
+    /// and acknowledged, but no worker of any replica takes its events until
+    /// it is resumed.
+    Pause {
+        /// The event type (`payment_intent.succeeded`).
+        #[arg(value_name = "TYPE", value_parser = NonEmptyStringValueParser::new())]
+        event_type: String,
+    },
+    /// Handle a paused event type again: its waiting events run, oldest first.
+    Resume {
+        /// The event type.
+        #[arg(value_name = "TYPE", value_parser = NonEmptyStringValueParser::new())]
+        event_type: String,
+    },
+    /// List the paused event types, with their waiting events.
+    Paused,
+    /// Retry, replay, purge or pause the events a filter selects: counts
+    /// first, acts only with --yes (or when confirmed on a terminal), in
+    /// short batches; safe to run again after an interruption.
+    Bulk(crate::inbox_bulk::BulkArgs),
 }
 
 /// Runs `payhook inbox`.
@@ -178,6 +203,35 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
             say!("{count} done event(s) due again");
         }
         InboxAction::Purge { done_before, yes } => purge(&admin, *done_before, *yes).await?,
+        InboxAction::Pause { event_type } => {
+            let shown = Untrusted::value(event_type);
+            if admin.pause(event_type).await.map_err(failure)? {
+                say!("{shown} paused: its deliveries are stored and acknowledged, not handled, until `payhook inbox resume {shown}`");
+            } else {
+                say!("{shown} was already paused");
+            }
+        }
+        InboxAction::Resume { event_type } => {
+            let shown = Untrusted::value(event_type);
+            if admin.resume(event_type).await.map_err(failure)? {
+                say!("{shown} resumed: its waiting events run, oldest first");
+            } else {
+                say!("{shown} was not paused");
+            }
+        }
+        InboxAction::Paused => {
+            let paused = admin.paused().await.map_err(failure)?;
+            say!("TYPE\tPAUSED\tWAITING");
+            for paused in paused {
+                say!(
+                    "{}\t{} ago\t{}",
+                    Untrusted::value(&paused.event_type),
+                    age(paused.paused_at),
+                    paused.waiting
+                );
+            }
+        }
+        InboxAction::Bulk(bulk) => crate::inbox_bulk::run(&admin, bulk).await?,
     }
     Ok(())
 }
@@ -222,7 +276,7 @@ async fn purge(admin: &Admin, done_before: i64, yes: bool) -> Result<(), Failure
     };
     if !yes {
         say!("{shown} done event(s) marked done before {done_before} would be purged; their ids are then forgotten");
-        if !confirmed()? {
+        if !confirmed("purge them?").map_err(Failure::usage)? {
             return Err(Failure::usage(
                 "nothing purged: run again with --yes to purge them",
             ));
@@ -231,19 +285,6 @@ async fn purge(admin: &Admin, done_before: i64, yes: bool) -> Result<(), Failure
     let purged = admin.purge_done_before(before_ms).await.map_err(failure)?;
     say!("{purged} done event(s) purged");
     Ok(())
-}
-
-/// Asks on the terminal; `false` without one (nothing can answer).
-fn confirmed() -> Result<bool, Failure> {
-    use std::io::IsTerminal;
-    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
-        return Ok(false);
-    }
-    print!("purge them? [y/N] ");
-    std::io::Write::flush(&mut std::io::stdout()).map_err(Failure::usage)?;
-    let mut answer = String::new();
-    std::io::stdin().read_line(&mut answer).map_err(Failure::usage)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
 fn failure(err: InboxError) -> Failure {

@@ -8,7 +8,8 @@
 //!   service in test mode: its API, and signed deliveries with retries and faults.
 //! * `payhook trigger` and `payhook events resend` (feature `emulate`) produce
 //!   and resend events through a running emulator, and follow their deliveries;
-//! * `payhook inbox` lists, shows, retries, replays and purges durable-inbox events.
+//! * `payhook inbox` lists, shows, retries, replays and purges durable-inbox
+//!   events, pauses and resumes event types, and acts on events in bulk.
 //!
 //! All protocol work (signing, verifying, parsing, the reply texts) is done by
 //! `payhook-core`; this crate only reads input, talks HTTP and reports.
@@ -23,6 +24,8 @@ mod events;
 mod failure;
 #[cfg(feature = "inbox")]
 mod inbox;
+#[cfg(feature = "inbox")]
+mod inbox_bulk;
 mod input;
 mod output;
 mod runtime;

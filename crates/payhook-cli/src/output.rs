@@ -70,6 +70,22 @@ pub fn paint_stderr(text: &str, colour: Colour) -> String {
 }
 
 /// Writes one line to stdout, or exits with code 2 if stdout is gone.
+/// Asks `question` on the terminal (`[y/N]`); `false` without one: a script
+/// or a pipe cannot answer, so nothing is confirmed.
+///
+/// # Errors
+/// The terminal could not be written or read.
+pub fn confirmed(question: &str) -> std::io::Result<bool> {
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        return Ok(false);
+    }
+    print!("{question} [y/N] ");
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
 pub fn stdout_line(args: fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
     let written = out

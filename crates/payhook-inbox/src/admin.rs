@@ -202,14 +202,22 @@ impl<DB: Backend> Admin<DB> {
     /// [`InvalidSetting`](InboxError::InvalidSetting) for a selection the
     /// action cannot act on (a state it does not change, more than
     /// [`MAX_BULK_IDS`] ids, an id or type longer than
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES)), or a database error.
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES)), an `as_of` in the future, or
+    /// a database error.
     pub async fn bulk_count(
         &self,
         action: BulkAction,
         selection: &Selection,
+        as_of: Option<i64>,
     ) -> Result<BulkCount, InboxError> {
         check_selection(action, selection)?;
-        let as_of = now_ms();
+        let now = now_ms();
+        let as_of = as_of.unwrap_or(now);
+        if as_of > now {
+            return Err(InboxError::InvalidSetting(
+                "a bulk action's as_of time is in the future",
+            ));
+        }
         let (events, types) = DB::count(&self.db, self.scope(action, selection, as_of)).await?;
         Ok(BulkCount { events, types, as_of })
     }
@@ -225,8 +233,8 @@ impl<DB: Backend> Admin<DB> {
     /// 20 the count shows).
     ///
     /// # Errors
-    /// As [`bulk_count`](Self::bulk_count), an `as_of` in the future, or a
-    /// database error (the batches before it stay done).
+    /// As [`bulk_count`](Self::bulk_count) (the batches before a database
+    /// error stay done).
     pub async fn bulk_run(
         &self,
         action: BulkAction,

@@ -111,7 +111,10 @@ async fn retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest(backe
         event_type: Some(TYPE_A.to_owned()),
         ..Selection::default()
     };
-    let count = admin.bulk_count(BulkAction::Retry, &selection).await.unwrap();
+    let count = admin
+        .bulk_count(BulkAction::Retry, &selection, None)
+        .await
+        .unwrap();
     assert_eq!(count.events, 1100);
     assert_eq!(count.types, vec![(TYPE_A.to_owned(), 1100)]);
     assert_eq!(
@@ -172,7 +175,7 @@ async fn retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest(backe
     };
     assert_eq!(
         admin
-            .bulk_count(BulkAction::Retry, &prefixed)
+            .bulk_count(BulkAction::Retry, &prefixed, None)
             .await
             .unwrap()
             .events,
@@ -185,7 +188,7 @@ async fn retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest(backe
     };
     assert_eq!(
         admin
-            .bulk_count(BulkAction::Retry, &wildcard)
+            .bulk_count(BulkAction::Retry, &wildcard, None)
             .await
             .unwrap()
             .events,
@@ -204,7 +207,10 @@ async fn replay_and_purge_act_on_their_states_only_once(backend: Backend) {
     set_state(&inbox, "evt_dead", "dead", before).await;
 
     let everything = Selection::default();
-    let replay = admin.bulk_count(BulkAction::Replay, &everything).await.unwrap();
+    let replay = admin
+        .bulk_count(BulkAction::Replay, &everything, None)
+        .await
+        .unwrap();
     assert_eq!(replay.events, 600);
     // Interrupted after the first batch, then handled again meanwhile.
     let older_half = Selection {
@@ -230,7 +236,10 @@ async fn replay_and_purge_act_on_their_states_only_once(backend: Backend) {
 
     // Purge: done and dead only; the waiting events stay.
     set_state(&inbox, "evt_done", "done", now_ms() - 10).await;
-    let purge = admin.bulk_count(BulkAction::Purge, &everything).await.unwrap();
+    let purge = admin
+        .bulk_count(BulkAction::Purge, &everything, None)
+        .await
+        .unwrap();
     assert_eq!(purge.events, 630);
     let purged = admin
         .bulk_run(BulkAction::Purge, &everything, purge.as_of)
@@ -260,7 +269,7 @@ async fn replay_and_purge_act_on_their_states_only_once(backend: Backend) {
             state: Some(state),
             ..Selection::default()
         };
-        let err = admin.bulk_count(action, &selection).await.unwrap_err();
+        let err = admin.bulk_count(action, &selection, None).await.unwrap_err();
         assert!(
             matches!(err, InboxError::InvalidSetting(_)),
             "{action} {state}: {err}"
@@ -282,7 +291,7 @@ async fn bulk_pause_pauses_the_selected_types(backend: Backend) {
         state: Some(State::Dead),
         ..Selection::default()
     };
-    let count = admin.bulk_count(BulkAction::Pause, &dead).await.unwrap();
+    let count = admin.bulk_count(BulkAction::Pause, &dead, None).await.unwrap();
     assert_eq!(
         (count.events, count.types.clone()),
         (2, vec![(TYPE_B.to_owned(), 2)])

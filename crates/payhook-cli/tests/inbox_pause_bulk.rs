@@ -1,0 +1,190 @@
+//! `payhook inbox pause TYPE`, `resume TYPE`, `paused` and `bulk`, run as
+//! the real binary against an inbox on a SQLite file and on PostgreSQL
+//! (`PAYHOOK_TEST_DATABASE_URL`; the PostgreSQL test fails when it is unset).
+#![cfg(feature = "inbox")]
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use payhook_core::sender::unix_now;
+use payhook_core::{sign, Receiver, Secret};
+use payhook_inbox::{HandlerError, Inbox, Job};
+use payhook_test_support::unique;
+use support::{payhook_with_env, Run};
+
+const SECRET: &str = "whsec_cli_pause";
+const PAUSED: &str = "payment_intent.payment_failed";
+
+fn inbox_cli(url: &str, namespace: &str, args: &[&str]) -> Run {
+    let mut full = vec!["inbox", "--namespace", namespace];
+    full.extend_from_slice(args);
+    payhook_with_env(&full, b"", &[("PAYHOOK_DATABASE_URL", url)])
+}
+
+async fn ingest(inbox: &Inbox, id: &str, event_type: &str) {
+    let body = Bytes::from(format!(
+        r#"{{"id":"{id}","type":"{event_type}","created":1,"data":{{"object":{{"id":"pi_{id}","amount":5,"currency":"btc","status":"x"}}}}}}"#
+    ));
+    let mut headers = http::HeaderMap::new();
+    let header = sign(&body, &Secret::new(SECRET).unwrap(), unix_now());
+    headers.insert("x-service-signature", header.parse().unwrap());
+    let reply = inbox.ingest(&headers, body).await;
+    assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn pause_resume_and_bulk(url: String) {
+    let namespace = unique("cli-pause");
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let inbox = Inbox::builder(receiver)
+        .namespace(&namespace)
+        .max_attempts(1)
+        .poll_interval(Duration::from_millis(20))
+        .connect(&url)
+        .await
+        .unwrap();
+    let handled = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = Arc::clone(&handled);
+    // Events whose id says "fail" fail their one attempt: dead.
+    let workers = inbox.start(move |job: Job| {
+        let seen = Arc::clone(&seen);
+        async move {
+            let id = job.event().id().to_owned();
+            seen.lock().unwrap().push(id.clone());
+            if id.contains("fail") {
+                return Err(HandlerError::from("the downstream is down"));
+            }
+            Ok(())
+        }
+    });
+
+    // pause TYPE: stored, acknowledged, not handled; listed with its count.
+    let run = inbox_cli(&url, &namespace, &["pause", PAUSED]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains(&format!("{PAUSED} paused")), "{run:?}");
+    let run = inbox_cli(&url, &namespace, &["pause", PAUSED]);
+    assert!(run.stdout.contains("was already paused"), "{run:?}");
+    for n in 0..3 {
+        ingest(&inbox, &format!("evt_held{n}"), PAUSED).await;
+    }
+    ingest(&inbox, "evt_free", "payment_intent.succeeded").await;
+    eventually("the other type handled", || {
+        handled.lock().unwrap().contains(&"evt_free".to_owned())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let run = inbox_cli(&url, &namespace, &["paused"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines[0], "TYPE\tPAUSED\tWAITING", "{run:?}");
+    assert!(
+        lines[1].starts_with(&format!("{PAUSED}\t")) && lines[1].ends_with("\t3"),
+        "{run:?}"
+    );
+    assert!(!handled
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|id| id.starts_with("evt_held")));
+
+    // resume TYPE: they run.
+    let run = inbox_cli(&url, &namespace, &["resume", PAUSED]);
+    assert!(run.stdout.contains(&format!("{PAUSED} resumed")), "{run:?}");
+    let run = inbox_cli(&url, &namespace, &["resume", PAUSED]);
+    assert!(run.stdout.contains("was not paused"), "{run:?}");
+    inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
+    assert_eq!(
+        inbox_cli(&url, &namespace, &["paused"]).stdout,
+        "TYPE\tPAUSED\tWAITING\n"
+    );
+
+    // bulk retry: counted first, nothing done without --yes (exit 2), then
+    // done with --as-of and --yes, and a second run finds nothing.
+    for n in 0..4 {
+        ingest(&inbox, &format!("evt_fail{n}"), "payment_intent.succeeded").await;
+    }
+    ingest(&inbox, "evt_failother", PAUSED).await;
+    inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
+    let filter = [
+        "bulk",
+        "retry",
+        "--type",
+        "payment_intent.succeeded",
+        "--id-prefix",
+        "evt_fail",
+    ];
+    let run = inbox_cli(&url, &namespace, &filter);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stdout.starts_with("retry: 4 event(s) selected: state dead, type payment_intent.succeeded, id starting evt_fail, present at "),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("  payment_intent.succeeded\t4\n"), "{run:?}");
+    assert!(
+        run.stderr.contains("nothing done: run again with --as-of "),
+        "{run:?}"
+    );
+    let as_of = run
+        .stdout
+        .split("--as-of ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .unwrap()
+        .to_owned();
+    let before = handled.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        handled.lock().unwrap().len(),
+        before,
+        "nothing retried without --yes"
+    );
+
+    let mut confirmed = filter.to_vec();
+    confirmed.extend(["--as-of", &as_of, "--yes"]);
+    let run = inbox_cli(&url, &namespace, &confirmed);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("4 event(s) due now, in "), "{run:?}");
+    inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
+    let retried = handled
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|id| id.starts_with("evt_fail") && *id != "evt_failother")
+        .count();
+    assert_eq!(retried, 8, "each of the four ran twice");
+    // They died again after the count: the same command changes nothing.
+    let run = inbox_cli(&url, &namespace, &confirmed);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("retry: 0 event(s) selected"), "{run:?}");
+
+    // A state the action does not change is a usage error.
+    let run = inbox_cli(&url, &namespace, &["bulk", "purge", "--state", "pending"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("purge acts on done and dead events only"),
+        "{run:?}"
+    );
+    workers.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_pause_resume_and_bulk() {
+    let dir = std::env::temp_dir().join(unique("payhook-cli-pause"));
+    std::fs::create_dir_all(&dir).unwrap();
+    pause_resume_and_bulk(format!("sqlite://{}", dir.join("inbox.db").display())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_pause_resume_and_bulk() {
+    pause_resume_and_bulk(payhook_test_support::postgres_url()).await;
+}
