@@ -23,6 +23,9 @@ pub(crate) fn reply_to_response(reply: Reply) -> HttpResponse {
     if reply.closes_connection() {
         response.force_close();
     }
+    if let Some(wait) = reply.retry_after() {
+        response.insert_header((header::RETRY_AFTER, wait.as_secs()));
+    }
     response.body(reply.into_body())
 }
 

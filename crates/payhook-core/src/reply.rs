@@ -10,7 +10,7 @@
 //! | body over the limit | 413 | `Webhook Error: …` |
 //! | the client address is outside the source-IP allowlist (see [`crate::source`]) | 403 | `Webhook Error: the source address is not allowed to deliver to this endpoint`, before the body is read; connection closed |
 //! | the same event is being handled by another request | 409 | `Webhook Error: …` |
-//! | the dedupe store is unreachable | 503 | `Webhook Error: …` |
+//! | the dedupe store (or the inbox's database) is unreachable or did not answer in time | 503, with `Retry-After: 5` ([`UNAVAILABLE_RETRY_AFTER`](crate::defaults::UNAVAILABLE_RETRY_AFTER)) | `Webhook Error: …` |
 //! | the body did not arrive within the body timeout | 408 | `Webhook Error: …`, connection closed |
 //! | the handler panicked | 500 | [`HANDLER_PANICKED`] |
 //! | the route has no receiver (adapter not set up), or an allowlist is on and the server does not pass the peer address | 500 | `Webhook Error: server misconfigured: …` |
@@ -22,12 +22,21 @@
 //! assert_eq!(reply.status().as_u16(), 400);
 //! assert!(reply.body().starts_with("Webhook Error: no signature matches"));
 //! assert_eq!(Reply::received().body(), r#"{"received":true}"#);
+//! assert_eq!(reply.retry_after(), None);
+//!
+//! // A 503 asks the sender to come back a little later.
+//! let unavailable = Reply::from(&Error::InboxUnavailable("the database did not answer in time".into()));
+//! assert_eq!(unavailable.status().as_u16(), 503);
+//! assert_eq!(unavailable.retry_after(), Some(payhook::defaults::UNAVAILABLE_RETRY_AFTER));
+//! let response = unavailable.into_response::<String>();
+//! assert_eq!(response.headers()["retry-after"], "5");
 //! ```
 
 use std::borrow::Cow;
 
 use http::StatusCode;
 
+use crate::defaults::UNAVAILABLE_RETRY_AFTER;
 use crate::error::Error;
 
 /// The JSON body that acknowledges a delivery.
@@ -37,13 +46,15 @@ pub const RECEIVED_BODY: &str = r#"{"received":true}"#;
 pub const HANDLER_PANICKED: &str =
     "Webhook Error: the handler panicked; the event was not acknowledged and will be delivered again";
 
-/// A complete reply: status, content type and body.
+/// A complete reply: status, content type and body (and `Retry-After` for a
+/// `503`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     status: StatusCode,
     content_type: &'static str,
     body: Cow<'static, str>,
     close: bool,
+    retry_after: Option<std::time::Duration>,
 }
 
 const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
@@ -56,16 +67,21 @@ impl Reply {
             content_type: "application/json",
             body: Cow::Borrowed(RECEIVED_BODY),
             close: false,
+            retry_after: None,
         }
     }
 
     /// The reply for a failed delivery: its status and `Webhook Error: <message>`.
+    /// A `503` (the store or the inbox's database unavailable) also carries
+    /// `Retry-After` ([`UNAVAILABLE_RETRY_AFTER`](crate::defaults::UNAVAILABLE_RETRY_AFTER)).
     pub fn error(error: &Error) -> Self {
+        let status = error.status();
         Self {
-            status: error.status(),
+            status,
             content_type: TEXT_PLAIN,
             body: Cow::Owned(format!("Webhook Error: {error}")),
             close: false,
+            retry_after: (status == StatusCode::SERVICE_UNAVAILABLE).then_some(UNAVAILABLE_RETRY_AFTER),
         }
     }
 
@@ -77,6 +93,7 @@ impl Reply {
             content_type: TEXT_PLAIN,
             body: Cow::Borrowed(HANDLER_PANICKED),
             close: false,
+            retry_after: None,
         }
     }
 
@@ -91,6 +108,7 @@ impl Reply {
                 "Webhook Error: server misconfigured: this webhook route has no payhook receiver; {fix}"
             )),
             close: false,
+            retry_after: None,
         }
     }
 
@@ -107,6 +125,7 @@ impl Reply {
                  peer address, which this server does not pass on; {fix}"
             )),
             close: false,
+            retry_after: None,
         }
     }
 
@@ -121,6 +140,12 @@ impl Reply {
     /// was left unread (over the limit) or never arrived (timed out).
     pub fn closes_connection(&self) -> bool {
         self.close
+    }
+
+    /// How long the sender is asked to wait before delivering again, sent as
+    /// `Retry-After` in whole seconds: set on `503` replies.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        self.retry_after
     }
 
     /// The HTTP status.
@@ -145,7 +170,8 @@ impl Reply {
 
     /// Renders the reply as an `http::Response` with any body type that can be
     /// made from a `String` or `&'static str` (with `connection: close` when
-    /// [`closes_connection`](Self::closes_connection)).
+    /// [`closes_connection`](Self::closes_connection), and `Retry-After` when
+    /// [`retry_after`](Self::retry_after) is set).
     pub fn into_response<B>(self) -> http::Response<B>
     where
         B: From<String> + From<&'static str>,
@@ -164,6 +190,11 @@ impl Reply {
             response
                 .headers_mut()
                 .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+        }
+        if let Some(wait) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(wait.as_secs()));
         }
         response
     }

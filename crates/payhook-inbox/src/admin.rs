@@ -55,6 +55,7 @@ impl Admin<Any> {
                 acquire_timeout: Duration::from_secs(5),
                 sqlite_full_sync: true,
                 sqlite_cache_kib: DEFAULT_SQLITE_CACHE_KIB,
+                sqlite_busy_timeout: Duration::from_secs(10),
                 create: false,
             },
         )

@@ -51,5 +51,5 @@ pub(crate) fn database_of<DB: Backend>(pool: sqlx::Pool<DB>) -> Result<Database<
     let dialect = DB::DIALECT.ok_or(InboxError::UnsupportedUrl(
         "an Any pool needs its URL: build it with Inbox::connect",
     ))?;
-    Ok(Database { pool, dialect })
+    Ok(Database::new(pool, dialect))
 }

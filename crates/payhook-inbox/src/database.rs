@@ -1,6 +1,7 @@
-//! The database an inbox runs on: a pool and the dialect it speaks, and how a
-//! pool is opened from a URL.
+//! The database an inbox runs on: a pool, the dialect it speaks and the
+//! deadline its work is held to, and how a pool is opened from a URL.
 
+use std::future::Future;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -10,11 +11,20 @@ use sqlx::{Any, Executor, Pool};
 use crate::dialect::Dialect;
 use crate::error::InboxError;
 
-/// A pool and its dialect.
+/// How long the database may take over one piece of work (a delivery's
+/// intake, a claim, a renewal, a done mark, a purge batch, a read) unless
+/// configured otherwise: 3 seconds, well under the 10 s a sender waits for a
+/// reply.
+pub const DEFAULT_DATABASE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A pool, its dialect, and the deadline of each piece of work on it.
 #[derive(Debug)]
 pub struct Database<DB: sqlx::Database> {
     pub(crate) pool: Pool<DB>,
     pub(crate) dialect: Dialect,
+    /// The longest one piece of work may wait for the database (see
+    /// [`bounded`](Self::bounded)).
+    pub(crate) timeout: Duration,
 }
 
 impl<DB: sqlx::Database> Clone for Database<DB> {
@@ -22,8 +32,50 @@ impl<DB: sqlx::Database> Clone for Database<DB> {
         Self {
             pool: self.pool.clone(),
             dialect: self.dialect,
+            timeout: self.timeout,
         }
     }
+}
+
+impl<DB: sqlx::Database> Database<DB> {
+    /// A pool and its dialect, with the default deadline.
+    pub(crate) fn new(pool: Pool<DB>, dialect: Dialect) -> Self {
+        Self {
+            pool,
+            dialect,
+            timeout: DEFAULT_DATABASE_TIMEOUT,
+        }
+    }
+
+    /// Runs `work` (every statement of it, the pool checkout and the commit
+    /// included) within the deadline, or gives it up with [`timed_out`].
+    ///
+    /// Bounded on this side of the connection because a database that is
+    /// frozen (stopped, paused, its host gone) never answers, so a limit the
+    /// server keeps (`statement_timeout`) would never fire. Giving up drops
+    /// the work's connection: sqlx then rolls back any open transaction and,
+    /// before the connection goes back to the pool, waits for the server to
+    /// finish what was sent (a statement already sent may still commit when
+    /// the server comes back: a timed-out delivery may be stored, never
+    /// half-stored, and its redelivery is recognised).
+    pub(crate) async fn bounded<T>(
+        &self,
+        work: impl Future<Output = Result<T, sqlx::Error>>,
+    ) -> Result<T, sqlx::Error> {
+        tokio::time::timeout(self.timeout, work)
+            .await
+            .unwrap_or_else(|_| Err(timed_out()))
+    }
+}
+
+/// The error of work given up at its deadline: an I/O error of kind
+/// `TimedOut`, which [`error`](crate::error) reports as "did not answer in
+/// time".
+pub(crate) fn timed_out() -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "the database did not answer within the deadline",
+    ))
 }
 
 /// How a pool built from a URL opens the database.
@@ -33,6 +85,9 @@ pub(crate) struct UrlOptions {
     pub(crate) acquire_timeout: Duration,
     pub(crate) sqlite_full_sync: bool,
     pub(crate) sqlite_cache_kib: u32,
+    /// How long a SQLite statement waits for the write lock before it fails
+    /// ("database is locked").
+    pub(crate) sqlite_busy_timeout: Duration,
     /// Create a missing SQLite file (the inbox) or refuse it (the admin
     /// commands, which never create or change a database's schema).
     pub(crate) create: bool,
@@ -73,16 +128,21 @@ impl Database<Any> {
         let UrlOptions {
             sqlite_full_sync,
             sqlite_cache_kib,
+            sqlite_busy_timeout,
             ..
         } = options;
+        let busy_timeout_ms = sqlite_busy_timeout.as_millis().clamp(1, i32::MAX as u128);
         let pool = AnyPoolOptions::new()
             .max_connections(options.max_connections.max(2))
             .acquire_timeout(options.acquire_timeout)
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
                     if dialect == Dialect::Sqlite {
-                        // Wait for the single write lock instead of failing at once.
-                        conn.execute("PRAGMA busy_timeout = 10000").await?;
+                        // Wait for the single write lock instead of failing at
+                        // once, but no longer than the work's deadline: the
+                        // statement keeps its connection until SQLite gives up.
+                        conn.execute(format!("PRAGMA busy_timeout = {busy_timeout_ms}").as_str())
+                            .await?;
                         // In WAL mode NORMAL makes a commit durable against a
                         // crash of the process (SIGKILL included) without an
                         // fsync per commit; FULL also survives power loss.
@@ -100,7 +160,7 @@ impl Database<Any> {
                 })
             })
             .connect_lazy_with(connect_options);
-        Ok(Self { pool, dialect })
+        Ok(Self::new(pool, dialect))
     }
 }
 

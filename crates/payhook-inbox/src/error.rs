@@ -72,6 +72,7 @@ impl From<sqlx::Error> for InboxError {
 /// The [`StoreErrorKind`] of a database error.
 pub(crate) fn error_kind(err: &sqlx::Error) -> StoreErrorKind {
     match err {
+        _ if is_timeout(err) => StoreErrorKind::TimedOut,
         sqlx::Error::Database(_) => StoreErrorKind::Refused,
         sqlx::Error::PoolTimedOut => StoreErrorKind::TimedOut,
         sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::PoolClosed => StoreErrorKind::Unavailable,
@@ -91,11 +92,37 @@ pub(crate) fn error_kind(err: &sqlx::Error) -> StoreErrorKind {
 /// index, constraint or server message (those go to the log).
 pub(crate) fn kind(err: &sqlx::Error) -> &'static str {
     match err {
+        _ if is_timeout(err) => "the database did not answer in time",
+        _ if is_busy(err) => "the database is locked by another writer",
         sqlx::Error::Database(_) => "the database refused the write",
         sqlx::Error::Io(_) | sqlx::Error::Tls(_) => "the database cannot be reached",
         sqlx::Error::PoolTimedOut => "timed out waiting for a database connection",
         sqlx::Error::PoolClosed => "the inbox is shutting down",
         _ => "the database failed",
+    }
+}
+
+/// Whether the work was given up at its deadline
+/// ([`Database::bounded`](crate::database::Database::bounded)), or the
+/// connection itself timed out.
+pub(crate) fn is_timeout(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut)
+}
+
+/// Whether SQLite gave up waiting for another connection's lock
+/// (`SQLITE_BUSY`, `SQLITE_LOCKED` and their extended codes): the database
+/// is busy, not refusing this statement, so the same statement for another
+/// row would fail alike.
+pub(crate) fn is_busy(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            let primary = db
+                .code()
+                .and_then(|code| code.parse::<u32>().ok())
+                .map(|code| code & 0xff);
+            matches!(primary, Some(5 | 6)) && db.message().contains("locked")
+        }
+        _ => false,
     }
 }
 
@@ -110,6 +137,9 @@ pub(crate) fn payhook_escape(text: &str) -> String {
 pub(crate) fn describe(err: &sqlx::Error) -> String {
     match err {
         sqlx::Error::Database(db) => db.message().to_owned(),
+        sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+            "the database did not answer within the deadline".to_owned()
+        }
         sqlx::Error::Io(io) => format!("i/o error: {}", io.kind()),
         sqlx::Error::PoolTimedOut => "timed out waiting for a database connection".to_owned(),
         sqlx::Error::PoolClosed => "the connection pool is closed".to_owned(),
@@ -140,6 +170,14 @@ mod tests {
             StoreErrorKind::Invalid
         );
         assert_eq!(InboxError::InvalidSetting("x").kind(), StoreErrorKind::Invalid);
+        let late = crate::database::timed_out();
+        assert_eq!(kind(&late), "the database did not answer in time");
+        let err = InboxError::from(late);
+        assert_eq!(err.kind(), StoreErrorKind::TimedOut);
+        assert_eq!(
+            err.to_string(),
+            "database error: the database did not answer within the deadline"
+        );
         assert_eq!(
             InboxError::LeaseLost("evt_1".into()).kind(),
             StoreErrorKind::Refused

@@ -22,9 +22,10 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::backend::{database_of, Backend};
 use crate::clock::now_ms;
+pub use crate::database::DEFAULT_DATABASE_TIMEOUT;
 use crate::database::{Database, UrlOptions};
 use crate::dialect::Dialect;
-use crate::error::{describe, kind, payhook_escape, InboxError};
+use crate::error::{describe, is_busy, kind, payhook_escape, InboxError};
 use crate::inner::{Config, Inner, Pending};
 use crate::metrics as m;
 use crate::model::{NewRow, MAX_ID_BYTES};
@@ -84,6 +85,7 @@ impl<DB: Backend> fmt::Debug for Inbox<DB> {
             .field("retention", &self.inner.config.retention)
             .field("max_attempts", &self.inner.config.max_attempts)
             .field("concurrency", &self.inner.config.concurrency)
+            .field("database_timeout", &self.inner.db.timeout)
             .finish_non_exhaustive()
     }
 }
@@ -110,6 +112,7 @@ impl Inbox<Any> {
             acquire_timeout: None,
             sqlite_full_sync: None,
             sqlite_cache_kib: None,
+            database_timeout: DEFAULT_DATABASE_TIMEOUT,
         }
     }
 
@@ -244,11 +247,19 @@ async fn store<DB: Backend>(inner: &Inner<DB>, row: NewRow) -> Reply {
     }
     let (done, answer) = oneshot::channel();
     let event_id = row.event_id.clone();
-    if inner.ingest.send(Pending { row, done }).await.is_err() {
-        return unavailable(inner, "the inbox writer has stopped");
-    }
-    match answer.await {
-        Ok(Ok(new)) => {
+    // One deadline for the whole delivery: the wait for the writer, the
+    // batch's statement, its row-by-row retry and the commit.
+    let deadline = tokio::time::Instant::now() + inner.db.timeout;
+    let stored = tokio::time::timeout_at(deadline, async {
+        if inner.ingest.send(Pending { row, deadline, done }).await.is_err() {
+            return Err("the inbox writer has stopped");
+        }
+        answer.await.unwrap_or(Err("the inbox writer has stopped"))
+    })
+    .await
+    .unwrap_or(Err(TIMED_OUT));
+    match stored {
+        Ok(new) => {
             let namespace = inner.config.namespace.clone();
             if new {
                 m::ingested(namespace);
@@ -260,10 +271,12 @@ async fn store<DB: Backend>(inner: &Inner<DB>, row: NewRow) -> Reply {
             }
             Reply::received()
         }
-        Ok(Err(kind)) => unavailable(inner, kind),
-        Err(_) => unavailable(inner, "the inbox writer has stopped"),
+        Err(kind) => unavailable(inner, kind),
     }
 }
+
+/// What a delivery past its deadline is told.
+const TIMED_OUT: &str = "the database did not answer in time";
 
 /// The `503` reply, counted: `kind` is one of a few fixed phrases, never a
 /// database's own message.
@@ -329,6 +342,7 @@ pub struct InboxBuilder {
     acquire_timeout: Option<Duration>,
     sqlite_full_sync: Option<bool>,
     sqlite_cache_kib: Option<u32>,
+    database_timeout: Duration,
 }
 
 impl InboxBuilder {
@@ -434,6 +448,35 @@ impl InboxBuilder {
         self
     }
 
+    /// How long the database may take over one piece of work before it is
+    /// given up (default [`DEFAULT_DATABASE_TIMEOUT`], 3 s; above zero, at
+    /// most 100 years). It bounds, on the inbox's side of the connection:
+    ///
+    /// * **a delivery**, as one deadline for all of it (the wait for a
+    ///   connection and for the writer, the batch's statement, its row-by-row
+    ///   retry, the commit): past it the delivery gets `503 Webhook Error:
+    ///   inbox database unavailable: the database did not answer in time` with
+    ///   `Retry-After`. Nothing was acknowledged; the row is either stored
+    ///   whole (the statement had already reached the database, which
+    ///   finishes it; the sender's redelivery is then a duplicate, `200`) or
+    ///   not at all. Keep it well under the sender's reply timeout (10 s);
+    /// * **each step of a worker**: a claim, a lease renewal, opening the
+    ///   handler's transaction and its commit, a done mark, a failure record,
+    ///   the attempts record, each purge batch and the depth gauge. A step
+    ///   past its deadline is logged and tried again later: the workers
+    ///   recover by themselves when the database answers again;
+    /// * on SQLite built from a URL, how long a statement waits for the write
+    ///   lock (`busy_timeout`; on the app's own pool, set the pool's
+    ///   `busy_timeout` to about this).
+    ///
+    /// The deadline is kept on this side because a database that is frozen
+    /// (its processes stopped, its host paused) never answers, so a limit the
+    /// server enforces (`statement_timeout`) would never fire.
+    pub fn database_timeout(mut self, timeout: Duration) -> Self {
+        self.database_timeout = timeout;
+        self
+    }
+
     /// For a SQLite inbox built from a URL: sync the write-ahead log to disk at
     /// every commit (`synchronous = FULL`), so acknowledged events also survive
     /// a power loss or an operating-system crash. By default (`NORMAL`) a
@@ -481,6 +524,7 @@ impl InboxBuilder {
             concurrency: self.concurrency,
             poll_interval: self.poll_interval,
             listen_url: None,
+            database_timeout: self.database_timeout,
         };
         if config.namespace.is_empty() {
             return Err(InboxError::InvalidSetting("namespace must not be empty"));
@@ -508,6 +552,9 @@ impl InboxBuilder {
                 "backoff base must be above zero and not above the cap",
             ));
         }
+        if config.database_timeout.is_zero() {
+            return Err(InboxError::InvalidSetting("database timeout must be above zero"));
+        }
         if config.poll_interval.is_zero() {
             return Err(InboxError::InvalidSetting("poll interval must be above zero"));
         }
@@ -519,6 +566,10 @@ impl InboxBuilder {
             (config.retention, "retention must be at most 100 years"),
             (config.backoff_cap, "backoff cap must be at most 100 years"),
             (config.poll_interval, "poll interval must be at most 100 years"),
+            (
+                config.database_timeout,
+                "database timeout must be at most 100 years",
+            ),
         ] {
             if setting > MAX_DURATION {
                 return Err(InboxError::InvalidSetting(refusal));
@@ -570,6 +621,7 @@ impl InboxBuilder {
                 acquire_timeout,
                 sqlite_full_sync: self.sqlite_full_sync.unwrap_or(false),
                 sqlite_cache_kib,
+                sqlite_busy_timeout: config.database_timeout,
                 create: true,
             },
         )
@@ -615,10 +667,11 @@ impl InboxBuilder {
 
 async fn start<DB: Backend>(
     receiver: Receiver,
-    db: Database<DB>,
+    mut db: Database<DB>,
     config: Config,
     migrate: bool,
 ) -> Result<Inbox<DB>, InboxError> {
+    db.timeout = config.database_timeout;
     if migrate {
         DB::migrate(&db).await?;
     }
@@ -647,19 +700,36 @@ async fn start<DB: Backend>(
 
 /// One ingest writer: takes every delivery waiting, writes them in one
 /// statement, answers each after the commit. Ends when the inbox is dropped.
+///
+/// The batch's work ends by the latest deadline of its deliveries (each
+/// delivery answers `503` by its own): a database that does not answer holds
+/// the writer no longer than that, and deliveries that gave up while waiting
+/// for it are not written.
 async fn write_batches<DB: Backend>(db: Database<DB>, namespace: String, mut queue: mpsc::Receiver<Pending>) {
     let mut batch = Vec::with_capacity(INGEST_BATCH);
     loop {
         if queue.recv_many(&mut batch, INGEST_BATCH).await == 0 {
             return;
         }
-        let answers = insert_batch(&db, &namespace, &batch).await;
-        if answers.iter().any(|answer| matches!(answer, Ok(true))) {
-            DB::notify(&db, &namespace).await;
-        }
+        batch.retain(|pending: &Pending| !pending.done.is_closed());
+        let Some(deadline) = batch.iter().map(|pending| pending.deadline).max() else {
+            continue;
+        };
+        let answers = match tokio::time::timeout_at(deadline, insert_batch(&db, &namespace, &batch)).await {
+            Ok(answers) => answers,
+            Err(_) => {
+                tracing::error!(target: "payhook", rows = batch.len(), "could not store deliveries in the inbox: the database did not answer in time");
+                vec![Err(TIMED_OUT); batch.len()]
+            }
+        };
+        let stored = answers.iter().any(|answer| matches!(answer, Ok(true)));
         for (pending, answer) in batch.drain(..).zip(answers) {
             // A waiter that went away (its request was dropped) is skipped.
             let _ = pending.done.send(answer);
+        }
+        if stored {
+            // After the replies: a database that stalls now delays no one.
+            let _ = tokio::time::timeout(db.timeout, DB::notify(&db, &namespace)).await;
         }
     }
 }
@@ -676,8 +746,8 @@ async fn insert_batch<DB: Backend>(
         Ok(new) => return new.into_iter().map(Ok).collect(),
         Err(err) => err,
     };
-    if rows.len() == 1 || !matches!(err, sqlx::Error::Database(_)) {
-        // Unreachable or timed out: every row would fail alike.
+    if rows.len() == 1 || !matches!(err, sqlx::Error::Database(_)) || is_busy(&err) {
+        // Unreachable, timed out or locked: every row would fail alike.
         log_store_failure(&err, rows.len());
         return vec![Err(kind(&err)); rows.len()];
     }

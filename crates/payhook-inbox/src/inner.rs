@@ -37,10 +37,15 @@ pub(crate) struct Config {
     pub(crate) poll_interval: Duration,
     /// The URL of a PostgreSQL inbox built from one (for its listener).
     pub(crate) listen_url: Option<String>,
+    /// The deadline of each piece of database work (the database's own copy
+    /// is what the work is held to).
+    pub(crate) database_timeout: Duration,
 }
 
 /// One delivery waiting for its ingest commit.
 pub(crate) struct Pending {
     pub(crate) row: NewRow,
+    /// When the delivery stops waiting and answers `503`.
+    pub(crate) deadline: tokio::time::Instant,
     pub(crate) done: oneshot::Sender<Result<bool, &'static str>>,
 }

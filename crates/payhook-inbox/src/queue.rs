@@ -84,8 +84,9 @@ const PG_INTENT_GUARD_CLASS: i32 = 0x7068_6921;
 
 /// The queue's state changes on one backend. Not nameable outside the crate.
 pub trait Queue: Driver {
-    /// Stores new events `pending`, in one statement; for each row, whether it
-    /// was new (a repeat is skipped).
+    /// Stores new events `pending`, in one statement committed synchronously
+    /// ([`Dialect::durable_commit`]); for each row, whether it was new (a
+    /// repeat is skipped).
     fn insert<'a>(
         db: &'a Database<Self>,
         namespace: &'a str,
@@ -97,14 +98,16 @@ pub trait Queue: Driver {
         db: &'a Database<Self>,
         request: ClaimRequest<'a>,
     ) -> impl Future<Output = Result<ClaimResult, sqlx::Error>> + Send + 'a;
-    /// `running` → `done` in the handler's transaction; whether the claim held.
+    /// `running` → `done` in the handler's transaction, which then commits
+    /// synchronously ([`Dialect::durable_commit`]); whether the claim held.
     fn mark_done_in(
         conn: &mut Self::Connection,
+        dialect: Dialect,
         arrival: i64,
         token: i64,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + '_;
     /// `running` → `done` for the claims `(arrival, token)` (distinct
-    /// arrivals) in one statement; the arrivals marked.
+    /// arrivals) in one statement committed synchronously; the arrivals marked.
     fn mark_done_batch<'a>(
         db: &'a Database<Self>,
         marks: &'a [(i64, i64)],
@@ -143,7 +146,7 @@ sql_bounds! {
             order.sort_by(|&a, &b| rows[a].event_id.cmp(&rows[b].event_id));
             order.dedup_by(|&mut later, &mut first| rows[later].event_id == rows[first].event_id);
             let padded = padded(order.len());
-            let sql = insert_statement(padded);
+            let sql = insert_statement(db.dialect, padded);
             // Statements for up to 16 rows stay prepared on their connection.
             // Larger ones are prepared for each use: kept on every connection
             // of the pool, the 32- to 256-row ones add up to several hundred
@@ -310,16 +313,23 @@ sql_bounds! {
             Ok(ClaimResult { claimed, died })
         }
 
-        async fn mark_done_in(conn: &mut Self::Connection, arrival: i64, token: i64) -> Result<bool, sqlx::Error> {
-            /// The done mark inside the handler's transaction.
+        async fn mark_done_in(
+            conn: &mut Self::Connection,
+            dialect: Dialect,
+            arrival: i64,
+            token: i64,
+        ) -> Result<bool, sqlx::Error> {
+            /// The done mark inside the handler's transaction; `{durable}`
+            /// makes that transaction's commit synchronous.
             const MARK_DONE: &str = concat!(
                 "UPDATE ",
                 table!(),
                 " SET state = $1, done_at = $2, lease_token = NULL, lease_until = NULL, last_error = NULL \
-                 WHERE arrival = $3 AND lease_token = $4 AND state = $5"
+                 WHERE arrival = $3 AND lease_token = $4 AND state = $5{durable}"
             );
 
-            let marked = sqlx::query(MARK_DONE)
+            let sql = MARK_DONE.replace("{durable}", dialect.durable_commit());
+            let marked = sqlx::query(&sql)
                 .bind(State::Done.as_str())
                 .bind(now_ms())
                 .bind(arrival)
@@ -332,7 +342,7 @@ sql_bounds! {
 
         async fn mark_done_batch<'a>(db: &'a Database<Self>, marks: &'a [(i64, i64)]) -> Result<HashSet<i64>, sqlx::Error> {
             let padded = padded(marks.len());
-            let sql = mark_statement(padded);
+            let sql = mark_statement(db.dialect, padded);
             // As for ingest: small statements stay prepared, larger ones are
             // prepared per use. Padding marks are NULL and match nothing.
             let mut query = sqlx::query(&sql)
@@ -490,7 +500,7 @@ fn claim_statement(dialect: Dialect, picked: usize) -> String {
 /// (`received_at` is also the first `due_at`). Padding rows are all NULL and
 /// filtered out; repeats are skipped by `ON CONFLICT`, and the new rows' ids
 /// come back.
-fn insert_statement(rows: usize) -> String {
+fn insert_statement(dialect: Dialect, rows: usize) -> String {
     let mut sql = String::with_capacity(rows * 40 + 400);
     sql.push_str(concat!(
         "INSERT INTO ",
@@ -515,10 +525,9 @@ fn insert_statement(rows: usize) -> String {
         ));
     }
     // The WHERE also tells SQLite's parser that ON CONFLICT is the upsert clause.
-    sql.push_str(
-        ") AS batch WHERE column1 IS NOT NULL \
-         ON CONFLICT (namespace, event_id) DO NOTHING RETURNING event_id",
-    );
+    sql.push_str(") AS batch WHERE column1 IS NOT NULL");
+    sql.push_str(dialect.durable_commit());
+    sql.push_str(" ON CONFLICT (namespace, event_id) DO NOTHING RETURNING event_id");
     sql
 }
 
@@ -533,7 +542,7 @@ fn padded(rows: usize) -> usize {
 /// and its token per mark): each row is found by its key and done only under
 /// its own token. Its `last_error` is cleared (`attempts` and
 /// `last_attempt_at` keep the history).
-fn mark_statement(rows: usize) -> String {
+fn mark_statement(dialect: Dialect, rows: usize) -> String {
     let mut arrivals = String::with_capacity(rows * 6);
     let mut tokens = String::with_capacity(rows * 18);
     for row in 0..rows {
@@ -549,10 +558,11 @@ fn mark_statement(rows: usize) -> String {
             "UPDATE ",
             table!(),
             " SET state = $1, done_at = $3, lease_token = NULL, lease_until = NULL, last_error = NULL \
-             WHERE arrival IN ({arrivals}) AND state = $2 AND lease_token = CASE arrival{tokens} END \
+             WHERE arrival IN ({arrivals}) AND state = $2 AND lease_token = CASE arrival{tokens} END{durable} \
              RETURNING arrival"
         ),
         arrivals = arrivals,
-        tokens = tokens
+        tokens = tokens,
+        durable = dialect.durable_commit()
     )
 }

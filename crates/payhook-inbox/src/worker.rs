@@ -177,8 +177,15 @@ impl<DB: Backend> Job<DB> {
             return Err(InboxError::Committed(payhook_escape(&self.claim.event_id)));
         }
         if slot.tx.is_none() {
-            let mut tx = self.claim.db.pool.begin().await?;
-            let marked = DB::mark_done_in(&mut tx, self.claim.arrival, self.claim.token).await?;
+            let db = &self.claim.db;
+            let (tx, marked) = db
+                .bounded(async {
+                    let mut tx = db.pool.begin().await?;
+                    let marked =
+                        DB::mark_done_in(&mut tx, db.dialect, self.claim.arrival, self.claim.token).await?;
+                    Ok((tx, marked))
+                })
+                .await?;
             if !marked {
                 slot.lost = true;
                 drop(tx); // rolled back
@@ -208,7 +215,7 @@ impl<DB: Backend> Job<DB> {
         let mut slot = self.slot.lock().await;
         match slot.tx.take() {
             Some(tx) => {
-                tx.commit().await?;
+                self.claim.db.bounded(tx.commit()).await?;
                 slot.committed = true;
                 Ok(())
             }
@@ -413,7 +420,7 @@ async fn mark_all<DB: Backend>(db: &Database<DB>, batch: &[MarkDone]) -> Result<
             .iter()
             .map(|&index| (batch[index].arrival, batch[index].token))
             .collect();
-        let done = DB::mark_done_batch(db, &marks).await?;
+        let done = db.bounded(DB::mark_done_batch(db, &marks)).await?;
         for index in round {
             marked[index] = done.contains(&batch[index].arrival);
         }
@@ -440,7 +447,7 @@ async fn claim<DB: Backend>(
         limit: i64::try_from(limit.min(256)).unwrap_or(256),
         requeue: requeue.then_some(config.max_attempts),
     };
-    let result = DB::claim(db, request).await?;
+    let result = db.bounded(DB::claim(db, request)).await?;
     m::claim(config.namespace.clone(), result.claimed.len());
     for (event_id, attempts) in &result.died {
         m::failed(config.namespace.clone(), 0.0, true);
@@ -527,7 +534,7 @@ async fn process<DB: Backend>(
             None
         }
         (_, Err(false)) => Some("the lease was lost to another worker".to_owned()),
-        (Ok(Ok(())), Ok(Some(tx))) => match tx.commit().await {
+        (Ok(Ok(())), Ok(Some(tx))) => match db.bounded(tx.commit()).await {
             Ok(()) => None,
             Err(err) => Some(format!("commit failed: {}", describe(&err))),
         },
@@ -628,7 +635,7 @@ async fn record_attempts<DB: Backend>(
     while queue.recv_many(&mut batch, MARK_BATCH).await > 0 {
         let (records, waiting): (Vec<AttemptRecord>, Vec<Option<oneshot::Sender<()>>>) =
             batch.drain(..).unzip();
-        if let Err(err) = DB::record_attempts(&db, &namespace, &records).await {
+        if let Err(err) = db.bounded(DB::record_attempts(&db, &namespace, &records)).await {
             let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
             tracing::warn!(target: "payhook", %reason, "could not write to the attempts record");
         }
@@ -649,7 +656,11 @@ async fn renew<DB: Backend>(claim: &ClaimRef<DB>, lease: Duration) {
             continue;
         }
         let until = now_ms().saturating_add(millis(lease));
-        match DB::renew(&claim.db, claim.arrival, claim.token, until).await {
+        match claim
+            .db
+            .bounded(DB::renew(&claim.db, claim.arrival, claim.token, until))
+            .await
+        {
             Ok(false) if !claim.opened.load(Ordering::Acquire) => {
                 tracing::warn!(target: "payhook", event_id = %payhook_escape(&claim.event_id), "lease lost to another worker while the handler ran");
                 // Let the handler finish: it cannot commit, and stopping it
@@ -689,7 +700,17 @@ async fn record_failure<DB: Backend>(inbox: &Inner<DB>, claimed: &Claimed, messa
     let dead = attempts >= config.max_attempts;
     let due = now_ms().saturating_add(millis(backoff(config, attempts)));
     let message: String = message.chars().take(2000).collect();
-    let recorded = DB::record_failure(&inbox.db, claimed.arrival, claimed.token, dead, due, &message).await;
+    let recorded = inbox
+        .db
+        .bounded(DB::record_failure(
+            &inbox.db,
+            claimed.arrival,
+            claimed.token,
+            dead,
+            due,
+            &message,
+        ))
+        .await;
     let id = payhook_escape(&claimed.event_id);
     m::failed(config.namespace.clone(), started.elapsed().as_secs_f64(), dead);
     let message = payhook_core::untrusted::Untrusted::message(&message).to_string();
@@ -711,7 +732,7 @@ async fn record_failure<DB: Backend>(inbox: &Inner<DB>, claimed: &Claimed, messa
 }
 
 async fn report_depth<DB: Backend>(db: &Database<DB>, config: &Config) {
-    if let Ok((waiting, oldest)) = DB::depth(db, &config.namespace).await {
+    if let Ok((waiting, oldest)) = db.bounded(DB::depth(db, &config.namespace)).await {
         let age = oldest.map_or(0.0, |oldest| {
             Duration::from_millis(u64::try_from(now_ms().saturating_sub(oldest)).unwrap_or(0)).as_secs_f64()
         });
@@ -737,7 +758,10 @@ const PURGE_ROUND: usize = 20;
 async fn purge_expired<DB: Backend>(db: &Database<DB>, config: &Config) -> bool {
     let before = now_ms().saturating_sub(millis(config.retention));
     for _ in 0..PURGE_ROUND {
-        match DB::purge(db, &config.namespace, before, PURGE_BATCH).await {
+        match db
+            .bounded(DB::purge(db, &config.namespace, before, PURGE_BATCH))
+            .await
+        {
             Ok(deleted) if deleted < u64::try_from(PURGE_BATCH).unwrap_or(u64::MAX) => return false,
             Ok(_) => {}
             Err(err) => {
@@ -768,6 +792,7 @@ mod tests {
             concurrency: 1,
             poll_interval: Duration::from_millis(10),
             listen_url: None,
+            database_timeout: Duration::from_secs(3),
         }
     }
 
@@ -803,6 +828,7 @@ mod tests {
                 acquire_timeout: Duration::from_secs(5),
                 sqlite_full_sync: false,
                 sqlite_cache_kib: 256,
+                sqlite_busy_timeout: Duration::from_secs(10),
                 create: true,
             },
         )

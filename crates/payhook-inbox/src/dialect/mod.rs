@@ -111,6 +111,23 @@ impl Dialect {
         }
     }
 
+    /// The condition that makes the transaction of the statement it ends (an
+    /// intake `INSERT`, a done mark) commit synchronously whatever the
+    /// server's default: on PostgreSQL `synchronous_commit` set `on` for this
+    /// transaction only (`set_config(…, true)`, the `SET LOCAL` of a
+    /// statement; evaluated for every row the statement writes, so a
+    /// transaction that wrote a row has it). Its acknowledgement (`200`, or
+    /// the done mark a handler's effects commit with) is then on disk before
+    /// the inbox answers, even on a server running `synchronous_commit = off`,
+    /// which may lose the last commits in a crash. Empty on SQLite, whose
+    /// level is the connection's `synchronous` pragma.
+    pub(crate) fn durable_commit(self) -> &'static str {
+        match self {
+            Self::Sqlite => "",
+            Self::Postgres => " AND set_config('synchronous_commit', 'on', true) = 'on'",
+        }
+    }
+
     /// Whether the database is a file the inbox opened (SQLite), to notice it
     /// deleted or replaced.
     pub(crate) fn is_file(self) -> bool {
