@@ -76,6 +76,7 @@ pub mod store;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+pub mod trace;
 // Internal to payhook's crates (the dashboard, the emulator, the CLI, the
 // inbox): one rule for dates, ages and "since" times; not public API.
 #[doc(hidden)]

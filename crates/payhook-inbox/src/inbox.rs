@@ -19,6 +19,7 @@ use payhook_core::defaults::{MAX_DURATION, MIN_LEASE};
 use payhook_core::{Error, Event, Receiver, Reply};
 use sqlx::{Any, Pool};
 use tokio::sync::{mpsc, oneshot, Notify};
+use tracing::{Instrument, Span};
 
 use crate::backend::{database_of, Backend};
 use crate::clock::now_ms;
@@ -190,9 +191,17 @@ impl<DB: Backend> Inbox<DB> {
             .check_or_reject(headers, &body)
             .and_then(|event| row_of(&event, &body).map_err(|error| payhook_core::adapter::reject(&error)));
         let inner = Arc::clone(&self.inner);
+        let (admitted, span) = match admitted {
+            Ok(mut row) => {
+                let span = crate::trace::ingest_span(&inner.config.namespace, &row);
+                row.trace_context = payhook_core::trace::trace_context(&span);
+                (Ok(row), span)
+            }
+            Err(reply) => (Err(reply), Span::none()),
+        };
         async move {
             match admitted {
-                Ok(row) => store(&inner, row).await,
+                Ok(row) => store(&inner, row).instrument(span).await,
                 Err(reply) => reply,
             }
         }
@@ -323,6 +332,7 @@ fn row_of(event: &Event, body: &[u8]) -> Result<NewRow, Error> {
         created: event.created().unwrap_or(received_at / 1000),
         body,
         received_at,
+        trace_context: None,
     })
 }
 

@@ -92,6 +92,7 @@ mod operations;
 mod queue;
 mod reads;
 mod sqlite_file;
+mod trace;
 mod worker;
 
 pub use backend::Backend;

@@ -164,7 +164,8 @@ sql_bounds! {
                     .bind(row.intent_id.as_deref())
                     .bind(Some(row.created))
                     .bind(Some(row.body.as_str()))
-                    .bind(Some(row.received_at));
+                    .bind(Some(row.received_at))
+                    .bind(row.trace_context.as_deref());
             }
             for _ in order.len()..padded {
                 query = query
@@ -173,7 +174,8 @@ sql_bounds! {
                     .bind(None::<&str>)
                     .bind(None::<i64>)
                     .bind(None::<&str>)
-                    .bind(None::<i64>);
+                    .bind(None::<i64>)
+                    .bind(None::<&str>);
             }
             let inserted: HashSet<String> = query
                 .fetch_all(&db.pool)
@@ -307,6 +309,7 @@ sql_bounds! {
                         body: row.try_get("body")?,
                         attempts: row.try_get("attempts")?,
                         token: request.token,
+                        trace_context: row.try_get("trace_context")?,
                     })
                 })
                 .collect::<Result<_, sqlx::Error>>()?;
@@ -445,7 +448,7 @@ const CLAIM: &str = concat!(
                    AND (e.created < c.created OR (e.created = c.created AND e.arrival < c.arrival)))))) \
        ORDER BY c.due_at, c.arrival \
        LIMIT $5 {lock}) \
-     RETURNING arrival, event_id, body, attempts"
+     RETURNING arrival, event_id, body, attempts, trace_context"
 );
 
 /// The first statement of a PostgreSQL claim (see the module docs): the
@@ -496,8 +499,8 @@ fn claim_statement(dialect: Dialect, picked: usize) -> String {
 }
 
 /// One `INSERT … SELECT … FROM (VALUES …)` for `rows` rows: `$1` is the
-/// namespace, `$2` the state of new rows, then six parameters per row
-/// (`received_at` is also the first `due_at`). Padding rows are all NULL and
+/// namespace, `$2` the state of new rows, then seven parameters per row
+/// (`received_at` is also the first `due_at`; the last is the trace context). Padding rows are all NULL and
 /// filtered out; repeats are skipped by `ON CONFLICT`, and the new rows' ids
 /// come back.
 fn insert_statement(dialect: Dialect, rows: usize) -> String {
@@ -505,23 +508,24 @@ fn insert_statement(dialect: Dialect, rows: usize) -> String {
     sql.push_str(concat!(
         "INSERT INTO ",
         table!(),
-        " (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at) \
-         SELECT $1, column1, column2, column3, column4, column5, column6, $2, 0, column6 \
+        " (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at, trace_context) \
+         SELECT $1, column1, column2, column3, column4, column5, column6, $2, 0, column6, column7 \
          FROM (VALUES "
     ));
     for row in 0..rows {
-        let first = 3 + row * 6;
+        let first = 3 + row * 7;
         if row > 0 {
             sql.push_str(", ");
         }
         sql.push_str(&format!(
-            "(${}, ${}, ${}, ${}, ${}, ${})",
+            "(${}, ${}, ${}, ${}, ${}, ${}, ${})",
             first,
             first + 1,
             first + 2,
             first + 3,
             first + 4,
-            first + 5
+            first + 5,
+            first + 6
         ));
     }
     // The WHERE also tells SQLite's parser that ON CONFLICT is the upsert clause.

@@ -36,6 +36,7 @@ use payhook_core::Event;
 use sqlx::{Any, Transaction};
 use tokio::sync::{mpsc, oneshot, watch, Mutex, OwnedMappedMutexGuard, OwnedMutexGuard, Semaphore};
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use crate::backend::Backend;
 use crate::clock::{millis, new_token, now_ms, random_u64};
@@ -500,17 +501,20 @@ async fn process<DB: Backend>(
         }
     };
     let slot = Arc::new(Mutex::new(Slot::default()));
+    let attempt = u32::try_from(claimed.attempts).unwrap_or(u32::MAX);
+    // The attempt's span, in the delivery's trace (see trace.rs: a child).
+    let span = crate::trace::attempt_span(&config.namespace, &claimed, &event, attempt);
     let job = Job {
         event,
-        attempt: u32::try_from(claimed.attempts).unwrap_or(u32::MAX),
+        attempt,
         claim: Arc::clone(&claim),
         slot: Arc::clone(&slot),
     };
-    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| handler.handle(job))) {
+    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| span.in_scope(|| handler.handle(job)))) {
         Err(panic) => Err(panic),
         Ok(future) => {
             tokio::select! {
-                outcome = AssertUnwindSafe(future).catch_unwind() => outcome,
+                outcome = AssertUnwindSafe(future).catch_unwind().instrument(span.clone()) => outcome,
                 () = renew(&claim, config.lease) => Ok(Err("lease renewal stopped".into())),
             }
         }
@@ -575,6 +579,9 @@ async fn process<DB: Backend>(
         failure.as_deref(),
     )
     .await;
+    if let Some(message) = &failure {
+        payhook_core::trace::record_error(&span, message);
+    }
     match failure {
         None => {
             m::processed(config.namespace.clone(), started.elapsed().as_secs_f64());

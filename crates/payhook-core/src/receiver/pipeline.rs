@@ -188,6 +188,16 @@ impl Receiver {
 
 async fn claim(inner: Arc<Inner>, event: Event, body: Bytes, started: Option<Instant>) -> ReceiveOutcome {
     let span = tracing::info_span!(target: "payhook", "delivery", event_id = %Untrusted::value(event.id()), event_type = %Untrusted::value(event.event_type()));
+    crate::trace::messaging(
+        &span,
+        crate::trace::Message {
+            operation: "process",
+            namespace: &inner.namespace,
+            event_id: event.id(),
+            event_type: event.event_type(),
+            attempt: None,
+        },
+    );
     let claim_span = span.clone();
     async move {
         match inner.store.dyn_claim(&inner.namespace, event.id(), inner.lease).await {

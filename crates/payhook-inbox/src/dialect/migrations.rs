@@ -17,7 +17,7 @@ pub(crate) struct Migration {
 }
 
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 4] = [
+pub(crate) const MIGRATIONS: [Migration; 5] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../migrations/sqlite/0001_inbox_table.sql"),
@@ -41,6 +41,12 @@ pub(crate) const MIGRATIONS: [Migration; 4] = [
         version: 5,
         sqlite: include_str!("../../migrations/sqlite/0005_paused_types.sql"),
         postgres: include_str!("../../migrations/postgres/0005_paused_types.sql"),
+        clears_done_errors: false,
+    },
+    Migration {
+        version: 6,
+        sqlite: include_str!("../../migrations/sqlite/0006_trace_context.sql"),
+        postgres: include_str!("../../migrations/postgres/0006_trace_context.sql"),
         clears_done_errors: false,
     },
 ];

@@ -12,6 +12,8 @@ pub struct NewRow {
     pub(crate) created: i64,
     pub(crate) body: String,
     pub(crate) received_at: i64,
+    /// The delivery's W3C `traceparent` (feature `otel`), or `None`.
+    pub(crate) trace_context: Option<String>,
 }
 
 /// A claimed row.
@@ -22,6 +24,8 @@ pub struct Claimed {
     pub(crate) body: String,
     pub(crate) attempts: i64,
     pub(crate) token: i64,
+    /// The `traceparent` stored with the event, which its attempts continue.
+    pub(crate) trace_context: Option<String>,
 }
 
 /// What one claim statement did.

@@ -1,0 +1,84 @@
+//! The inbox's spans (feature `otel`): the ingest of a delivery, whose trace
+//! context is stored with the event, and each attempt, which continues it.
+//!
+//! Each attempt's span is a **child** of the ingest span, not a new trace
+//! with a link to it. A link is what OpenTelemetry's messaging conventions
+//! prescribe when one consumer span processes many messages, or when the
+//! consumer cannot know the producer's trace; here each attempt handles
+//! exactly one event whose trace is stored beside it, and the on-call question
+//! is "what happened to this delivery", which a trace viewer answers only when
+//! the acknowledgement, every retry and the handler's own spans are one trace
+//! under the sender's `traceparent`. The cost is a trace that lasts as long
+//! as the retries (a retry hours later is a late child of a finished span),
+//! which trace backends show as a gap; a parent-based sampler then also keeps
+//! or drops the whole delivery together rather than its attempts one by one.
+//!
+//! Without feature `otel` no span is created and `NULL` is stored.
+
+use payhook_core::trace::{self, Message};
+use payhook_core::untrusted::Untrusted;
+use payhook_core::Event;
+use tracing::Span;
+
+use crate::model::{Claimed, NewRow};
+
+/// The span of one ingest (`send {namespace}`, kind `producer`), a child of
+/// the current span (the adapter's request span); [`Span::none`] without
+/// feature `otel`.
+pub(crate) fn ingest_span(namespace: &str, row: &NewRow) -> Span {
+    if !trace::ENABLED {
+        return Span::none();
+    }
+    let span = tracing::info_span!(
+        target: "payhook",
+        "ingest",
+        otel.name = %format_args!("send {}", Untrusted::value(namespace)),
+        otel.kind = "producer",
+        event_id = %Untrusted::value(&row.event_id),
+        event_type = %Untrusted::value(&row.event_type),
+    );
+    trace::messaging(
+        &span,
+        Message {
+            operation: "send",
+            namespace,
+            event_id: &row.event_id,
+            event_type: &row.event_type,
+            attempt: None,
+        },
+    );
+    span
+}
+
+/// The span of one attempt (`process {namespace}`, kind `consumer`), a child
+/// of the trace context stored with the event (a new trace when none was);
+/// [`Span::none`] without feature `otel`.
+pub(crate) fn attempt_span(namespace: &str, claimed: &Claimed, event: &Event, attempt: u32) -> Span {
+    if !trace::ENABLED {
+        return Span::none();
+    }
+    let span = tracing::info_span!(
+        target: "payhook",
+        parent: None,
+        "attempt",
+        otel.name = %format_args!("process {}", Untrusted::value(namespace)),
+        otel.kind = "consumer",
+        event_id = %Untrusted::value(event.id()),
+        event_type = %Untrusted::value(event.event_type()),
+        attempt,
+    );
+    if let Some(stored) = &claimed.trace_context {
+        trace::continue_trace(&span, stored);
+    }
+    trace::messaging(
+        &span,
+        Message {
+            operation: "process",
+            namespace,
+            event_id: event.id(),
+            event_type: event.event_type(),
+            attempt: Some(attempt),
+        },
+    );
+    span
+}
