@@ -1,5 +1,5 @@
 //! The actions — retry one event, retry every dead event, replay done events
-//! since a time: first a confirmation page (the same form with
+//! since a time, pause or resume an event type: first a confirmation page (the same form with
 //! `confirm=yes`), then the change and a page saying what it did. The caller
 //! has checked the request's origin and form token before.
 
@@ -35,6 +35,39 @@ pub(crate) async fn action<DB: Backend>(ctx: &Ctx<'_, DB>, path: &str, form: &Fo
                 format!("<input type=\"hidden\" name=\"id\" value=\"{}\">", escape(id)),
                 Action::Retry(id.to_owned()),
             )
+        }
+        "/pause" | "/resume" => {
+            let Some(event_type) = form.get("type") else {
+                return problem(
+                    ctx.base,
+                    StatusCode::BAD_REQUEST,
+                    "Which event type? The form needs a type.",
+                );
+            };
+            let hidden = format!(
+                "<input type=\"hidden\" name=\"type\" value=\"{}\">",
+                escape(event_type)
+            );
+            if path == "/pause" {
+                (
+                    format!(
+                        "Pause the event type {}? Its deliveries are still stored and acknowledged, \
+                         but no worker handles them until it is resumed.",
+                        value(event_type)
+                    ),
+                    hidden,
+                    Action::Pause(event_type.to_owned()),
+                )
+            } else {
+                (
+                    format!(
+                        "Resume the event type {}? Its waiting events run, oldest first.",
+                        value(event_type)
+                    ),
+                    hidden,
+                    Action::Resume(event_type.to_owned()),
+                )
+            }
         }
         "/retry-dead" => {
             let dead = match ctx.admin.stats().await {
@@ -123,6 +156,38 @@ pub(crate) async fn action<DB: Backend>(ctx: &Ctx<'_, DB>, path: &str, form: &Fo
             ),
             Err(err) => return unavailable(ctx.base, &err),
         },
+        Action::Pause(event_type) => match ctx.admin.pause(&event_type).await {
+            Ok(newly) => (
+                format!(
+                    "The event type {} {}: its deliveries are stored and acknowledged, not handled.",
+                    value(&event_type),
+                    if newly { "is paused" } else { "was already paused" }
+                ),
+                format!("<a href=\"{base}/paused\">Paused types</a>"),
+            ),
+            Err(InboxError::InvalidSetting(reason)) => {
+                return problem(ctx.base, StatusCode::BAD_REQUEST, &format!("{reason}."))
+            }
+            Err(err) => return unavailable(ctx.base, &err),
+        },
+        Action::Resume(event_type) => match ctx.admin.resume(&event_type).await {
+            Ok(newly) => (
+                format!(
+                    "The event type {} {}.",
+                    value(&event_type),
+                    if newly {
+                        "is resumed: its waiting events run, oldest first"
+                    } else {
+                        "was not paused"
+                    }
+                ),
+                format!("<a href=\"{base}/paused\">Paused types</a>"),
+            ),
+            Err(InboxError::InvalidSetting(reason)) => {
+                return problem(ctx.base, StatusCode::BAD_REQUEST, &format!("{reason}."))
+            }
+            Err(err) => return unavailable(ctx.base, &err),
+        },
     };
     let content = format!(
         "<h1>Done</h1><p class=\"notice\" id=\"outcome\">{outcome}</p><p>{back} · <a href=\"{base}/\">Overview</a></p>"
@@ -131,6 +196,8 @@ pub(crate) async fn action<DB: Backend>(ctx: &Ctx<'_, DB>, path: &str, form: &Fo
 }
 
 enum Action {
+    Pause(String),
+    Resume(String),
     Retry(String),
     RetryDead,
     Replay(i64),

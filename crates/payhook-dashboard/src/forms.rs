@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use payhook_core::time::SinceError;
-use payhook_inbox::admin::{Cursor, PageQuery, State, MAX_PAGE};
+use payhook_inbox::admin::{BulkAction, Cursor, PageQuery, Selection, State, MAX_BULK_IDS, MAX_PAGE};
 
 /// The query string as (name, value) pairs; a repeated name is refused.
 pub(crate) fn params(query: &str) -> Result<Vec<(String, String)>, String> {
@@ -113,6 +113,74 @@ impl Form {
     }
 }
 
+/// A bulk action's form: the action, its selection (ages made times back
+/// from `now`, or times in Unix milliseconds as the confirmation page carries
+/// them), and the count's time (`as_of`) once counted.
+pub(crate) fn bulk_form(form: &Form, now: i64) -> Result<(BulkAction, Selection, Option<i64>), String> {
+    let action: BulkAction = form
+        .get("action")
+        .unwrap_or("")
+        .parse()
+        .map_err(|_| "Which action? Retry, replay, purge or pause.".to_owned())?;
+    let mut selection = Selection::default();
+    if let Some(state) = form.get("state") {
+        selection.state = Some(
+            state
+                .parse()
+                .map_err(|_| format!("The state {:?} is not an event state.", Quoted(state)))?,
+        );
+    }
+    let bounded = |name: &str, what: &str| -> Result<Option<String>, String> {
+        match form.get(name) {
+            Some(text) if text.len() > payhook_inbox::MAX_ID_BYTES => Err(format!("The {what} is too long.")),
+            other => Ok(other.map(str::to_owned)),
+        }
+    };
+    selection.event_type = bounded("type", "type")?;
+    selection.id_prefix = bounded("id_prefix", "id prefix")?;
+    let back = |age: Duration| now.saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
+    let time = |name: &str| -> Result<Option<i64>, String> {
+        form.get(name)
+            .map(|text| {
+                text.parse::<i64>()
+                    .map_err(|_| format!("The {name} field is not a time in milliseconds."))
+            })
+            .transpose()
+    };
+    selection.received_before = match form.get("older") {
+        Some(age) => Some(back(parse_age(age)?)),
+        None => time("before_ms")?,
+    };
+    selection.received_after = match form.get("newer") {
+        Some(age) => Some(back(parse_age(age)?)),
+        None => time("after_ms")?,
+    };
+    if let Some(ids) = form.get("ids") {
+        selection.ids = ids
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if selection.ids.len() > MAX_BULK_IDS {
+            return Err(format!(
+                "At most {MAX_BULK_IDS} ids; select more by prefix, type or age."
+            ));
+        }
+        if selection
+            .ids
+            .iter()
+            .any(|id| id.len() > payhook_inbox::MAX_ID_BYTES)
+        {
+            return Err("An id is too long.".to_owned());
+        }
+    }
+    let as_of = time("as_of")?;
+    if as_of.is_some_and(|as_of| as_of > now) {
+        return Err("The count's time is in the future.".to_owned());
+    }
+    Ok((action, selection, as_of))
+}
+
 /// A time to replay from, in the one form every tool takes
 /// ([`payhook_core::time::parse_since`]): an age back from now (`2h`), Unix
 /// seconds, or a UTC date or date and time (`2026-01-31`, `2026-01-31 14:00`);
@@ -159,6 +227,32 @@ mod tests {
             "2024-1-1",
         ] {
             assert!(parse_since(bad, now).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn bulk_forms_parse_and_refuse() {
+        let now = 1_800_000_000_000;
+        let form = Form::parse(b"action=retry&state=dead&type=a.b&older=1h&ids=evt_1,+evt_2%0Aevt_3&csrf=x")
+            .unwrap();
+        let (action, selection, as_of) = bulk_form(&form, now).unwrap();
+        assert_eq!(action, BulkAction::Retry);
+        assert_eq!(selection.state, Some(State::Dead));
+        assert_eq!(selection.received_before, Some(now - 3_600_000));
+        assert_eq!(selection.ids, ["evt_1", "evt_2", "evt_3"]);
+        assert_eq!(as_of, None);
+        let form = Form::parse(b"action=purge&before_ms=5&as_of=7").unwrap();
+        let (_, selection, as_of) = bulk_form(&form, now).unwrap();
+        assert_eq!((selection.received_before, as_of), (Some(5), Some(7)));
+        for bad in [
+            &b"action=explode"[..],
+            b"action=retry&state=gone",
+            b"action=retry&older=soon",
+            b"action=retry&before_ms=yesterday",
+            b"action=retry&as_of=99999999999999",
+        ] {
+            let form = Form::parse(bad).unwrap();
+            assert!(bulk_form(&form, now).is_err(), "{}", String::from_utf8_lossy(bad));
         }
     }
 

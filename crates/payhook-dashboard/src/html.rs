@@ -85,7 +85,8 @@ pub(crate) fn page(
          <script src=\"{base}/assets/dashboard.js\" defer></script></head>\
          <body{refresh}><header><span class=\"brand\">payhook inbox</span>\
          <a href=\"{base}/\"{o}>Overview</a><a href=\"{base}/events\"{e}>Events</a>\
-         <a href=\"{base}/events?state=dead\">Dead</a>\
+         <a href=\"{base}/events?state=dead\">Dead</a><a href=\"{base}/paused\">Paused</a>\
+         <a href=\"{base}/bulk\">Bulk</a>\
          <span class=\"meta\">{meta}</span></header><main>{content}</main></body></html>\n",
         title = value(title),
         refresh = refresh.map_or_else(String::new, |s| format!(" data-refresh=\"{s}\"")),

@@ -69,8 +69,16 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// The paths that take an action's form, by `POST` only.
+macro_rules! action_paths {
+    () => {
+        "/retry" | "/retry-dead" | "/replay" | "/pause" | "/resume" | "/bulk"
+    };
+}
+
 mod actions;
 mod auth;
+mod bulk;
 mod forms;
 pub mod html;
 mod pages;
@@ -264,7 +272,12 @@ impl<DB: Backend> Dashboard<DB> {
             ("" | "/", true) => pages::overview(&ctx).await,
             ("/events", true) => pages::events(&ctx, query).await,
             ("/event", true) => pages::event(&ctx, query).await,
-            ("/retry" | "/retry-dead" | "/replay", false) if *request.method == Method::POST => {
+            ("/paused", true) => pages::paused(&ctx).await,
+            ("/bulk", true) => bulk::form_page(&ctx, query),
+            ("/bulk", false) if *request.method != Method::POST => {
+                method_not_allowed(base, "GET, HEAD, POST")
+            }
+            (action_paths!(), false) if *request.method == Method::POST => {
                 if let Some(reason) = auth::cross_site(request.headers) {
                     return pages::problem(base, StatusCode::FORBIDDEN, reason);
                 }
@@ -282,10 +295,13 @@ impl<DB: Backend> Dashboard<DB> {
                         "The form's token is missing or out of date: reload the page and try again.",
                     );
                 }
+                if request.path == "/bulk" {
+                    return bulk::action(&ctx, &form).await;
+                }
                 actions::action(&ctx, request.path, &form).await
             }
-            ("" | "/" | "/events" | "/event", false) => method_not_allowed(base, "GET, HEAD"),
-            ("/retry" | "/retry-dead" | "/replay", _) => method_not_allowed(base, "POST"),
+            ("" | "/" | "/events" | "/event" | "/paused", false) => method_not_allowed(base, "GET, HEAD"),
+            (action_paths!(), _) => method_not_allowed(base, "POST"),
             _ => pages::problem(base, StatusCode::NOT_FOUND, "There is no such page."),
         }
     }

@@ -1,10 +1,11 @@
 //! The pages: what every page needs ([`Ctx`]), the error pages, and one file
-//! per page: the overview, the events list, one event. Each page reads
+//! per page: the overview, the events list, one event, the paused types. Each page reads
 //! through the inbox's [`Admin`] and writes through [`crate::html`].
 
 mod event;
 mod events;
 mod overview;
+mod paused;
 
 use http::{Response, StatusCode};
 use payhook_inbox::admin::Admin;
@@ -15,6 +16,7 @@ use crate::html::{self, escape, query_value, value, Nav};
 pub(crate) use event::event;
 pub(crate) use events::events;
 pub(crate) use overview::overview;
+pub(crate) use paused::paused;
 
 /// What every page needs.
 pub(crate) struct Ctx<'a, DB: Backend> {
