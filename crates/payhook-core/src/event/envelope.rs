@@ -11,6 +11,7 @@ use super::data::DataField;
 use super::packed::PackedMap;
 use super::{invalid, payload_error, EventKind, PaymentIntent};
 use crate::error::Error;
+use crate::untrusted::Untrusted;
 
 /// A verified webhook event.
 #[derive(Debug, Clone)]
@@ -407,7 +408,9 @@ impl<'de> de::DeserializeSeed<'de> for EnvelopeSeed<'_> {
                         }
                     }
                 }
-                envelope.extra = envelope.extra.finish();
+                envelope.extra = envelope.extra.finish_unique().map_err(|key| {
+                    de::Error::custom(format_args!("duplicate field `{}`", Untrusted::value(&key)))
+                })?;
                 Ok(envelope)
             }
         }

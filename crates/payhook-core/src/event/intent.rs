@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 
 use super::packed::{self, AppendStr, PackedMap};
+use crate::untrusted::Untrusted;
 
 /// A payment intent: one customer payment.
 ///
@@ -259,7 +260,9 @@ impl EventMetadataOnly {
 /// sent (`"order_id": 42` reads `42`, `"tags": ["a", "b"]` reads
 /// `["a", "b"]`), so a correctly signed event is never refused over its
 /// metadata; a string value is kept unescaped, so `"42"` and `42` both read
-/// `42`. Of a key sent twice, the last value is kept.
+/// `42`. A key sent twice makes the event invalid, as anywhere in an event
+/// (PROTOCOL.md, "One rule for repeated keys"); built from pairs in code
+/// ([`FromIterator`]), the last value of a key is kept.
 ///
 /// A read-only map: every key and value live in one buffer, so reading an
 /// event does not allocate per entry. [`to_map`](Self::to_map) gives a
@@ -448,8 +451,14 @@ impl<'de> Visitor<'de> for MetadataVisitor {
             }
             packed.commit(start, key_end);
         }
+        let packed = packed.finish_unique().map_err(|key| {
+            de::Error::custom(format_args!(
+                "duplicate key `{}` in metadata",
+                Untrusted::value(&key)
+            ))
+        })?;
         Ok(MetadataRead {
-            metadata: Metadata(packed.finish()),
+            metadata: Metadata(packed),
             needs_exact_text,
         })
     }

@@ -467,10 +467,10 @@ mod tests {
     /// Metadata keys in any order, repeated keys, escaped keys and values: the
     /// map reads like a `BTreeMap` filled in the order sent.
     #[test]
-    fn metadata_reads_like_a_map_filled_in_order() {
+    fn metadata_reads_like_a_map_in_key_order() {
         let body = r#"{"id":"evt_k","type":"payment_intent.succeeded","data":{"object":{
             "id":"pi_k","amount":1,"currency":"btc","status":"succeeded",
-            "metadata":{"zeta":"1","alpha":"2","zeta":"3","k\u00e9y":"v\"al","":"empty"}}}}"#;
+            "metadata":{"zeta":"3","alpha":"2","k\u00e9y":"v\"al","":"empty"}}}}"#;
         let event = Event::from_slice(body.as_bytes()).unwrap();
         let metadata = &event.payment_intent().unwrap().metadata;
         let want: BTreeMap<String, String> = [
@@ -494,10 +494,90 @@ mod tests {
         );
     }
 
+    /// One rule for a key sent twice, wherever the parser reads it: the
+    /// event is invalid, whichever order the keys come in and whichever path
+    /// reads it (type first, data first, metadata read again exactly, a
+    /// payment intent on its own). PROTOCOL.md, "One rule for repeated keys".
+    #[test]
+    fn a_key_sent_twice_is_refused_everywhere() {
+        let refused = |body: &str| match Event::from_slice(body.as_bytes()) {
+            Err(Error::InvalidPayload(message)) => message,
+            other => panic!("{body}: {other:?}"),
+        };
+        let object = |metadata: &str| {
+            format!(
+                r#"{{"id":"pi_1","amount":5,"currency":"btc","status":"succeeded","metadata":{metadata}}}"#
+            )
+        };
+        let typed = |data_object: &str, extra: &str| {
+            format!(
+                r#"{{"id":"evt_1","type":"payment_intent.succeeded"{extra},"data":{{"object":{data_object}}}}}"#
+            )
+        };
+        let data_first = |data_object: &str| {
+            format!(r#"{{"data":{{"object":{data_object}}},"id":"evt_1","type":"payment_intent.succeeded"}}"#)
+        };
+        // The envelope: id, type, data, created and any other top-level key.
+        for (body, key) in [
+            (r#"{"id":"evt_1","id":"evt_2","type":"a"}"#.to_owned(), "id"),
+            (r#"{"id":"evt_1","type":"a","type":"b"}"#.to_owned(), "type"),
+            (
+                r#"{"id":"evt_1","type":"a","data":{},"data":{}}"#.to_owned(),
+                "data",
+            ),
+            (
+                r#"{"created":1,"id":"evt_1","type":"a","created":2}"#.to_owned(),
+                "created",
+            ),
+            (typed(&object("{}"), r#","created":1,"created":1"#), "created"),
+            (
+                r#"{"id":"evt_1","livemode":false,"type":"a","livemode":true}"#.to_owned(),
+                "livemode",
+            ),
+        ] {
+            let message = refused(&body);
+            assert!(
+                message.contains(&format!("duplicate field `{key}`")),
+                "{body}: {message}"
+            );
+        }
+        // Inside data and its payment intent.
+        let message = refused(&typed(
+            r#"{"id":"pi_1","amount":5,"amount":6,"currency":"btc","status":"succeeded"}"#,
+            "",
+        ));
+        assert!(message.contains("duplicate field `amount`"), "{message}");
+        // Inside metadata: read in place, read again exactly (a number value),
+        // with data first, sorted or not.
+        for metadata in [
+            r#"{"order":"1","order":"2"}"#,
+            r#"{"order":"1","plan":"pro","order":"1"}"#,
+            r#"{"b":"1","a":"2","b":"3"}"#,
+            r#"{"order":1.5,"order":"2"}"#,
+        ] {
+            for body in [typed(&object(metadata), ""), data_first(&object(metadata))] {
+                let message = refused(&body);
+                assert!(message.contains("duplicate key `"), "{body}: {message}");
+                assert!(message.contains("` in metadata"), "{body}: {message}");
+            }
+            let alone = serde_json::from_str::<PaymentIntent>(&object(metadata)).unwrap_err();
+            assert!(alone.to_string().contains("in metadata"), "{alone}");
+        }
+        // A repeated key is named escaped and cut, as any request value.
+        let key = format!("k\\u001b{}", "x".repeat(200));
+        let message = refused(&typed(&object(&format!(r#"{{"{key}":"1","{key}":"2"}}"#)), ""));
+        assert!(!message.contains('\u{1b}') && message.len() < 200, "{message}");
+        // Distinct keys are fine, in any order.
+        assert!(Event::from_slice(
+            typed(&object(r#"{"b":"1","a":"2"}"#), r#","livemode":true,"created":1"#).as_bytes()
+        )
+        .is_ok());
+    }
+
     /// The other top-level fields come back exactly as sent, by name, in name order.
     #[test]
     fn other_fields_are_kept_exactly() {
-        let body = br#"{"livemode":false,"id":"evt_f","api_version":"2024-06-20","type":"x.y",
+        let body = br#"{"id":"evt_f","api_version":"2024-06-20","type":"x.y",
             "request":{"id":null, "idempotency_key":"k"},"created":1732264800,"livemode":true}"#;
         let event = Event::from_slice(body).unwrap();
         let fields: Vec<(&str, &str)> = event.fields().map(|(name, raw)| (name, raw.get())).collect();
