@@ -20,6 +20,10 @@ use crate::output::{paint_stdout, say, Colour};
 
 /// How long one API request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest reply read from the API. The emulator's replies are a few
+/// KiB (its lists are paged); a longer one is refused before it is read in
+/// full, so a wrong or hostile server cannot fill the tool's memory.
+pub const MAX_REPLY_BYTES: usize = 4 * 1024 * 1024;
 /// How often the delivery attempts are read while waiting.
 const POLL_EVERY: Duration = Duration::from_millis(100);
 
@@ -54,6 +58,32 @@ fn parse_key(value: &str) -> Result<String, String> {
     payhook_emulator::check_api_key(value)
         .map(|()| value.to_owned())
         .map_err(str::to_owned)
+}
+
+/// Why a reply could not be read.
+enum ReadError {
+    /// Over [`MAX_REPLY_BYTES`] (said by its `Content-Length` or found while
+    /// reading).
+    TooLarge,
+    /// The connection failed mid-reply.
+    Broken(reqwest::Error),
+}
+
+/// The reply's body, at most [`MAX_REPLY_BYTES`]: a longer one is refused as
+/// soon as its length says so, or as soon as that much has arrived.
+async fn read_bounded(mut response: reqwest::Response) -> Result<Vec<u8>, ReadError> {
+    let announced = response.content_length().unwrap_or(0);
+    if announced > MAX_REPLY_BYTES as u64 {
+        return Err(ReadError::TooLarge);
+    }
+    let mut body = Vec::with_capacity(usize::try_from(announced).unwrap_or(0));
+    while let Some(chunk) = response.chunk().await.map_err(ReadError::Broken)? {
+        if body.len() + chunk.len() > MAX_REPLY_BYTES {
+            return Err(ReadError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// An authenticated client of one emulator.
@@ -113,13 +143,19 @@ impl Api {
             ))
         })?;
         let status = response.status();
-        let text = response.text().await.map_err(|err| {
-            Failure::Unreachable(format!(
+        let text = read_bounded(response).await.map_err(|err| match err {
+            ReadError::TooLarge => Failure::usage(format_args!(
+                "the reply to {method} {} is larger than {} MiB, more than the emulator sends: is {} the emulator?",
+                Untrusted::value(path),
+                MAX_REPLY_BYTES / (1024 * 1024),
+                self.base
+            )),
+            ReadError::Broken(err) => Failure::Unreachable(format!(
                 "the emulator's reply to {method} {path} broke off: {}",
                 Untrusted::message(&describe(&err))
-            ))
+            )),
         })?;
-        let json: Value = serde_json::from_str(&text).map_err(|_| {
+        let json: Value = serde_json::from_slice(&text).map_err(|_| {
             Failure::usage(format_args!(
                 "{method} {path} got {status} and a reply that is not JSON: is {} the emulator?",
                 self.base

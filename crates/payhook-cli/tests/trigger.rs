@@ -362,3 +362,70 @@ fn signature_header_signs_in_the_named_header() {
         refused.stderr
     );
 }
+
+/// A server posing as the emulator whose every reply is far larger than the
+/// emulator sends: announced by `Content-Length` (5 GiB), or streamed without
+/// a length. Serves `replies` connections, then stops.
+fn oversized_api(announced: bool, replies: usize) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(replies) {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let head = if announced {
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5368709120\r\n\r\n"
+            } else {
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n"
+            };
+            if stream.write_all(head.as_bytes()).is_err() || stream.write_all(b"\"").is_err() {
+                continue;
+            }
+            // Up to 64 MiB, until the client hangs up.
+            let chunk = vec![b'a'; 64 * 1024];
+            for _ in 0..1024 {
+                if stream.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    base
+}
+
+/// `trigger` and `events resend` read at most 4 MiB of an API reply: a longer
+/// one, announced or not, ends the command with a usage error naming the cap,
+/// at once rather than after reading it all.
+#[test]
+fn api_replies_over_the_cap_are_refused() {
+    for announced in [true, false] {
+        let base = oversized_api(announced, 2);
+        let started = Instant::now();
+        for args in [
+            &[
+                "trigger",
+                "payment_intent.succeeded",
+                "--api",
+                &base,
+                "--key",
+                KEY,
+            ][..],
+            &["events", "resend", "evt_1", "--api", &base, "--key", KEY],
+        ] {
+            let run = payhook(args, b"");
+            assert_eq!(run.code, 2, "{args:?} (announced: {announced}): {run:?}");
+            assert!(
+                run.stderr
+                    .contains("is larger than 4 MiB, more than the emulator sends"),
+                "{args:?}: {run:?}"
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}
