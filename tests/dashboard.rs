@@ -298,6 +298,37 @@ async fn request_values_follow_one_rule_and_bodies_are_bounded(db: Db) {
     app.stop().await;
 }
 
+/// The dashboard reads through connections of its own: with every
+/// connection of the inbox's pool taken (a burst of deliveries), its pages are
+/// still read, at once.
+async fn pages_read_on_their_own_connections(db: Db) {
+    let app = App::start(db, 1).await;
+    app.deliver(&EventBuilder::payment_intent_succeeded().id("evt_own_pool"))
+        .await;
+    app.wait_for_state("evt_own_pool", "done").await;
+    let pool = app.inbox.pool();
+    let mut taken = Vec::new();
+    for _ in 0..pool.options().get_max_connections() {
+        taken.push(pool.acquire().await.unwrap());
+    }
+    let started = std::time::Instant::now();
+    for path in [
+        "/payhook/",
+        "/payhook/events?type=payment_intent.succeeded",
+        "/payhook/event?id=evt_own_pool",
+    ] {
+        let (status, _, page) = get(&app, path).await;
+        assert_eq!(status, 200, "{path}: {page}");
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(taken);
+    app.stop().await;
+}
+
 async fn bad_input_gets_clear_pages(db: Db) {
     let app = App::start(db, 3).await;
     let huge = format!("/payhook/events?type={}", "x".repeat(5000));
@@ -718,6 +749,7 @@ on_both_backends!(
     hostile_values_render_as_text,
     same_intent_table_escapes_event_types,
     request_values_follow_one_rule_and_bodies_are_bounded,
+    pages_read_on_their_own_connections,
     bad_input_gets_clear_pages,
     actions_are_confirmed_and_refuse_forgeries,
     keyset_pages_have_no_duplicates_or_gaps,

@@ -36,7 +36,14 @@
 //!   [`MAX_PAGE`](payhook_inbox::admin::MAX_PAGE), a query string over
 //!   [`MAX_QUERY_BYTES`]) gets a `400` or `404` page saying what is wrong.
 //! * The dashboard never shows the signing secret or the database URL: it
-//!   holds neither, only an [`Admin`] on the inbox's pool.
+//!   holds neither, only an [`Admin`] on the inbox's database.
+//! * **It never competes with deliveries.** [`Dashboard::for_inbox`] reads
+//!   through a pool of its own of [`CONNECTIONS`] connections
+//!   ([`Admin::with_own_pool`]), never the inbox's; at most
+//!   [`MAX_CONCURRENT_PAGES`] pages are read at once, and a page that cannot
+//!   be read within [`PAGE_DEADLINE`] (waiting for its turn included; on
+//!   PostgreSQL each statement is also stopped by the database then) gets
+//!   `503` with `Retry-After` instead of waiting on.
 //!
 //! Pages, under the path the app mounts it at (say `/payhook`):
 //! `/payhook/` the overview (counts by state, oldest pending event, the last
@@ -100,6 +107,17 @@ pub const MAX_QUERY_BYTES: usize = 4096;
 /// `413`.
 pub const MAX_FORM_BYTES: usize = 8192;
 
+/// How many connections [`Dashboard::for_inbox`]'s own pool opens at most.
+pub const CONNECTIONS: u32 = 2;
+
+/// How many pages are read and rendered at once; more wait for their turn
+/// (within [`PAGE_DEADLINE`]).
+pub const MAX_CONCURRENT_PAGES: usize = 4;
+
+/// How long a page may take, its turn and its statements included, before it
+/// is answered `503`.
+pub const PAGE_DEADLINE: Duration = Duration::from_secs(3);
+
 /// The `Content-Security-Policy` of every response: scripts and styles from
 /// the dashboard's own files only (never inline), images from itself or
 /// `data:`, forms posted only to itself, never framed.
@@ -139,6 +157,7 @@ struct Inner<DB: Backend> {
     admin: Admin<DB>,
     secret: auth::Secret,
     refresh: Option<u32>,
+    pages: tokio::sync::Semaphore,
 }
 
 impl<DB: Backend> Clone for Dashboard<DB> {
@@ -193,16 +212,22 @@ impl<DB: Backend> Dashboard<DB> {
                 admin,
                 secret: auth::Secret::new(token),
                 refresh: Some(10),
+                pages: tokio::sync::Semaphore::new(MAX_CONCURRENT_PAGES),
             }),
         })
     }
 
-    /// A dashboard on the inbox the app runs (its pool and namespace).
+    /// A dashboard on the inbox the app runs (its database and namespace),
+    /// reading through a pool of its own of at most [`CONNECTIONS`], so that
+    /// its pages never take a connection a delivery needs.
     ///
     /// # Errors
     /// As [`Dashboard::new`].
     pub fn for_inbox(inbox: &Inbox<DB>, token: &str) -> Result<Self, DashboardError> {
-        Self::new(Admin::of_inbox(inbox), token)
+        Self::new(
+            Admin::of_inbox(inbox).with_own_pool(CONNECTIONS, PAGE_DEADLINE),
+            token,
+        )
     }
 
     /// How often the overview reloads itself (`None`: never; default 10 s).
@@ -230,9 +255,28 @@ impl<DB: Backend> Dashboard<DB> {
     }
 
     /// Answers one request: a page, an asset, an action's result, or an
-    /// error page. Never panics on any input.
+    /// error page. Never panics on any input. At most
+    /// [`MAX_CONCURRENT_PAGES`] at once, each within [`PAGE_DEADLINE`].
     pub async fn handle(&self, request: DashboardRequest<'_>) -> Response<String> {
-        finish(self.route(request).await)
+        let answer = async {
+            let _turn = self.inner.pages.acquire().await;
+            self.route(request).await
+        };
+        match tokio::time::timeout(PAGE_DEADLINE, answer).await {
+            Ok(response) => finish(response),
+            Err(_) => {
+                let mut response = pages::problem(
+                    request.base.trim_end_matches('/'),
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "The inbox's database is busy; this page was given up so that deliveries \
+                     are not kept waiting. Try again shortly.",
+                );
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+                finish(response)
+            }
+        }
     }
 
     async fn route(&self, request: DashboardRequest<'_>) -> Response<String> {

@@ -33,7 +33,12 @@ fn signed_in() -> HeaderMap {
     headers
 }
 
-async fn get(dashboard: &Dashboard, base: &str, path: &str, query: Option<&str>) -> http::Response<String> {
+async fn get<DB: payhook_inbox::Backend>(
+    dashboard: &Dashboard<DB>,
+    base: &str,
+    path: &str,
+    query: Option<&str>,
+) -> http::Response<String> {
     dashboard
         .handle(DashboardRequest {
             method: &Method::GET,
@@ -132,4 +137,38 @@ async fn methods_sizes_and_unknown_paths() {
     let end = get(&dashboard, "/payhook", "/events", Some("after=0.0")).await;
     assert_eq!(end.status(), 200);
     assert!(end.body().contains("No events match."));
+}
+
+/// A page that cannot get at the database within `PAGE_DEADLINE` (here its
+/// pool's only connection is held elsewhere) is answered `503` with
+/// `Retry-After` then, not when the database comes back; the next page, once
+/// the connection is free, is read as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_past_its_deadline_is_answered_503() {
+    use payhook_inbox::sqlx::sqlite::SqlitePoolOptions;
+    let inbox = inbox("deadline").await;
+    let file = inbox.pool().connect_options().database_url.clone();
+    let path = file.path().to_owned();
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(60))
+        .connect(&format!("sqlite://{path}"))
+        .await
+        .unwrap();
+    let admin = Admin::from_pool(pool.clone(), inbox.namespace()).await.unwrap();
+    let dashboard = Dashboard::new(admin, TOKEN).unwrap();
+    let held = pool.acquire().await.unwrap();
+    let started = std::time::Instant::now();
+    let response = get(&dashboard, "", "/events", None).await;
+    let waited = started.elapsed();
+    assert_eq!(response.status(), 503, "{}", response.body());
+    assert_eq!(response.headers()["retry-after"], "2");
+    assert!(response.body().contains("busy"), "{}", response.body());
+    assert!(
+        waited >= payhook_dashboard::PAGE_DEADLINE
+            && waited < payhook_dashboard::PAGE_DEADLINE + Duration::from_secs(2),
+        "{waited:?}"
+    );
+    drop(held);
+    assert_eq!(get(&dashboard, "", "/events", None).await.status(), 200);
 }

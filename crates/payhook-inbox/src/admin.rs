@@ -346,6 +346,25 @@ impl<DB: Backend> Admin<DB> {
         }
     }
 
+    /// The same inbox through a small pool of its own — at most
+    /// `connections`, each read given up after `deadline` (its checkout
+    /// included), each statement also stopped by PostgreSQL then — so that what this admin reads
+    /// (a dashboard's pages) never takes a connection the inbox's deliveries
+    /// and workers need. On an in-memory SQLite database, which a second pool
+    /// would not reach, it stays on the inbox's pool.
+    #[must_use]
+    pub fn with_own_pool(&self, connections: u32, deadline: Duration) -> Self {
+        let pool = DB::separate_pool(&self.db.pool, connections, deadline);
+        Self {
+            db: Database {
+                pool: pool.unwrap_or_else(|| self.db.pool.clone()),
+                dialect: self.db.dialect,
+                timeout: deadline,
+            },
+            namespace: self.namespace.clone(),
+        }
+    }
+
     /// The namespace this admin reads.
     pub fn namespace(&self) -> &str {
         &self.namespace

@@ -24,6 +24,9 @@
 //! (`Listen` in [`notify`](crate::notify) is per type too: only PostgreSQL
 //! listens, and an `Any` pool listens through a connection of its own.)
 
+use std::time::Duration;
+
+use sqlx::pool::PoolOptions;
 use sqlx::Any;
 
 use crate::dialect::Dialect;
@@ -35,12 +38,57 @@ pub trait Driver: sqlx::Database {
     const DIALECT: Option<Dialect>;
     /// Rows a statement changed.
     fn rows_affected(result: &Self::QueryResult) -> u64;
+    /// A second pool of at most `connections` to the database `pool` opens,
+    /// its statements cut off by the database after `deadline` where it can
+    /// (PostgreSQL's `statement_timeout`), a checkout waiting at most
+    /// `deadline`; `None` when a second pool would not reach the same data
+    /// (an in-memory SQLite database).
+    fn separate_pool(
+        pool: &sqlx::Pool<Self>,
+        connections: u32,
+        deadline: Duration,
+    ) -> Option<sqlx::Pool<Self>>;
+}
+
+/// The options of a small pool that gives up on a checkout after `deadline`.
+fn small_pool<DB: sqlx::Database>(connections: u32, deadline: Duration) -> PoolOptions<DB> {
+    PoolOptions::new()
+        .max_connections(connections.max(1))
+        .min_connections(0)
+        .acquire_timeout(deadline)
+}
+
+/// PostgreSQL's `statement_timeout` for `deadline`, in milliseconds.
+fn statement_timeout(deadline: Duration) -> String {
+    deadline.as_millis().max(1).to_string()
 }
 
 impl Driver for Any {
     const DIALECT: Option<Dialect> = None;
     fn rows_affected(result: &Self::QueryResult) -> u64 {
         result.rows_affected()
+    }
+    fn separate_pool(
+        pool: &sqlx::Pool<Self>,
+        connections: u32,
+        deadline: Duration,
+    ) -> Option<sqlx::Pool<Self>> {
+        let mut options = (*pool.connect_options()).clone();
+        let url = &mut options.database_url;
+        match url.scheme() {
+            "postgres" | "postgresql" => {
+                // sqlx adds each `options` of the URL to the ones before it.
+                let timeout = format!("-c statement_timeout={}", statement_timeout(deadline));
+                url.query_pairs_mut().append_pair("options", &timeout);
+            }
+            _ if url.path().contains(":memory:")
+                || url.query().is_some_and(|q| q.contains("mode=memory")) =>
+            {
+                return None
+            }
+            _ => {}
+        }
+        Some(small_pool(connections, deadline).connect_lazy_with(options))
     }
 }
 
@@ -50,6 +98,16 @@ impl Driver for sqlx::Postgres {
     fn rows_affected(result: &Self::QueryResult) -> u64 {
         result.rows_affected()
     }
+    fn separate_pool(
+        pool: &sqlx::Pool<Self>,
+        connections: u32,
+        deadline: Duration,
+    ) -> Option<sqlx::Pool<Self>> {
+        let options = (*pool.connect_options())
+            .clone()
+            .options([("statement_timeout", statement_timeout(deadline))]);
+        Some(small_pool(connections, deadline).connect_lazy_with(options))
+    }
 }
 
 #[cfg(feature = "sqlite")]
@@ -57,6 +115,20 @@ impl Driver for sqlx::Sqlite {
     const DIALECT: Option<Dialect> = Some(Dialect::Sqlite);
     fn rows_affected(result: &Self::QueryResult) -> u64 {
         result.rows_affected()
+    }
+    fn separate_pool(
+        pool: &sqlx::Pool<Self>,
+        connections: u32,
+        deadline: Duration,
+    ) -> Option<sqlx::Pool<Self>> {
+        let options = (*pool.connect_options()).clone();
+        // A shared-cache in-memory database is reached by its name while the
+        // inbox's pool keeps it open; a private one is not.
+        let name = options.get_filename().to_string_lossy();
+        if name == ":memory:" {
+            return None;
+        }
+        Some(small_pool(connections, deadline).connect_lazy_with(options))
     }
 }
 
@@ -86,3 +158,49 @@ macro_rules! sql_bounds {
     };
 }
 pub(crate) use sql_bounds;
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Driver;
+
+    #[tokio::test]
+    async fn a_separate_pool_is_small_and_bounds_postgres_statements() {
+        sqlx::any::install_default_drivers();
+        let url = "postgres://u:p@127.0.0.1:1/db?application_name=app&options=-c%20geqo%3Doff";
+        let inbox = sqlx::any::AnyPoolOptions::new().connect_lazy(url).unwrap();
+        let own = sqlx::Any::separate_pool(&inbox, 2, Duration::from_millis(2500)).unwrap();
+        assert_eq!(own.options().get_max_connections(), 2);
+        assert_eq!(own.options().get_acquire_timeout(), Duration::from_millis(2500));
+        let options: Vec<_> = own
+            .connect_options()
+            .database_url
+            .query_pairs()
+            .filter(|(key, _)| key == "options")
+            .map(|(_, value)| value.into_owned())
+            .collect();
+        assert_eq!(options, ["-c geqo=off", "-c statement_timeout=2500"]);
+
+        let typed = sqlx::postgres::PgPoolOptions::new().connect_lazy(url).unwrap();
+        let own = sqlx::Postgres::separate_pool(&typed, 3, Duration::from_secs(3)).unwrap();
+        assert_eq!(own.options().get_max_connections(), 3);
+        assert_eq!(
+            own.connect_options().get_options(),
+            Some("-c geqo=off -c statement_timeout=3000")
+        );
+    }
+
+    #[tokio::test]
+    async fn an_in_memory_sqlite_database_keeps_its_one_pool() {
+        sqlx::any::install_default_drivers();
+        let inbox = sqlx::any::AnyPoolOptions::new()
+            .connect_lazy("sqlite::memory:")
+            .unwrap();
+        assert!(sqlx::Any::separate_pool(&inbox, 2, Duration::from_secs(1)).is_none());
+        let file = sqlx::any::AnyPoolOptions::new()
+            .connect_lazy("sqlite:///tmp/inbox.db?mode=rwc")
+            .unwrap();
+        assert!(sqlx::Any::separate_pool(&file, 2, Duration::from_secs(1)).is_some());
+    }
+}

@@ -260,3 +260,24 @@ async fn postgres_cut_short_attempts_are_recorded_as_interrupted() {
     let url = payhook_test_support::postgres_url();
     cut_short_attempts_are_recorded_as_interrupted(url).await;
 }
+
+/// The events page filtered by type reads the type's index range (migration
+/// 4), newest first, instead of every event of the namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_the_type_filter_reads_its_index() {
+    let dir = std::env::temp_dir().join(unique("payhook-type-index"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let inbox = Inbox::builder(receiver)
+        .connect(&format!("sqlite://{}", dir.join("inbox.db").display()))
+        .await
+        .unwrap();
+    let plans = Admin::of_inbox(&inbox).query_plans().await.unwrap();
+    let (_, by_type) = plans
+        .iter()
+        .find(|(what, _)| *what == "events page, by type")
+        .expect("the type filter's plan is listed");
+    let plan = by_type.join("\n");
+    assert!(plan.contains("USING INDEX payhook_inbox_type_received"), "{plan}");
+    assert!(!plan.contains("TEMP B-TREE"), "sorted by the index: {plan}");
+}

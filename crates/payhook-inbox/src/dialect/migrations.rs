@@ -17,7 +17,7 @@ pub(crate) struct Migration {
 }
 
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 5] = [
+pub(crate) const MIGRATIONS: [Migration; 6] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../migrations/sqlite/0001_inbox_table.sql"),
@@ -35,6 +35,12 @@ pub(crate) const MIGRATIONS: [Migration; 5] = [
         version: 3,
         sqlite: include_str!("../../migrations/sqlite/0003_attempts.sql"),
         postgres: include_str!("../../migrations/postgres/0003_attempts.sql"),
+        clears_done_errors: false,
+    },
+    Migration {
+        version: 4,
+        sqlite: include_str!("../../migrations/sqlite/0004_type_index.sql"),
+        postgres: include_str!("../../migrations/postgres/0004_type_index.sql"),
         clears_done_errors: false,
     },
     Migration {

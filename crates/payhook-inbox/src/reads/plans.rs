@@ -32,6 +32,13 @@ fn dashboard_statements() -> Vec<Example> {
         }),
         ..PageQuery::default()
     };
+    let by_type = PageQuery {
+        filter: Filter {
+            event_type: Some("payment_intent.succeeded".to_owned()),
+            ..Filter::default()
+        },
+        ..PageQuery::default()
+    };
     let hour_ago = now_ms() - 3_600_000;
     vec![
         ("counts by state", COUNT_BY_STATE.to_owned(), vec![], vec![]),
@@ -57,6 +64,12 @@ fn dashboard_statements() -> Vec<Example> {
             "events page",
             page_statement(&PageQuery::default()),
             vec![],
+            vec![51],
+        ),
+        (
+            "events page, by type",
+            page_statement(&by_type),
+            vec!["payment_intent.succeeded"],
             vec![51],
         ),
         (
