@@ -31,6 +31,10 @@
 //!     per event), and with `pg_stat_statements` loaded the statements run
 //!     most often, per event. `PAYHOOK_BENCH_ROUNDS` alternating rounds
 //!     (default 3), then the medians' ratios.
+//! 11. pausing an event type and bulk actions (`inbox/pause_bulk.rs`): the
+//!     longest batch of a bulk retry and purge over 100 000 events and the ack
+//!     p99 of deliveries meanwhile ÷ idle; a paused type's ack p99 ÷ handled,
+//!     and its events drained after `resume` ÷ the no-op workers' rate.
 //!
 //! ```text
 //! cargo bench --bench inbox                        # SQLite in a temp dir
@@ -53,6 +57,9 @@ use payhook::inbox::sqlx;
 use payhook::inbox::{Backend, Inbox, Job};
 use payhook::{sign, Receiver, Secret};
 use payhook_test_support::unique;
+
+#[path = "inbox/pause_bulk.rs"]
+mod pause_bulk;
 
 const SECRET: &str = "whsec_bench_inbox";
 const CLIENTS: usize = 16;
@@ -1070,6 +1077,9 @@ async fn run(name: &str, url: impl Fn() -> String) {
     }
     if section(9) {
         dashboard_pages(&url()).await;
+    }
+    if section(11) {
+        pause_bulk::pause_and_bulk(&url()).await;
     }
 }
 
