@@ -87,7 +87,7 @@ pub async fn run(admin: &Admin, args: &BulkArgs) -> Result<(), Failure> {
     };
     let action = args.action;
     let count = admin
-        .bulk_count(action, &selection, args.as_of)
+        .bulk_count(action, &selection, Some(as_of))
         .await
         .map_err(Failure::usage)?;
     let as_of = count.as_of;

@@ -86,7 +86,12 @@ pub(crate) async fn action<DB: Backend>(ctx: &Ctx<'_, DB>, form: &Form) -> Respo
         Ok(parsed) => parsed,
         Err(reason) => return problem(ctx.base, StatusCode::BAD_REQUEST, &reason),
     };
-    let count = match ctx.admin.bulk_count(action, &selection, as_of).await {
+    // Ages were made times back from `now`: the count is taken at it too.
+    let count = match ctx
+        .admin
+        .bulk_count(action, &selection, Some(as_of.unwrap_or(now)))
+        .await
+    {
         Ok(count) => count,
         Err(err) => return failed(ctx, &err),
     };
