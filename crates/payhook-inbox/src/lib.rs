@@ -93,6 +93,7 @@ mod queue;
 mod reads;
 mod sqlite_file;
 mod trace;
+mod upkeep;
 mod worker;
 
 pub use backend::Backend;

@@ -45,7 +45,7 @@ use crate::error::{describe, payhook_escape, InboxError};
 use crate::inner::{Config, Inner};
 use crate::metrics as m;
 use crate::model::{AttemptOutcome, AttemptRecord, ClaimRequest, Claimed};
-use crate::operations::PURGE_BATCH;
+use crate::upkeep::{purge_expired, report_depth, PURGE_EVERY};
 
 /// What a handler returns when it fails: any error, boxed. Its text is kept as
 /// the event's last error.
@@ -736,51 +736,6 @@ async fn record_failure<DB: Backend>(inbox: &Inner<DB>, claimed: &Claimed, messa
             tracing::error!(target: "payhook", event_id = %id, %reason, "could not record a failed attempt; the event is retried after its lease");
         }
     }
-}
-
-async fn report_depth<DB: Backend>(db: &Database<DB>, config: &Config) {
-    if let Ok((waiting, oldest)) = db.bounded(DB::depth(db, &config.namespace)).await {
-        let age = oldest.map_or(0.0, |oldest| {
-            Duration::from_millis(u64::try_from(now_ms().saturating_sub(oldest)).unwrap_or(0)).as_secs_f64()
-        });
-        m::depth(config.namespace.clone(), waiting, age);
-    }
-    if let Ok(paused) = DB::paused(db, &config.namespace).await {
-        m::paused(config.namespace.clone(), &paused);
-    }
-}
-
-/// How often the workers purge done events past their retention, when the
-/// last round found no more than it could take.
-pub(crate) const PURGE_EVERY: Duration = Duration::from_secs(10);
-
-/// Batches per purge round, before the workers go back to claiming.
-const PURGE_ROUND: usize = 20;
-
-/// Deletes done events past their retention in bounded batches: up to
-/// [`PURGE_ROUND`] batches of [`PURGE_BATCH`] rows. Returns whether the
-/// round was full (more may be waiting), so that the next comes sooner: the
-/// purge then removes up to 200 000 rows a second round, and keeps up with any
-/// ingest rate the workers keep up with.
-async fn purge_expired<DB: Backend>(db: &Database<DB>, config: &Config) -> bool {
-    let before = now_ms().saturating_sub(millis(config.retention));
-    for _ in 0..PURGE_ROUND {
-        match db
-            .bounded(DB::purge(db, &config.namespace, before, PURGE_BATCH))
-            .await
-        {
-            Ok(deleted) if deleted < u64::try_from(PURGE_BATCH).unwrap_or(u64::MAX) => return false,
-            Ok(_) => {}
-            Err(err) => {
-                let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
-                tracing::warn!(target: "payhook", %reason, "could not purge expired inbox events");
-                return false;
-            }
-        }
-        // Let ingest and claims have the write lock between batches.
-        tokio::task::yield_now().await;
-    }
-    true
 }
 
 #[cfg(test)]

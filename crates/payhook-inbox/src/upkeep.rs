@@ -1,0 +1,61 @@
+//! The workers' upkeep between claims: the depth gauges (events waiting, the
+//! oldest one's age, the paused types) and the retention purge in bounded
+//! batches. Each statement is held to the database's deadline; a failure is
+//! logged (the purge) or skipped (the gauges) and the next round tries again.
+
+use std::time::Duration;
+
+use crate::backend::Backend;
+use crate::clock::{millis, now_ms};
+use crate::database::Database;
+use crate::error::describe;
+use crate::inner::Config;
+use crate::metrics as m;
+use crate::operations::PURGE_BATCH;
+
+/// Sets the depth gauges: events waiting, the oldest one's age, and the
+/// paused types.
+pub(crate) async fn report_depth<DB: Backend>(db: &Database<DB>, config: &Config) {
+    if let Ok((waiting, oldest)) = db.bounded(DB::depth(db, &config.namespace)).await {
+        let age = oldest.map_or(0.0, |oldest| {
+            Duration::from_millis(u64::try_from(now_ms().saturating_sub(oldest)).unwrap_or(0)).as_secs_f64()
+        });
+        m::depth(config.namespace.clone(), waiting, age);
+    }
+    if let Ok(paused) = db.bounded(DB::paused(db, &config.namespace)).await {
+        m::paused(config.namespace.clone(), &paused);
+    }
+}
+
+/// How often the workers purge done events past their retention, when the
+/// last round found no more than it could take.
+pub(crate) const PURGE_EVERY: Duration = Duration::from_secs(10);
+
+/// Batches per purge round, before the workers go back to claiming.
+const PURGE_ROUND: usize = 20;
+
+/// Deletes done events past their retention in bounded batches: up to
+/// [`PURGE_ROUND`] batches of [`PURGE_BATCH`] rows. Returns whether the
+/// round was full (more may be waiting), so that the next comes sooner: the
+/// purge then removes up to 200 000 rows a second round, and keeps up with any
+/// ingest rate the workers keep up with.
+pub(crate) async fn purge_expired<DB: Backend>(db: &Database<DB>, config: &Config) -> bool {
+    let before = now_ms().saturating_sub(millis(config.retention));
+    for _ in 0..PURGE_ROUND {
+        match db
+            .bounded(DB::purge(db, &config.namespace, before, PURGE_BATCH))
+            .await
+        {
+            Ok(deleted) if deleted < u64::try_from(PURGE_BATCH).unwrap_or(u64::MAX) => return false,
+            Ok(_) => {}
+            Err(err) => {
+                let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
+                tracing::warn!(target: "payhook", %reason, "could not purge expired inbox events");
+                return false;
+            }
+        }
+        // Let ingest and claims have the write lock between batches.
+        tokio::task::yield_now().await;
+    }
+    true
+}
