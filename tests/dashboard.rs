@@ -329,6 +329,33 @@ async fn pages_read_on_their_own_connections(db: Db) {
     app.stop().await;
 }
 
+/// The overview counts every delivery it acknowledged, first deliveries and
+/// duplicates apart: three deliveries of one event are "acknowledged 3, first
+/// deliveries 1, duplicates 2", never "1 acknowledged" alone.
+async fn overview_counts_duplicates_apart(db: Db) {
+    let app = App::start(db, 1).await;
+    let event = EventBuilder::payment_intent_succeeded().id("evt_thrice");
+    for _ in 0..3 {
+        app.deliver(&event).await;
+    }
+    app.wait_for_state("evt_thrice", "done").await;
+    for _ in 0..500 {
+        let (status, _, page) = get(&app, "/payhook/").await;
+        assert_eq!(status, 200);
+        if page.contains("<span id=\"duplicates\"><i class=\"duplicate\"></i>duplicates 2</span>") {
+            assert!(
+                page.contains("<span id=\"acknowledged\">acknowledged 3</span>"),
+                "{page}"
+            );
+            assert!(page.contains("first deliveries 1</span>"), "{page}");
+            app.stop().await;
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("the overview never counted the two duplicates");
+}
+
 async fn bad_input_gets_clear_pages(db: Db) {
     let app = App::start(db, 3).await;
     let huge = format!("/payhook/events?type={}", "x".repeat(5000));
@@ -750,6 +777,7 @@ on_both_backends!(
     same_intent_table_escapes_event_types,
     request_values_follow_one_rule_and_bodies_are_bounded,
     pages_read_on_their_own_connections,
+    overview_counts_duplicates_apart,
     bad_input_gets_clear_pages,
     actions_are_confirmed_and_refuse_forgeries,
     keyset_pages_have_no_duplicates_or_gaps,

@@ -386,10 +386,20 @@ async fn stats(admin: &Admin) -> Result<(), Failure> {
     );
     match admin.activity(Duration::from_secs(300), 12).await {
         Ok(slots) => {
-            let (received, handled, failed) = slots.iter().fold((0, 0, 0), |(r, h, f), slot| {
-                (r + slot.received, h + slot.handled, f + slot.failed)
-            });
-            say!("last hour: {received} acknowledged, {handled} handled, {failed} failed attempt(s)");
+            let (received, duplicates, handled, failed) =
+                slots.iter().fold((0, 0, 0, 0), |(r, d, h, f), slot| {
+                    (
+                        r + slot.received,
+                        d + slot.duplicates,
+                        h + slot.handled,
+                        f + slot.failed,
+                    )
+                });
+            say!(
+                "last hour: {} acknowledged ({received} first deliveries, {duplicates} duplicates), \
+                 {handled} handled, {failed} failed attempt(s)",
+                received + duplicates
+            );
         }
         Err(_) => {
             say!("last hour: not recorded by this inbox's schema (the app adds it when it next starts)")

@@ -141,7 +141,7 @@ async fn dead_event_is_brought_back(url: String) {
         run.stdout,
         format!(
             "backend: {backend}\npending: 0\nrunning: 0\ndead: 1\ndone: 1\noldest pending: none\n\
-             last hour: 2 acknowledged, 1 handled, 2 failed attempt(s)\n"
+             last hour: 2 acknowledged (2 first deliveries, 0 duplicates), 1 handled, 2 failed attempt(s)\n"
         ),
         "{run:?}"
     );

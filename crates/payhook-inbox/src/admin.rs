@@ -26,7 +26,7 @@ use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
 use crate::operations::PURGE_BATCH;
 
 pub use crate::attempts::MAX_ATTEMPT_RECORDS;
-pub use crate::dialect::{ATTEMPTS_TABLE, PAUSED_TABLE};
+pub use crate::dialect::{ATTEMPTS_TABLE, DUPLICATES_TABLE, PAUSED_TABLE};
 pub use crate::model::{
     ActivitySlot, Attempt, AttemptOutcome, BulkAction, BulkCount, BulkReport, Cursor, Filter, IntentEvent,
     Page, PageQuery, PausedType, Selection, State, Stats, StoredEvent, MAX_BULK_IDS, MAX_PAGE,

@@ -2,7 +2,7 @@
 //! [`Postgres`](sqlx::Postgres), [`Sqlite`](sqlx::Sqlite) (features
 //! `postgres`, `sqlite`) or [`Any`](sqlx::Any) (an inbox built from a URL),
 //! and is every layer's trait at once — the queue's transitions, the
-//! operator's state changes, the bulk actions, the reads, the attempts record, the migrations,
+//! operator's state changes, the bulk actions, the reads, the attempts and duplicates records, the migrations,
 //! `NOTIFY` and `LISTEN` — each implemented once for all three types (see
 //! [`driver`](crate::driver) for how and why).
 
@@ -22,6 +22,7 @@ pub trait Backend:
     + crate::reads::Reads
     + crate::reads::dashboard::Overview
     + crate::attempts::AttemptsRecord
+    + crate::duplicates::DuplicatesRecord
     + crate::reads::plans::Plans
     + crate::migrate::Migrate
     + crate::notify::Notify
@@ -38,6 +39,7 @@ impl<DB> Backend for DB where
         + crate::reads::Reads
         + crate::reads::dashboard::Overview
         + crate::attempts::AttemptsRecord
+        + crate::duplicates::DuplicatesRecord
         + crate::reads::plans::Plans
         + crate::migrate::Migrate
         + crate::notify::Notify

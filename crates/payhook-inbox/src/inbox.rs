@@ -733,6 +733,12 @@ async fn write_batches<DB: Backend>(db: Database<DB>, namespace: String, mut que
             }
         };
         let stored = answers.iter().any(|answer| matches!(answer, Ok(true)));
+        let duplicates: Vec<(String, i64)> = batch
+            .iter()
+            .zip(&answers)
+            .filter(|(_, answer)| matches!(answer, Ok(false)))
+            .map(|(pending, _)| (pending.row.event_id.clone(), pending.row.received_at))
+            .collect();
         for (pending, answer) in batch.drain(..).zip(answers) {
             // A waiter that went away (its request was dropped) is skipped.
             let _ = pending.done.send(answer);
@@ -741,6 +747,22 @@ async fn write_batches<DB: Backend>(db: Database<DB>, namespace: String, mut que
             // After the replies: a database that stalls now delays no one.
             let _ = tokio::time::timeout(db.timeout, DB::notify(&db, &namespace)).await;
         }
+        if !duplicates.is_empty() {
+            tokio::spawn(record_duplicates(db.clone(), namespace.clone(), duplicates));
+        }
+    }
+}
+
+/// Adds acknowledged duplicates to the duplicates record, after their
+/// replies and beside the next batch; a failure to is logged, never fatal.
+async fn record_duplicates<DB: Backend>(db: Database<DB>, namespace: String, duplicates: Vec<(String, i64)>) {
+    let rows: Vec<(&str, i64)> = duplicates.iter().map(|(id, at)| (id.as_str(), *at)).collect();
+    let recorded = db
+        .bounded(DB::record_duplicates(&db, &namespace, &rows, now_ms()))
+        .await;
+    if let Err(err) = recorded {
+        let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
+        tracing::warn!(target: "payhook", %reason, "could not write to the duplicates record");
     }
 }
 

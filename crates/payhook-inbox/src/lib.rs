@@ -81,6 +81,7 @@ mod clock;
 mod database;
 mod dialect;
 mod driver;
+mod duplicates;
 mod error;
 mod inbox;
 mod inner;

@@ -281,3 +281,52 @@ async fn sqlite_the_type_filter_reads_its_index() {
     assert!(plan.contains("USING INDEX payhook_inbox_type_received"), "{plan}");
     assert!(!plan.contains("TEMP B-TREE"), "sorted by the index: {plan}");
 }
+
+/// Three deliveries of one event, two of them duplicates: the activity
+/// counts one first delivery and two duplicates, not "1 acknowledged".
+async fn duplicates_are_counted_apart_from_first_deliveries(url: String) {
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let inbox = Inbox::builder(receiver)
+        .namespace(unique("duplicates"))
+        .connect(&url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"));
+    let admin = Admin::of_inbox(&inbox);
+    for _ in 0..3 {
+        ingest(&inbox, "evt_thrice", "pi_thrice").await;
+    }
+    ingest(&inbox, "evt_once", "pi_once").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let activity = admin.activity(Duration::from_secs(300), 12).await.unwrap();
+        let total = activity
+            .iter()
+            .fold((0, 0), |(r, d), slot| (r + slot.received, d + slot.duplicates));
+        if total == (2, 2) {
+            break;
+        }
+        assert!(total.1 < 2, "{total:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the duplicates were never counted: {total:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_duplicates_are_counted_apart_from_first_deliveries() {
+    let dir = std::env::temp_dir().join(unique("payhook-duplicates"));
+    std::fs::create_dir_all(&dir).unwrap();
+    duplicates_are_counted_apart_from_first_deliveries(format!(
+        "sqlite://{}",
+        dir.join("inbox.db").display()
+    ))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_duplicates_are_counted_apart_from_first_deliveries() {
+    let url = payhook_test_support::postgres_url();
+    duplicates_are_counted_apart_from_first_deliveries(url).await;
+}

@@ -60,14 +60,15 @@ pub(crate) async fn overview<DB: Backend>(ctx: &Ctx<'_, DB>) -> Response<String>
     ctx.page("Overview", Nav::Overview, ctx.refresh, &out)
 }
 
-/// The last hour's deliveries (received), handled and failed attempts per
-/// interval as bars, drawn here as SVG (no script, no image request).
+/// The last hour's deliveries (first deliveries and duplicates), handled and
+/// failed attempts (interrupted ones included) per interval as bars, drawn
+/// here as SVG (no script, no image request).
 fn chart(out: &mut String, slots: &[payhook_inbox::admin::ActivitySlot], now: i64) {
     let (width, height, top, bottom, left) = (720i64, 180i64, 12i64, 24i64, 36i64);
     let plot = height - top - bottom;
     let max = slots
         .iter()
-        .map(|slot| slot.received.max(slot.handled + slot.failed))
+        .map(|slot| (slot.received + slot.duplicates).max(slot.handled + slot.failed))
         .max()
         .unwrap_or(0)
         .max(1);
@@ -88,20 +89,25 @@ fn chart(out: &mut String, slots: &[payhook_inbox::admin::ActivitySlot], now: i6
     for (i, slot) in slots.iter().enumerate() {
         let x = left + 4 + i64::try_from(i).unwrap_or(0) * step;
         let received = scale(slot.received);
+        let duplicates = scale(slot.duplicates);
         let handled = scale(slot.handled);
         let failed = scale(slot.failed);
         let base_y = top + plot;
         let _ = write!(
             out,
-            "<g><title>{from}: {r} acknowledged, {h} handled, {f} failed</title>\
+            "<g><title>{from}: {a} acknowledged ({r} first deliveries, {d} duplicates), {h} handled, {f} failed</title>\
              <rect class=\"received\" x=\"{x}\" y=\"{ry}\" width=\"{bar}\" height=\"{received}\"/>\
+             <rect class=\"duplicate\" x=\"{x}\" y=\"{dy}\" width=\"{bar}\" height=\"{duplicates}\"/>\
              <rect class=\"handled\" x=\"{x2}\" y=\"{hy}\" width=\"{bar}\" height=\"{handled}\"/>\
              <rect class=\"failed\" x=\"{x2}\" y=\"{fy}\" width=\"{bar}\" height=\"{failed}\"/></g>",
             from = escape(&format_utc(slot.start)),
+            a = slot.received + slot.duplicates,
             r = slot.received,
+            d = slot.duplicates,
             h = slot.handled,
             f = slot.failed,
             ry = base_y - received,
+            dy = base_y - received - duplicates,
             x2 = x + bar,
             hy = base_y - handled,
             fy = base_y - handled - failed,
@@ -115,13 +121,27 @@ fn chart(out: &mut String, slots: &[payhook_inbox::admin::ActivitySlot], now: i6
             );
         }
     }
-    let totals = slots.iter().fold((0, 0, 0), |(r, h, f), slot| {
-        (r + slot.received, h + slot.handled, f + slot.failed)
+    let totals = slots.iter().fold((0, 0, 0, 0), |(r, d, h, f), slot| {
+        (
+            r + slot.received,
+            d + slot.duplicates,
+            h + slot.handled,
+            f + slot.failed,
+        )
     });
+    // Every delivery acknowledged, then its two kinds apart: a duplicate is
+    // acknowledged too, but is not a new event.
     let _ = write!(
         out,
-        "</svg><p class=\"legend\"><span><i class=\"received\"></i>acknowledged {}</span>\
-         <span><i class=\"handled\"></i>handled {}</span><span><i class=\"failed\"></i>failed attempts {}</span></p>",
-        totals.0, totals.1, totals.2
+        "</svg><p class=\"legend\"><span id=\"acknowledged\">acknowledged {}</span>\
+         <span id=\"first-deliveries\"><i class=\"received\"></i>first deliveries {}</span>\
+         <span id=\"duplicates\"><i class=\"duplicate\"></i>duplicates {}</span>\
+         <span><i class=\"handled\"></i>handled {}</span>\
+         <span id=\"failed-attempts\"><i class=\"failed\"></i>failed attempts {}</span></p>",
+        totals.0 + totals.1,
+        totals.0,
+        totals.1,
+        totals.2,
+        totals.3
     );
 }

@@ -17,7 +17,7 @@ pub(crate) struct Migration {
 }
 
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 6] = [
+pub(crate) const MIGRATIONS: [Migration; 7] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../migrations/sqlite/0001_inbox_table.sql"),
@@ -53,6 +53,12 @@ pub(crate) const MIGRATIONS: [Migration; 6] = [
         version: 6,
         sqlite: include_str!("../../migrations/sqlite/0006_trace_context.sql"),
         postgres: include_str!("../../migrations/postgres/0006_trace_context.sql"),
+        clears_done_errors: false,
+    },
+    Migration {
+        version: 9,
+        sqlite: include_str!("../../migrations/sqlite/0009_duplicates.sql"),
+        postgres: include_str!("../../migrations/postgres/0009_duplicates.sql"),
         clears_done_errors: false,
     },
 ];

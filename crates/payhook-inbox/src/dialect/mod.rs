@@ -37,6 +37,14 @@ macro_rules! paused_table {
 }
 pub(crate) use paused_table;
 
+/// The duplicate deliveries' table name, for `concat!`.
+macro_rules! duplicates_table {
+    () => {
+        "payhook_inbox_duplicates"
+    };
+}
+pub(crate) use duplicates_table;
+
 /// The table every backend keeps events in.
 pub const TABLE: &str = table!();
 
@@ -53,6 +61,10 @@ pub const ATTEMPTS_TABLE: &str = attempts_table!();
 /// are stored and acknowledged but not claimed until the type is resumed
 /// ([`Admin::pause`](crate::admin::Admin::pause)).
 pub const PAUSED_TABLE: &str = paused_table!();
+
+/// The table recording when each duplicate delivery (of an event already
+/// stored) was acknowledged, for the overview's count; kept a day.
+pub const DUPLICATES_TABLE: &str = duplicates_table!();
 
 /// Which SQL dialect a database speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

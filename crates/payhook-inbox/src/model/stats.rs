@@ -34,8 +34,11 @@ impl Stats {
 pub struct ActivitySlot {
     /// When the interval starts (Unix milliseconds).
     pub start: i64,
-    /// Deliveries acknowledged (stored) in it.
+    /// First deliveries in it: events acknowledged and stored.
     pub received: i64,
+    /// Duplicate deliveries in it: acknowledged again, of events already
+    /// stored (each counted apart from its first delivery).
+    pub duplicates: i64,
     /// Attempts that ended with the event done.
     pub handled: i64,
     /// Attempts that failed (retried later, or dead).

@@ -9,7 +9,7 @@ use sqlx::Row as _;
 
 use crate::clock::millis;
 use crate::database::Database;
-use crate::dialect::{attempts_table, table};
+use crate::dialect::{attempts_table, duplicates_table, table};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{
     ActivitySlot, Attempt, AttemptOutcome, Cursor, IntentEvent, Page, PageQuery, State, Stats, MAX_PAGE,
@@ -35,6 +35,13 @@ pub(crate) const OLDEST_PENDING: &str = concat!(
 pub(crate) const RECEIVED_PER_INTERVAL: &str = concat!(
     "SELECT (received_at - $2) / $3 AS slot, COUNT(*) AS n FROM ",
     table!(),
+    " WHERE namespace = $1 AND received_at >= $2 GROUP BY slot"
+);
+
+/// Duplicate deliveries acknowledged per interval since `$2`.
+pub(crate) const DUPLICATES_PER_INTERVAL: &str = concat!(
+    "SELECT (received_at - $2) / $3 AS slot, COUNT(*) AS n FROM ",
+    duplicates_table!(),
     " WHERE namespace = $1 AND received_at >= $2 GROUP BY slot"
 );
 
@@ -111,7 +118,7 @@ pub trait Overview: Driver {
         db: &'a Database<Self>,
         namespace: &'a str,
     ) -> impl Future<Output = Result<Stats, sqlx::Error>> + Send + 'a;
-    /// Received deliveries and ended attempts per interval.
+    /// First and duplicate deliveries and ended attempts per interval.
     fn activity<'a>(
         db: &'a Database<Self>,
         namespace: &'a str,
@@ -193,6 +200,17 @@ sql_bounds! {
             for row in received {
                 if let Some(slot) = index(row.try_get("slot")?) {
                     out[slot].received = row.try_get("n")?;
+                }
+            }
+            let duplicates = sqlx::query(DUPLICATES_PER_INTERVAL)
+                .bind(namespace)
+                .bind(since)
+                .bind(interval)
+                .fetch_all(&db.pool)
+                .await?;
+            for row in duplicates {
+                if let Some(slot) = index(row.try_get("slot")?) {
+                    out[slot].duplicates = row.try_get("n")?;
                 }
             }
             let attempts = sqlx::query(ATTEMPTS_PER_INTERVAL)

@@ -11,7 +11,8 @@ use crate::database::Database;
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{Cursor, Filter, PageQuery, State};
 use crate::reads::dashboard::{
-    page_statement, ATTEMPTS_PER_INTERVAL, COUNT_BY_STATE, OLDEST_PENDING, RECEIVED_PER_INTERVAL,
+    page_statement, ATTEMPTS_PER_INTERVAL, COUNT_BY_STATE, DUPLICATES_PER_INTERVAL, OLDEST_PENDING,
+    RECEIVED_PER_INTERVAL,
 };
 
 /// One statement with example parameters: (what, SQL, text parameters,
@@ -51,6 +52,12 @@ fn dashboard_statements() -> Vec<Example> {
         (
             "received per interval",
             RECEIVED_PER_INTERVAL.to_owned(),
+            vec![],
+            vec![hour_ago, 300_000],
+        ),
+        (
+            "duplicates per interval",
+            DUPLICATES_PER_INTERVAL.to_owned(),
             vec![],
             vec![hour_ago, 300_000],
         ),
