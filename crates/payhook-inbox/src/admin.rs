@@ -392,7 +392,9 @@ impl<DB: Backend> Admin<DB> {
         let slots = slots.min(1000);
         let interval = millis(interval).max(1);
         let span = interval.saturating_mul(i64::try_from(slots).unwrap_or(i64::MAX));
-        let since = now_ms().saturating_sub(span);
+        // The slots cover (now - span, now]: a delivery of this very
+        // millisecond is in the last one, not past it.
+        let since = now_ms().saturating_sub(span).saturating_add(1);
         Ok(DB::activity(&self.db, &self.namespace, since, interval, slots).await?)
     }
 
