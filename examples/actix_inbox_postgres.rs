@@ -47,7 +47,7 @@ const DEFAULT_ADDR: &str = "127.0.0.1:3000";
 
 #[actix_web::main]
 async fn main() -> ExitCode {
-    common::init_logging();
+    let _otel = common::init_logging();
     common::exit_status("actix_inbox_postgres", serve().await)
 }
 

@@ -48,7 +48,7 @@ use payhook::EventKind;
 
 #[actix_web::main]
 async fn main() -> ExitCode {
-    common::init_logging();
+    let _otel = common::init_logging();
     common::exit_status("actix_receiver", serve().await)
 }
 

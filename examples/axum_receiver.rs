@@ -50,7 +50,7 @@ use payhook::EventKind;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    common::init_logging();
+    let _otel = common::init_logging();
     common::exit_status("axum_receiver", serve().await)
 }
 

@@ -56,6 +56,8 @@ use payhook::inbox::{HandlerError, Inbox, Job};
 use payhook::tower::axum::inbox_route;
 use payhook::untrusted::Untrusted;
 use payhook::Receiver;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
 const DEFAULT_ADDR: &str = "127.0.0.1:3000";
@@ -63,10 +65,22 @@ const DEFAULT_DATABASE_URL: &str = "sqlite://payhook-inbox.db";
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
+    // Spans to OTEL_EXPORTER_OTLP_ENDPOINT (OTLP over HTTP) when it is set.
+    let otel = match payhook::otel::Otel::from_env("inbox_receiver") {
+        Ok(otel) => Some(otel),
+        Err(error) => {
+            eprintln!("OpenTelemetry export off: {error}");
+            None
+        }
+    };
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false),
+        )
+        .with(otel.as_ref().and_then(payhook::otel::Otel::layer))
+        .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
         .init();
     match serve().await {
         Ok(()) => ExitCode::SUCCESS,

@@ -30,7 +30,7 @@ use payhook::untrusted::Untrusted;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    common::init_logging();
+    let _otel = common::init_logging();
     common::exit_status("metrics", serve().await)
 }
 

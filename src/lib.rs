@@ -16,6 +16,7 @@
 //! | `inbox-sqlite`, `inbox-postgres` | [`inbox`]: a durable inbox — acknowledge at once, process after, effects exactly once |
 //! | `ed25519` | Standard Webhooks' asymmetric `v1a` signatures: `whpk_` public keys on [`signature::StandardWebhooks`], `whsk_` signing keys in [`sender`] (the HMAC `v1` form needs no feature) |
 //! | `dashboard` | [`dashboard`]: the inbox in the browser for the people on call (with `axum` or `actix`) |
+//! | `otel` | [`otel`]: OpenTelemetry traces — each request's span continues the sender's `traceparent`, the inbox keeps it so every attempt joins the trace — exported as OTLP over HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set ([`otel::init`]) |
 //! | `testing` | [`testing`]: signed `http::Request`s ([`SignedDelivery::to_request`][sender::SignedDelivery::to_request]) for your tests, a store that fails on demand, the store conformance suite, and [`actix::testing`] with `actix` |
 //!
 //! With feature `axum` (and `axum = "0.8"`, `tokio` with `macros`,
@@ -222,7 +223,7 @@ pub mod store {
 // request-derived text, building and signing deliveries, and the receiver's
 // defaults.
 #[doc(inline)]
-pub use payhook_core::{defaults, metrics, sender, source, untrusted};
+pub use payhook_core::{defaults, metrics, sender, source, trace, untrusted};
 
 pub mod adapter {
     //! For authors of framework adapters (the `tower` and `actix` features are
@@ -307,6 +308,10 @@ pub use payhook_inbox as inbox;
 #[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
 #[doc(inline)]
 pub use payhook_dashboard as dashboard;
+
+#[cfg(feature = "otel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
+pub mod otel;
 
 /// The README's code blocks, compiled (and the runnable ones run) as doctests so
 /// the quick starts cannot drift from the API.

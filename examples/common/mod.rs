@@ -38,6 +38,8 @@ use payhook::redis::RedisStore;
 use payhook::signature::StandardWebhooks;
 use payhook::source::Networks;
 use payhook::{Receiver, ReceiverBuilder};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
 const DEFAULT_ADDR: &str = "127.0.0.1:3000";
@@ -194,13 +196,27 @@ pub fn allowlist_from_env(mut builder: ReceiverBuilder) -> Result<ReceiverBuilde
 }
 
 /// Logs to stdout at the level `RUST_LOG` asks for (default `info`), in colour
-/// only on a terminal.
-pub fn init_logging() {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stdout)
-        .with_ansi(std::io::stdout().is_terminal())
+/// only on a terminal; with `OTEL_EXPORTER_OTLP_ENDPOINT` set, also exports
+/// the spans there as OTLP over HTTP ([`payhook::otel`]). Keep the returned
+/// value until the end of `main`: dropping it flushes the last spans.
+pub fn init_logging() -> Option<payhook::otel::Otel> {
+    let otel = match payhook::otel::Otel::from_env(env!("CARGO_BIN_NAME")) {
+        Ok(otel) => Some(otel),
+        Err(error) => {
+            eprintln!("OpenTelemetry export off: {error}");
+            None
+        }
+    };
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stdout)
+                .with_ansi(std::io::stdout().is_terminal()),
+        )
+        .with(otel.as_ref().and_then(payhook::otel::Otel::layer))
+        .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
         .init();
+    otel
 }
 
 /// The process's exit status: success, or failure with the error on stderr

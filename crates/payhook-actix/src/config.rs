@@ -63,8 +63,10 @@ use actix_web::{web, HttpMessage, HttpRequest};
 use futures_util::future::LocalBoxFuture;
 use futures_util::FutureExt;
 use payhook_core::adapter::{HandlerOutcome, SplitStoreCheck};
-use payhook_core::{Receiver, Reply};
+use payhook_core::{trace, Receiver, Reply};
+use tracing::Instrument;
 
+use crate::intake::ActixHeaders;
 use crate::reply::{reply_to_response, Rejection};
 use crate::settle::{is_bare_success, outcome, ClaimSlot};
 
@@ -180,8 +182,12 @@ where
         let slot = ClaimSlot::default();
         req.extensions_mut().insert(slot.clone());
         req.extensions_mut().insert(self.config.clone());
-        let served = self.service.call(req);
-        Box::pin(async move {
+        // The request's span (feature `otel`; none otherwise), continuing the
+        // sender's `traceparent`: the delivery span and the handler's are its children.
+        let span = trace::request_span(req.method().as_str(), req.path(), &ActixHeaders(req.headers()));
+        let served = span.in_scope(|| self.service.call(req));
+        let recorded = span.clone();
+        let settled = async move {
             match AssertUnwindSafe(served).catch_unwind().await {
                 Ok(Ok(response)) => {
                     let Some(claim) = slot.take() else {
@@ -209,6 +215,18 @@ where
                     Err(Rejection::from(Reply::handler_panicked()).into())
                 }
             }
-        })
+        };
+        Box::pin(
+            async move {
+                let response = settled.await;
+                let status = match &response {
+                    Ok(response) => response.status(),
+                    Err(error) => error.as_response_error().status_code(),
+                };
+                trace::record_response(&recorded, status.as_u16());
+                response
+            }
+            .instrument(span),
+        )
     }
 }

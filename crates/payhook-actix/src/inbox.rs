@@ -29,7 +29,9 @@
 //! for what fails the checks, `503` when the database is down.
 
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError, Route};
+use payhook_core::trace;
 use payhook_inbox::{Backend, Inbox};
+use tracing::Instrument;
 
 use crate::intake::{read_body, ActixHeaders};
 use crate::reply::reply_to_response;
@@ -41,7 +43,14 @@ use crate::reply::reply_to_response;
 pub fn inbox_route<DB: Backend>(inbox: Inbox<DB>) -> Route {
     web::post().to(move |req: HttpRequest, payload: web::Payload| {
         let inbox = inbox.clone();
-        async move { ingest(&inbox, &req, payload).await }
+        let span = trace::request_span(req.method().as_str(), req.path(), &ActixHeaders(req.headers()));
+        let recorded = span.clone();
+        async move {
+            let response = ingest(&inbox, &req, payload).await;
+            trace::record_response(&recorded, response.status().as_u16());
+            response
+        }
+        .instrument(span)
     })
 }
 

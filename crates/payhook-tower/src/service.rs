@@ -8,7 +8,7 @@ use futures_util::FutureExt;
 use http::{Request, Response};
 use http_body::Body;
 use payhook_core::adapter::{HandlerOutcome, ReceiveOutcome};
-use payhook_core::{Receiver, Reply};
+use payhook_core::{trace, Receiver, Reply};
 use tower_service::Service;
 use tracing::Instrument;
 
@@ -86,7 +86,21 @@ where
         // into the future and the clone stays behind for the next call.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture::new(handle(self.receiver.clone(), inner, request))
+        // The request's span (feature `otel`; none otherwise), continuing the
+        // sender's `traceparent`: the delivery span and the handler's are its children.
+        let span = trace::request_span(request.method().as_str(), request.uri().path(), request.headers());
+        let handled = handle(self.receiver.clone(), inner, request);
+        let recorded = span.clone();
+        ResponseFuture::new(
+            async move {
+                let response = handled.await;
+                if let Ok(response) = &response {
+                    trace::record_response(&recorded, response.status().as_u16());
+                }
+                response
+            }
+            .instrument(span),
+        )
     }
 }
 

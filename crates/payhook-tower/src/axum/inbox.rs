@@ -33,7 +33,9 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderMap, Response};
 use axum::routing::{post, MethodRouter};
+use payhook_core::trace;
 use payhook_inbox::{Backend, Inbox};
+use tracing::Instrument;
 
 /// `POST` route that stores verified deliveries in `inbox` and acknowledges
 /// them; mount it with `Router::route("/webhooks", inbox_route(inbox))`.
@@ -48,7 +50,14 @@ where
         let inbox = inbox.clone();
         let (parts, body) = request.into_parts();
         let peer = crate::peer::peer_ip(&parts.extensions);
-        async move { ingest(&inbox, peer, &parts.headers, body).await }
+        let span = trace::request_span(parts.method.as_str(), parts.uri.path(), &parts.headers);
+        let recorded = span.clone();
+        async move {
+            let response = ingest(&inbox, peer, &parts.headers, body).await;
+            trace::record_response(&recorded, response.status().as_u16());
+            response
+        }
+        .instrument(span)
     })
 }
 

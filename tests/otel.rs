@@ -1,0 +1,383 @@
+//! Feature `otel` against a real OTLP/HTTP endpoint: a receiver on loopback
+//! decodes each `ExportTraceServiceRequest` (protobuf, with the
+//! `opentelemetry-proto` types) that `payhook::otel` exports to
+//! `OTEL_EXPORTER_OTLP_ENDPOINT`. A delivery carrying a W3C `traceparent`,
+//! inline and through the inbox, leaves spans in the sender's trace: the
+//! request span (child of the sender's span), the delivery or ingest span,
+//! every inbox attempt and the handler's own span.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::routing::post;
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use payhook::inbox::sqlx;
+use payhook::inbox::{HandlerError, Inbox, Job};
+use payhook::tower::axum::{Received, Webhook};
+use payhook::tower::WebhookLayer;
+use payhook::{sign, Event, Receiver, Secret};
+use prost::Message as _;
+use tracing::Instrument;
+use tracing_subscriber::layer::SubscriberExt;
+
+const SECRET: &str = "whsec_otel";
+
+/// One exported span, as the collector received it.
+#[derive(Debug, Clone)]
+struct Exported {
+    trace_id: String,
+    span_id: String,
+    parent_span_id: String,
+    name: String,
+    kind: i32,
+    attributes: HashMap<String, String>,
+    service: Option<String>,
+}
+
+type Spans = Arc<Mutex<Vec<Exported>>>;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn text(value: Option<&Value>) -> String {
+    match value {
+        Some(Value::StringValue(text)) => text.clone(),
+        Some(Value::IntValue(number)) => number.to_string(),
+        Some(Value::BoolValue(flag)) => flag.to_string(),
+        Some(Value::DoubleValue(number)) => number.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The OTLP/HTTP endpoint: `POST /v1/traces` with a protobuf body, on its own
+/// thread and runtime (the SDK's exporter thread blocks on it while the
+/// test's runtime waits for the flush). Started once; its URL is put in
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` before any exporter is built.
+fn collector() -> &'static Spans {
+    static COLLECTOR: OnceLock<Spans> = OnceLock::new();
+    COLLECTOR.get_or_init(|| {
+        let spans: Spans = Arc::default();
+        let kept = Arc::clone(&spans);
+        let (bound, address) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let app = axum::Router::new().route(
+                    "/v1/traces",
+                    post(move |headers: axum::http::HeaderMap, body: Bytes| {
+                        let kept = Arc::clone(&kept);
+                        async move {
+                            assert_eq!(
+                                headers.get("content-type").and_then(|value| value.to_str().ok()),
+                                Some("application/x-protobuf"),
+                                "OTLP over HTTP with protobuf bodies"
+                            );
+                            let request =
+                                ExportTraceServiceRequest::decode(body).expect("an OTLP protobuf request");
+                            let mut kept = kept.lock().unwrap();
+                            for resource_spans in request.resource_spans {
+                                let service = resource_spans.resource.as_ref().and_then(|resource| {
+                                    resource
+                                        .attributes
+                                        .iter()
+                                        .find(|attribute| attribute.key == "service.name")
+                                        .map(|attribute| {
+                                            text(attribute.value.as_ref().and_then(|v| v.value.as_ref()))
+                                        })
+                                });
+                                for scope in resource_spans.scope_spans {
+                                    for span in scope.spans {
+                                        kept.push(Exported {
+                                            trace_id: hex(&span.trace_id),
+                                            span_id: hex(&span.span_id),
+                                            parent_span_id: hex(&span.parent_span_id),
+                                            name: span.name.clone(),
+                                            kind: span.kind,
+                                            attributes: span
+                                                .attributes
+                                                .iter()
+                                                .map(|attribute| {
+                                                    (
+                                                        attribute.key.clone(),
+                                                        text(
+                                                            attribute
+                                                                .value
+                                                                .as_ref()
+                                                                .and_then(|v| v.value.as_ref()),
+                                                        ),
+                                                    )
+                                                })
+                                                .collect(),
+                                            service: service.clone(),
+                                        });
+                                    }
+                                }
+                            }
+                            (
+                                [("content-type", "application/x-protobuf")],
+                                ExportTraceServiceResponse::default().encode_to_vec(),
+                            )
+                        }
+                    }),
+                );
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                bound.send(listener.local_addr().unwrap()).unwrap();
+                axum::serve(listener, app).await.unwrap();
+            });
+        });
+        let address = address.recv().unwrap();
+        // Set once, before any exporter reads it (every test goes through here first).
+        std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{address}"));
+        std::env::remove_var("OTEL_SERVICE_NAME");
+        spans
+    })
+}
+
+/// A fresh trace id and parent span id, as the sender's tracing would send them.
+fn traceparent() -> (String, String, String) {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    let trace_id = format!("{:032x}", nanos ^ 0x5eed_0000_0000_0000_0000_0000_0000_0001);
+    let span_id = format!("{:016x}", (nanos as u64) | 1);
+    let header = format!("00-{trace_id}-{span_id}-01");
+    (header, trace_id, span_id)
+}
+
+async fn deliver(url: &str, body: &str, traceparent: &str) -> u16 {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header(
+            "x-service-signature",
+            sign(body.as_bytes(), &Secret::new(SECRET).unwrap(), now),
+        )
+        .header("traceparent", traceparent)
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+fn of_trace(spans: &Spans, trace_id: &str) -> Vec<Exported> {
+    spans
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|span| span.trace_id == trace_id)
+        .cloned()
+        .collect()
+}
+
+fn named<'a>(spans: &'a [Exported], name: &str) -> Vec<&'a Exported> {
+    spans.iter().filter(|span| span.name == name).collect()
+}
+
+fn one<'a>(spans: &'a [Exported], name: &str) -> &'a Exported {
+    let found = named(spans, name);
+    assert_eq!(found.len(), 1, "one span {name:?} in {spans:#?}");
+    found[0]
+}
+
+#[test]
+fn an_inline_delivery_continues_the_senders_trace_through_the_handler() {
+    let spans = collector();
+    let otel = payhook::otel::Otel::from_env("otel-test-inline").unwrap();
+    assert!(otel.is_exporting());
+    let subscriber = tracing_subscriber::registry().with(otel.layer());
+    let _default = tracing::subscriber::set_default(subscriber);
+    let (header, trace_id, sender_span) = traceparent();
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        async fn handler(Webhook(event): Webhook<Event>) -> Received {
+            async { tracing::info!(target: "app", id = event.id(), "handled") }
+                .instrument(tracing::info_span!(target: "app", "handler_work"))
+                .await;
+            Received
+        }
+        let receiver = Receiver::builder()
+            .secret(SECRET)
+            .namespace("otel-inline")
+            .build()
+            .unwrap();
+        let app = axum::Router::new()
+            .route("/webhooks", post(handler))
+            .route_layer(WebhookLayer::new(receiver));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let body = r#"{"id":"evt_otel_inline","type":"customer.created","data":{"object":{}}}"#;
+        assert_eq!(
+            deliver(&format!("http://{addr}/webhooks"), body, &header).await,
+            200
+        );
+    });
+    drop(_default);
+    drop(otel); // flushes: the batch reaches the collector before this returns
+
+    let trace = of_trace(spans, &trace_id);
+    let request = one(&trace, "POST /webhooks");
+    assert_eq!(
+        request.parent_span_id, sender_span,
+        "the request span is the sender's span's child"
+    );
+    assert_eq!(request.kind, SpanKind::Server as i32);
+    assert_eq!(request.attributes["http.request.method"], "POST");
+    assert_eq!(request.attributes["url.path"], "/webhooks");
+    assert_eq!(request.attributes["http.response.status_code"], "200");
+    assert_eq!(request.service.as_deref(), Some("otel-test-inline"));
+    let delivery = one(&trace, "delivery");
+    assert_eq!(delivery.parent_span_id, request.span_id);
+    assert_eq!(delivery.attributes["messaging.system"], "payhook");
+    assert_eq!(delivery.attributes["messaging.operation.type"], "process");
+    assert_eq!(delivery.attributes["messaging.message.id"], "evt_otel_inline");
+    assert_eq!(delivery.attributes["messaging.destination.name"], "otel-inline");
+    assert_eq!(delivery.attributes["payhook.event.type"], "customer.created");
+    let handler = one(&trace, "handler_work");
+    assert_eq!(
+        handler.parent_span_id, delivery.span_id,
+        "the handler runs in the delivery's span"
+    );
+}
+
+#[test]
+fn an_inbox_delivery_keeps_its_trace_through_every_attempt_and_the_handler() {
+    let spans = collector();
+    let otel = payhook::otel::Otel::from_env("otel-test-inbox").unwrap();
+    let subscriber = tracing_subscriber::registry().with(otel.layer());
+    let _default = tracing::subscriber::set_default(subscriber);
+    let (header, trace_id, sender_span) = traceparent();
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stored = runtime.block_on(async {
+        let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+        let inbox = Inbox::builder(receiver)
+            .namespace("otel-inbox")
+            .poll_interval(Duration::from_millis(20))
+            .backoff(Duration::from_millis(10), Duration::from_millis(20))
+            .connect(&payhook_test_support::sqlite_url("otel-inbox"))
+            .await
+            .unwrap();
+        // The first attempt fails, the second succeeds: two attempts, one trace.
+        let workers = inbox.start(|job: Job| async move {
+            async {
+                tracing::info!(target: "app", attempt = job.attempt(), "handling");
+            }
+            .instrument(tracing::info_span!(target: "app", "handler_work"))
+            .await;
+            if job.attempt() == 1 {
+                return Err(HandlerError::from("the ledger is down"));
+            }
+            Ok(())
+        });
+        let pool = inbox.pool().clone();
+        let app = axum::Router::new().route("/webhooks", payhook::tower::axum::inbox_route(inbox.clone()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let body = r#"{"id":"evt_otel_inbox","type":"customer.created","data":{"object":{}}}"#;
+        assert_eq!(
+            deliver(&format!("http://{addr}/webhooks"), body, &header).await,
+            200
+        );
+        inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
+        workers.shutdown().await;
+        let stored: Option<String> =
+            sqlx::query_scalar("SELECT trace_context FROM payhook_inbox WHERE event_id = 'evt_otel_inbox'")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        stored
+    });
+    drop(_default);
+    drop(otel);
+
+    let trace = of_trace(spans, &trace_id);
+    let request = one(&trace, "POST /webhooks");
+    assert_eq!(request.parent_span_id, sender_span);
+    assert_eq!(request.attributes["http.response.status_code"], "200");
+    let ingest = one(&trace, "send otel-inbox");
+    assert_eq!(ingest.parent_span_id, request.span_id);
+    assert_eq!(ingest.kind, SpanKind::Producer as i32);
+    assert_eq!(ingest.attributes["messaging.operation.type"], "send");
+    assert_eq!(ingest.attributes["messaging.message.id"], "evt_otel_inbox");
+    // The row keeps the ingest span's context: each attempt is its child.
+    let stored = stored.expect("the trace context is stored with the event");
+    assert_eq!(stored, format!("00-{trace_id}-{}-01", ingest.span_id));
+    let mut attempts = named(&trace, "process otel-inbox");
+    attempts.sort_by_key(|span| span.attributes["payhook.attempt"].clone());
+    assert_eq!(
+        attempts.len(),
+        2,
+        "both attempts are in the delivery's trace: {trace:#?}"
+    );
+    for (number, attempt) in attempts.iter().enumerate() {
+        assert_eq!(attempt.parent_span_id, ingest.span_id);
+        assert_eq!(attempt.kind, SpanKind::Consumer as i32);
+        assert_eq!(attempt.attributes["payhook.attempt"], (number + 1).to_string());
+        assert_eq!(attempt.attributes["messaging.operation.type"], "process");
+        assert_eq!(attempt.attributes["messaging.message.id"], "evt_otel_inbox");
+        assert_eq!(attempt.attributes["payhook.event.type"], "customer.created");
+    }
+    let handlers = named(&trace, "handler_work");
+    assert_eq!(handlers.len(), 2);
+    for handler in handlers {
+        assert!(
+            attempts
+                .iter()
+                .any(|attempt| attempt.span_id == handler.parent_span_id),
+            "each handler span is its attempt's child"
+        );
+    }
+}
+
+#[test]
+fn without_an_opentelemetry_layer_nothing_is_stored() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+        let inbox = Inbox::connect(receiver, &payhook_test_support::sqlite_url("otel-off"))
+            .await
+            .unwrap();
+        let body =
+            Bytes::from_static(br#"{"id":"evt_otel_off","type":"customer.created","data":{"object":{}}}"#);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert(
+            "x-service-signature",
+            sign(&body, &Secret::new(SECRET).unwrap(), now).parse().unwrap(),
+        );
+        headers.insert("traceparent", traceparent().0.parse().unwrap());
+        assert_eq!(inbox.ingest(&headers, body).await.status(), 200);
+        let stored: Option<String> =
+            sqlx::query_scalar("SELECT trace_context FROM payhook_inbox WHERE event_id = 'evt_otel_off'")
+                .fetch_one(inbox.pool())
+                .await
+                .unwrap();
+        assert_eq!(
+            stored, None,
+            "no trace context is written without an OpenTelemetry layer"
+        );
+    });
+}
