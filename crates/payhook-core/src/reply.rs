@@ -10,7 +10,7 @@
 //! | body over the limit | 413 | `Webhook Error: …` |
 //! | the client address is outside the source-IP allowlist (see [`crate::source`]) | 403 | `Webhook Error: the source address is not allowed to deliver to this endpoint`, before the body is read; connection closed |
 //! | the same event is being handled by another request | 409 | `Webhook Error: …` |
-//! | the dedupe store (or the inbox's database) is unreachable or did not answer in time | 503, with `Retry-After: 5` ([`UNAVAILABLE_RETRY_AFTER`](crate::defaults::UNAVAILABLE_RETRY_AFTER)) | `Webhook Error: …` |
+//! | the dedupe store (or the inbox's database) is unreachable or did not answer in time | 503, with `Retry-After: 5` ([`UNAVAILABLE_RETRY_AFTER`]) | `Webhook Error: …` |
 //! | the body did not arrive within the body timeout | 408 | `Webhook Error: …`, connection closed |
 //! | the handler panicked | 500 | [`HANDLER_PANICKED`] |
 //! | the route has no receiver (adapter not set up), or an allowlist is on and the server does not pass the peer address | 500 | `Webhook Error: server misconfigured: …` |
@@ -73,7 +73,7 @@ impl Reply {
 
     /// The reply for a failed delivery: its status and `Webhook Error: <message>`.
     /// A `503` (the store or the inbox's database unavailable) also carries
-    /// `Retry-After` ([`UNAVAILABLE_RETRY_AFTER`](crate::defaults::UNAVAILABLE_RETRY_AFTER)).
+    /// `Retry-After` ([`UNAVAILABLE_RETRY_AFTER`]).
     pub fn error(error: &Error) -> Self {
         let status = error.status();
         Self {

@@ -449,9 +449,11 @@ impl InboxBuilder {
         self
     }
 
-    /// For an inbox built from a URL: how long to wait for a database
-    /// connection before answering `503` (default 5 s; above zero, at most 100
-    /// years). On the app's own pool, set it on the pool's options
+    /// For an inbox built from a URL: how long the pool waits for a database
+    /// connection (default 5 s; above zero, at most 100 years). A delivery
+    /// and each worker step wait no longer than their
+    /// [`database_timeout`](Self::database_timeout) whatever this is. On the
+    /// app's own pool, set it on the pool's options
     /// ([`from_pool`](Self::from_pool) refuses it).
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = Some(timeout);
