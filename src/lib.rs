@@ -121,6 +121,14 @@
     not(feature = "testing"),
     doc = "[sender::SignedDelivery::to_request]: https://docs.rs/payhook/latest/payhook/sender/struct.SignedDelivery.html#method.to_request"
 )]
+#![cfg_attr(
+    not(feature = "otel"),
+    doc = "[`otel`]: https://docs.rs/payhook/latest/payhook/otel/index.html"
+)]
+#![cfg_attr(
+    not(feature = "otel"),
+    doc = "[`otel::init`]: https://docs.rs/payhook/latest/payhook/otel/fn.init.html"
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
