@@ -1,5 +1,7 @@
 //! The attempts record: each ended attempt of an event (when, how long, how
-//! it ended, its error), written by the workers in batches, read by the
+//! it ended, its error), written by the workers in batches (a successful
+//! attempt by the statement that marks its event done,
+//! [`progress`](crate::progress)), read by the
 //! dashboard and `payhook inbox show` ([`reads::dashboard`](crate::reads::dashboard)).
 //!
 //! An attempt that never ended — its process was killed, or lost the
@@ -133,7 +135,7 @@ where
 
 /// One `INSERT` of `rows` attempts: `$1` the namespace, then seven
 /// parameters per attempt. A repeat (an attempt already recorded) is skipped.
-fn record_attempts_statement(rows: usize) -> String {
+pub(crate) fn record_attempts_statement(rows: usize) -> String {
     let mut sql = String::with_capacity(rows * 48 + 200);
     sql.push_str(concat!(
         "INSERT INTO ",
@@ -160,7 +162,8 @@ fn record_attempts_statement(rows: usize) -> String {
     sql
 }
 
-const TRIM_ATTEMPTS: &str = concat!(
+/// Drops an event's attempts up to `$2` (the oldest beyond the bound).
+pub(crate) const TRIM_ATTEMPTS: &str = concat!(
     "DELETE FROM ",
     attempts_table!(),
     " WHERE arrival = $1 AND attempt <= $2"

@@ -17,6 +17,7 @@ use crate::error::InboxError;
 pub trait Backend:
     Driver
     + crate::queue::Queue
+    + crate::progress::Progress
     + crate::operations::Operations
     + crate::bulk::Bulk
     + crate::reads::Reads
@@ -33,6 +34,8 @@ pub trait Backend:
 impl<DB> Backend for DB where
     DB: Driver
         + crate::queue::Queue
+        + crate::progress::Progress
+        + crate::progress::Progress
         + crate::operations::Operations
         + crate::bulk::Bulk
         + crate::bulk::Bulk

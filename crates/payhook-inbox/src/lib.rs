@@ -90,6 +90,7 @@ mod migrate;
 mod model;
 mod notify;
 mod operations;
+mod progress;
 mod queue;
 mod reads;
 mod sqlite_file;

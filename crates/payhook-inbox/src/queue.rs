@@ -3,8 +3,9 @@
 //! ([`insert`](Queue::insert)); a worker's [`claim`](Queue::claim) makes due
 //! ones `running` under a lease token (first requeuing, or making dead, those
 //! whose lease ran out), [`renew`](Queue::renew) extends the lease,
-//! [`mark_done_in`](Queue::mark_done_in) and
-//! [`mark_done_batch`](Queue::mark_done_batch) make them `done`, and
+//! [`mark_done_in`](Queue::mark_done_in) makes one `done` in the handler's
+//! transaction (the batched start and done marks are in
+//! [`progress`](crate::progress)), and
 //! [`record_failure`](Queue::record_failure) `pending` again (later) or
 //! `dead`. Every write after the claim names the lease token, so a worker whose
 //! lease was taken over changes nothing; the state is always a bound
@@ -49,12 +50,12 @@
 //! and the guards live as long as one claim transaction (two statements and
 //! the commit, well under a millisecond of the database's time).
 //!
-//! A claim takes at most the handlers free in its own process, never more:
-//! an event held by a busy replica would wait while another sits idle. So
-//! the claim batch is per replica, and splitting the same handlers over more
-//! replicas means smaller batches and more round trips per event (measured in
-//! BENCHMARKS.md, "Replicas on one PostgreSQL"); the lock wait itself stays
-//! zero.
+//! A claim takes as many events as its process will start within a short
+//! horizon (the worker's local queue, see the `worker` module), not only as many as
+//! it has free handlers, so one claim serves hundreds of events when the
+//! handlers are fast, and an idle replica waits at most that horizon for
+//! events another replica holds (measured in BENCHMARKS.md, "Claim ahead");
+//! the lock wait itself stays zero.
 //!
 //! The requeue of expired leases, in the same transaction, locks its rows
 //! `FOR UPDATE SKIP LOCKED` as well and re-checks their state when it locks
@@ -106,12 +107,6 @@ pub trait Queue: Driver {
         arrival: i64,
         token: i64,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + '_;
-    /// `running` → `done` for the claims `(arrival, token)` (distinct
-    /// arrivals) in one statement committed synchronously; the arrivals marked.
-    fn mark_done_batch<'a>(
-        db: &'a Database<Self>,
-        marks: &'a [(i64, i64)],
-    ) -> impl Future<Output = Result<HashSet<i64>, sqlx::Error>> + Send + 'a;
     /// Extends a lease; whether the claim still held.
     fn renew(
         db: &Database<Self>,
@@ -252,9 +247,13 @@ sql_bounds! {
                     .fetch_all(&mut *tx)
                     .await?;
                 // Exactly the rows taken back: their attempts were cut short.
+                // A row claimed ahead and never started had no attempt under
+                // that claim: its number is its last attempt's, already
+                // recorded (kept by the insert), or 0 when it never ran.
                 let interrupted = killed
                     .iter()
                     .chain(&requeued)
+                    .filter(|row| row.try_get::<i64, _>("attempts").map_or(true, |attempts| attempts > 0))
                     .map(|row| interrupted_attempt(row, request.now))
                     .collect::<Result<Vec<_>, sqlx::Error>>()?;
                 DB::record_interrupted_in(&mut tx, request.namespace, &interrupted).await?;
@@ -343,30 +342,6 @@ sql_bounds! {
             Ok(DB::rows_affected(&marked) > 0)
         }
 
-        async fn mark_done_batch<'a>(db: &'a Database<Self>, marks: &'a [(i64, i64)]) -> Result<HashSet<i64>, sqlx::Error> {
-            let padded = padded(marks.len());
-            let sql = mark_statement(db.dialect, padded);
-            // As for ingest: small statements stay prepared, larger ones are
-            // prepared per use. Padding marks are NULL and match nothing.
-            let mut query = sqlx::query(&sql)
-                .persistent(padded <= 16)
-                .bind(State::Done.as_str())
-                .bind(State::Running.as_str())
-                .bind(now_ms());
-            for &(arrival, token) in marks {
-                query = query.bind(Some(arrival)).bind(Some(token));
-            }
-            for _ in marks.len()..padded {
-                query = query.bind(None::<i64>).bind(None::<i64>);
-            }
-            query
-                .fetch_all(&db.pool)
-                .await?
-                .iter()
-                .map(|row| row.try_get("arrival"))
-                .collect()
-        }
-
         async fn renew(db: &Database<Self>, arrival: i64, token: i64, until: i64) -> Result<bool, sqlx::Error> {
             const RENEW: &str = concat!(
                 "UPDATE ",
@@ -421,15 +396,17 @@ sql_bounds! {
 /// (per-intent order is kept), and resuming its type needs no write to it. Only `pending` rows are candidates, so
 /// the scan follows the `(namespace, state, due_at, arrival)` index in claim
 /// order and stops after `LIMIT` rows, however many done rows the table
-/// keeps. Attempts are counted here, at the claim, so an attempt that kills
-/// the process is counted too. `{lock}` is the PostgreSQL row-locking clause;
+/// keeps. No attempt is counted here: a claimed event may wait in the
+/// worker's local queue; its attempt is counted when it starts
+/// ([`progress`](crate::progress)), before its handler runs, so an attempt
+/// that kills the process is counted and a wait in a dead process's queue is
+/// not. `{lock}` is the PostgreSQL row-locking clause;
 /// `{picked}` is empty (SQLite), or on PostgreSQL restricts the claim to the
 /// rows [`PICK`] locked and guarded ([`claim_statement`]).
 const CLAIM: &str = concat!(
     "UPDATE ",
     table!(),
-    " SET state = $6, lease_token = $4, \
-     lease_until = $3, attempts = attempts + 1, last_attempt_at = $2 \
+    " SET state = $6, lease_token = $4, lease_until = $3 \
      WHERE arrival IN ( \
        SELECT c.arrival FROM ",
     table!(),
@@ -539,34 +516,4 @@ fn insert_statement(dialect: Dialect, rows: usize) -> String {
 /// next power of two, so that only a few statements exist.
 fn padded(rows: usize) -> usize {
     rows.max(1).next_power_of_two()
-}
-
-/// `UPDATE … WHERE arrival IN (…) AND lease_token = CASE arrival WHEN … END`
-/// for `rows` marks (`$1` done, `$2` running, `$3` the time, then an arrival
-/// and its token per mark): each row is found by its key and done only under
-/// its own token. Its `last_error` is cleared (`attempts` and
-/// `last_attempt_at` keep the history).
-fn mark_statement(dialect: Dialect, rows: usize) -> String {
-    let mut arrivals = String::with_capacity(rows * 6);
-    let mut tokens = String::with_capacity(rows * 18);
-    for row in 0..rows {
-        let arrival = 4 + row * 2;
-        if row > 0 {
-            arrivals.push_str(", ");
-        }
-        arrivals.push_str(&format!("${arrival}"));
-        tokens.push_str(&format!(" WHEN ${arrival} THEN ${}", arrival + 1));
-    }
-    format!(
-        concat!(
-            "UPDATE ",
-            table!(),
-            " SET state = $1, done_at = $3, lease_token = NULL, lease_until = NULL, last_error = NULL \
-             WHERE arrival IN ({arrivals}) AND state = $2 AND lease_token = CASE arrival{tokens} END{durable} \
-             RETURNING arrival"
-        ),
-        arrivals = arrivals,
-        tokens = tokens,
-        durable = dialect.durable_commit()
-    )
 }

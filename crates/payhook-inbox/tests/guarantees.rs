@@ -19,6 +19,8 @@
 //! | [`purge_round_continues_while_old_rows_remain`] | the workers' purge keeps deleting batch after batch in one round while old done rows remain, so a backlog of several batches is gone at once, not one batch per round | the workers' purge returning after its first batch |
 //! | [`admin_purge_continues_while_old_rows_remain`] | `Admin::purge_done_before` (`payhook inbox purge`) deletes every old done row, batch after batch, and counts them all | the admin purge returning after its first batch |
 //! | [`batched_done_mark_clears_the_last_error`] | an event that failed once and then succeeded without opening its transaction (its done mark written in a batch) is done with no `last_error`; its attempts record keeps the failure | the batched done mark without `last_error = NULL` |
+//! | [`claimed_ahead_events_are_handed_back_uncounted`] | the workers claim ahead of their handlers without counting an attempt (it counts when the event starts), and when they stop they hand what they claimed but never started back to the queue at once, before their running handlers finish, still uncounted | the claim counting the attempt; no hand-back on shutdown |
+//! | [`handled_event_is_logged_at_info`] | each handled event is logged at `INFO` with its id, type, attempt and time, whether its done mark was batched or in the handler's transaction | the line at `DEBUG` or missing for one path |
 //! | [`failed_write_answers_503_and_stores_nothing`] | a delivery whose database write fails is answered `503` and nothing is stored or counted; once the database writes again the redelivery is stored and handled once | `200` after a failed write |
 //!
 //! Why the PostgreSQL claim guards each intent (what the test shows): claims
@@ -1203,6 +1205,142 @@ async fn failed_write_answers_503_and_stores_nothing(backend: Backend) {
     );
 }
 
+/// The workers claim ahead of their handlers into a local queue (a claim
+/// counts no attempt: the attempt counts when the event starts), and when
+/// they stop they hand the events they claimed but never started back to
+/// the queue at once, before the running handlers finish: nothing waits for
+/// a lease, nothing is counted an attempt it never had.
+async fn claimed_ahead_events_are_handed_back_uncounted(backend: Backend) {
+    let setup = Setup::new(backend).await;
+    let inbox = setup.inbox(|b| b.concurrency(2)).await;
+    for i in 0..400 {
+        ingest_ok(
+            &inbox,
+            &event(&format!("evt_ahead_{i:03}"), &format!("pi_ahead_{i}"), 1),
+        )
+        .await;
+    }
+    let gate = Gate::new();
+    let handled = Arc::new(AtomicUsize::new(0));
+    let workers = {
+        let (gate, handled) = (gate.clone(), Arc::clone(&handled));
+        inbox.start(move |_job: TestJob| {
+            let (gate, handled) = (gate.clone(), Arc::clone(&handled));
+            async move {
+                if handled.fetch_add(1, Ordering::SeqCst) >= 150 {
+                    gate.pass().await;
+                } else {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                Ok::<(), HandlerError>(())
+            }
+        })
+    };
+    gate.entered(2).await;
+    let running = |attempts: i64| {
+        let setup = &setup;
+        async move {
+            sqlx::query(
+                "SELECT COUNT(*) FROM payhook_inbox WHERE namespace = $1 AND state = 'running' AND attempts = $2",
+            )
+            .bind(&setup.namespace)
+            .bind(attempts)
+            .fetch_one(&setup.raw)
+            .await
+            .unwrap()
+            .get::<i64, _>(0)
+        }
+    };
+    // The two held handlers' attempts count; the events claimed ahead of
+    // them wait uncounted.
+    assert_eq!(running(1).await, 2);
+    let waiting = running(0).await;
+    assert!(waiting > 0, "nothing was claimed ahead of the handlers");
+    let per_claim = counter(payhook_inbox::metrics::CLAIMED, &setup.namespace)
+        / counter(payhook_inbox::metrics::CLAIMS, &setup.namespace);
+    assert!(per_claim > 2.0, "{per_claim} events per claim with 2 handlers");
+    let stopping = tokio::spawn(workers.shutdown());
+    eventually("the events claimed ahead handed back", || async {
+        running(0).await == 0
+    })
+    .await;
+    assert_eq!(running(1).await, 2, "the held handlers still run");
+    let uncounted: i64 = sqlx::query(
+        "SELECT COUNT(*) FROM payhook_inbox WHERE namespace = $1 AND state = 'pending' AND attempts = 0 \
+         AND lease_token IS NULL",
+    )
+    .bind(&setup.namespace)
+    .fetch_one(&setup.raw)
+    .await
+    .unwrap()
+    .get(0);
+    assert!(
+        uncounted >= waiting,
+        "{uncounted} pending < {waiting} handed back"
+    );
+    gate.open();
+    stopping.await.unwrap();
+    let counts: Vec<(String, i64, i64)> = sqlx::query(
+        "SELECT state, attempts, COUNT(*) FROM payhook_inbox WHERE namespace = $1 GROUP BY state, attempts ORDER BY state",
+    )
+    .bind(&setup.namespace)
+    .fetch_all(&setup.raw)
+    .await
+    .unwrap()
+    .iter()
+    .map(|row| (row.get(0), row.get(1), row.get(2)))
+    .collect();
+    let handled = i64::try_from(handled.load(Ordering::SeqCst)).unwrap();
+    assert_eq!(
+        counts,
+        [
+            ("done".to_owned(), 1, handled),
+            ("pending".to_owned(), 0, 400 - handled)
+        ]
+    );
+}
+
+/// Each handled event is logged at `INFO` as an inline delivery is, with its
+/// id, type, attempt and time, whether its done mark was batched or written
+/// in the handler's transaction.
+async fn handled_event_is_logged_at_info(backend: Backend) {
+    let setup = Setup::new(backend).await;
+    let inbox = setup.inbox(|b| b).await;
+    let batched = unique("evt_logged_batched");
+    let in_transaction = unique("evt_logged_tx");
+    ingest_ok(&inbox, &event(&batched, "pi_logged_b", 1)).await;
+    ingest_ok(&inbox, &event(&in_transaction, "pi_logged_t", 1)).await;
+    let workers = {
+        let (ledger, in_transaction) = (setup.ledger.clone(), in_transaction.clone());
+        inbox.start(move |job: TestJob| {
+            let (ledger, in_transaction) = (ledger.clone(), in_transaction.clone());
+            async move {
+                if job.event().id() == in_transaction {
+                    write_effect(&job, &ledger, "tx").await?;
+                }
+                Ok(())
+            }
+        })
+    };
+    for id in [&batched, &in_transaction] {
+        eventually("done", || async { setup.state(id).await.0 == "done" }).await;
+    }
+    workers.shutdown().await;
+    for id in [&batched, &in_transaction] {
+        assert_eq!(log_lines("inbox event handled", id), 1, "{id}");
+        let log = telemetry().log.lock().unwrap();
+        let text = String::from_utf8_lossy(&log);
+        let line = text
+            .lines()
+            .find(|line| line.contains("inbox event handled") && line.contains(&format!("event_id={id} ")))
+            .unwrap();
+        assert!(line.contains(" INFO "), "{line}");
+        assert!(line.contains("event_type=payment_intent.succeeded"), "{line}");
+        assert!(line.contains("attempt=1"), "{line}");
+        assert!(line.contains("elapsed_ms="), "{line}");
+    }
+}
+
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -1235,4 +1373,6 @@ on_every_backend!(
     purge_round_continues_while_old_rows_remain,
     admin_purge_continues_while_old_rows_remain,
     batched_done_mark_clears_the_last_error,
+    claimed_ahead_events_are_handed_back_uncounted,
+    handled_event_is_logged_at_info,
 );

@@ -140,6 +140,17 @@ impl Dialect {
         }
     }
 
+    /// Whether a `WITH` clause may hold an `UPDATE … RETURNING` whose rows
+    /// another part of the statement inserts elsewhere (PostgreSQL), so a
+    /// done mark and its attempt record are one statement; SQLite runs them
+    /// as two in one transaction.
+    pub(crate) fn modifies_in_with(self) -> bool {
+        match self {
+            Self::Sqlite => false,
+            Self::Postgres => true,
+        }
+    }
+
     /// Whether the database is a file the inbox opened (SQLite), to notice it
     /// deleted or replaced.
     pub(crate) fn is_file(self) -> bool {
