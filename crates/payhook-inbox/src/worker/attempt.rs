@@ -27,6 +27,9 @@ pub(super) struct Writers {
     pub(super) marks: mpsc::Sender<Mark>,
     pub(super) attempts: mpsc::Sender<AttemptEnded>,
     pub(super) finished: AtomicUsize,
+    /// Handlers finished whose done mark is not written yet: their events
+    /// still hold their payment intents.
+    pub(super) marking: AtomicUsize,
 }
 
 /// One started attempt (its start mark written, `claimed.attempts` its
@@ -128,21 +131,26 @@ pub(super) async fn process<DB: Backend>(
                 step: Step::Done,
                 answer,
             };
-            if writers.marks.send(mark).await.is_err() {
-                Some("marking done failed: the marker has stopped".to_owned())
+            writers.marking.fetch_add(1, Ordering::AcqRel);
+            let answer = if writers.marks.send(mark).await.is_err() {
+                None
             } else {
-                match marked.await {
-                    Ok(Ok(Some(_))) => {
+                marked.await.ok()
+            };
+            writers.marking.fetch_sub(1, Ordering::AcqRel);
+            // The next event of its payment intent may be due.
+            inbox.arrived.notify_one();
+            match answer {
+                None => Some("marking done failed: the marker has stopped".to_owned()),
+                Some(answer) => match answer {
+                    Ok(Some(_)) => {
                         // The done mark wrote this attempt's record.
                         recorded = true;
-                        // The next event of its payment intent may be due.
-                        inbox.arrived.notify_one();
                         None
                     }
-                    Ok(Ok(None)) => Some("the lease was lost to another worker".to_owned()),
-                    Ok(Err(message)) => Some(format!("marking done failed: {message}")),
-                    Err(_) => Some("marking done failed: the marker has stopped".to_owned()),
-                }
+                    Ok(None) => Some("the lease was lost to another worker".to_owned()),
+                    Err(message) => Some(format!("marking done failed: {message}")),
+                },
             }
         }
         (Ok(Err(err)), _) => Some(err.to_string()),

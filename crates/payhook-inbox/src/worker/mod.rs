@@ -156,6 +156,7 @@ async fn dispatch<DB: Backend>(
         marks,
         attempts,
         finished: std::sync::atomic::AtomicUsize::new(0),
+        marking: std::sync::atomic::AtomicUsize::new(0),
     });
     // Other replicas' new events wake this one (PostgreSQL); polling stays
     // the fallback when a notification is lost.
@@ -203,21 +204,28 @@ async fn dispatch<DB: Backend>(
             renew_waiting(&db, &config, &local).await;
             next_renew = now + config.lease / 4;
         }
-        let free = permits.available_permits();
+        // A handler whose done mark is on its way still holds its event's
+        // payment intent: claiming for it now could only find other intents'
+        // events, out of their arrival order.
+        let free = permits
+            .available_permits()
+            .saturating_sub(writers.marking.load(Ordering::Acquire));
         let target = pace
             .ahead(writers.finished.load(Ordering::Relaxed), now)
             .max(free);
         let settled = last_full
             || started_since
                 >= (last_claimed / 2).max(if last_claimed == 0 { config.concurrency } else { 1 });
-        if local.is_empty() || (local.len() * 2 <= target && settled) {
+        // Nothing is claimed that no handler could start soon: with no
+        // handler free and no pace yet, the next claim waits for a handler.
+        if target > local.len() && (local.is_empty() || (local.len() * 2 <= target && settled)) {
             // Expired leases are looked for a few times per lease, not at every
             // claim: an event whose worker died is taken up within 1.2 leases.
             let requeue = now >= next_requeue;
             if requeue {
                 next_requeue = now + config.lease / 5;
             }
-            let limit = target.saturating_sub(local.len()).max(1);
+            let limit = target - local.len();
             match claim(&db, &config, limit, requeue).await {
                 Ok(claimed) => {
                     if local.is_empty() {
@@ -237,6 +245,17 @@ async fn dispatch<DB: Backend>(
                     tracing::warn!(target: "payhook", %reason, "could not claim inbox events; retrying");
                 }
             }
+        }
+        if local.is_empty() && target == 0 {
+            // Every handler is busy (or marking its event done): wait for
+            // one to finish.
+            tokio::select! {
+                permit = permits.acquire(), if permits.available_permits() == 0 => drop(permit),
+                () = inbox.arrived.notified() => {}
+                () = stop_requested(&mut stopped) => {}
+                () = tokio::time::sleep_until(next_depth.into()) => {}
+            }
+            continue;
         }
         if local.is_empty() {
             tokio::select! {
