@@ -35,6 +35,9 @@
 //!     longest batch of a bulk retry and purge over 100 000 events and the ack
 //!     p99 of deliveries meanwhile ÷ idle; a paused type's ack p99 ÷ handled,
 //!     and its events drained after `resume` ÷ the no-op workers' rate.
+//! 12. the dashboard under load (`inbox/dashboard_load.rs`): deliveries' ack
+//!     p99 while 60 clients load filtered events pages over 100 000 stored
+//!     events ÷ idle, every delivery `200`, the pages' own `200`/`503` counted.
 //!
 //! ```text
 //! cargo bench --bench inbox                        # SQLite in a temp dir
@@ -60,6 +63,9 @@ use payhook_test_support::unique;
 
 #[path = "inbox/pause_bulk.rs"]
 mod pause_bulk;
+
+#[path = "inbox/dashboard_load.rs"]
+mod dashboard_load;
 
 const SECRET: &str = "whsec_bench_inbox";
 const CLIENTS: usize = 16;
@@ -1080,6 +1086,9 @@ async fn run(name: &str, url: impl Fn() -> String) {
     }
     if section(11) {
         pause_bulk::pause_and_bulk(&url()).await;
+    }
+    if section(12) {
+        dashboard_load::dashboard_under_load(&url()).await;
     }
 }
 

@@ -26,14 +26,14 @@ use super::{body, connect, fill, noop_rate, now, percentile, quick, serve, store
 /// The event type of the bench's deliveries.
 const TYPE: &str = "payment_intent.succeeded";
 
-fn rounds() -> usize {
+pub(crate) fn rounds() -> usize {
     std::env::var("PAYHOOK_BENCH_ROUNDS")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(2)
 }
 
-fn rate() -> u64 {
+pub(crate) fn rate() -> u64 {
     std::env::var("PAYHOOK_BENCH_BULK_RATE")
         .ok()
         .and_then(|n| n.parse().ok())
@@ -81,7 +81,7 @@ async fn paced_load(endpoint: String, rate: u64, mut stop: watch::Receiver<bool>
 
 /// The ack p99 of a paced load to `endpoint` while `during` runs (or for
 /// `idle` when `during` is `None`), and what `during` returned.
-async fn p99_while<T>(
+pub(crate) async fn p99_while<T>(
     endpoint: &str,
     during: Option<std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + '_>>>,
     idle: Duration,
@@ -100,7 +100,7 @@ async fn p99_while<T>(
     (percentile(&mut latencies, 0.99), result)
 }
 
-fn ms(duration: Duration) -> f64 {
+pub(crate) fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
 }
 
