@@ -43,7 +43,8 @@
 //!   [`MAX_CONCURRENT_PAGES`] pages are read at once, and a page that cannot
 //!   be read within [`PAGE_DEADLINE`] (waiting for its turn included; on
 //!   PostgreSQL each statement is also stopped by the database then) gets
-//!   `503` with `Retry-After` instead of waiting on.
+//!   `503` with `Retry-After` instead of waiting on. A confirmed action
+//!   (a bulk run) is not cut short: it runs to its end.
 //!
 //! Pages, under the path the app mounts it at (say `/payhook`):
 //! `/payhook/` the overview (counts by state, oldest pending event, the last
@@ -256,12 +257,20 @@ impl<DB: Backend> Dashboard<DB> {
 
     /// Answers one request: a page, an asset, an action's result, or an
     /// error page. Never panics on any input. At most
-    /// [`MAX_CONCURRENT_PAGES`] at once, each within [`PAGE_DEADLINE`].
+    /// [`MAX_CONCURRENT_PAGES`] at once; a page (`GET`) within
+    /// [`PAGE_DEADLINE`], an action (`POST`, confirmed by a person) to its
+    /// end.
     pub async fn handle(&self, request: DashboardRequest<'_>) -> Response<String> {
         let answer = async {
             let _turn = self.inner.pages.acquire().await;
             self.route(request).await
         };
+        let read = *request.method == Method::GET || *request.method == Method::HEAD;
+        if !read {
+            // An action a person confirmed (a bulk run takes many batches)
+            // runs to its end; only its turn is shared with the pages.
+            return finish(answer.await);
+        }
         match tokio::time::timeout(PAGE_DEADLINE, answer).await {
             Ok(response) => finish(response),
             Err(_) => {
