@@ -115,22 +115,29 @@ pub(crate) const INTERRUPTED: &str =
 /// took back: its `arrival`, its `attempts` (the attempt's number) and its
 /// `last_attempt_at` (when the attempt started). It is taken to end `now`,
 /// when its lease was found run out: the handler stopped at some time
-/// before, which nothing recorded.
-pub(crate) fn interrupted_attempt<R>(row: &R, now: i64) -> Result<AttemptRecord, sqlx::Error>
+/// before, which nothing recorded. `None` for an event never started (no
+/// attempt yet: claimed, then lost before its start mark); an event claimed
+/// again without being started names its previous attempt, whose own record
+/// is kept.
+pub(crate) fn interrupted_attempt<R>(row: &R, now: i64) -> Result<Option<AttemptRecord>, sqlx::Error>
 where
     R: sqlx::Row,
     for<'n> &'n str: sqlx::ColumnIndex<R>,
     for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
 {
+    let attempt: i64 = row.try_get("attempts")?;
+    if attempt < 1 {
+        return Ok(None);
+    }
     let started_at = row.try_get::<Option<i64>, _>("last_attempt_at")?.unwrap_or(now);
-    Ok(AttemptRecord {
+    Ok(Some(AttemptRecord {
         arrival: row.try_get("arrival")?,
-        attempt: row.try_get("attempts")?,
+        attempt,
         started_at,
         duration_ms: now.saturating_sub(started_at).max(0),
         outcome: AttemptOutcome::Interrupted,
         error: Some(INTERRUPTED.to_owned()),
-    })
+    }))
 }
 
 /// One `INSERT` of `rows` attempts: `$1` the namespace, then seven

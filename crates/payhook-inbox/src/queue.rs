@@ -253,8 +253,7 @@ sql_bounds! {
                 let interrupted = killed
                     .iter()
                     .chain(&requeued)
-                    .filter(|row| row.try_get::<i64, _>("attempts").map_or(true, |attempts| attempts > 0))
-                    .map(|row| interrupted_attempt(row, request.now))
+                    .filter_map(|row| interrupted_attempt(row, request.now).transpose())
                     .collect::<Result<Vec<_>, sqlx::Error>>()?;
                 DB::record_interrupted_in(&mut tx, request.namespace, &interrupted).await?;
             }

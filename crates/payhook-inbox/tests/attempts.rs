@@ -197,10 +197,12 @@ async fn cut_short_attempts_are_recorded_as_interrupted(url: String) {
     let admin = Admin::of_inbox(&inbox);
     ingest(&inbox, "evt_cut", "pi_cut").await;
     ingest(&inbox, "evt_cut_last", "pi_cut_last").await;
+    ingest(&inbox, "evt_never_started", "pi_never_started").await;
     let now = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap();
     // What a process killed in its handler leaves: running, the attempt
     // counted at the claim, the lease run out.
-    for (id, attempts) in [("evt_cut", 1), ("evt_cut_last", 2)] {
+    // (A claim lost before its handler started has no attempt to record.)
+    for (id, attempts) in [("evt_cut", 1), ("evt_cut_last", 2), ("evt_never_started", 0)] {
         sqlx::query(
             "UPDATE payhook_inbox SET state = 'running', lease_token = 7, lease_until = $1, \
              attempts = $2, last_attempt_at = $3 WHERE namespace = $4 AND event_id = $5",
@@ -217,6 +219,7 @@ async fn cut_short_attempts_are_recorded_as_interrupted(url: String) {
     let workers = inbox.start(|_job: Job| async move { Ok::<(), HandlerError>(()) });
     wait_for(&admin, "evt_cut", "done").await;
     wait_for(&admin, "evt_cut_last", "dead").await;
+    wait_for(&admin, "evt_never_started", "done").await;
     workers.shutdown().await;
 
     let cut = admin.attempts("evt_cut").await.unwrap();
@@ -239,12 +242,14 @@ async fn cut_short_attempts_are_recorded_as_interrupted(url: String) {
     );
     let last = admin.attempts("evt_cut_last").await.unwrap();
     assert_eq!(summary(&last), [(2, "interrupted".to_owned())]);
+    let never = admin.attempts("evt_never_started").await.unwrap();
+    assert_eq!(summary(&never), [(1, "done".to_owned())]);
     // The overview counts them with the failed attempts.
     let activity = admin.activity(Duration::from_secs(300), 12).await.unwrap();
     let total = activity
         .iter()
         .fold((0, 0), |(h, f), slot| (h + slot.handled, f + slot.failed));
-    assert_eq!(total, (1, 2));
+    assert_eq!(total, (2, 2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
