@@ -38,6 +38,9 @@
 //! 12. the dashboard under load (`inbox/dashboard_load.rs`): deliveries' ack
 //!     p99 while 60 clients load filtered events pages over 100 000 stored
 //!     events ÷ idle, every delivery `200`, the pages' own `200`/`503` counted.
+//! 13. feature `otel` (`inbox/otel.rs`): ingest over HTTP and no-op workers
+//!     with the spans exported ÷ with them off, and with them on but no
+//!     OpenTelemetry layer ÷ off, alternating rounds.
 //!
 //! ```text
 //! cargo bench --bench inbox                        # SQLite in a temp dir
@@ -66,6 +69,9 @@ mod pause_bulk;
 
 #[path = "inbox/dashboard_load.rs"]
 mod dashboard_load;
+
+#[path = "inbox/otel.rs"]
+mod otel;
 
 const SECRET: &str = "whsec_bench_inbox";
 const CLIENTS: usize = 16;
@@ -1089,6 +1095,10 @@ async fn run(name: &str, url: impl Fn() -> String) {
     }
     if section(12) {
         dashboard_load::dashboard_under_load(&url()).await;
+    }
+    // Last: it installs the process's global subscriber.
+    if section(13) {
+        otel::overhead(&url()).await;
     }
 }
 

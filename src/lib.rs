@@ -332,7 +332,8 @@ pub mod otel;
     feature = "emulator",
     feature = "inbox-sqlite",
     feature = "inbox-postgres",
-    feature = "ed25519"
+    feature = "ed25519",
+    feature = "otel"
 ))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
