@@ -16,7 +16,7 @@ use bytes::Bytes;
 use payhook_core::Reply;
 
 /// The core's reply as an actix-web response (closing the connection when the
-/// reply asks for it).
+/// reply asks for it, with `Retry-After` when it has one).
 pub(crate) fn reply_to_response(reply: Reply) -> HttpResponse {
     let mut response = HttpResponse::build(actix_status(&reply));
     response.insert_header((header::CONTENT_TYPE, reply.content_type()));
@@ -135,5 +135,21 @@ impl MessageBody for ClosingBody {
 
     fn poll_next(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Bytes, Infallible>>> {
         Poll::Ready(self.get_mut().reply.take().map(Ok))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_503_carries_retry_after_and_other_replies_do_not() {
+        let unavailable = payhook_core::Error::StoreUnavailable("timed out".to_owned());
+        let response = reply_to_response(Reply::error(&unavailable));
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers().get(header::RETRY_AFTER).unwrap(), "5");
+        let response = reply_to_response(Reply::error(&payhook_core::Error::NoSignatureMatch));
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert!(response.headers().get(header::RETRY_AFTER).is_none());
     }
 }
