@@ -189,30 +189,9 @@ impl<DB: Backend> Admin<DB> {
     }
 }
 
-/// The most rows one statement of a bulk action changes. Each statement is
-/// its own transaction, sized to take about [`BULK_BATCH_TIME`]; this caps
-/// it where the database is fast.
+/// Rows changed per statement of a bulk action: each statement is its own
+/// short transaction (a few milliseconds), whatever the selection's size.
 pub const BULK_BATCH: i64 = 500;
-
-/// How long one statement of a bulk action should hold the database: the
-/// next batch is sized from the last one's rows and time (from 10 rows up to
-/// [`BULK_BATCH`]). A delivery that arrives meanwhile waits at most about
-/// this long for SQLite's one writer.
-pub const BULK_BATCH_TIME: Duration = Duration::from_millis(2);
-
-/// The first batch's rows, and the fewest a batch takes.
-const BULK_BATCH_MIN: i64 = 10;
-
-/// The rows of the next batch: the last one's scaled to take
-/// [`BULK_BATCH_TIME`], at most doubled or halved per step.
-fn next_batch(rows: i64, took: Duration) -> i64 {
-    let took = took.as_secs_f64().max(1e-6);
-    #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
-    let scaled = (rows as f64 * BULK_BATCH_TIME.as_secs_f64() / took) as i64;
-    scaled
-        .clamp(rows / 2, rows.saturating_mul(2))
-        .clamp(BULK_BATCH_MIN, BULK_BATCH)
-}
 
 impl<DB: Backend> Admin<DB> {
     /// How many events `action` would touch in `selection` now, and the most
@@ -245,10 +224,10 @@ impl<DB: Backend> Admin<DB> {
     }
 
     /// Runs `action` over the events of `selection` that were there at
-    /// `as_of` (the count's [`BulkCount::as_of`]), in batches sized to take
-    /// about [`BULK_BATCH_TIME`] each (at most [`BULK_BATCH`] rows), each its
-    /// own statement, resting between batches as long as the last one took,
-    /// so that deliveries and workers keep their pace. Run again with the same `as_of` after an
+    /// `as_of` (the count's [`BulkCount::as_of`]), in batches of at most
+    /// [`BULK_BATCH`] rows, each its own short statement, resting between
+    /// batches as long as the last one took, so that deliveries and workers
+    /// keep their pace. Run again with the same `as_of` after an
     /// interruption, it changes only what the first run did not: each action
     /// changes an event out of the states it selects (see [`BulkAction`]).
     /// [`BulkAction::Pause`] pauses the selection's event types (at most the
@@ -284,11 +263,16 @@ impl<DB: Backend> Admin<DB> {
         }
         for state in selected_states(action, selection) {
             let mut after = Position::START;
-            let mut rows = BULK_BATCH_MIN;
             loop {
                 let started = std::time::Instant::now();
-                let (changed, last) =
-                    DB::batch(&self.db, self.scope(action, selection, as_of), state, after, rows).await?;
+                let (changed, last) = DB::batch(
+                    &self.db,
+                    self.scope(action, selection, as_of),
+                    state,
+                    after,
+                    BULK_BATCH,
+                )
+                .await?;
                 let took = started.elapsed();
                 report.batches += 1;
                 report.longest_batch = report.longest_batch.max(took);
@@ -297,7 +281,6 @@ impl<DB: Backend> Admin<DB> {
                     Some(last) if changed > 0 => after = last,
                     _ => break,
                 }
-                rows = next_batch(rows, took);
                 // Half the time at most: the intake and the workers get the
                 // database (SQLite's one writer) between batches.
                 tokio::time::sleep(took.min(Duration::from_millis(100))).await;
@@ -469,27 +452,4 @@ impl<DB: Backend> Admin<DB> {
 /// ```
 pub fn parse_age(text: &str) -> Option<Duration> {
     payhook_core::time::parse_age(text)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bulk_batches_are_sized_to_take_their_time() {
-        assert_eq!(
-            next_batch(10, Duration::from_millis(1)),
-            20,
-            "fast: at most doubled"
-        );
-        assert_eq!(
-            next_batch(100, Duration::from_millis(8)),
-            50,
-            "slow: at most halved"
-        );
-        assert_eq!(next_batch(100, Duration::from_micros(2500)), 80);
-        assert_eq!(next_batch(400, Duration::from_micros(100)), BULK_BATCH);
-        assert_eq!(next_batch(12, Duration::from_secs(1)), BULK_BATCH_MIN);
-        assert_eq!(next_batch(10, Duration::ZERO), 20);
-    }
 }
