@@ -41,6 +41,16 @@
 //! 13. feature `otel` (`inbox/otel.rs`): ingest over HTTP and no-op workers
 //!     with the spans exported ÷ with them off, and with them on but no
 //!     OpenTelemetry layer ÷ off, alternating rounds.
+//! 14. the no-op drain (`inbox/drain.rs`) (16 handlers; `PAYHOOK_BENCH_DRAIN_EVENTS`, default
+//!     10 000 and 50 000; `PAYHOOK_BENCH_DRAIN_INTENTS` payment intents, default
+//!     one per event) beside a batched hand-written loop (claim 500 and mark
+//!     500 per transaction) on the same database, and on PostgreSQL section
+//!     7's one-row loop, in `PAYHOOK_BENCH_ROUNDS` alternating rounds: events/s,
+//!     CPU-s per 1 000 events of the process and of the PostgreSQL server
+//!     (`PAYHOOK_TEST_PG_DIR`), statements per event (sqlx's own count, and
+//!     `pg_stat_statements` when loaded). `PAYHOOK_BENCH_DRAIN_FLOORS=off`
+//!     runs the inbox's drain only (as
+//!     `benches/peers/graphile/run.sh` does).
 //!
 //! ```text
 //! cargo bench --bench inbox                        # SQLite in a temp dir
@@ -64,6 +74,8 @@ use payhook::inbox::{Backend, Inbox, Job};
 use payhook::{sign, Receiver, Secret};
 use payhook_test_support::unique;
 
+#[path = "inbox/drain.rs"]
+mod drain;
 #[path = "inbox/pause_bulk.rs"]
 mod pause_bulk;
 
@@ -1099,6 +1111,11 @@ async fn run(name: &str, url: impl Fn() -> String) {
     // Last: it installs the process's global subscriber.
     if section(13) {
         otel::overhead(&url()).await;
+    }
+    // After section 13: its statement counter is the global subscriber
+    // when no other section installed one.
+    if section(14) {
+        drain::drain_floors(&url(), name.starts_with("PostgreSQL")).await;
     }
 }
 
