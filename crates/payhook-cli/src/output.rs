@@ -69,12 +69,12 @@ pub fn paint_stderr(text: &str, colour: Colour) -> String {
     paint(text, colour, stderr_gets_colour())
 }
 
-/// Writes one line to stdout, or exits with code 2 if stdout is gone.
 /// Asks `question` on the terminal (`[y/N]`); `false` without one: a script
 /// or a pipe cannot answer, so nothing is confirmed.
 ///
 /// # Errors
 /// The terminal could not be written or read.
+#[cfg(feature = "inbox")]
 pub fn confirmed(question: &str) -> std::io::Result<bool> {
     if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
         return Ok(false);
@@ -86,6 +86,7 @@ pub fn confirmed(question: &str) -> std::io::Result<bool> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
+/// Writes one line to stdout, or exits with code 2 if stdout is gone.
 pub fn stdout_line(args: fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
     let written = out
