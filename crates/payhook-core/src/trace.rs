@@ -210,8 +210,16 @@ mod otel {
         span.set_attribute("messaging.system", "payhook");
         span.set_attribute("messaging.operation.type", message.operation.to_owned());
         span.set_attribute("messaging.destination.name", message.namespace.to_owned());
-        span.set_attribute("messaging.message.id", message.event_id.to_owned());
-        span.set_attribute("payhook.event.type", message.event_type.to_owned());
+        // Request values, shown in the tracing backend's UI: the same rule
+        // as every other place they are shown.
+        span.set_attribute(
+            "messaging.message.id",
+            Untrusted::value(message.event_id).to_string(),
+        );
+        span.set_attribute(
+            "payhook.event.type",
+            Untrusted::value(message.event_type).to_string(),
+        );
         if let Some(attempt) = message.attempt {
             span.set_attribute("payhook.attempt", i64::from(attempt));
         }
