@@ -23,7 +23,7 @@ use crate::clock::{millis, now_ms};
 use crate::database::{Database, UrlOptions};
 use crate::error::{payhook_escape, InboxError};
 use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
-use crate::operations::PURGE_BATCH;
+use crate::operations::{PARK_BATCH, PURGE_BATCH};
 
 pub use crate::attempts::MAX_ATTEMPT_RECORDS;
 pub use crate::dialect::{ATTEMPTS_TABLE, DUPLICATES_TABLE, PAUSED_TABLE};
@@ -157,27 +157,50 @@ impl<DB: Backend> Admin<DB> {
     /// is [resumed](Self::resume). Events already running finish; a pending
     /// paused event still holds back the later events of its payment intent
     /// (per-intent order is kept). The pause is a row in the database
-    /// ([`PAUSED_TABLE`]): it survives restarts. Returns `false` when the
-    /// type was already paused.
+    /// ([`PAUSED_TABLE`]): it survives restarts. The type's waiting events
+    /// are parked out of the claims' way (in bounded batches; they stay
+    /// `pending` with their due times), and so are those stored while it is
+    /// paused. Returns `false` when the type was already paused.
     ///
     /// # Errors
     /// [`InboxError::InvalidSetting`] for an empty type or one longer than
     /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), or a database error.
     pub async fn pause(&self, event_type: &str) -> Result<bool, InboxError> {
         check_event_type(event_type)?;
-        Ok(DB::pause(&self.db, &self.namespace, event_type).await?)
+        let paused = DB::pause(&self.db, &self.namespace, event_type).await?;
+        self.park_all(event_type, true).await?;
+        Ok(paused)
     }
 
-    /// Resumes a paused event type: its waiting events are claimed again,
-    /// oldest first, as if they had never been held back. Returns `false`
-    /// when the type was not paused.
+    /// Resumes a paused event type: its waiting events are unparked (in
+    /// bounded batches, earliest due first) and claimed again, oldest first,
+    /// as if they had never been held back. Returns `false` when the type
+    /// was not paused.
     ///
     /// # Errors
     /// [`InboxError::InvalidSetting`] for an empty or too long type, or a
     /// database error.
     pub async fn resume(&self, event_type: &str) -> Result<bool, InboxError> {
         check_event_type(event_type)?;
-        Ok(DB::resume(&self.db, &self.namespace, event_type).await?)
+        let resumed = DB::resume(&self.db, &self.namespace, event_type).await?;
+        self.park_all(event_type, false).await?;
+        Ok(resumed)
+    }
+
+    /// Parks (`park`) or unparks every waiting event of `event_type`, in
+    /// batches of [`PARK_BATCH`] in due order: a paused type's events are
+    /// kept out of the claims' index range, so claims do not step over them,
+    /// and come back in the order they had. Run on every pause and resume,
+    /// even a repeated one, so a second call finishes an interrupted one.
+    async fn park_all(&self, event_type: &str, park: bool) -> Result<u64, InboxError> {
+        let mut total = 0;
+        loop {
+            let changed = DB::park(&self.db, &self.namespace, event_type, park, PARK_BATCH).await?;
+            total += changed;
+            if changed < u64::try_from(PARK_BATCH).unwrap_or(u64::MAX) {
+                return Ok(total);
+            }
+        }
     }
 
     /// The paused event types, by name, each with its events waiting.
@@ -254,10 +277,11 @@ impl<DB: Backend> Admin<DB> {
             for (event_type, _) in types {
                 let started = std::time::Instant::now();
                 if DB::pause(&self.db, &self.namespace, &event_type).await? {
-                    report.paused_types.push(event_type);
+                    report.paused_types.push(event_type.clone());
                 }
                 report.batches += 1;
                 report.longest_batch = report.longest_batch.max(started.elapsed());
+                self.park_all(&event_type, true).await?;
             }
             return Ok(report);
         }

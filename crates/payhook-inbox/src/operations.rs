@@ -11,9 +11,13 @@ use std::future::Future;
 
 use crate::clock::now_ms;
 use crate::database::Database;
-use crate::dialect::{paused_table, table};
+use crate::dialect::{parked, paused_table, table};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::State;
+
+/// Events parked or unparked per statement when a type is paused or
+/// resumed: each statement is short, whatever the type's backlog.
+pub(crate) const PARK_BATCH: i64 = 500;
 
 /// Rows deleted per purge statement: each statement is short (a few
 /// milliseconds of write lock), whatever the backlog.
@@ -51,6 +55,17 @@ pub trait Operations: Driver {
         namespace: &'a str,
         event_type: &'a str,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a;
+    /// Parks (`park`) or unparks at most `limit` waiting events of
+    /// `event_type`, earliest due first (see [`parked!`]); how many. Parking
+    /// needs the type paused, unparking needs it not paused, so a pause and
+    /// a resume racing each other leave no event parked while its type runs.
+    fn park<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        event_type: &'a str,
+        park: bool,
+        limit: i64,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
     /// Deletes at most `limit` done events marked done before `before`.
     fn purge<'a>(
         db: &'a Database<Self>,
@@ -131,8 +146,9 @@ sql_bounds! {
         }
 
         async fn resume<'a>(db: &'a Database<Self>, namespace: &'a str, event_type: &'a str) -> Result<bool, sqlx::Error> {
-            // The paused events stayed `pending` with their due times, so the
-            // next claims take them oldest first, as if never held back.
+            // The paused events stayed `pending`, parked past their due
+            // times; `Admin::resume` unparks them after this, so the next
+            // claims take them oldest first, as if never held back.
             const RESUME: &str = concat!(
                 "DELETE FROM ",
                 paused_table!(),
@@ -144,6 +160,65 @@ sql_bounds! {
                 .execute(&db.pool)
                 .await?;
             Ok(DB::rows_affected(&deleted) > 0)
+        }
+
+        async fn park<'a>(
+            db: &'a Database<Self>,
+            namespace: &'a str,
+            event_type: &'a str,
+            park: bool,
+            limit: i64,
+        ) -> Result<u64, sqlx::Error> {
+            // The batch is read from the claim's index (pending, by due time)
+            // and re-checked on each row it changes (on PostgreSQL under the
+            // row's lock), so an event claimed meanwhile is left alone. On
+            // PostgreSQL the paused row is share-locked while parking, so a
+            // resume deleting it waits, and its unparking then sees these.
+            const PARK: &str = concat!(
+                "UPDATE ",
+                table!(),
+                " SET due_at = due_at + ",
+                parked!(),
+                " WHERE namespace = $1 AND state = $2 AND event_type = $3 AND due_at < ",
+                parked!(),
+                " AND EXISTS (SELECT 1 FROM ",
+                paused_table!(),
+                " p WHERE p.namespace = $1 AND p.event_type = $3{share}) \
+                 AND arrival IN (SELECT arrival FROM ",
+                table!(),
+                " WHERE namespace = $1 AND state = $2 AND event_type = $3 AND due_at < ",
+                parked!(),
+                " ORDER BY due_at, arrival LIMIT $4)"
+            );
+            const UNPARK: &str = concat!(
+                "UPDATE ",
+                table!(),
+                " SET due_at = due_at - ",
+                parked!(),
+                " WHERE namespace = $1 AND state = $2 AND event_type = $3 AND due_at >= ",
+                parked!(),
+                " AND NOT EXISTS (SELECT 1 FROM ",
+                paused_table!(),
+                " p WHERE p.namespace = $1 AND p.event_type = $3) \
+                 AND arrival IN (SELECT arrival FROM ",
+                table!(),
+                " WHERE namespace = $1 AND state = $2 AND event_type = $3 AND due_at >= ",
+                parked!(),
+                " ORDER BY due_at, arrival LIMIT $4)"
+            );
+            let sql = if park {
+                PARK.replace("{share}", db.dialect.share_lock())
+            } else {
+                UNPARK.to_owned()
+            };
+            let changed = sqlx::query(&sql)
+                .bind(namespace)
+                .bind(State::Pending.as_str())
+                .bind(event_type)
+                .bind(limit)
+                .execute(&db.pool)
+                .await?;
+            Ok(DB::rows_affected(&changed))
         }
 
         async fn purge<'a>(db: &'a Database<Self>, namespace: &'a str, before: i64, limit: i64) -> Result<u64, sqlx::Error> {

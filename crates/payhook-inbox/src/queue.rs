@@ -72,7 +72,7 @@ use sqlx::Row as _;
 use crate::attempts::{interrupted_attempt, AttemptsRecord};
 use crate::clock::now_ms;
 use crate::database::Database;
-use crate::dialect::{paused_table, table, Dialect};
+use crate::dialect::{parked, paused_table, table, Dialect};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{ClaimRequest, ClaimResult, Claimed, NewRow, State};
 
@@ -476,7 +476,8 @@ fn claim_statement(dialect: Dialect, picked: usize) -> String {
 
 /// One `INSERT … SELECT … FROM (VALUES …)` for `rows` rows: `$1` is the
 /// namespace, `$2` the state of new rows, then seven parameters per row
-/// (`received_at` is also the first `due_at`; the last is the trace context). Padding rows are all NULL and
+/// (`received_at` is also the first `due_at`, [`parked!`] when the type is
+/// paused; the last is the trace context). Padding rows are all NULL and
 /// filtered out; repeats are skipped by `ON CONFLICT`, and the new rows' ids
 /// come back.
 fn insert_statement(dialect: Dialect, rows: usize) -> String {
@@ -485,8 +486,16 @@ fn insert_statement(dialect: Dialect, rows: usize) -> String {
         "INSERT INTO ",
         table!(),
         " (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at, trace_context) \
-         SELECT $1, column1, column2, column3, column4, column5, column6, $2, 0, column6, column7 \
-         FROM (VALUES "
+         SELECT $1, column1, column2, column3, column4, column5, column6, $2, 0, \
+           CASE WHEN EXISTS (SELECT 1 FROM ",
+        paused_table!(),
+        " p WHERE p.namespace = $1 AND p.event_type = column2"
+    ));
+    sql.push_str(dialect.share_lock());
+    sql.push_str(concat!(
+        ") THEN column6 + ",
+        parked!(),
+        " ELSE column6 END, column7 FROM (VALUES "
     ));
     for row in 0..rows {
         let first = 3 + row * 7;

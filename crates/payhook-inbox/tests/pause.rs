@@ -5,6 +5,7 @@
 //! | test | what it holds the inbox to |
 //! |---|---|
 //! | [`paused_type_waits_on_every_replica_and_resumes_in_order`] | a paused type's deliveries are acknowledged and stored but claimed by no replica (also one started after the pause), a paused event holds back the later events of its payment intent, other types run; once resumed, its events run in arrival order, each once |
+//! | [`a_paused_types_events_are_out_of_the_claims_range`] | a paused type's waiting events (stored before the pause or after) are parked out of the claims' index range (`due_at <= now`) yet stay `pending` and show their own due time; resumed, they are back with the due times they had and run in arrival order |
 //! | [`an_event_type_is_checked_before_it_is_paused`] | an empty or too long type is refused, nothing is written |
 
 use std::sync::{Arc, Mutex};
@@ -193,6 +194,63 @@ async fn paused_type_waits_on_every_replica_and_resumes_in_order(backend: Backen
     workers_restarted.shutdown().await;
 }
 
+/// Pending events of the namespace a claim's index range reaches now (due
+/// by now), by id.
+async fn due_now(inbox: &Inbox) -> Vec<String> {
+    let now = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap();
+    let rows = payhook_inbox::sqlx::query(
+        "SELECT event_id FROM payhook_inbox WHERE namespace = $1 AND state = 'pending' AND due_at <= $2 ORDER BY arrival",
+    )
+    .bind(inbox.namespace())
+    .bind(now)
+    .fetch_all(inbox.pool())
+    .await
+    .unwrap();
+    rows.iter()
+        .map(|row| payhook_inbox::sqlx::Row::get::<String, _>(row, "event_id"))
+        .collect()
+}
+
+async fn a_paused_types_events_are_out_of_the_claims_range(backend: Backend) {
+    let url = url_of(backend);
+    let inbox = replica(&url, &unique("pause-parked")).await;
+    let admin = Admin::of_inbox(&inbox);
+    // Stored before the pause, and (after it) through intake.
+    ingest_ok(&inbox, event("evt_parked0", PAUSED, "pi_parked0", 1)).await;
+    ingest_ok(&inbox, event("evt_parked1", PAUSED, "pi_parked1", 2)).await;
+    ingest_ok(&inbox, event("evt_running", RUNNING, "pi_running", 3)).await;
+    assert_eq!(due_now(&inbox).await.len(), 3);
+    assert!(admin.pause(PAUSED).await.unwrap());
+    ingest_ok(&inbox, event("evt_parked2", PAUSED, "pi_parked2", 4)).await;
+    // Every pending event of the paused type is parked past the claims'
+    // range (`due_at <= now`), so no claim steps over it; it stays pending,
+    // and is shown with its own due time.
+    assert_eq!(due_now(&inbox).await, vec!["evt_running".to_owned()]);
+    let shown = admin.show("evt_parked2").await.unwrap();
+    assert_eq!(shown.state, "pending");
+    assert!(shown.due_at <= shown.received_at + 1000, "{shown:?}");
+    assert_eq!(admin.paused().await.unwrap()[0].waiting, 3);
+    // A second pause parks nothing twice.
+    assert!(!admin.pause(PAUSED).await.unwrap());
+    assert_eq!(due_now(&inbox).await, vec!["evt_running".to_owned()]);
+
+    // Resumed: back in the range with the due times they had, and handled
+    // in arrival order.
+    assert!(admin.resume(PAUSED).await.unwrap());
+    assert_eq!(
+        due_now(&inbox).await,
+        ["evt_parked0", "evt_parked1", "evt_running", "evt_parked2"]
+    );
+    let handled = Handled::default();
+    let workers = start(&inbox, &handled);
+    inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
+    assert_eq!(
+        handled_of(&handled, "evt_parked"),
+        ["evt_parked0", "evt_parked1", "evt_parked2"]
+    );
+    workers.shutdown().await;
+}
+
 async fn an_event_type_is_checked_before_it_is_paused(backend: Backend) {
     let url = url_of(backend);
     let inbox = replica(&url, &unique("pause-check")).await;
@@ -230,5 +288,6 @@ macro_rules! on_every_backend {
 
 on_every_backend!(
     paused_type_waits_on_every_replica_and_resumes_in_order,
+    a_paused_types_events_are_out_of_the_claims_range,
     an_event_type_is_checked_before_it_is_paused,
 );

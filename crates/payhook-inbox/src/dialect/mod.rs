@@ -37,6 +37,24 @@ macro_rules! paused_table {
 }
 pub(crate) use paused_table;
 
+/// How far past its due time a paused type's waiting event is parked, for
+/// `concat!` (2^62 ms: any real due time plus it is past every real time,
+/// and still fits an `i64`). The claim reads pending events due by now in
+/// `(namespace, state, due_at, arrival)` index order, so a parked event is
+/// out of its range: claims never step over a paused type's backlog. The
+/// event stays `pending` (per-intent order still counts it as waiting), and
+/// resuming subtracts the offset again, so the order it is claimed in is
+/// the one it had. [`PARKED`] is the same number.
+macro_rules! parked {
+    () => {
+        "4611686018427387904"
+    };
+}
+pub(crate) use parked;
+
+/// [`parked!`] as a number: due times at or above it are parked.
+pub(crate) const PARKED: i64 = 1 << 62;
+
 /// The duplicate deliveries' table name, for `concat!`.
 macro_rules! duplicates_table {
     () => {
@@ -109,6 +127,18 @@ impl Dialect {
         match self {
             Self::Sqlite => "",
             Self::Postgres => "FOR UPDATE SKIP LOCKED",
+        }
+    }
+
+    /// The row-locking clause of intake's look-up of a paused type: on
+    /// PostgreSQL the paused row is share-locked, so a resume deleting it
+    /// waits for the intake that saw it to commit, and the resume's unparking
+    /// (which starts after) finds the parked event; an intake after the
+    /// delete does not park. SQLite's one writer serializes them already.
+    pub(crate) fn share_lock(self) -> &'static str {
+        match self {
+            Self::Sqlite => "",
+            Self::Postgres => " FOR SHARE",
         }
     }
 
@@ -218,4 +248,15 @@ impl Dialect {
 /// such table", PostgreSQL answers SQLSTATE `42P01`.
 pub(crate) fn is_missing_table(err: &dyn sqlx::error::DatabaseError) -> bool {
     err.message().contains("no such table") || err.code().as_deref() == Some("42P01")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_parked_offset_is_one_number_in_statements_and_code() {
+        assert_eq!(parked!().parse::<i64>(), Ok(super::PARKED));
+        // A due time a thousand years out stays an i64 when parked.
+        let far = 1000 * 365 * 24 * 3_600_000_i64;
+        assert!(far.checked_add(super::PARKED).is_some());
+    }
 }

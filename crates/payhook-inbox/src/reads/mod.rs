@@ -12,7 +12,7 @@ use sqlx::Row as _;
 
 use crate::clock::{millis, now_ms};
 use crate::database::Database;
-use crate::dialect::{is_missing_table, paused_table, table};
+use crate::dialect::{is_missing_table, paused_table, table, PARKED};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{Filter, PausedType, State, StoredEvent};
 
@@ -182,6 +182,15 @@ sql_bounds! {
     }
 }
 
+/// A stored due time without the parked offset.
+fn unparked(due_at: i64) -> i64 {
+    if due_at >= PARKED {
+        due_at - PARKED
+    } else {
+        due_at
+    }
+}
+
 /// An event read with [`COLUMNS`], and its body when it was read too.
 pub(crate) fn stored_event<R>(row: &R, body: Option<String>) -> Result<StoredEvent, sqlx::Error>
 where
@@ -198,7 +207,9 @@ where
         attempts: row.try_get("attempts")?,
         created: row.try_get("created")?,
         received_at: row.try_get("received_at")?,
-        due_at: row.try_get("due_at")?,
+        // A paused type's event is parked past its due time (see
+        // `dialect::parked!`); it is shown with the due time it keeps.
+        due_at: unparked(row.try_get("due_at")?),
         lease_until: row.try_get("lease_until")?,
         last_attempt_at: row.try_get("last_attempt_at")?,
         last_error: row.try_get("last_error")?,
