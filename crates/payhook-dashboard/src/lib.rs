@@ -39,12 +39,15 @@
 //!   holds neither, only an [`Admin`] on the inbox's database.
 //! * **It never competes with deliveries.** [`Dashboard::for_inbox`] reads
 //!   through a pool of its own of [`CONNECTIONS`] connections
-//!   ([`Admin::with_own_pool`]), never the inbox's; at most
-//!   [`MAX_CONCURRENT_PAGES`] pages are read at once, and a page that cannot
-//!   be read within [`PAGE_DEADLINE`] (waiting for its turn included; on
+//!   ([`Admin::with_own_pool`]), never the inbox's. Pages are read and
+//!   rendered on a thread of the dashboard's own (started with its first
+//!   request), never on the app's runtime workers, and
+//!   [`MAX_CONCURRENT_PAGES`] at a time, so that the dashboard uses about one
+//!   core at most however many pages are asked for. A page that cannot be
+//!   read within [`PAGE_DEADLINE`] (waiting for its turn included; on
 //!   PostgreSQL each statement is also stopped by the database then) gets
-//!   `503` with `Retry-After` instead of waiting on. A confirmed action
-//!   (a bulk run) is not cut short: it runs to its end.
+//!   `503` with `Retry-After` instead of waiting on. A confirmed action (a
+//!   bulk run) is not cut short: it runs to its end, one action at a time.
 //!
 //! Pages, under the path the app mounts it at (say `/payhook`):
 //! `/payhook/` the overview (counts by state, oldest pending event, the last
@@ -89,6 +92,7 @@ mod auth;
 mod bulk;
 mod forms;
 pub mod html;
+mod page_thread;
 mod pages;
 
 use std::sync::Arc;
@@ -112,8 +116,13 @@ pub const MAX_FORM_BYTES: usize = 8192;
 pub const CONNECTIONS: u32 = 2;
 
 /// How many pages are read and rendered at once; more wait for their turn
-/// (within [`PAGE_DEADLINE`]).
-pub const MAX_CONCURRENT_PAGES: usize = 4;
+/// (within [`PAGE_DEADLINE`]). One: a page's statements and its rendering
+/// then take turns on the dashboard's own thread, so that however many
+/// pages are asked for, the dashboard keeps to about one core and leaves the
+/// rest of the machine to deliveries (a page takes a millisecond or two, so
+/// the line moves fast). An action (`POST`) does not wait for a page's turn,
+/// only for another action's.
+pub const MAX_CONCURRENT_PAGES: usize = 1;
 
 /// How long a page may take, its turn and its statements included, before it
 /// is answered `503`.
@@ -159,6 +168,8 @@ struct Inner<DB: Backend> {
     secret: auth::Secret,
     refresh: Option<u32>,
     pages: tokio::sync::Semaphore,
+    actions: tokio::sync::Semaphore,
+    thread: page_thread::PageThread,
 }
 
 impl<DB: Backend> Clone for Dashboard<DB> {
@@ -214,6 +225,8 @@ impl<DB: Backend> Dashboard<DB> {
                 secret: auth::Secret::new(token),
                 refresh: Some(10),
                 pages: tokio::sync::Semaphore::new(MAX_CONCURRENT_PAGES),
+                actions: tokio::sync::Semaphore::new(1),
+                thread: page_thread::PageThread::default(),
             }),
         })
     }
@@ -256,26 +269,45 @@ impl<DB: Backend> Dashboard<DB> {
     }
 
     /// Answers one request: a page, an asset, an action's result, or an
-    /// error page. Never panics on any input. At most
-    /// [`MAX_CONCURRENT_PAGES`] at once; a page (`GET`) within
-    /// [`PAGE_DEADLINE`], an action (`POST`, confirmed by a person) to its
-    /// end.
+    /// error page. Never panics on any input. Read and rendered on the
+    /// dashboard's own thread (the app's runtime workers only wait for the
+    /// answer), at most [`MAX_CONCURRENT_PAGES`] at once; a page (`GET`)
+    /// within [`PAGE_DEADLINE`], an action (`POST`, confirmed by a person) to
+    /// its end.
     pub async fn handle(&self, request: DashboardRequest<'_>) -> Response<String> {
-        let answer = async {
-            let _turn = self.inner.pages.acquire().await;
-            self.route(request).await
-        };
         let read = *request.method == Method::GET || *request.method == Method::HEAD;
+        let base = request.base.trim_end_matches('/');
+        let job = {
+            let dashboard = self.clone();
+            let request = page_thread::OwnedRequest::new(&request);
+            async move {
+                // Pages take turns; an action (rare, confirmed by a person,
+                // run to its end) waits only for another action, so that a
+                // long bulk run never keeps every page waiting.
+                let turns = if read {
+                    &dashboard.inner.pages
+                } else {
+                    &dashboard.inner.actions
+                };
+                let _turn = turns.acquire().await;
+                #[cfg(test)]
+                let _seen = tests::Seen::new();
+                dashboard.route(request.request()).await
+            }
+        };
+        let mut answer = self.inner.thread.spawn(job);
         if !read {
             // An action a person confirmed (a bulk run takes many batches)
-            // runs to its end; only its turn is shared with the pages.
-            return finish(answer.await);
+            // runs to its end.
+            return finish(answer.await.unwrap_or_else(|_| failed(base)));
         }
-        match tokio::time::timeout(PAGE_DEADLINE, answer).await {
-            Ok(response) => finish(response),
+        match tokio::time::timeout(PAGE_DEADLINE, &mut answer).await {
+            Ok(response) => finish(response.unwrap_or_else(|_| failed(base))),
             Err(_) => {
+                // Its statements are stopped with it.
+                answer.abort();
                 let mut response = pages::problem(
-                    request.base.trim_end_matches('/'),
+                    base,
                     StatusCode::SERVICE_UNAVAILABLE,
                     "The inbox's database is busy; this page was given up so that deliveries \
                      are not kept waiting. Try again shortly.",
@@ -360,6 +392,15 @@ impl<DB: Backend> Dashboard<DB> {
     }
 }
 
+/// The answer when a page's task ended without one (it panicked).
+fn failed(base: &str) -> Response<String> {
+    pages::problem(
+        base,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "This page could not be made; try again.",
+    )
+}
+
 fn method_not_allowed(base: &str, allow: &'static str) -> Response<String> {
     let mut response = pages::problem(
         base,
@@ -398,4 +439,101 @@ fn finish(mut response: Response<String>) -> Response<String> {
         .entry(header::CONTENT_TYPE)
         .or_insert(HeaderValue::from_static("text/html; charset=utf-8"));
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    use super::*;
+
+    static RUNNING: AtomicUsize = AtomicUsize::new(0);
+    static MOST_AT_ONCE: AtomicUsize = AtomicUsize::new(0);
+    static THREADS: Mutex<Vec<Option<String>>> = Mutex::new(Vec::new());
+
+    /// A page being made: where, and how many with it.
+    pub(crate) struct Seen;
+
+    impl Seen {
+        pub(crate) fn new() -> Self {
+            let now = RUNNING.fetch_add(1, Ordering::SeqCst) + 1;
+            MOST_AT_ONCE.fetch_max(now, Ordering::SeqCst);
+            let name = std::thread::current().name().map(str::to_owned);
+            THREADS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(name);
+            Self
+        }
+    }
+
+    impl Drop for Seen {
+        fn drop(&mut self) {
+            RUNNING.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Many pages asked for at once from the app's runtime are made on the
+    /// dashboard's thread, never more than `MAX_CONCURRENT_PAGES` at once,
+    /// and every one is answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pages_are_made_on_the_dashboard_thread_a_few_at_once() {
+        let dir = std::env::temp_dir().join(format!("payhook-dashboard-thread-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let receiver = payhook_core::Receiver::builder()
+            .secret("whsec_thread")
+            .build()
+            .unwrap();
+        let url = format!("sqlite://{}", dir.join("inbox.db").display());
+        let inbox = Inbox::connect(receiver, &url).await.unwrap();
+        let token = "thread-test-token-0123456789";
+        let dashboard = Dashboard::for_inbox(&inbox, token).unwrap();
+        let mut headers = HeaderMap::new();
+        let credentials = base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            format!("anyone:{token}"),
+        );
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_str(&format!("Basic {credentials}")).unwrap(),
+        );
+        let mut loads = tokio::task::JoinSet::new();
+        for n in 0..40 {
+            let (dashboard, headers) = (dashboard.clone(), headers.clone());
+            loads.spawn(async move {
+                let (path, query) = if n % 2 == 0 {
+                    ("/events", Some("type=charge.succeeded"))
+                } else {
+                    ("/", None)
+                };
+                dashboard
+                    .handle(DashboardRequest {
+                        method: &Method::GET,
+                        base: "/payhook",
+                        path,
+                        query,
+                        headers: &headers,
+                        body: &[],
+                    })
+                    .await
+                    .status()
+            });
+        }
+        while let Some(status) = loads.join_next().await {
+            assert_eq!(status.unwrap(), StatusCode::OK);
+        }
+        let threads = THREADS.lock().unwrap().clone();
+        assert_eq!(threads.len(), 40);
+        assert!(
+            threads
+                .iter()
+                .all(|name| name.as_deref() == Some(page_thread::THREAD_NAME)),
+            "{threads:?}"
+        );
+        let most = MOST_AT_ONCE.load(Ordering::SeqCst);
+        assert!((1..=MAX_CONCURRENT_PAGES).contains(&most), "{most} pages at once");
+        drop(dashboard);
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
