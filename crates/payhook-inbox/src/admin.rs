@@ -214,7 +214,16 @@ impl<DB: Backend> Admin<DB> {
 
 /// Rows changed per statement of a bulk action: each statement is its own
 /// short transaction (a few milliseconds), whatever the selection's size.
-pub const BULK_BATCH: i64 = 500;
+/// Each changed row writes every index of the inbox table, so the statement's
+/// time grows with its rows; this many keep the longest one short on a busy
+/// machine while each statement's fixed cost stays small beside its rows.
+pub const BULK_BATCH: i64 = 100;
+
+/// How long a bulk action rests after a batch, as a multiple of that batch's
+/// time: the database (SQLite's one writer, PostgreSQL's share of the CPU)
+/// is the action's a quarter of the time at most, and deliveries and workers
+/// have it the rest.
+const BULK_REST: u32 = 3;
 
 impl<DB: Backend> Admin<DB> {
     /// How many events `action` would touch in `selection` now, and the most
@@ -249,8 +258,9 @@ impl<DB: Backend> Admin<DB> {
     /// Runs `action` over the events of `selection` that were there at
     /// `as_of` (the count's [`BulkCount::as_of`]), in batches of at most
     /// [`BULK_BATCH`] rows, each its own short statement, resting between
-    /// batches as long as the last one took, so that deliveries and workers
-    /// keep their pace. Run again with the same `as_of` after an
+    /// batches three times as long as the last one took, so that deliveries
+    /// and workers keep their pace (on SQLite the rest also checkpoints the
+    /// WAL the batches wrote). Run again with the same `as_of` after an
     /// interruption, it changes only what the first run did not: each action
     /// changes an event out of the states it selects (see [`BulkAction`]).
     /// [`BulkAction::Pause`] pauses the selection's event types (at most the
@@ -302,12 +312,13 @@ impl<DB: Backend> Admin<DB> {
                 report.longest_batch = report.longest_batch.max(took);
                 report.events += changed;
                 match last {
-                    Some(last) if changed > 0 => after = last,
-                    _ => break,
+                    Some(last) => after = last,
+                    None => break,
                 }
-                // Half the time at most: the intake and the workers get the
-                // database (SQLite's one writer) between batches.
-                tokio::time::sleep(took.min(Duration::from_millis(100))).await;
+                // Not a transaction and holding no write lock, so not a
+                // batch; a failed one is made up by the next.
+                let _ = DB::between_batches(&self.db).await;
+                tokio::time::sleep((took * BULK_REST).min(Duration::from_millis(300))).await;
             }
         }
         Ok(report)

@@ -3,10 +3,10 @@
 //! ([`batch`](Bulk::batch)), each a statement built from the selection
 //! beside the method that runs it.
 //!
-//! A batch changes at most `limit` rows, chosen in `(received_at, arrival)`
-//! order after a keyset position, so each batch is one short statement (its
-//! own transaction: no lock is held between batches) and the batches walk
-//! the selection once, however many rows it has. Every batch re-checks the
+//! A batch reads at most `limit` keys in `(received_at, arrival)` order
+//! after a keyset position, then changes those rows in one short statement
+//! by primary key (its own transaction: no lock is held between batches),
+//! so the batches walk the selection once, however many rows it has. Every batch re-checks the
 //! action's states and the count's time (`as_of`), so a row another
 //! operator or a worker changed since is left alone, and a run interrupted
 //! and started again touches only the rest.
@@ -168,7 +168,8 @@ pub trait Bulk: Driver {
     /// Acts on at most `limit` selected rows in `state` after `after`
     /// (retry, replay, purge): one state at a time, so the batch follows the
     /// `(namespace, state, received_at, arrival)` index in order. The rows
-    /// changed and the position of the last one.
+    /// changed, and the position of the last row read (`None` when none was
+    /// left: the run is over).
     fn batch<'a>(
         db: &'a Database<Self>,
         scope: Scope<'a>,
@@ -176,10 +177,20 @@ pub trait Bulk: Driver {
         after: Position,
         limit: i64,
     ) -> impl Future<Output = Result<(u64, Option<Position>), sqlx::Error>> + Send + 'a;
+    /// What the database runs between two batches, if anything
+    /// ([`Dialect::between_batches`](crate::dialect::Dialect::between_batches)).
+    fn between_batches(db: &Database<Self>) -> impl Future<Output = Result<(), sqlx::Error>> + Send + '_;
 }
 
 sql_bounds! {
     impl<DB> Bulk {
+        async fn between_batches(db: &Database<Self>) -> Result<(), sqlx::Error> {
+            if let Some(statement) = db.dialect.between_batches() {
+                sqlx::query(statement).execute(&db.pool).await?;
+            }
+            Ok(())
+        }
+
         async fn count<'a>(db: &'a Database<Self>, scope: Scope<'a>) -> Result<(u64, Vec<(String, u64)>), sqlx::Error> {
             let Scope { namespace, action, selection, as_of } = scope;
             let states = selected_states(action, selection);
@@ -214,29 +225,40 @@ sql_bounds! {
             limit: i64,
         ) -> Result<(u64, Option<Position>), sqlx::Error> {
             let Scope { namespace, action, selection, as_of } = scope;
-            let mut clause = Clause::selecting(namespace, &[state], action, selection, as_of);
-            clause.push(
+            let (change, set) = match action {
+                BulkAction::Retry => ("UPDATE ", " SET state = ?, due_at = ?"),
+                BulkAction::Replay => ("UPDATE ", " SET state = ?, due_at = ?, done_at = NULL"),
+                BulkAction::Purge => ("DELETE FROM ", ""),
+                BulkAction::Pause => return Ok((0, None)),
+            };
+            // First the batch's keys, read in keyset order outside any write
+            // transaction; then the change by primary key, so the write holds
+            // SQLite's lock only for the rows it changes, and PostgreSQL's
+            // plan is key look-ups whatever its statistics say.
+            let mut pick = Clause::selecting(namespace, &[state], action, selection, as_of);
+            pick.push(
                 " AND (received_at, arrival) > (?, ?)",
                 [Bind::Int(after.received_at), Bind::Int(after.arrival)],
             );
-            // The subquery picks the batch in keyset order; the outer
-            // statement re-checks the selection on each row it changes (on
-            // PostgreSQL under the row's lock), so a row changed meanwhile
-            // is skipped, not changed twice.
-            let pick = format!(
-                concat!("SELECT arrival FROM ", table!(), " WHERE {} ORDER BY received_at, arrival LIMIT ?"),
-                clause.sql
-            );
-            let change = match action {
-                BulkAction::Retry | BulkAction::Replay => "UPDATE ",
-                BulkAction::Purge => "DELETE FROM ",
-                BulkAction::Pause => return Ok((0, None)),
+            pick.push(" ORDER BY received_at, arrival LIMIT ?", [Bind::Int(limit)]);
+            let sql = format!(concat!("SELECT arrival, received_at FROM ", table!(), " WHERE {}"), pick.sql);
+            let picked = bound::<DB>(&sql, &pick.binds)
+                .fetch_all(&db.pool)
+                .await?
+                .iter()
+                .map(|row| {
+                    Ok(Position {
+                        received_at: row.try_get("received_at")?,
+                        arrival: row.try_get("arrival")?,
+                    })
+                })
+                .collect::<Result<Vec<_>, sqlx::Error>>()?;
+            let Some(&last) = picked.last() else {
+                return Ok((0, None));
             };
-            let set = match action {
-                BulkAction::Retry => " SET state = ?, due_at = ?",
-                BulkAction::Replay => " SET state = ?, due_at = ?, done_at = NULL",
-                _ => "",
-            };
+            // The selection re-checked on each row (on PostgreSQL under the
+            // row's lock), so a row changed since it was read is skipped,
+            // not changed twice.
             let mut statement = Clause::new();
             statement.push(
                 &format!("{change}{}{set} WHERE ", table!()),
@@ -246,32 +268,17 @@ sql_bounds! {
                     vec![Bind::Text(State::Pending.as_str().to_owned()), Bind::Int(now_ms())]
                 },
             );
-            // The selection once more (its parameters renumbered after the
-            // SET's), then the batch's rows.
-            let outer = Clause::selecting(namespace, &[state], action, selection, as_of);
+            let recheck = Clause::selecting(namespace, &[state], action, selection, as_of);
             let offset = statement.binds.len();
-            statement.sql.push_str(&renumber(&outer.sql, offset));
-            statement.binds.extend(outer.binds);
-            let inner_offset = statement.binds.len();
-            statement.sql.push_str(" AND arrival IN (");
-            statement.sql.push_str(&renumber(&pick, inner_offset));
-            statement.binds.extend(clause.binds);
-            statement.push(") RETURNING arrival, received_at", []);
-            let limit_mark = format!("${}", statement.binds.len() + 1);
-            statement.sql = statement.sql.replacen("LIMIT ?", &format!("LIMIT {limit_mark}"), 1);
-            statement.binds.push(Bind::Int(limit));
-            let rows = bound::<DB>(&statement.sql, &statement.binds).fetch_all(&db.pool).await?;
-            let mut last: Option<Position> = None;
-            for row in &rows {
-                let position = Position {
-                    received_at: row.try_get("received_at")?,
-                    arrival: row.try_get("arrival")?,
-                };
-                if last.is_none_or(|last| (position.received_at, position.arrival) > (last.received_at, last.arrival)) {
-                    last = Some(position);
-                }
-            }
-            Ok((u64::try_from(rows.len()).unwrap_or(0), last))
+            statement.sql.push_str(&renumber(&recheck.sql, offset));
+            statement.binds.extend(recheck.binds);
+            let marks = vec!["?"; picked.len()].join(", ");
+            statement.push(
+                &format!(" AND arrival IN ({marks})"),
+                picked.iter().map(|position| Bind::Int(position.arrival)),
+            );
+            let changed = bound::<DB>(&statement.sql, &statement.binds).execute(&db.pool).await?;
+            Ok((DB::rows_affected(&changed), Some(last)))
         }
     }
 }

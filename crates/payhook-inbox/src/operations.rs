@@ -169,11 +169,26 @@ sql_bounds! {
             park: bool,
             limit: i64,
         ) -> Result<u64, sqlx::Error> {
-            // The batch is read from the claim's index (pending, by due time)
-            // and re-checked on each row it changes (on PostgreSQL under the
-            // row's lock), so an event claimed meanwhile is left alone. On
-            // PostgreSQL the paused row is share-locked while parking, so a
-            // resume deleting it waits, and its unparking then sees these.
+            // The batch's keys first, read from the claim's index (pending,
+            // by due time) outside any write; then the change by primary key,
+            // re-checked on each row (on PostgreSQL under the row's lock), so
+            // an event claimed meanwhile is left alone. On PostgreSQL the
+            // paused row is share-locked while parking, so a resume deleting
+            // it waits, and its unparking then sees these.
+            const PICK_PARK: &str = concat!(
+                "SELECT arrival FROM ",
+                table!(),
+                " WHERE namespace = $1 AND state = $2 AND event_type = $3 AND due_at < ",
+                parked!(),
+                " ORDER BY due_at, arrival LIMIT $4"
+            );
+            const PICK_UNPARK: &str = concat!(
+                "SELECT arrival FROM ",
+                table!(),
+                " WHERE namespace = $1 AND state = $2 AND event_type = $3 AND due_at >= ",
+                parked!(),
+                " ORDER BY due_at, arrival LIMIT $4"
+            );
             const PARK: &str = concat!(
                 "UPDATE ",
                 table!(),
@@ -183,12 +198,7 @@ sql_bounds! {
                 parked!(),
                 " AND EXISTS (SELECT 1 FROM ",
                 paused_table!(),
-                " p WHERE p.namespace = $1 AND p.event_type = $3{share}) \
-                 AND arrival IN (SELECT arrival FROM ",
-                table!(),
-                " WHERE namespace = $1 AND state = $2 AND event_type = $3 AND due_at < ",
-                parked!(),
-                " ORDER BY due_at, arrival LIMIT $4)"
+                " p WHERE p.namespace = $1 AND p.event_type = $3{share}) AND arrival IN ({keys})"
             );
             const UNPARK: &str = concat!(
                 "UPDATE ",
@@ -199,25 +209,31 @@ sql_bounds! {
                 parked!(),
                 " AND NOT EXISTS (SELECT 1 FROM ",
                 paused_table!(),
-                " p WHERE p.namespace = $1 AND p.event_type = $3) \
-                 AND arrival IN (SELECT arrival FROM ",
-                table!(),
-                " WHERE namespace = $1 AND state = $2 AND event_type = $3 AND due_at >= ",
-                parked!(),
-                " ORDER BY due_at, arrival LIMIT $4)"
+                " p WHERE p.namespace = $1 AND p.event_type = $3) AND arrival IN ({keys})"
             );
-            let sql = if park {
-                PARK.replace("{share}", db.dialect.share_lock())
-            } else {
-                UNPARK.to_owned()
-            };
-            let changed = sqlx::query(&sql)
+            let keys: Vec<i64> = sqlx::query_scalar(if park { PICK_PARK } else { PICK_UNPARK })
                 .bind(namespace)
                 .bind(State::Pending.as_str())
                 .bind(event_type)
                 .bind(limit)
-                .execute(&db.pool)
+                .fetch_all(&db.pool)
                 .await?;
+            if keys.is_empty() {
+                return Ok(0);
+            }
+            let marks: Vec<String> = (0..keys.len()).map(|index| format!("${}", 4 + index)).collect();
+            let sql = if park { PARK } else { UNPARK }
+                .replace("{share}", db.dialect.share_lock())
+                .replace("{keys}", &marks.join(", "));
+            let mut query = sqlx::query(&sql)
+                .persistent(false)
+                .bind(namespace)
+                .bind(State::Pending.as_str())
+                .bind(event_type);
+            for key in keys {
+                query = query.bind(key);
+            }
+            let changed = query.execute(&db.pool).await?;
             Ok(DB::rows_affected(&changed))
         }
 

@@ -142,6 +142,20 @@ impl Dialect {
         }
     }
 
+    /// The statement a bulk action runs between two of its batches, outside
+    /// any transaction: on SQLite a passive checkpoint of the WAL, so the
+    /// pages its batches wrote are copied back by the action itself, in its
+    /// rest, while holding no write lock, instead of by whichever commit
+    /// crosses the automatic checkpoint's size (a batch's own, lengthening
+    /// its statement, or a delivery's, lengthening its acknowledgement).
+    /// `None` on PostgreSQL, whose server checkpoints on its own.
+    pub(crate) fn between_batches(self) -> Option<&'static str> {
+        match self {
+            Self::Sqlite => Some("PRAGMA wal_checkpoint(PASSIVE)"),
+            Self::Postgres => None,
+        }
+    }
+
     /// Whether a claim picks its rows and takes a guard on each one's payment
     /// intent in a first statement (the queue's `PICK`), then claims only
     /// those: where claims run side by side (PostgreSQL). SQLite's one writer

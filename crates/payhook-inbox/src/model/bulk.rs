@@ -118,8 +118,10 @@ pub struct BulkReport {
     pub events: u64,
     /// Event types newly paused ([`BulkAction::Pause`]).
     pub paused_types: Vec<String>,
-    /// Statements run, each its own short transaction.
+    /// Batches run: each reads at most
+    /// [`BULK_BATCH`](crate::admin::BULK_BATCH) keys, then changes them in one
+    /// statement by key, its own short transaction.
     pub batches: u64,
-    /// The longest of them, commit included.
+    /// The longest of them, from its read to its write's commit.
     pub longest_batch: Duration,
 }
