@@ -6,7 +6,8 @@
 //! load with the dashboard idle, alternating rounds
 //! (`PAYHOOK_BENCH_ROUNDS`, default 2). Every delivery must get `200`; the
 //! dashboard's own answers are counted (`200`, or `503` when a page is given
-//! up at its deadline).
+//! up at its deadline), with how long a page took to answer (its wait in
+//! line included), p50 and p99.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use payhook::dashboard::{Dashboard, DashboardRequest};
 use payhook::inbox::{sqlx, Job};
 
 use super::pause_bulk::{ms, p99_while, rate, rounds};
-use super::{connect, fill, quick, serve};
+use super::{connect, fill, percentile, quick, serve};
 
 /// How many clients load pages at once.
 const PAGE_CLIENTS: usize = 60;
@@ -72,7 +73,9 @@ pub(crate) async fn dashboard_under_load(url: &str) {
             clients.spawn(async move {
                 let method = http::Method::GET;
                 let mut n = client;
+                let mut waits = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
+                    let asked = Instant::now();
                     let response = dashboard
                         .handle(DashboardRequest {
                             method: &method,
@@ -88,23 +91,30 @@ pub(crate) async fn dashboard_under_load(url: &str) {
                         503 => unavailable.fetch_add(1, Ordering::Relaxed),
                         other => panic!("page answered {other}"),
                     };
+                    waits.push(asked.elapsed());
                     n += 1;
                 }
+                waits
             });
         }
         let started = Instant::now();
         let (busy, _) = p99_while::<()>(&endpoint, None, time).await;
         let elapsed = started.elapsed();
         stop.store(true, Ordering::Relaxed);
-        while clients.join_next().await.is_some() {}
+        let mut waits = Vec::new();
+        while let Some(client) = clients.join_next().await {
+            waits.extend(client.expect("page client"));
+        }
         let ratio = busy.as_secs_f64() / idle.as_secs_f64();
         ratios.push(ratio);
         println!(
-            "    round {round}: ack p99 idle {:.2} ms, with {PAGE_CLIENTS} page clients {:.2} ms: ratio {ratio:.2}; every delivery 200; pages {:.0}/s answered 200, {} answered 503",
+            "    round {round}: ack p99 idle {:.2} ms, with {PAGE_CLIENTS} page clients {:.2} ms: ratio {ratio:.2}; every delivery 200; pages {:.0}/s answered 200, {} answered 503, a page answered in {:.1} ms (p50) / {:.1} ms (p99) with {PAGE_CLIENTS} asking",
             ms(idle),
             ms(busy),
             pages.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64(),
             unavailable.load(Ordering::Relaxed),
+            ms(percentile(&mut waits, 0.5)),
+            ms(percentile(&mut waits, 0.99)),
         );
     }
     ratios.sort_by(f64::total_cmp);
