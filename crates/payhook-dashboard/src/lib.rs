@@ -96,7 +96,7 @@ mod page_thread;
 mod pages;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use payhook_inbox::admin::Admin;
@@ -117,12 +117,17 @@ pub const CONNECTIONS: u32 = 2;
 
 /// How many pages are read and rendered at once; more wait for their turn
 /// (within [`PAGE_DEADLINE`]). One: a page's statements and its rendering
-/// then take turns on the dashboard's own thread, so that however many
-/// pages are asked for, the dashboard keeps to about one core and leaves the
-/// rest of the machine to deliveries (a page takes a millisecond or two, so
-/// the line moves fast). An action (`POST`) does not wait for a page's turn,
-/// only for another action's.
+/// then take turns on the dashboard's own thread, and the turn passes on
+/// after a rest as long as the page took (at most 200 ms), so that however
+/// many pages are asked for, the dashboard keeps to about half a core and
+/// leaves the rest of the machine to deliveries. A page takes a millisecond
+/// or two, so the line moves fast: a person alone is answered at once. An
+/// action (`POST`) does not wait for a page's turn, only for another
+/// action's.
 pub const MAX_CONCURRENT_PAGES: usize = 1;
+
+/// The longest rest after a page before the next page's turn.
+const MAX_PAGE_REST: Duration = Duration::from_millis(200);
 
 /// How long a page may take, its turn and its statements included, before it
 /// is answered `503`.
@@ -167,8 +172,8 @@ struct Inner<DB: Backend> {
     admin: Admin<DB>,
     secret: auth::Secret,
     refresh: Option<u32>,
-    pages: tokio::sync::Semaphore,
-    actions: tokio::sync::Semaphore,
+    pages: Arc<tokio::sync::Semaphore>,
+    actions: Arc<tokio::sync::Semaphore>,
     thread: page_thread::PageThread,
 }
 
@@ -224,8 +229,8 @@ impl<DB: Backend> Dashboard<DB> {
                 admin,
                 secret: auth::Secret::new(token),
                 refresh: Some(10),
-                pages: tokio::sync::Semaphore::new(MAX_CONCURRENT_PAGES),
-                actions: tokio::sync::Semaphore::new(1),
+                pages: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_PAGES)),
+                actions: Arc::new(tokio::sync::Semaphore::new(1)),
                 thread: page_thread::PageThread::default(),
             }),
         })
@@ -289,10 +294,24 @@ impl<DB: Backend> Dashboard<DB> {
                 } else {
                     &dashboard.inner.actions
                 };
-                let _turn = turns.acquire().await;
-                #[cfg(test)]
-                let _seen = tests::Seen::new();
-                dashboard.route(request.request()).await
+                let turn = Arc::clone(turns).acquire_owned().await;
+                let started = Instant::now();
+                let response = {
+                    #[cfg(test)]
+                    let _seen = tests::Seen::new();
+                    dashboard.route(request.request()).await
+                };
+                if read {
+                    // The next page's turn comes after a rest as long as
+                    // this one took: the dashboard keeps to about half a
+                    // core, however many pages are waiting.
+                    let rest = started.elapsed().min(MAX_PAGE_REST);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(rest).await;
+                        drop(turn);
+                    });
+                }
+                response
             }
         };
         let mut answer = self.inner.thread.spawn(job);
@@ -451,9 +470,10 @@ mod tests {
     static RUNNING: AtomicUsize = AtomicUsize::new(0);
     static MOST_AT_ONCE: AtomicUsize = AtomicUsize::new(0);
     static THREADS: Mutex<Vec<Option<String>>> = Mutex::new(Vec::new());
+    static SPANS: Mutex<Vec<(Instant, Instant)>> = Mutex::new(Vec::new());
 
-    /// A page being made: where, and how many with it.
-    pub(crate) struct Seen;
+    /// A page being made: where, when, and how many with it.
+    pub(crate) struct Seen(Instant);
 
     impl Seen {
         pub(crate) fn new() -> Self {
@@ -464,19 +484,23 @@ mod tests {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .push(name);
-            Self
+            Self(Instant::now())
         }
     }
 
     impl Drop for Seen {
         fn drop(&mut self) {
             RUNNING.fetch_sub(1, Ordering::SeqCst);
+            SPANS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push((self.0, Instant::now()));
         }
     }
 
     /// Many pages asked for at once from the app's runtime are made on the
     /// dashboard's thread, never more than `MAX_CONCURRENT_PAGES` at once,
-    /// and every one is answered.
+    /// with a rest after each, and every one is answered.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn pages_are_made_on_the_dashboard_thread_a_few_at_once() {
         let dir = std::env::temp_dir().join(format!("payhook-dashboard-thread-{}", std::process::id()));
@@ -533,6 +557,19 @@ mod tests {
         );
         let most = MOST_AT_ONCE.load(Ordering::SeqCst);
         assert!((1..=MAX_CONCURRENT_PAGES).contains(&most), "{most} pages at once");
+        // One at a time, each turn passed on after a rest as long as the
+        // page took.
+        let mut spans = SPANS.lock().unwrap().clone();
+        spans.sort();
+        for pair in spans.windows(2) {
+            let ((start, end), (next, _)) = (pair[0], pair[1]);
+            assert!(
+                next.duration_since(end) >= end.duration_since(start).min(MAX_PAGE_REST),
+                "a page {:?} long, the next {:?} after it",
+                end.duration_since(start),
+                next.duration_since(end)
+            );
+        }
         drop(dashboard);
         let _ = std::fs::remove_dir_all(dir);
     }
