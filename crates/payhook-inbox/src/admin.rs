@@ -221,9 +221,13 @@ pub const BULK_BATCH: i64 = 100;
 
 /// How long a bulk action rests after a batch, as a multiple of that batch's
 /// time: the database (SQLite's one writer, PostgreSQL's share of the CPU)
-/// is the action's a quarter of the time at most, and deliveries and workers
+/// is the action's a fifth of the time at most, and deliveries and workers
 /// have it the rest.
-const BULK_REST: u32 = 3;
+const BULK_REST: u32 = 4;
+
+/// The shortest rest between two batches: a batch of a few hundred
+/// microseconds still leaves the writer free for a delivery's commit or two.
+const BULK_MIN_REST: Duration = Duration::from_millis(2);
 
 impl<DB: Backend> Admin<DB> {
     /// How many events `action` would touch in `selection` now, and the most
@@ -258,7 +262,7 @@ impl<DB: Backend> Admin<DB> {
     /// Runs `action` over the events of `selection` that were there at
     /// `as_of` (the count's [`BulkCount::as_of`]), in batches of at most
     /// [`BULK_BATCH`] rows, each its own short statement, resting between
-    /// batches three times as long as the last one took, so that deliveries
+    /// batches four times as long as the last one took (2 ms at least), so that deliveries
     /// and workers keep their pace (on SQLite the rest also checkpoints the
     /// WAL the batches wrote). Run again with the same `as_of` after an
     /// interruption, it changes only what the first run did not: each action
@@ -307,18 +311,17 @@ impl<DB: Backend> Admin<DB> {
                     BULK_BATCH,
                 )
                 .await?;
+                // A read that found no row left ends the run; it is no batch.
+                let Some(last) = last else { break };
                 let took = started.elapsed();
                 report.batches += 1;
                 report.longest_batch = report.longest_batch.max(took);
                 report.events += changed;
-                match last {
-                    Some(last) => after = last,
-                    None => break,
-                }
+                after = last;
                 // Not a transaction and holding no write lock, so not a
                 // batch; a failed one is made up by the next.
                 let _ = DB::between_batches(&self.db).await;
-                tokio::time::sleep((took * BULK_REST).min(Duration::from_millis(300))).await;
+                tokio::time::sleep((took * BULK_REST).clamp(BULK_MIN_REST, Duration::from_millis(300))).await;
             }
         }
         Ok(report)

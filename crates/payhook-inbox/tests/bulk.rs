@@ -4,11 +4,11 @@
 //!
 //! | test | what it holds the inbox to |
 //! |---|---|
-//! | [`retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest`] | the count names what the run changes (by type, prefix, id list); the run goes in batches of at most `BULK_BATCH`; run again with the count's time it changes only what the first run left (an interruption), never an event that died again since |
+//! | [`retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest`] | the count names what the run changes (by type, prefix, id list); the run goes in batches of at most `BULK_BATCH`, resting between them; run again with the count's time it changes only what the first run left (an interruption), never an event that died again since |
 //! | [`replay_and_purge_act_on_their_states_only_once`] | replay takes done events done before the count, once (a replayed event done again is not replayed again); purge deletes done and dead events only, never waiting ones; a state an action does not change is refused |
 //! | [`bulk_pause_pauses_the_selected_types`] | a bulk pause pauses each type among the selected events and changes no event |
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use payhook_core::{sign, Receiver, Secret};
@@ -142,13 +142,22 @@ async fn retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest(backe
         .unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
 
+    let started = Instant::now();
     let report = admin
         .bulk_run(BulkAction::Retry, &selection, count.as_of)
         .await
         .unwrap();
+    let took = started.elapsed();
     assert_eq!(report.events, 800, "only what the first run left");
     let full_batches = 800u64.div_ceil(u64::try_from(BULK_BATCH).unwrap());
     assert!(report.batches >= full_batches, "{report:?}");
+    // It rests (2 ms at least) between batches, leaving the database to
+    // deliveries and workers.
+    let rests = u32::try_from(report.batches - 1).unwrap();
+    assert!(
+        took >= Duration::from_millis(2) * rests,
+        "{took:?} for {report:?}"
+    );
     assert!(report.longest_batch > Duration::ZERO);
     assert_eq!(count_in(&inbox, "evt_a", "pending").await, 1099);
     assert_eq!(
