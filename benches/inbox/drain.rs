@@ -163,16 +163,21 @@ async fn inbox_drain(url: &str, events: usize, intents: usize, count: bool) -> D
             counter.fetch_add(1, Ordering::Relaxed);
             async { Ok(()) }
         });
+        // As graphile-worker's drain is timed (benches/peers/graphile): the
+        // table is counted only once every handler has run, then until the
+        // last done mark is written.
         loop {
-            let waiting: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM payhook_inbox WHERE state <> 'done' AND event_id LIKE $1",
-            )
-            .bind(format!("{prefix}%"))
-            .fetch_one(&pool)
-            .await
-            .expect("count");
-            if waiting == 0 && done.load(Ordering::Relaxed) >= events {
-                break;
+            if done.load(Ordering::Relaxed) >= events {
+                let waiting: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM payhook_inbox WHERE state <> 'done' AND event_id LIKE $1",
+                )
+                .bind(format!("{prefix}%"))
+                .fetch_one(&pool)
+                .await
+                .expect("count");
+                if waiting == 0 {
+                    break;
+                }
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
