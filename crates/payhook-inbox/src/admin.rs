@@ -398,6 +398,7 @@ impl<DB: Backend> Admin<DB> {
                 pool: pool.unwrap_or_else(|| self.db.pool.clone()),
                 dialect: self.db.dialect,
                 timeout: deadline,
+                write_turns: self.db.write_turns.clone(),
             },
             namespace: self.namespace.clone(),
         }

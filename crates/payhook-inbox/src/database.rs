@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
@@ -25,6 +26,37 @@ pub struct Database<DB: sqlx::Database> {
     /// The longest one piece of work may wait for the database (see
     /// [`bounded`](Self::bounded)).
     pub(crate) timeout: Duration,
+    /// The turns of this process's writes on SQLite (see [`write`](Self::write)).
+    pub(crate) write_turns: WriteTurns,
+}
+
+/// SQLite has one writer per file. Writes of one process that meet at its
+/// lock wait in SQLite's busy handler, which sleeps (1, 2, 5, 10 ms …) and
+/// retries, so two writes that meet cost each other a millisecond or more
+/// however short they are. Taken in turns here instead, a write starts the
+/// moment the one before it commits. `None` on PostgreSQL, whose writes to
+/// different rows do not wait for each other. Clones share the turns.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WriteTurns(Option<Arc<tokio::sync::Mutex<()>>>);
+
+impl WriteTurns {
+    /// Turns for a database of `dialect`.
+    pub(crate) fn of(dialect: Dialect) -> Self {
+        Self(
+            dialect
+                .one_writer()
+                .then(|| Arc::new(tokio::sync::Mutex::new(()))),
+        )
+    }
+
+    /// Waits for this process's turn to write; the turn lasts as long as
+    /// the returned guard.
+    pub(crate) async fn wait(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match &self.0 {
+            Some(turns) => Some(turns.lock().await),
+            None => None,
+        }
+    }
 }
 
 impl<DB: sqlx::Database> Clone for Database<DB> {
@@ -33,6 +65,7 @@ impl<DB: sqlx::Database> Clone for Database<DB> {
             pool: self.pool.clone(),
             dialect: self.dialect,
             timeout: self.timeout,
+            write_turns: self.write_turns.clone(),
         }
     }
 }
@@ -44,6 +77,7 @@ impl<DB: sqlx::Database> Database<DB> {
             pool,
             dialect,
             timeout: DEFAULT_DATABASE_TIMEOUT,
+            write_turns: WriteTurns::of(dialect),
         }
     }
 
@@ -65,6 +99,20 @@ impl<DB: sqlx::Database> Database<DB> {
         tokio::time::timeout(self.timeout, work)
             .await
             .unwrap_or_else(|_| Err(timed_out()))
+    }
+
+    /// [`bounded`](Self::bounded) work that writes: on SQLite it waits for
+    /// this process's turn to write first (see [`WriteTurns`]), within the
+    /// same deadline.
+    pub(crate) async fn write<T>(
+        &self,
+        work: impl Future<Output = Result<T, sqlx::Error>>,
+    ) -> Result<T, sqlx::Error> {
+        self.bounded(async {
+            let _turn = self.write_turns.wait().await;
+            work.await
+        })
+        .await
     }
 }
 
@@ -173,4 +221,40 @@ fn sqlite_file_exists(url: &str) -> bool {
         .next()
         .unwrap_or("");
     path.is_empty() || path == ":memory:" || std::path::Path::new(path).exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::WriteTurns;
+    use crate::dialect::Dialect;
+
+    /// On SQLite a write waits until the one holding the turn is over; on
+    /// PostgreSQL writes never wait for each other here.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_writes_take_turns_and_postgres_writes_do_not() {
+        for (dialect, waits) in [(Dialect::Sqlite, true), (Dialect::Postgres, false)] {
+            let turns = WriteTurns::of(dialect);
+            let writing = Arc::new(AtomicBool::new(false));
+            let first = {
+                let (turns, writing) = (turns.clone(), Arc::clone(&writing));
+                tokio::spawn(async move {
+                    let _turn = turns.wait().await;
+                    writing.store(true, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    writing.store(false, Ordering::SeqCst);
+                })
+            };
+            while !writing.load(Ordering::SeqCst) {
+                tokio::task::yield_now().await;
+            }
+            let _turn = turns.wait().await;
+            assert_eq!(!writing.load(Ordering::SeqCst), waits, "{dialect:?}");
+            drop(_turn);
+            first.await.unwrap();
+        }
+    }
 }

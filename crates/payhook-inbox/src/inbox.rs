@@ -727,7 +727,11 @@ async fn write_batches<DB: Backend>(db: Database<DB>, namespace: String, mut que
         let Some(deadline) = batch.iter().map(|pending| pending.deadline).max() else {
             continue;
         };
-        let answers = match tokio::time::timeout_at(deadline, insert_batch(&db, &namespace, &batch)).await {
+        let written = async {
+            let _turn = db.write_turns.wait().await;
+            insert_batch(&db, &namespace, &batch).await
+        };
+        let answers = match tokio::time::timeout_at(deadline, written).await {
             Ok(answers) => answers,
             Err(_) => {
                 tracing::error!(target: "payhook", rows = batch.len(), "could not store deliveries in the inbox: the database did not answer in time");
@@ -760,7 +764,7 @@ async fn write_batches<DB: Backend>(db: Database<DB>, namespace: String, mut que
 async fn record_duplicates<DB: Backend>(db: Database<DB>, namespace: String, duplicates: Vec<(String, i64)>) {
     let rows: Vec<(&str, i64)> = duplicates.iter().map(|(id, at)| (id.as_str(), *at)).collect();
     let recorded = db
-        .bounded(DB::record_duplicates(&db, &namespace, &rows, now_ms()))
+        .write(DB::record_duplicates(&db, &namespace, &rows, now_ms()))
         .await;
     if let Err(err) = recorded {
         let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();

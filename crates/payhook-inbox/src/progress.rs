@@ -18,9 +18,9 @@ use std::future::Future;
 
 use sqlx::Row as _;
 
-use crate::attempts::{record_attempts_statement, MAX_ATTEMPT_RECORDS, TRIM_ATTEMPTS};
+use crate::attempts::{MAX_ATTEMPT_RECORDS, TRIM_ATTEMPTS};
 use crate::database::Database;
-use crate::dialect::{attempts_table, table};
+use crate::dialect::{attempts_table, table, Dialect};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{AttemptOutcome, State};
 
@@ -49,11 +49,12 @@ pub trait Progress: Driver {
         started: &'a [Lease],
         now: i64,
     ) -> impl Future<Output = Result<Progressed, sqlx::Error>> + Send + 'a;
-    /// Extends the lease of every row still `running` under one of `tokens`.
+    /// Extends the lease of each row still `running` under its token in
+    /// `leases`; the rows renewed.
     fn renew_claims<'a>(
         db: &'a Database<Self>,
         namespace: &'a str,
-        tokens: &'a [i64],
+        leases: &'a [Lease],
         until: i64,
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
     /// Gives claimed events that never started back to the queue (`pending`,
@@ -73,25 +74,18 @@ sql_bounds! {
             started: &'a [Lease],
             now: i64,
         ) -> Result<Progressed, sqlx::Error> {
-            let (done_slots, start_slots) = (padded(done.len()), padded(started.len()));
             let one_statement = db.dialect.modifies_in_with();
             // A done mark commits synchronously, as the handler's own would;
             // a batch of start marks alone need not.
             let durable = if done.is_empty() { "" } else { db.dialect.durable_commit() };
-            let sql = progress_statement(done_slots, start_slots, one_statement, durable);
-            let mut query = sqlx::query(&sql)
-                .persistent(done_slots + start_slots <= 32)
+            let sql = progress_statement(db.dialect, one_statement, durable);
+            let query = sqlx::query(&sql)
                 .bind(State::Done.as_str())
                 .bind(State::Running.as_str())
                 .bind(now)
                 .bind(namespace)
-                .bind(AttemptOutcome::Done.as_str());
-            for (leases, slots) in [(done, done_slots), (started, start_slots)] {
-                for slot in 0..slots {
-                    let lease = leases.get(slot);
-                    query = query.bind(lease.map(|lease| lease.0)).bind(lease.map(|lease| lease.1));
-                }
-            }
+                .bind(AttemptOutcome::Done.as_str())
+                .bind(marks_json(done, started));
             let mut out = Progressed::default();
             let mut recorded = Vec::new();
             let rows = if one_statement {
@@ -113,20 +107,23 @@ sql_bounds! {
                     })
                     .collect::<Result<_, _>>()?;
                 if !finished.is_empty() {
-                    let sql = record_attempts_statement(finished.len());
-                    let mut insert = sqlx::query(&sql).persistent(finished.len() <= 16).bind(namespace);
+                    let mut records = String::with_capacity(finished.len() * 40);
                     for &(arrival, attempt, started_at) in &finished {
                         let started_at = started_at.unwrap_or(now);
-                        insert = insert
-                            .bind(arrival)
-                            .bind(attempt)
-                            .bind(started_at)
-                            .bind(now)
-                            .bind(now.saturating_sub(started_at).max(0))
-                            .bind(AttemptOutcome::Done.as_str())
-                            .bind(None::<&str>);
+                        let separator = if records.is_empty() { '[' } else { ',' };
+                        records.push_str(&format!(
+                            "{separator}[{arrival},{attempt},{started_at},{}]",
+                            now.saturating_sub(started_at).max(0)
+                        ));
                     }
-                    insert.execute(&mut *tx).await?;
+                    records.push(']');
+                    sqlx::query(&done_attempts_statement(db.dialect))
+                        .bind(namespace)
+                        .bind(now)
+                        .bind(AttemptOutcome::Done.as_str())
+                        .bind(records)
+                        .execute(&mut *tx)
+                        .await?;
                 }
                 tx.commit().await?;
                 rows
@@ -159,117 +156,137 @@ sql_bounds! {
         async fn renew_claims<'a>(
             db: &'a Database<Self>,
             namespace: &'a str,
-            tokens: &'a [i64],
+            leases: &'a [Lease],
             until: i64,
         ) -> Result<u64, sqlx::Error> {
-            let slots = padded(tokens.len());
-            let mut list = String::new();
-            for index in 0..slots {
-                if index > 0 {
-                    list.push_str(", ");
-                }
-                list.push_str(&format!("${}", 4 + index));
-            }
-            let sql = format!(
-                concat!("UPDATE ", table!(), " SET lease_until = $1 WHERE namespace = $2 AND state = $3 AND lease_token IN ({})"),
-                list
-            );
-            let mut query = sqlx::query(&sql)
-                .persistent(slots <= 16)
-                .bind(until)
-                .bind(namespace)
-                .bind(State::Running.as_str());
-            for index in 0..slots {
-                query = query.bind(tokens.get(index).copied());
-            }
-            let renewed = query.execute(&db.pool).await?;
-            Ok(DB::rows_affected(&renewed))
-        }
-
-        async fn hand_back<'a>(db: &'a Database<Self>, leases: &'a [Lease]) -> Result<u64, sqlx::Error> {
-            let slots = padded(leases.len());
-            let (arrivals, tokens) = lease_lists(3, slots);
             let sql = format!(
                 concat!(
                     "UPDATE ",
                     table!(),
-                    " SET state = $1, lease_token = NULL, lease_until = NULL \
-                     WHERE arrival IN ({arrivals}) AND state = $2 AND lease_token = CASE arrival{tokens} END"
+                    " SET lease_until = $1 FROM {leases} AS lease \
+                     WHERE ",
+                    table!(),
+                    ".arrival = lease.arrival AND ",
+                    table!(),
+                    ".lease_token = lease.token AND {state} = $3 AND {namespace} = $2"
                 ),
-                arrivals = arrivals,
-                tokens = tokens
+                leases = db.dialect.json_rows(4, &["arrival", "token"]),
+                state = db.dialect.unindexed(concat!(table!(), ".state")),
+                namespace = db.dialect.unindexed(concat!(table!(), ".namespace")),
             );
-            let mut query = sqlx::query(&sql)
-                .persistent(slots <= 16)
+            let renewed = sqlx::query(&sql)
+                .bind(until)
+                .bind(namespace)
+                .bind(State::Running.as_str())
+                .bind(leases_json(leases))
+                .execute(&db.pool)
+                .await?;
+            Ok(DB::rows_affected(&renewed))
+        }
+
+        async fn hand_back<'a>(db: &'a Database<Self>, leases: &'a [Lease]) -> Result<u64, sqlx::Error> {
+            let sql = format!(
+                concat!(
+                    "UPDATE ",
+                    table!(),
+                    " SET state = $1, lease_token = NULL, lease_until = NULL FROM {leases} AS lease \
+                     WHERE ",
+                    table!(),
+                    ".arrival = lease.arrival AND ",
+                    table!(),
+                    ".lease_token = lease.token AND {state} = $2"
+                ),
+                leases = db.dialect.json_rows(3, &["arrival", "token"]),
+                state = db.dialect.unindexed(concat!(table!(), ".state")),
+            );
+            let handed = sqlx::query(&sql)
                 .bind(State::Pending.as_str())
-                .bind(State::Running.as_str());
-            for slot in 0..slots {
-                let lease = leases.get(slot);
-                query = query.bind(lease.map(|lease| lease.0)).bind(lease.map(|lease| lease.1));
-            }
-            let handed = query.execute(&db.pool).await?;
+                .bind(State::Running.as_str())
+                .bind(leases_json(leases))
+                .execute(&db.pool)
+                .await?;
             Ok(DB::rows_affected(&handed))
         }
     }
 }
 
-/// Rows of one batched statement, padded to the next power of two so that
-/// only a few statements exist.
-fn padded(rows: usize) -> usize {
-    rows.max(1).next_power_of_two()
+/// Leases as the JSON array of `[arrival, token]` the statements read.
+fn leases_json(leases: &[Lease]) -> String {
+    let mut json = String::with_capacity(leases.len() * 28 + 2);
+    json.push('[');
+    for (arrival, token) in leases {
+        if json.len() > 1 {
+            json.push(',');
+        }
+        json.push_str(&format!("[{arrival},{token}]"));
+    }
+    json.push(']');
+    json
 }
 
-/// `$first, $first+2, …` (the arrivals) and ` WHEN $a THEN $a+1 …` (each
-/// arrival's token) for `slots` (arrival, token) parameter pairs.
-fn lease_lists(first: usize, slots: usize) -> (String, String) {
-    let mut arrivals = String::with_capacity(slots * 6);
-    let mut tokens = String::with_capacity(slots * 18);
-    for slot in 0..slots {
-        let arrival = first + slot * 2;
-        if slot > 0 {
-            arrivals.push_str(", ");
+/// The marks of one batch as the JSON array the progress statement reads:
+/// `[arrival, token, 1]` per done mark, `[arrival, token, 0]` per start mark.
+fn marks_json(done: &[Lease], started: &[Lease]) -> String {
+    let mut json = String::with_capacity((done.len() + started.len()) * 32 + 2);
+    json.push('[');
+    for (leases, is_done) in [(done, 1), (started, 0)] {
+        for (arrival, token) in leases {
+            if json.len() > 1 {
+                json.push(',');
+            }
+            json.push_str(&format!("[{arrival},{token},{is_done}]"));
         }
-        arrivals.push_str(&format!("${arrival}"));
-        tokens.push_str(&format!(" WHEN ${arrival} THEN ${}", arrival + 1));
     }
-    (arrivals, tokens)
+    json.push(']');
+    json
 }
 
 /// The start marks and done marks of one batch: `$1` done, `$2` running, `$3`
-/// now, `$4` the namespace, `$5` the done outcome, then an (arrival, token)
-/// pair per done mark and per start mark. A done row's `last_error` is
-/// cleared; `attempts` and `last_attempt_at` keep its history. With
-/// `in_one_statement` (PostgreSQL) the done rows' attempts are recorded by the
-/// same statement; otherwise the caller records them from what it returns.
-/// `durable` ends the `WHERE` ([`Dialect::durable_commit`](crate::dialect::Dialect::durable_commit)).
-fn progress_statement(done: usize, started: usize, in_one_statement: bool, durable: &str) -> String {
-    let (done_arrivals, done_tokens) = lease_lists(6, done);
-    let (start_arrivals, start_tokens) = lease_lists(6 + done * 2, started);
+/// now, `$4` the namespace, `$5` the done outcome, `$6` the marks (see
+/// [`marks_json`]). A row is marked only under its own lease token and while
+/// it is `running`. A done row's `last_error` is cleared; `attempts` and
+/// `last_attempt_at` keep its history. With `in_one_statement` (PostgreSQL)
+/// the done rows' attempts are recorded by the same statement; otherwise the
+/// caller records them from what it returns. `durable` ends the `WHERE`
+/// ([`Dialect::durable_commit`](crate::dialect::Dialect::durable_commit)).
+fn progress_statement(dialect: Dialect, in_one_statement: bool, durable: &str) -> String {
+    let marks = dialect.json_rows(6, &["arrival", "token", "done"]);
     let update = format!(
         concat!(
             "UPDATE ",
             table!(),
-            " SET state = CASE WHEN arrival IN ({d}) THEN $1 ELSE state END, \
-             done_at = CASE WHEN arrival IN ({d}) THEN $3 ELSE done_at END, \
-             lease_token = CASE WHEN arrival IN ({d}) THEN NULL ELSE lease_token END, \
-             lease_until = CASE WHEN arrival IN ({d}) THEN NULL ELSE lease_until END, \
-             last_error = CASE WHEN arrival IN ({d}) THEN NULL ELSE last_error END, \
-             attempts = CASE WHEN arrival IN ({s}) THEN attempts + 1 ELSE attempts END, \
-             last_attempt_at = CASE WHEN arrival IN ({s}) THEN $3 ELSE last_attempt_at END \
-             WHERE arrival IN ({d}, {s}) AND state = $2 \
-             AND lease_token = CASE arrival{dt}{st} END AND namespace = $4{durable} \
-             RETURNING arrival, namespace, state, attempts, last_attempt_at, done_at"
+            " SET state = CASE WHEN mark.done = 1 THEN $1 ELSE ",
+            table!(),
+            ".state END, \
+             done_at = CASE WHEN mark.done = 1 THEN $3 ELSE done_at END, \
+             lease_token = CASE WHEN mark.done = 1 THEN NULL ELSE lease_token END, \
+             lease_until = CASE WHEN mark.done = 1 THEN NULL ELSE lease_until END, \
+             last_error = CASE WHEN mark.done = 1 THEN NULL ELSE last_error END, \
+             attempts = CASE WHEN mark.done = 1 THEN attempts ELSE attempts + 1 END, \
+             last_attempt_at = CASE WHEN mark.done = 1 THEN last_attempt_at ELSE $3 END \
+             FROM {marks} AS mark \
+             WHERE ",
+            table!(),
+            ".arrival = mark.arrival AND ",
+            table!(),
+            ".lease_token = mark.token AND {state} = $2 AND {namespace} = $4{durable} \
+             RETURNING ",
+            table!(),
+            ".arrival, ",
+            table!(),
+            ".namespace, ",
+            table!(),
+            ".state, attempts, last_attempt_at, done_at"
         ),
-        d = done_arrivals,
-        s = start_arrivals,
-        dt = done_tokens,
-        st = start_tokens,
+        marks = marks,
+        state = dialect.unindexed(concat!(table!(), ".state")),
+        namespace = dialect.unindexed(concat!(table!(), ".namespace")),
         durable = durable,
     );
     if !in_one_statement {
         // `$5` (the done outcome) is the PostgreSQL form's; every bound
         // parameter must appear in the statement.
-        return update.replacen("AND namespace = $4", "AND namespace = $4 AND $5 IS NOT NULL", 1);
+        return update.replacen(" = $4", " = $4 AND $5 IS NOT NULL", 1);
     }
     format!(
         concat!(
@@ -287,19 +304,37 @@ fn progress_statement(done: usize, started: usize, in_one_statement: bool, durab
     )
 }
 
+/// The attempts record of the rows a batch marked done, where the progress
+/// statement cannot write it itself (SQLite): `$1` the namespace, `$2` now,
+/// `$3` the done outcome, `$4` a JSON array of `[arrival, attempt,
+/// started_at, duration_ms]`.
+fn done_attempts_statement(dialect: Dialect) -> String {
+    format!(
+        concat!(
+            "INSERT INTO ",
+            attempts_table!(),
+            " (arrival, namespace, attempt, started_at, finished_at, duration_ms, outcome, error) \
+             SELECT arrival, $1, attempt, started_at, $2, duration_ms, $3, NULL FROM {records} AS record \
+             WHERE true ON CONFLICT (arrival, attempt) DO NOTHING"
+        ),
+        records = dialect.json_rows(4, &["arrival", "attempt", "started_at", "duration_ms"])
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn each_parameter_is_numbered_once_per_pair() {
-        let sql = progress_statement(2, 1, false, "");
-        assert!(sql.contains("arrival IN ($6, $8)"), "{sql}");
-        assert!(sql.contains("arrival IN ($10)"), "{sql}");
-        assert!(
-            sql.contains("WHEN $6 THEN $7 WHEN $8 THEN $9 WHEN $10 THEN $11 END"),
-            "{sql}"
+    fn marks_are_one_json_array() {
+        assert_eq!(
+            marks_json(&[(1, 10)], &[(2, 20), (3, 30)]),
+            "[[1,10,1],[2,20,0],[3,30,0]]"
         );
-        assert!(progress_statement(1, 1, true, "").starts_with("WITH progressed AS (UPDATE"));
+        assert_eq!(marks_json(&[], &[]), "[]");
+        for dialect in [Dialect::Sqlite, Dialect::Postgres] {
+            assert!(progress_statement(dialect, true, "").starts_with("WITH progressed AS (UPDATE"));
+            assert!(progress_statement(dialect, false, "").contains("$5 IS NOT NULL"));
+        }
     }
 }

@@ -277,10 +277,8 @@ sql_bounds! {
                 tx.commit().await?;
                 return Ok(ClaimResult { claimed: Vec::new(), died });
             }
-            let slots = padded(picked.len());
-            let sql = claim_statement(db.dialect, if picked.is_empty() { 0 } else { slots });
+            let sql = claim_statement(db.dialect);
             let mut query = sqlx::query(&sql)
-                .persistent(slots <= 16)
                 .bind(request.namespace)
                 .bind(request.now)
                 .bind(request.lease_until)
@@ -288,17 +286,18 @@ sql_bounds! {
                 .bind(request.limit)
                 .bind(State::Running.as_str())
                 .bind(State::Pending.as_str());
-            if !picked.is_empty() {
-                for &arrival in &picked {
-                    query = query.bind(Some(arrival));
+            if db.dialect.guards_intents() {
+                let mut list = String::with_capacity(picked.len() * 8 + 2);
+                for arrival in &picked {
+                    list.push(if list.is_empty() { '[' } else { ',' });
+                    list.push_str(&format!("[{arrival}]"));
                 }
-                for _ in picked.len()..slots {
-                    query = query.bind(None::<i64>);
-                }
+                list.push(']');
+                query = query.bind(list);
             }
             let rows = query.fetch_all(&mut *tx).await?;
             tx.commit().await?;
-            let claimed = rows
+            let mut claimed: Vec<Claimed> = rows
                 .iter()
                 .map(|row| {
                     Ok(Claimed {
@@ -311,6 +310,8 @@ sql_bounds! {
                     })
                 })
                 .collect::<Result<_, sqlx::Error>>()?;
+            // Started in arrival order (a statement returns its rows in any).
+            claimed.sort_unstable_by_key(|claimed| claimed.arrival);
             Ok(ClaimResult { claimed, died })
         }
 
@@ -399,9 +400,8 @@ sql_bounds! {
 /// worker's local queue; its attempt is counted when it starts
 /// ([`progress`](crate::progress)), before its handler runs, so an attempt
 /// that kills the process is counted and a wait in a dead process's queue is
-/// not. `{lock}` is the PostgreSQL row-locking clause;
-/// `{picked}` is empty (SQLite), or on PostgreSQL restricts the claim to the
-/// rows [`PICK`] locked and guarded ([`claim_statement`]).
+/// not. This is SQLite's claim, under its one writer; PostgreSQL's is
+/// [`PICK`] then [`CLAIM_PICKED`].
 const CLAIM: &str = concat!(
     "UPDATE ",
     table!(),
@@ -410,7 +410,7 @@ const CLAIM: &str = concat!(
        SELECT c.arrival FROM ",
     table!(),
     " c \
-       WHERE {picked}c.namespace = $1 AND c.state = $7 AND c.due_at <= $2 \
+       WHERE c.namespace = $1 AND c.state = $7 AND c.due_at <= $2 \
          AND NOT EXISTS (SELECT 1 FROM ",
     paused_table!(),
     " p WHERE p.namespace = c.namespace AND p.event_type = c.event_type) \
@@ -423,7 +423,7 @@ const CLAIM: &str = concat!(
                OR (e.state = $7 \
                    AND (e.created < c.created OR (e.created = c.created AND e.arrival < c.arrival)))))) \
        ORDER BY c.due_at, c.arrival \
-       LIMIT $5 {lock}) \
+       LIMIT $5) \
      RETURNING arrival, event_id, body, attempts, trace_context"
 );
 
@@ -455,23 +455,45 @@ const PICK: &str = concat!(
        OR pg_try_advisory_xact_lock($6, hashtext(namespace || '/' || intent_id))"
 );
 
-/// [`CLAIM`] for a dialect: on PostgreSQL restricted to `picked` arrivals
-/// (`$8` on, padded with NULLs that match nothing), on SQLite as it is.
-fn claim_statement(dialect: Dialect, picked: usize) -> String {
-    let mut restriction = String::new();
+/// The second statement of a PostgreSQL claim: claims the rows [`PICK`]
+/// locked and guarded (`$8`, a JSON array of `[arrival]`), each looked up by
+/// its key, checking again under this statement's snapshot that it is still
+/// the first waiting event of its intent with none running (a claim that
+/// committed after `PICK`'s snapshot may have started one). `$5` (the limit)
+/// was `PICK`'s. `{namespace}` and `{state}` are the columns kept from
+/// driving the statement ([`Dialect::unindexed`]).
+const CLAIM_PICKED: &str = concat!(
+    "UPDATE ",
+    table!(),
+    " AS c SET state = $6, lease_token = $4, lease_until = $3 \
+     FROM {picked} AS picked \
+     WHERE c.arrival = picked.arrival AND {namespace} = $1 AND {state} = $7 AND c.due_at <= $2 \
+       AND $5 > 0 \
+       AND NOT EXISTS (SELECT 1 FROM ",
+    paused_table!(),
+    " p WHERE p.namespace = c.namespace AND p.event_type = c.event_type) \
+       AND (c.intent_id IS NULL OR NOT EXISTS ( \
+         SELECT 1 FROM ",
+    table!(),
+    " e \
+         WHERE e.namespace = c.namespace AND e.intent_id = c.intent_id AND e.arrival <> c.arrival \
+           AND (e.state = $6 \
+             OR (e.state = $7 \
+                 AND (e.created < c.created OR (e.created = c.created AND e.arrival < c.arrival)))))) \
+     RETURNING c.arrival, c.event_id, c.body, c.attempts, c.trace_context"
+);
+
+/// The claim statement of a dialect: on PostgreSQL [`CLAIM_PICKED`], on
+/// SQLite [`CLAIM`] (its one writer needs no `PICK`).
+fn claim_statement(dialect: Dialect) -> String {
     if dialect.guards_intents() {
-        restriction.push_str("c.arrival IN (");
-        for index in 0..picked {
-            if index > 0 {
-                restriction.push_str(", ");
-            }
-            restriction.push_str(&format!("${}", 8 + index));
-        }
-        restriction.push_str(") AND ");
+        CLAIM_PICKED
+            .replace("{picked}", &dialect.json_rows(8, &["arrival"]))
+            .replace("{namespace}", &dialect.unindexed("c.namespace"))
+            .replace("{state}", &dialect.unindexed("c.state"))
+    } else {
+        CLAIM.to_owned()
     }
-    CLAIM
-        .replace("{lock}", dialect.skip_locked())
-        .replace("{picked}", &restriction)
 }
 
 /// One `INSERT … SELECT … FROM (VALUES …)` for `rows` rows: `$1` is the

@@ -43,7 +43,7 @@ pub(crate) async fn purge_expired<DB: Backend>(db: &Database<DB>, config: &Confi
     let before = now_ms().saturating_sub(millis(config.retention));
     for _ in 0..PURGE_ROUND {
         match db
-            .bounded(DB::purge(db, &config.namespace, before, PURGE_BATCH))
+            .write(DB::purge(db, &config.namespace, before, PURGE_BATCH))
             .await
         {
             Ok(deleted) if deleted < u64::try_from(PURGE_BATCH).unwrap_or(u64::MAX) => return false,

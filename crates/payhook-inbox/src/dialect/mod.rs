@@ -195,6 +195,15 @@ impl Dialect {
         }
     }
 
+    /// Whether the database has one writer at a time (SQLite's lock on the
+    /// file), so this process's writes take turns before they reach it.
+    pub(crate) fn one_writer(self) -> bool {
+        match self {
+            Self::Sqlite => true,
+            Self::Postgres => false,
+        }
+    }
+
     /// Whether the database is a file the inbox opened (SQLite), to notice it
     /// deleted or replaced.
     pub(crate) fn is_file(self) -> bool {
@@ -245,6 +254,44 @@ impl Dialect {
         match self {
             Self::Sqlite => format!("EXPLAIN QUERY PLAN {sql}"),
             Self::Postgres => format!("EXPLAIN {sql}"),
+        }
+    }
+
+    /// A text column as a condition must name it when the statement is to
+    /// be driven by another condition, never by an index on this column:
+    /// SQLite's unary `+`, PostgreSQL's `column || ''`. A statement that
+    /// updates a few listed rows then looks each one up by its key; with the
+    /// column itself, a planner whose statistics are stale (a queue's state
+    /// counts change faster than they are gathered) may instead scan every
+    /// row of the namespace in that state.
+    pub(crate) fn unindexed(self, column: &str) -> String {
+        match self {
+            Self::Sqlite => format!("+{column}"),
+            Self::Postgres => format!("({column} || '')"),
+        }
+    }
+
+    /// A row source (for a `FROM`) of the JSON array of arrays of integers
+    /// bound at `$param`: one row per inner array, its elements as the
+    /// `BIGINT` columns `columns` in order. One parameter for any number of
+    /// rows: the statement's text (and its prepared plan) is the same for a
+    /// batch of one and of five hundred, and binding costs no more per row.
+    pub(crate) fn json_rows(self, param: usize, columns: &[&str]) -> String {
+        let mut select = String::new();
+        for (index, column) in columns.iter().enumerate() {
+            if index > 0 {
+                select.push_str(", ");
+            }
+            match self {
+                Self::Sqlite => select.push_str(&format!("value ->> {index} AS {column}")),
+                Self::Postgres => select.push_str(&format!("(element ->> {index})::bigint AS {column}")),
+            }
+        }
+        match self {
+            Self::Sqlite => format!("(SELECT {select} FROM json_each(${param}))"),
+            Self::Postgres => {
+                format!("(SELECT {select} FROM jsonb_array_elements(${param}::jsonb) AS element)")
+            }
         }
     }
 

@@ -246,7 +246,7 @@ async fn renew<DB: Backend>(claim: &ClaimRef<DB>, lease: Duration) {
         let until = now_ms().saturating_add(millis(lease));
         match claim
             .db
-            .bounded(DB::renew(&claim.db, claim.arrival, claim.token, until))
+            .write(DB::renew(&claim.db, claim.arrival, claim.token, until))
             .await
         {
             Ok(false) if !claim.opened.load(Ordering::Acquire) => {
@@ -295,7 +295,7 @@ pub(super) async fn record_failure<DB: Backend>(
     let message: String = message.chars().take(2000).collect();
     let recorded = inbox
         .db
-        .bounded(DB::record_failure(
+        .write(DB::record_failure(
             &inbox.db,
             claimed.arrival,
             claimed.token,

@@ -371,7 +371,7 @@ async fn claim<DB: Backend>(
         limit: i64::try_from(limit.min(MOST_AHEAD)).unwrap_or(1),
         requeue: requeue.then_some(config.max_attempts),
     };
-    let result = db.bounded(DB::claim(db, request)).await?;
+    let result = db.write(DB::claim(db, request)).await?;
     m::claim(config.namespace.clone(), result.claimed.len());
     for (event_id, attempts) in &result.died {
         m::failed(config.namespace.clone(), 0.0, true);
@@ -388,15 +388,16 @@ async fn claim<DB: Backend>(
 /// Extends the lease of the events waiting in the local queue, one
 /// statement for all of them.
 async fn renew_waiting<DB: Backend>(db: &Database<DB>, config: &Config, local: &VecDeque<Claimed>) {
-    let mut tokens: Vec<i64> = local.iter().map(|claimed| claimed.token).collect();
-    tokens.sort_unstable();
-    tokens.dedup();
-    if tokens.is_empty() {
+    let leases: Vec<(i64, i64)> = local
+        .iter()
+        .map(|claimed| (claimed.arrival, claimed.token))
+        .collect();
+    if leases.is_empty() {
         return;
     }
     let until = now_ms().saturating_add(millis(config.lease));
     if let Err(err) = db
-        .bounded(DB::renew_claims(db, &config.namespace, &tokens, until))
+        .write(DB::renew_claims(db, &config.namespace, &leases, until))
         .await
     {
         let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
@@ -416,7 +417,7 @@ async fn hand_back<DB: Backend>(db: &Database<DB>, local: &mut VecDeque<Claimed>
         .map(|claimed| (claimed.arrival, claimed.token))
         .collect();
     for chunk in leases.chunks(MOST_AHEAD) {
-        if let Err(err) = db.bounded(DB::hand_back(db, chunk)).await {
+        if let Err(err) = db.write(DB::hand_back(db, chunk)).await {
             let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
             tracing::warn!(target: "payhook", %reason, "could not hand claimed events back; they are taken up again after their lease");
         }

@@ -47,6 +47,17 @@ pub(super) async fn write_marks<DB: Backend>(
 ) {
     let mut batch = Vec::with_capacity(MARK_BATCH);
     while queue.recv_many(&mut batch, MARK_BATCH).await > 0 {
+        // The marks sent alongside the first one (a dispatcher starting
+        // several events, handlers finishing together) are on their way:
+        // one turn of the scheduler lets them join this statement rather
+        // than wait a whole statement for the next.
+        tokio::task::yield_now().await;
+        while batch.len() < MARK_BATCH {
+            match queue.try_recv() {
+                Ok(mark) => batch.push(mark),
+                Err(_) => break,
+            }
+        }
         // Arrival order: repeats of one row (see `mark_all`) sit side by side.
         batch.sort_by_key(|mark: &Mark| mark.arrival);
         match mark_all(&db, &namespace, &batch).await {
@@ -99,7 +110,7 @@ pub(super) async fn mark_all<DB: Backend>(
         };
         let (done, started) = (leases(Step::Done), leases(Step::Start));
         let progressed = db
-            .bounded(DB::progress(db, namespace, &done, &started, now_ms()))
+            .write(DB::progress(db, namespace, &done, &started, now_ms()))
             .await?;
         for index in round {
             let arrival = batch[index].arrival;
@@ -128,7 +139,7 @@ pub(super) async fn record_attempts<DB: Backend>(
     while queue.recv_many(&mut batch, MARK_BATCH).await > 0 {
         let (records, waiting): (Vec<AttemptRecord>, Vec<Option<oneshot::Sender<()>>>) =
             batch.drain(..).unzip();
-        if let Err(err) = db.bounded(DB::record_attempts(&db, &namespace, &records)).await {
+        if let Err(err) = db.write(DB::record_attempts(&db, &namespace, &records)).await {
             let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
             tracing::warn!(target: "payhook", %reason, "could not write to the attempts record");
         }
