@@ -277,7 +277,11 @@ sql_bounds! {
                 &format!(" AND arrival IN ({marks})"),
                 picked.iter().map(|position| Bind::Int(position.arrival)),
             );
-            let changed = bound::<DB>(&statement.sql, &statement.binds).execute(&db.pool).await?;
+            // On SQLite in this process's turn to write, so the inbox's own
+            // writes queue behind it instead of sleeping at the file lock.
+            let changed = db
+                .write(bound::<DB>(&statement.sql, &statement.binds).execute(&db.pool))
+                .await?;
             Ok((DB::rows_affected(&changed), Some(last)))
         }
     }

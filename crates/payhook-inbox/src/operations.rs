@@ -233,7 +233,7 @@ sql_bounds! {
             for key in keys {
                 query = query.bind(key);
             }
-            let changed = query.execute(&db.pool).await?;
+            let changed = db.write(query.execute(&db.pool)).await?;
             Ok(DB::rows_affected(&changed))
         }
 
