@@ -1,0 +1,2 @@
+-- PostgreSQL only: SQLite has no fill factor, and its B-tree rewrites a
+-- changed row in place. Nothing to change here; the version is recorded.
