@@ -74,9 +74,14 @@ impl<DB: Backend> Admin<DB> {
         Self::over(database_of(pool)?, namespace).await
     }
 
-    async fn over(db: Database<DB>, namespace: &str) -> Result<Self, InboxError> {
+    async fn over(mut db: Database<DB>, namespace: &str) -> Result<Self, InboxError> {
         if !DB::has_table(&db).await? {
             return Err(InboxError::NoInbox("the database has no payhook_inbox table"));
+        }
+        // An inbox of this process on the same file writes in the same turns.
+        if let Some(file) = crate::sqlite_file::FileIdentity::of_pool(&db).await {
+            let (path, identity) = file.key();
+            db.write_turns = crate::database::WriteTurns::of_file(path, identity);
         }
         Ok(Self {
             db,

@@ -1,9 +1,11 @@
 //! The database an inbox runs on: a pool, the dialect it speaks and the
 //! deadline its work is held to, and how a pool is opened from a URL.
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
@@ -35,18 +37,46 @@ pub struct Database<DB: sqlx::Database> {
 /// retries, so two writes that meet cost each other a millisecond or more
 /// however short they are. Taken in turns here instead, a write starts the
 /// moment the one before it commits. `None` on PostgreSQL, whose writes to
-/// different rows do not wait for each other. Clones share the turns.
+/// different rows do not wait for each other. Clones share the turns, and
+/// so does every inbox and admin of one process on the same file
+/// ([`of_file`](Self::of_file)).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct WriteTurns(Option<Arc<tokio::sync::Mutex<()>>>);
 
+/// The turns of each SQLite file this process writes, by its path and
+/// identity; an entry lives as long as a database that uses it.
+type FileTurns = HashMap<(PathBuf, (u64, u64)), Weak<tokio::sync::Mutex<()>>>;
+
+static FILE_TURNS: std::sync::Mutex<Option<FileTurns>> = std::sync::Mutex::new(None);
+
 impl WriteTurns {
-    /// Turns for a database of `dialect`.
+    /// Turns for a database of `dialect` (its own until
+    /// [`of_file`](Self::of_file) names its file).
     pub(crate) fn of(dialect: Dialect) -> Self {
         Self(
             dialect
                 .one_writer()
                 .then(|| Arc::new(tokio::sync::Mutex::new(()))),
         )
+    }
+
+    /// The turns every database of this process on the SQLite file at
+    /// `path` (with `identity`, its device and inode) takes: two inboxes,
+    /// or an inbox and an admin with pools of their own, then never meet
+    /// at the file's lock.
+    pub(crate) fn of_file(path: &Path, identity: (u64, u64)) -> Self {
+        let mut files = FILE_TURNS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let files = files.get_or_insert_with(HashMap::new);
+        files.retain(|_, turns| turns.strong_count() > 0);
+        let key = (path.to_path_buf(), identity);
+        if let Some(turns) = files.get(&key).and_then(Weak::upgrade) {
+            return Self(Some(turns));
+        }
+        let turns = Arc::new(tokio::sync::Mutex::new(()));
+        files.insert(key, Arc::downgrade(&turns));
+        Self(Some(turns))
     }
 
     /// Waits for this process's turn to write; the turn lasts as long as
@@ -256,5 +286,19 @@ mod tests {
             drop(_turn);
             first.await.unwrap();
         }
+    }
+
+    /// Two databases on one file share their turns; on another file not.
+    #[test]
+    fn one_file_has_one_line_of_turns() {
+        let path = std::path::Path::new("/nonexistent/inbox.db");
+        let one = WriteTurns::of_file(path, (1, 2));
+        let same = WriteTurns::of_file(path, (1, 2));
+        let other = WriteTurns::of_file(path, (1, 3));
+        let (Some(one), Some(same), Some(other)) = (one.0, same.0, other.0) else {
+            panic!("a file has turns");
+        };
+        assert!(Arc::ptr_eq(&one, &same));
+        assert!(!Arc::ptr_eq(&one, &other));
     }
 }

@@ -24,7 +24,7 @@ use tracing::{Instrument, Span};
 use crate::backend::{database_of, Backend};
 use crate::clock::now_ms;
 pub use crate::database::DEFAULT_DATABASE_TIMEOUT;
-use crate::database::{Database, UrlOptions};
+use crate::database::{Database, UrlOptions, WriteTurns};
 use crate::dialect::Dialect;
 use crate::error::{describe, is_busy, kind, payhook_escape, InboxError};
 use crate::inner::{Config, Inner, Pending};
@@ -689,6 +689,10 @@ async fn start<DB: Backend>(
     }
     // The file as SQLite opened it (after the migrations, which create it).
     let file = FileIdentity::of_pool(&db).await;
+    if let Some(file) = &file {
+        let (path, identity) = file.key();
+        db.write_turns = WriteTurns::of_file(path, identity);
+    }
     // One ingest task on both backends: it writes every delivery that came in
     // during its previous commit in one statement, so batches grow with the
     // load. SQLite has one writer whatever we do; on PostgreSQL more tasks

@@ -33,6 +33,11 @@ impl FileIdentity {
         Some(Self { path, id })
     }
 
+    /// The file's path and identity (device and inode), as opened.
+    pub(crate) fn key(&self) -> (&std::path::Path, (u64, u64)) {
+        (&self.path, self.id)
+    }
+
     /// `Err` with the kind of failure when the file at the path is no longer
     /// the one opened.
     pub(crate) fn check(&self) -> Result<(), &'static str> {
