@@ -118,9 +118,9 @@ pub const CONNECTIONS: u32 = 2;
 /// How many pages are read and rendered at once; more wait for their turn
 /// (within [`PAGE_DEADLINE`]). One: a page's statements and its rendering
 /// then take turns on the dashboard's own thread, and the turn passes on
-/// after a rest twice as long as the page took (at most 200 ms), so that
-/// however many pages are asked for, the dashboard (with the database's
-/// work for it) keeps to about a third of a core and leaves the rest of the
+/// after a rest three times as long as the page took (at most 200 ms), so
+/// that however many pages are asked for, the dashboard (with the
+/// database's work for it) keeps to about a quarter of a core and leaves the rest of the
 /// machine to deliveries. A page takes a millisecond
 /// or two, so the line moves fast: a person alone is answered at once. An
 /// action (`POST`) does not wait for a page's turn, only for another
@@ -131,7 +131,7 @@ pub const MAX_CONCURRENT_PAGES: usize = 1;
 const MAX_PAGE_REST: Duration = Duration::from_millis(200);
 
 /// The rest after a page, as a multiple of the time the page took.
-const PAGE_REST_FACTOR: u32 = 2;
+const PAGE_REST_FACTOR: u32 = 3;
 
 /// How long a page may take, its turn and its statements included, before it
 /// is answered `503`.
@@ -306,9 +306,9 @@ impl<DB: Backend> Dashboard<DB> {
                     dashboard.route(request.request()).await
                 };
                 if read {
-                    // The next page's turn comes after a rest twice as
-                    // long as this one took: the dashboard keeps to about a
-                    // third of a core, however many pages are waiting (its
+                    // The next page's turn comes after a rest three times
+                    // as long as this one took: the dashboard keeps to about
+                    // a quarter of a core, however many pages are waiting (its
                     // statements also take the database's CPU, which on a
                     // shared machine is the deliveries' too).
                     let rest = (started.elapsed() * PAGE_REST_FACTOR).min(MAX_PAGE_REST);
@@ -563,8 +563,8 @@ mod tests {
         );
         let most = MOST_AT_ONCE.load(Ordering::SeqCst);
         assert!((1..=MAX_CONCURRENT_PAGES).contains(&most), "{most} pages at once");
-        // One at a time, each turn passed on after a rest twice as long as
-        // the page took.
+        // One at a time, each turn passed on after a rest three times as long
+        // as the page took.
         let mut spans = SPANS.lock().unwrap().clone();
         spans.sort();
         for pair in spans.windows(2) {
