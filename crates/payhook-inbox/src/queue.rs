@@ -389,9 +389,34 @@ sql_bounds! {
     }
 }
 
-/// The claim: due pending events of a type not paused (a primary-key probe
-/// of the paused types' table, per namespace) whose intent has nothing
-/// earlier waiting and nothing running, oldest due first. A paused event
+/// The rule that makes a waiting event `c` claimable, written once for every
+/// claim statement (`$running`, `$pending`: the parameters holding those
+/// states): its type is not paused, and it is the first waiting event of
+/// its payment intent (by `created`, then arrival) with none of the
+/// intent's events running.
+macro_rules! due_in_order {
+    ($running:literal, $pending:literal) => {
+        concat!(
+            " AND NOT EXISTS (SELECT 1 FROM ",
+            paused_table!(),
+            " p WHERE p.namespace = c.namespace AND p.event_type = c.event_type) \
+             AND (c.intent_id IS NULL OR NOT EXISTS ( \
+               SELECT 1 FROM ",
+            table!(),
+            " e \
+               WHERE e.namespace = c.namespace AND e.intent_id = c.intent_id AND e.arrival <> c.arrival \
+                 AND (e.state = ",
+            $running,
+            " OR (e.state = ",
+            $pending,
+            " AND (e.created < c.created OR (e.created = c.created AND e.arrival < c.arrival))))))"
+        )
+    };
+}
+
+/// The claim: due pending events by `due_in_order!` (a type not paused:
+/// a primary-key probe of the paused types' table, per namespace; nothing
+/// earlier of the intent waiting, nothing of it running), oldest due first. A paused event
 /// stays `pending`, so it still holds back the later events of its intent
 /// (per-intent order is kept), and resuming its type needs no write to it. Only `pending` rows are candidates, so
 /// the scan follows the `(namespace, state, due_at, arrival)` index in claim
@@ -410,19 +435,9 @@ const CLAIM: &str = concat!(
        SELECT c.arrival FROM ",
     table!(),
     " c \
-       WHERE c.namespace = $1 AND c.state = $7 AND c.due_at <= $2 \
-         AND NOT EXISTS (SELECT 1 FROM ",
-    paused_table!(),
-    " p WHERE p.namespace = c.namespace AND p.event_type = c.event_type) \
-         AND (c.intent_id IS NULL OR NOT EXISTS ( \
-           SELECT 1 FROM ",
-    table!(),
-    " e \
-           WHERE e.namespace = c.namespace AND e.intent_id = c.intent_id AND e.arrival <> c.arrival \
-             AND (e.state = $6 \
-               OR (e.state = $7 \
-                   AND (e.created < c.created OR (e.created = c.created AND e.arrival < c.arrival)))))) \
-       ORDER BY c.due_at, c.arrival \
+       WHERE c.namespace = $1 AND c.state = $7 AND c.due_at <= $2",
+    due_in_order!("$6", "$7"),
+    " ORDER BY c.due_at, c.arrival \
        LIMIT $5) \
      RETURNING arrival, event_id, body, attempts, trace_context"
 );
@@ -437,19 +452,9 @@ const PICK: &str = concat!(
        SELECT c.arrival, c.namespace, c.intent_id FROM ",
     table!(),
     " c \
-       WHERE c.namespace = $1 AND c.state = $4 AND c.due_at <= $2 \
-         AND NOT EXISTS (SELECT 1 FROM ",
-    paused_table!(),
-    " p WHERE p.namespace = c.namespace AND p.event_type = c.event_type) \
-         AND (c.intent_id IS NULL OR NOT EXISTS ( \
-           SELECT 1 FROM ",
-    table!(),
-    " e \
-           WHERE e.namespace = c.namespace AND e.intent_id = c.intent_id AND e.arrival <> c.arrival \
-             AND (e.state = $3 \
-               OR (e.state = $4 \
-                   AND (e.created < c.created OR (e.created = c.created AND e.arrival < c.arrival)))))) \
-       ORDER BY c.due_at, c.arrival \
+       WHERE c.namespace = $1 AND c.state = $4 AND c.due_at <= $2",
+    due_in_order!("$3", "$4"),
+    " ORDER BY c.due_at, c.arrival \
        LIMIT $5 FOR UPDATE SKIP LOCKED) AS picked \
      WHERE intent_id IS NULL \
        OR pg_try_advisory_xact_lock($6, hashtext(namespace || '/' || intent_id))"
@@ -468,19 +473,9 @@ const CLAIM_PICKED: &str = concat!(
     " AS c SET state = $6, lease_token = $4, lease_until = $3 \
      FROM {picked} AS picked \
      WHERE c.arrival = picked.arrival AND {namespace} = $1 AND {state} = $7 AND c.due_at <= $2 \
-       AND $5 > 0 \
-       AND NOT EXISTS (SELECT 1 FROM ",
-    paused_table!(),
-    " p WHERE p.namespace = c.namespace AND p.event_type = c.event_type) \
-       AND (c.intent_id IS NULL OR NOT EXISTS ( \
-         SELECT 1 FROM ",
-    table!(),
-    " e \
-         WHERE e.namespace = c.namespace AND e.intent_id = c.intent_id AND e.arrival <> c.arrival \
-           AND (e.state = $6 \
-             OR (e.state = $7 \
-                 AND (e.created < c.created OR (e.created = c.created AND e.arrival < c.arrival)))))) \
-     RETURNING c.arrival, c.event_id, c.body, c.attempts, c.trace_context"
+       AND $5 > 0",
+    due_in_order!("$6", "$7"),
+    " RETURNING c.arrival, c.event_id, c.body, c.attempts, c.trace_context"
 );
 
 /// The claim statement of a dialect: on PostgreSQL [`CLAIM_PICKED`], on
