@@ -311,7 +311,10 @@ impl<DB: Backend> Dashboard<DB> {
                     // a quarter of a core, however many pages are waiting (its
                     // statements also take the database's CPU, which on a
                     // shared machine is the deliveries' too).
-                    let rest = (started.elapsed() * PAGE_REST_FACTOR).min(MAX_PAGE_REST);
+                    let rest = started
+                        .elapsed()
+                        .saturating_mul(PAGE_REST_FACTOR)
+                        .min(MAX_PAGE_REST);
                     tokio::spawn(async move {
                         tokio::time::sleep(rest).await;
                         drop(turn);
