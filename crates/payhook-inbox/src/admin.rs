@@ -326,7 +326,11 @@ impl<DB: Backend> Admin<DB> {
                 // Not a transaction and holding no write lock, so not a
                 // batch; a failed one is made up by the next.
                 let _ = DB::between_batches(&self.db).await;
-                tokio::time::sleep((took * BULK_REST).clamp(BULK_MIN_REST, Duration::from_millis(300))).await;
+                tokio::time::sleep(
+                    took.saturating_mul(BULK_REST)
+                        .clamp(BULK_MIN_REST, Duration::from_millis(300)),
+                )
+                .await;
             }
         }
         Ok(report)
