@@ -123,12 +123,17 @@ pub(crate) async fn pause_and_bulk(url: &str) {
             .execute(target.pool())
             .await
             .expect("dead");
-        if postgres {
-            sqlx::query("ANALYZE payhook_inbox")
-                .execute(target.pool())
-                .await
-                .expect("analyze");
-        }
+        // Settle what that one large statement left behind before the idle
+        // load is measured: SQLite's WAL holds every row it changed (the
+        // idle deliveries' commits would otherwise copy it back), and
+        // PostgreSQL's autovacuum would otherwise clean up after it during
+        // whichever measurement comes next.
+        let settle = if postgres {
+            "VACUUM ANALYZE payhook_inbox"
+        } else {
+            "PRAGMA wal_checkpoint(TRUNCATE)"
+        };
+        sqlx::query(settle).execute(target.pool()).await.expect("settle");
     };
     let _ = p99_while::<()>(&endpoint, None, Duration::from_secs(1)).await; // warm-up
     println!(

@@ -89,3 +89,56 @@ where
     }
     Ok(())
 }
+
+/// SQLite's plan for `sql` (`EXPLAIN QUERY PLAN`, one step a line) on a
+/// freshly migrated file without statistics, as every inbox file is: the
+/// inbox never runs `ANALYZE`, so this is the plan its statements get.
+#[cfg(test)]
+pub(crate) async fn sqlite_plan(sql: &str) -> String {
+    use sqlx::Row as _;
+    let dir = std::env::temp_dir().join(format!(
+        "payhook-inbox-plan-{}-{}",
+        std::process::id(),
+        crate::clock::random_u64()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("inbox.db").display());
+    let db = Database::<sqlx::Any>::connect(
+        &url,
+        crate::database::UrlOptions {
+            max_connections: 1,
+            acquire_timeout: std::time::Duration::from_secs(5),
+            sqlite_full_sync: false,
+            sqlite_cache_kib: 256,
+            sqlite_busy_timeout: std::time::Duration::from_secs(10),
+            create: true,
+        },
+    )
+    .await
+    .unwrap();
+    <sqlx::Any as Migrate>::migrate(&db).await.unwrap();
+    let plan: Vec<String> = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .fetch_all(&db.pool)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<String, _>("detail"))
+        .collect();
+    db.pool.close().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    plan.join("\n")
+}
+
+/// Asserts that SQLite finds the inbox table's rows in `sql` by their key,
+/// through no index: `plan` is [`sqlite_plan`]'s.
+#[cfg(test)]
+pub(crate) fn assert_rows_found_by_key(plan: &str) {
+    let inbox_steps: Vec<&str> = plan
+        .lines()
+        .filter(|step| step.contains(concat!(table!(), " ")) || step.ends_with(table!()))
+        .collect();
+    assert!(!inbox_steps.is_empty(), "{plan}");
+    for step in inbox_steps {
+        assert!(step.contains("INTEGER PRIMARY KEY"), "{plan}");
+    }
+}

@@ -170,8 +170,9 @@ sql_bounds! {
             limit: i64,
         ) -> Result<u64, sqlx::Error> {
             // The batch's keys first, read from the claim's index (pending,
-            // by due time) outside any write; then the change by primary key,
-            // re-checked on each row (on PostgreSQL under the row's lock), so
+            // by due time) outside any write; then the change by primary key
+            // (`{namespace}` and `{state}` through `Dialect::unindexed`, so no
+            // index on them drives it), re-checked on each row (on PostgreSQL under the row's lock), so
             // an event claimed meanwhile is left alone. On PostgreSQL the
             // paused row is share-locked while parking, so a resume deleting
             // it waits, and its unparking then sees these.
@@ -189,28 +190,6 @@ sql_bounds! {
                 parked!(),
                 " ORDER BY due_at, arrival LIMIT $4"
             );
-            const PARK: &str = concat!(
-                "UPDATE ",
-                table!(),
-                " SET due_at = due_at + ",
-                parked!(),
-                " WHERE namespace = $1 AND state = $2 AND event_type = $3 AND due_at < ",
-                parked!(),
-                " AND EXISTS (SELECT 1 FROM ",
-                paused_table!(),
-                " p WHERE p.namespace = $1 AND p.event_type = $3{share}) AND arrival IN ({keys})"
-            );
-            const UNPARK: &str = concat!(
-                "UPDATE ",
-                table!(),
-                " SET due_at = due_at - ",
-                parked!(),
-                " WHERE namespace = $1 AND state = $2 AND event_type = $3 AND due_at >= ",
-                parked!(),
-                " AND NOT EXISTS (SELECT 1 FROM ",
-                paused_table!(),
-                " p WHERE p.namespace = $1 AND p.event_type = $3) AND arrival IN ({keys})"
-            );
             let keys: Vec<i64> = sqlx::query_scalar(if park { PICK_PARK } else { PICK_UNPARK })
                 .bind(namespace)
                 .bind(State::Pending.as_str())
@@ -221,10 +200,7 @@ sql_bounds! {
             if keys.is_empty() {
                 return Ok(0);
             }
-            let marks: Vec<String> = (0..keys.len()).map(|index| format!("${}", 4 + index)).collect();
-            let sql = if park { PARK } else { UNPARK }
-                .replace("{share}", db.dialect.share_lock())
-                .replace("{keys}", &marks.join(", "));
+            let sql = park_statement(db.dialect, park, keys.len());
             let mut query = sqlx::query(&sql)
                 .persistent(false)
                 .bind(namespace)
@@ -256,6 +232,60 @@ sql_bounds! {
                 .execute(&db.pool)
                 .await?;
             Ok(DB::rows_affected(&purged))
+        }
+    }
+}
+
+/// The statement that parks (`park`) or unparks `keys` listed events of one
+/// type, bound as `$4…`: each row looked up by its key (`namespace` and
+/// `state` through [`Dialect::unindexed`](crate::dialect::Dialect::unindexed),
+/// so no index on them drives it) and re-checked.
+fn park_statement(dialect: crate::dialect::Dialect, park: bool, keys: usize) -> String {
+    const PARK: &str = concat!(
+        "UPDATE ",
+        table!(),
+        " SET due_at = due_at + ",
+        parked!(),
+        " WHERE {namespace} = $1 AND {state} = $2 AND event_type = $3 AND due_at < ",
+        parked!(),
+        " AND EXISTS (SELECT 1 FROM ",
+        paused_table!(),
+        " p WHERE p.namespace = $1 AND p.event_type = $3{share}) AND arrival IN ({keys})"
+    );
+    const UNPARK: &str = concat!(
+        "UPDATE ",
+        table!(),
+        " SET due_at = due_at - ",
+        parked!(),
+        " WHERE {namespace} = $1 AND {state} = $2 AND event_type = $3 AND due_at >= ",
+        parked!(),
+        " AND NOT EXISTS (SELECT 1 FROM ",
+        paused_table!(),
+        " p WHERE p.namespace = $1 AND p.event_type = $3) AND arrival IN ({keys})"
+    );
+    let marks: Vec<String> = (0..keys).map(|index| format!("${}", 4 + index)).collect();
+    if park { PARK } else { UNPARK }
+        .replace("{share}", dialect.share_lock())
+        .replace("{namespace}", &dialect.unindexed("namespace"))
+        .replace("{state}", &dialect.unindexed("state"))
+        .replace("{keys}", &marks.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parking and unparking look each listed row up by its key. With
+    /// `namespace` and `state` written plainly, SQLite drives them by the
+    /// claim's `(namespace, state, due_at)` index and walks every pending
+    /// (or every parked) row of the namespace for each batch.
+    #[tokio::test]
+    async fn sqlite_parks_a_batchs_rows_by_their_keys() {
+        for park in [true, false] {
+            let plan =
+                crate::migrate::sqlite_plan(&park_statement(crate::dialect::Dialect::Sqlite, park, 500))
+                    .await;
+            crate::migrate::assert_rows_found_by_key(&plan);
         }
     }
 }

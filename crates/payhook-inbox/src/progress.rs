@@ -344,42 +344,8 @@ mod tests {
     /// each batch (as PostgreSQL did with stale statistics).
     #[tokio::test]
     async fn sqlite_marks_find_each_row_by_its_key() {
-        let dir = std::env::temp_dir().join(format!(
-            "payhook-inbox-plan-{}-{}",
-            std::process::id(),
-            crate::clock::random_u64()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let url = format!("sqlite://{}", dir.join("inbox.db").display());
-        let db = Database::<sqlx::Any>::connect(
-            &url,
-            crate::database::UrlOptions {
-                max_connections: 1,
-                acquire_timeout: std::time::Duration::from_secs(5),
-                sqlite_full_sync: false,
-                sqlite_cache_kib: 256,
-                sqlite_busy_timeout: std::time::Duration::from_secs(10),
-                create: true,
-            },
-        )
-        .await
-        .unwrap();
-        <sqlx::Any as crate::migrate::Migrate>::migrate(&db)
-            .await
-            .unwrap();
         // SQLite's form: the marks, then the attempts record apart.
-        let sql = progress_statement(Dialect::Sqlite, false, "");
-        let plan: Vec<String> = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .fetch_all(&db.pool)
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get::<String, _>("detail"))
-            .collect();
-        let plan = plan.join("\n");
-        assert!(plan.contains("INTEGER PRIMARY KEY"), "{plan}");
-        assert!(!plan.contains("USING INDEX"), "{plan}");
-        db.pool.close().await;
-        std::fs::remove_dir_all(&dir).unwrap();
+        let plan = crate::migrate::sqlite_plan(&progress_statement(Dialect::Sqlite, false, "")).await;
+        crate::migrate::assert_rows_found_by_key(&plan);
     }
 }
