@@ -327,7 +327,7 @@ impl<DB: Backend> Admin<DB> {
                 after = last;
                 // Not a transaction and holding no write lock, so not a
                 // batch; a failed one is made up by the next.
-                let _ = DB::between_batches(&self.db).await;
+                let _ = DB::checkpoint(&self.db).await;
                 tokio::time::sleep(
                     took.saturating_mul(BULK_REST)
                         .clamp(BULK_MIN_REST, Duration::from_millis(300)),

@@ -35,9 +35,7 @@ impl<DB> Backend for DB where
     DB: Driver
         + crate::queue::Queue
         + crate::progress::Progress
-        + crate::progress::Progress
         + crate::operations::Operations
-        + crate::bulk::Bulk
         + crate::bulk::Bulk
         + crate::reads::Reads
         + crate::reads::dashboard::Overview

@@ -208,20 +208,10 @@ pub trait Bulk: Driver {
         after: Position,
         limit: i64,
     ) -> impl Future<Output = Result<(u64, Option<Position>), sqlx::Error>> + Send + 'a;
-    /// What the database runs between two batches, if anything
-    /// ([`Dialect::between_batches`](crate::dialect::Dialect::between_batches)).
-    fn between_batches(db: &Database<Self>) -> impl Future<Output = Result<(), sqlx::Error>> + Send + '_;
 }
 
 sql_bounds! {
     impl<DB> Bulk {
-        async fn between_batches(db: &Database<Self>) -> Result<(), sqlx::Error> {
-            if let Some(statement) = db.dialect.between_batches() {
-                sqlx::query(statement).execute(&db.pool).await?;
-            }
-            Ok(())
-        }
-
         async fn count<'a>(db: &'a Database<Self>, scope: Scope<'a>) -> Result<(u64, Vec<(String, u64)>), sqlx::Error> {
             let Scope { namespace, action, selection, as_of } = scope;
             let states = selected_states(action, selection);

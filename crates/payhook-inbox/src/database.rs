@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -41,11 +42,21 @@ pub struct Database<DB: sqlx::Database> {
 /// so does every inbox and admin of one process on the same file
 /// ([`of_file`](Self::of_file)).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct WriteTurns(Option<Arc<tokio::sync::Mutex<()>>>);
+pub(crate) struct WriteTurns(Option<Arc<Turns>>);
+
+/// One SQLite file's line of writes in this process.
+#[derive(Debug, Default)]
+pub(crate) struct Turns {
+    /// Held by the write whose turn it is.
+    current: tokio::sync::Mutex<()>,
+    /// Turns taken so far: whether anything was written since a moment
+    /// (the background WAL copy, [`upkeep`](crate::upkeep)).
+    taken: AtomicU64,
+}
 
 /// The turns of each SQLite file this process writes, by its path and
 /// identity; an entry lives as long as a database that uses it.
-type FileTurns = HashMap<(PathBuf, (u64, u64)), Weak<tokio::sync::Mutex<()>>>;
+type FileTurns = HashMap<(PathBuf, (u64, u64)), Weak<Turns>>;
 
 static FILE_TURNS: std::sync::Mutex<Option<FileTurns>> = std::sync::Mutex::new(None);
 
@@ -53,11 +64,7 @@ impl WriteTurns {
     /// Turns for a database of `dialect` (its own until
     /// [`of_file`](Self::of_file) names its file).
     pub(crate) fn of(dialect: Dialect) -> Self {
-        Self(
-            dialect
-                .one_writer()
-                .then(|| Arc::new(tokio::sync::Mutex::new(()))),
-        )
+        Self(dialect.one_writer().then(|| Arc::new(Turns::default())))
     }
 
     /// The turns every database of this process on the SQLite file at
@@ -74,7 +81,7 @@ impl WriteTurns {
         if let Some(turns) = files.get(&key).and_then(Weak::upgrade) {
             return Self(Some(turns));
         }
-        let turns = Arc::new(tokio::sync::Mutex::new(()));
+        let turns = Arc::new(Turns::default());
         files.insert(key, Arc::downgrade(&turns));
         Self(Some(turns))
     }
@@ -83,9 +90,20 @@ impl WriteTurns {
     /// the returned guard.
     pub(crate) async fn wait(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
         match &self.0 {
-            Some(turns) => Some(turns.lock().await),
+            Some(turns) => {
+                turns.taken.fetch_add(1, Ordering::Relaxed);
+                Some(turns.current.lock().await)
+            }
             None => None,
         }
+    }
+
+    /// How many turns were taken so far, by every database sharing these
+    /// turns (0 on PostgreSQL).
+    pub(crate) fn taken(&self) -> u64 {
+        self.0
+            .as_ref()
+            .map_or(0, |turns| turns.taken.load(Ordering::Relaxed))
     }
 }
 

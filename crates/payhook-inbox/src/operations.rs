@@ -6,6 +6,8 @@
 //! bounded batches ([`purge`](Operations::purge)). An event type is paused
 //! ([`pause`](Operations::pause): the claim skips its events) and resumed
 //! ([`resume`](Operations::resume)) by a row in the paused types' table.
+//! SQLite's WAL is copied back off the writes' path
+//! ([`checkpoint`](Operations::checkpoint)).
 
 use std::future::Future;
 
@@ -25,6 +27,10 @@ pub(crate) const PURGE_BATCH: i64 = 1000;
 
 /// The operator's state changes on one backend. Not nameable outside the crate.
 pub trait Operations: Driver {
+    /// Copies SQLite's WAL back into the database file without taking the
+    /// write lock ([`Dialect::wal_checkpoint`](crate::dialect::Dialect::wal_checkpoint));
+    /// nothing on PostgreSQL.
+    fn checkpoint(db: &Database<Self>) -> impl Future<Output = Result<(), sqlx::Error>> + Send + '_;
     /// `dead` or `pending` → `pending`, due now; whether there was one.
     fn retry<'a>(
         db: &'a Database<Self>,
@@ -77,6 +83,13 @@ pub trait Operations: Driver {
 
 sql_bounds! {
     impl<DB> Operations {
+        async fn checkpoint(db: &Database<Self>) -> Result<(), sqlx::Error> {
+            if let Some(statement) = db.dialect.wal_checkpoint() {
+                sqlx::query(statement).execute(&db.pool).await?;
+            }
+            Ok(())
+        }
+
         async fn retry<'a>(db: &'a Database<Self>, namespace: &'a str, event_id: &'a str) -> Result<bool, sqlx::Error> {
             const RETRY: &str = concat!(
                 "UPDATE ",

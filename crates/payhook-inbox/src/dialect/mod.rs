@@ -142,14 +142,16 @@ impl Dialect {
         }
     }
 
-    /// The statement a bulk action runs between two of its batches, outside
-    /// any transaction: on SQLite a passive checkpoint of the WAL, so the
-    /// pages its batches wrote are copied back by the action itself, in its
-    /// rest, while holding no write lock, instead of by whichever commit
-    /// crosses the automatic checkpoint's size (a batch's own, lengthening
-    /// its statement, or a delivery's, lengthening its acknowledgement).
-    /// `None` on PostgreSQL, whose server checkpoints on its own.
-    pub(crate) fn between_batches(self) -> Option<&'static str> {
+    /// A checkpoint of SQLite's WAL that takes no write lock (`PASSIVE`):
+    /// the pages written since the last one are copied back into the
+    /// database file beside the writes, not inside one. Left to SQLite, the
+    /// copy is made by whichever commit crosses the automatic checkpoint's
+    /// size, a delivery's among them, and that acknowledgement waits for it
+    /// (4 ms of a 300-a-second load's ack p99 on a 2-core machine, BENCHMARKS
+    /// section 11). The workers run it in the background, a bulk action in
+    /// its rest between batches. `None` on PostgreSQL, whose server
+    /// checkpoints on its own.
+    pub(crate) fn wal_checkpoint(self) -> Option<&'static str> {
         match self {
             Self::Sqlite => Some("PRAGMA wal_checkpoint(PASSIVE)"),
             Self::Postgres => None,

@@ -35,6 +35,10 @@
 //! An event whose lease ran out is put back in the queue (with its old token
 //! void) by a claim within a fifth of a lease.
 //!
+//! On SQLite the workers also copy the WAL back into the database file a
+//! moment after each write ([`copy_back_wal`]), so that no delivery's commit
+//! makes that copy.
+//!
 //! Events of one payment intent are claimed one at a time, in the order of their
 //! `created` time and then of arrival: an event is due only when no earlier
 //! event of its intent is still waiting and none is running.
@@ -62,7 +66,7 @@ use crate::error::{describe, payhook_escape};
 use crate::inner::{Config, Inner};
 use crate::metrics as m;
 use crate::model::{ClaimRequest, Claimed};
-use crate::upkeep::{purge_expired, report_depth, PURGE_EVERY};
+use crate::upkeep::{copy_back_wal, purge_expired, report_depth, PURGE_EVERY};
 
 /// How far ahead of its handlers a process claims: the events its handlers
 /// finish in this long, at their recent pace.
@@ -152,6 +156,8 @@ async fn dispatch<DB: Backend>(
         config.namespace.clone(),
         attempt_queue,
     ));
+    // SQLite's WAL copied back beside the writes, not in a delivery's commit.
+    let copier = tokio::spawn(copy_back_wal(db.clone()));
     let writers = Arc::new(Writers {
         marks,
         attempts,
@@ -295,6 +301,7 @@ async fn dispatch<DB: Backend>(
     if let Some(listener) = listener {
         listener.abort();
     }
+    copier.abort();
     // Every handler has its answer: the writers end once their queues close.
     drop(writers);
     let _ = marker.await;
