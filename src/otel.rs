@@ -17,8 +17,12 @@
 //! `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_SERVICE_NAME` and
 //! `OTEL_RESOURCE_ATTRIBUTES` are read as the OpenTelemetry SDK reads them).
 //! Unset, no OpenTelemetry layer is installed: nothing is exported, no trace
-//! context is propagated or stored, and the spans cost what any disabled
-//! `tracing` span costs.
+//! context is propagated or stored, and `init` disables the spans payhook
+//! makes for OpenTelemetry alone ([`TRACE_SPANS`]) at their callsites, so
+//! they cost what any disabled `tracing` span costs (one cached check). An
+//! app with a subscriber of its own and no endpoint keeps them unless it
+//! filters them out: its other layers (a log formatter at `INFO`) then see
+//! them, and pay for them.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -62,6 +66,17 @@ pub use opentelemetry_otlp::ExporterBuildError;
 
 /// The variable whose presence turns the export on.
 pub const ENDPOINT_VARIABLE: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+
+/// The names of the spans (target `payhook`) made for OpenTelemetry alone:
+/// each webhook request's `server` span, the inbox ingest's `producer` span
+/// and each attempt's `consumer` span. [`init`] disables them when nothing
+/// is exported.
+pub const TRACE_SPANS: [&str; 3] = ["webhook", "ingest", "attempt"];
+
+/// Whether `metadata` is one of the [`TRACE_SPANS`].
+fn is_trace_span(metadata: &tracing::Metadata<'_>) -> bool {
+    metadata.is_span() && metadata.target() == "payhook" && TRACE_SPANS.contains(&metadata.name())
+}
 
 /// The OTLP/HTTP trace export, when configured: hand its [`layer`](Self::layer)
 /// to the app's subscriber and keep it for the life of the process. Dropping
@@ -141,8 +156,9 @@ impl Drop for Otel {
 
 /// Installs the global `tracing` subscriber: log lines to stderr filtered by
 /// `RUST_LOG` (default `info`), plus the [`Otel`] export of
-/// `OTEL_EXPORTER_OTLP_ENDPOINT` when it is set. Keep the returned value
-/// until the process ends.
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` when it is set; when it is not, the
+/// [`TRACE_SPANS`] are disabled, so that nothing slows down. Keep the
+/// returned value until the process ends.
 ///
 /// Log lines are coloured only when stderr is a terminal. A global
 /// subscriber installed before is left in place (build yours with
@@ -153,6 +169,7 @@ impl Drop for Otel {
 /// installed then.
 pub fn init(service_name: &str) -> Result<Otel, ExporterBuildError> {
     let otel = Otel::from_env(service_name)?;
+    let exporting = otel.is_exporting();
     let _ = tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
@@ -161,6 +178,9 @@ pub fn init(service_name: &str) -> Result<Otel, ExporterBuildError> {
         )
         .with(otel.layer())
         .with(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with(tracing_subscriber::filter::filter_fn(move |metadata| {
+            exporting || !is_trace_span(metadata)
+        }))
         .try_init();
     Ok(otel)
 }
