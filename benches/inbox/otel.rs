@@ -1,16 +1,22 @@
 //! Section 13 of the inbox bench: the cost of feature `otel`.
 //!
-//! Three modes, alternating rounds (`PAYHOOK_BENCH_ROUNDS`, default 3), all
+//! Four modes, alternating rounds (`PAYHOOK_BENCH_ROUNDS`, default 3), all
 //! under one global subscriber: a `fmt` layer at `INFO` writing to a sink (an
 //! app that logs), and the `payhook::otel` layer exporting OTLP over HTTP to
 //! a loopback endpoint that decodes nothing and answers `200`:
 //!
-//! * **off**: the spans that exist only with the feature (the request's
-//!   `webhook`, the inbox's `ingest` and `attempt`) are disabled at their
-//!   callsites, and the OpenTelemetry layer sees nothing — what is left of
-//!   them when the feature is compiled out is a no-op;
-//! * **no endpoint**: every span on, no OpenTelemetry layer (what
-//!   `payhook::otel` installs when `OTEL_EXPORTER_OTLP_ENDPOINT` is unset);
+//! * **off**: the spans that exist only with the feature
+//!   (`payhook::otel::TRACE_SPANS`: the request's `webhook`, the inbox's
+//!   `ingest` and `attempt`) are disabled at their callsites, and the
+//!   OpenTelemetry layer sees nothing — what is left of them when the
+//!   feature is compiled out is a no-op;
+//! * **no endpoint (init)**: what `payhook::otel::init` installs when
+//!   `OTEL_EXPORTER_OTLP_ENDPOINT` is unset: no OpenTelemetry layer, and the
+//!   same callsite filter as off (the feature's code paths run with nothing
+//!   to export);
+//! * **own subscriber, no endpoint**: every span on and no OpenTelemetry
+//!   layer, as in an app whose own subscriber keeps the spans (its log
+//!   formatter sees them);
 //! * **exporting**: every span on and exported.
 //!
 //! Every delivery carries a `traceparent`. Per mode: ingest over HTTP through
@@ -31,12 +37,14 @@ use super::{body, connect, noop_rate, now, quick, SECRET};
 
 const OFF: u8 = 0;
 const NO_ENDPOINT: u8 = 1;
-const EXPORTING: u8 = 2;
+const OWN_SUBSCRIBER: u8 = 2;
+const EXPORTING: u8 = 3;
 /// Outside this section: nothing is recorded.
-const IDLE: u8 = 3;
-const MODES: [(u8, &str); 3] = [
+const IDLE: u8 = 4;
+const MODES: [(u8, &str); 4] = [
     (OFF, "off"),
-    (NO_ENDPOINT, "no endpoint"),
+    (NO_ENDPOINT, "no endpoint (init)"),
+    (OWN_SUBSCRIBER, "own subscriber, no endpoint"),
     (EXPORTING, "exporting"),
 ];
 
@@ -52,7 +60,7 @@ fn set_mode(mode: u8) {
 fn otel_only(metadata: &tracing::Metadata<'_>) -> bool {
     metadata.is_span()
         && metadata.target() == "payhook"
-        && matches!(metadata.name(), "webhook" | "ingest" | "attempt")
+        && payhook::otel::TRACE_SPANS.contains(&metadata.name())
 }
 
 /// A loopback OTLP/HTTP endpoint that takes every export and answers `200`.
@@ -78,7 +86,7 @@ fn install(otel: &payhook::otel::Otel) {
         )
         .with(filter_fn(|metadata| match MODE.load(Ordering::SeqCst) {
             IDLE => false,
-            OFF => !otel_only(metadata),
+            OFF | NO_ENDPOINT => !otel_only(metadata),
             _ => true,
         }));
     tracing::subscriber::set_global_default(subscriber).expect("no subscriber installed before");
@@ -153,8 +161,8 @@ pub(crate) async fn overhead(url: &str) {
         let otel = OTEL.get_or_init(|| payhook::otel::Otel::from_env("payhook-bench").expect("exporter"));
         install(otel);
     }
-    let mut ingest = [Vec::new(), Vec::new(), Vec::new()];
-    let mut workers = [Vec::new(), Vec::new(), Vec::new()];
+    let mut ingest: [Vec<f64>; 4] = Default::default();
+    let mut workers: [Vec<f64>; 4] = Default::default();
     for round in 0..rounds {
         // Alternate the order so no mode always runs first.
         let mut order = MODES;
