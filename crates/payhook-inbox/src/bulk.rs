@@ -291,8 +291,8 @@ sql_bounds! {
 /// `scope`'s action over them, the selection re-checked on each row (on
 /// PostgreSQL under the row's lock), so a row changed since it was read is
 /// skipped, not changed twice. Each row is looked up by its key
-/// ([`Lookup::ByKey`]).
-/// `None` for [`BulkAction::Pause`], which changes no event.
+/// ([`Lookup::ByKey`]). `None` for [`BulkAction::Pause`], which changes no
+/// event.
 fn change_statement(
     dialect: Dialect,
     scope: Scope<'_>,

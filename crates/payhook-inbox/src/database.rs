@@ -46,7 +46,7 @@ pub(crate) struct WriteTurns(Option<Arc<Turns>>);
 
 /// One SQLite file's line of writes in this process.
 #[derive(Debug, Default)]
-pub(crate) struct Turns {
+struct Turns {
     /// Held by the write whose turn it is.
     current: tokio::sync::Mutex<()>,
     /// Turns taken so far: whether anything was written since a moment
