@@ -30,6 +30,7 @@ const HOW_TO_START: &str =
      if needed and prints the export line)";
 
 async fn shared_redis_url() -> String {
+    let _ = captured_log();
     let url = std::env::var("PAYHOOK_TEST_REDIS_URL").unwrap_or_else(|_| {
         panic!("PAYHOOK_TEST_REDIS_URL is not set: these tests need Redis 7; {HOW_TO_START}")
     });
@@ -296,6 +297,7 @@ struct OwnRedis {
 
 impl OwnRedis {
     fn start() -> Self {
+        let _ = captured_log();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -462,6 +464,12 @@ async fn redis_frozen_killed_and_restarted_under_the_replicas() {
 
 /// payhook's ERROR lines in this test binary from now on, as plain text, for the
 /// tests that check what was logged about their own event ids.
+///
+/// Every test installs it before anything else (`shared_redis_url` and
+/// `OwnRedis::start` call it), so that no test creates spans while another
+/// installs the subscriber: one run logged a failed delivery's lines without
+/// its `delivery` span, so without its event id, when the subscriber came
+/// while the other tests were already delivering.
 fn captured_log() -> Arc<Mutex<Vec<u8>>> {
     static LOG: std::sync::OnceLock<Arc<Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
     Arc::clone(LOG.get_or_init(|| {
