@@ -69,7 +69,7 @@ pub struct Attempt {
     /// How long the handler and the done mark took.
     pub duration_ms: i64,
     /// `done`, `failed` (retried later), `dead` or `interrupted` (its process
-    /// died or lost the lease) ([`AttemptOutcome`](crate::model::AttemptOutcome)).
+    /// died or lost the lease) ([`AttemptOutcome`]).
     pub outcome: String,
     /// The failure's text.
     pub error: Option<String>,
