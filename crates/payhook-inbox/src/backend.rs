@@ -1,5 +1,5 @@
 //! The databases the inbox runs on: [`Backend`] is sqlx's
-//! [`Postgres`](sqlx::Postgres), [`Sqlite`](sqlx::Sqlite) (features
+//! [`Postgres`](https://docs.rs/sqlx/0.8/sqlx/struct.Postgres.html), [`Sqlite`](https://docs.rs/sqlx/0.8/sqlx/struct.Sqlite.html) (features
 //! `postgres`, `sqlite`) or [`Any`](sqlx::Any) (an inbox built from a URL),
 //! and is every layer's trait at once — the queue's transitions, the
 //! operator's state changes, the bulk actions, the reads, the attempts and duplicates records, the migrations,
@@ -10,8 +10,8 @@ use crate::database::Database;
 use crate::driver::Driver;
 use crate::error::InboxError;
 
-/// A database the inbox runs on: sqlx's [`Postgres`](sqlx::Postgres),
-/// [`Sqlite`](sqlx::Sqlite) (features `postgres`, `sqlite`), or
+/// A database the inbox runs on: sqlx's [`Postgres`](https://docs.rs/sqlx/0.8/sqlx/struct.Postgres.html),
+/// [`Sqlite`](https://docs.rs/sqlx/0.8/sqlx/struct.Sqlite.html) (features `postgres`, `sqlite`), or
 /// [`Any`](sqlx::Any) for an inbox built from a URL. Sealed: the inbox's
 /// statements are written for these alone.
 pub trait Backend:

@@ -59,8 +59,8 @@ const MOST_HANDLERS: usize = 65_536;
 /// Most deliveries written in one ingest transaction.
 const INGEST_BATCH: usize = 256;
 
-/// A durable inbox on the database `DB` (sqlx's [`Postgres`](sqlx::Postgres)
-/// or [`Sqlite`](sqlx::Sqlite) when built from the app's pool with
+/// A durable inbox on the database `DB` (sqlx's [`Postgres`](https://docs.rs/sqlx/0.8/sqlx/struct.Postgres.html)
+/// or [`Sqlite`](https://docs.rs/sqlx/0.8/sqlx/struct.Sqlite.html) when built from the app's pool with
 /// [`Inbox::from_pool`]; [`Any`] when built from a URL with
 /// [`Inbox::connect`]): verified events are written to the database and
 /// acknowledged, and [`Workers`] hand them to a handler afterwards. Cheap to
