@@ -8,10 +8,10 @@
 //! grows by at least the events' bodies within a few seconds. Without the
 //! workers' copy it would keep its size until SQLite's own checkpoint.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use payhook_core::{sign, Receiver, Secret};
+use payhook_core::sender::SignedDelivery;
+use payhook_core::Receiver;
 use payhook_inbox::{Inbox, Job};
 use payhook_test_support::unique;
 
@@ -21,16 +21,16 @@ const PADDING: usize = 10_000;
 
 async fn ingest_large(inbox: &Inbox, id: &str) {
     let padding = "x".repeat(PADDING);
-    let body = Bytes::from(format!(
-        r#"{{"id":"{id}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"pi_{id}","amount":5,"currency":"btc","status":"succeeded","description":"{padding}"}}}}}}"#
-    ));
+    let delivery = SignedDelivery::now(
+        format!(
+            r#"{{"id":"{id}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"pi_{id}","amount":5,"currency":"btc","status":"succeeded","description":"{padding}"}}}}}}"#
+        ),
+        SECRET,
+    )
+    .unwrap();
     let mut headers = http::HeaderMap::new();
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    headers.insert(
-        "x-service-signature",
-        sign(&body, &Secret::new(SECRET).unwrap(), now).parse().unwrap(),
-    );
-    assert_eq!(inbox.ingest(&headers, body).await.status().as_u16(), 200);
+    headers.insert("x-service-signature", delivery.signature.parse().unwrap());
+    assert_eq!(inbox.ingest(&headers, delivery.body).await.status().as_u16(), 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
