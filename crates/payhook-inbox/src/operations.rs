@@ -184,8 +184,8 @@ sql_bounds! {
         ) -> Result<u64, sqlx::Error> {
             // The batch's keys first, read from the claim's index (pending,
             // by due time) outside any write; then the change by primary key
-            // (`{namespace}` and `{state}` through `Dialect::unindexed`, so no
-            // index on them drives it), re-checked on each row (on PostgreSQL under the row's lock), so
+            // (`park_statement`), re-checked on each row (on PostgreSQL under
+            // the row's lock), so
             // an event claimed meanwhile is left alone. On PostgreSQL the
             // paused row is share-locked while parking, so a resume deleting
             // it waits, and its unparking then sees these.
