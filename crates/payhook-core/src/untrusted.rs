@@ -76,6 +76,17 @@ impl fmt::Display for Untrusted<'_> {
             Kind::Value => (MAX_SHOWN_CHARS, MAX_SHOWN_CHARS),
             Kind::Message => (MAX_SHOWN_CHARS, MAX_MESSAGE_CHARS),
         };
+        // Most values (ids, types, paths) are short printable ASCII, which
+        // the rule below writes unchanged: write them in one piece.
+        let escape_backslash = matches!(self.kind, Kind::Value);
+        if self.text.len() <= word_limit
+            && self
+                .text
+                .bytes()
+                .all(|b| (b' '..=b'~').contains(&b) && !(escape_backslash && b == b'\\'))
+        {
+            return f.write_str(self.text);
+        }
         let mut shown = 0usize;
         let mut word = 0usize;
         let mut skipping = false;
@@ -101,7 +112,7 @@ impl fmt::Display for Untrusted<'_> {
                 return f.write_char('…');
             }
             shown += 1;
-            write_escaped(f, c, matches!(self.kind, Kind::Value))?;
+            write_escaped(f, c, escape_backslash)?;
         }
         Ok(())
     }
@@ -277,6 +288,11 @@ mod tests {
         );
         let exact = "x".repeat(MAX_SHOWN_CHARS);
         assert_eq!(Untrusted::value(&exact).to_string(), exact);
+        // Short printable ASCII is written whole, but still by the rule.
+        assert_eq!(Untrusted::value(r"a\b").to_string(), r"a\\b");
+        assert_eq!(Untrusted::value("a\u{7f}").to_string(), r"a\u{7f}");
+        let ascii_over = "x".repeat(MAX_SHOWN_CHARS + 1);
+        assert_eq!(Untrusted::value(&ascii_over).to_string(), format!("{exact}…"));
         let over = "é".repeat(MAX_SHOWN_CHARS + 1);
         assert_eq!(
             Untrusted::value(&over).to_string(),
