@@ -45,6 +45,13 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The layer records each span's own fields and nothing about where in
+//! payhook it was made: no `code.*` location, `thread.*`, `target` or
+//! busy/idle-time attributes. They describe payhook's internals rather than
+//! the delivery, and each costs every span an attribute to build and
+//! export. An app that wants them builds its own `tracing_opentelemetry`
+//! layer and exporter.
+//!
 //! `https://` endpoints need a TLS backend in the exporter's HTTP client
 //! (reqwest): enable one of reqwest's TLS features in the app.
 
@@ -134,13 +141,22 @@ impl Otel {
     }
 
     /// The `tracing` layer that turns spans into OpenTelemetry spans for
-    /// this export; `None` (which is a layer that does nothing) without one.
+    /// this export, with each span's own fields as its attributes (see the
+    /// [module docs](self)); `None` (which is a layer that does nothing)
+    /// without one.
     pub fn layer<S>(&self) -> Option<OpenTelemetryLayer<S, SdkTracer>>
     where
         S: tracing::Subscriber + for<'span> LookupSpan<'span>,
     {
         let provider = self.provider.as_ref()?;
-        Some(tracing_opentelemetry::layer().with_tracer(provider.tracer("payhook")))
+        Some(
+            tracing_opentelemetry::layer()
+                .with_tracer(provider.tracer("payhook"))
+                .with_location(false)
+                .with_threads(false)
+                .with_tracked_inactivity(false)
+                .with_target(false),
+        )
     }
 }
 

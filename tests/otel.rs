@@ -243,6 +243,19 @@ fn an_inline_delivery_continues_the_senders_trace_through_the_handler() {
     assert_eq!(request.attributes["url.path"], "/webhooks");
     assert_eq!(request.attributes["http.response.status_code"], "200");
     assert_eq!(request.service.as_deref(), Some("otel-test-inline"));
+    // Only the span's own fields: nothing about payhook's code or threads.
+    for span in &trace {
+        let internal: Vec<&String> = span
+            .attributes
+            .keys()
+            .filter(|key| {
+                key.starts_with("code.")
+                    || key.starts_with("thread.")
+                    || ["target", "busy_ns", "idle_ns"].contains(&key.as_str())
+            })
+            .collect();
+        assert!(internal.is_empty(), "{}: {internal:?}", span.name);
+    }
     let delivery = one(&trace, "delivery");
     assert_eq!(delivery.parent_span_id, request.span_id);
     assert_eq!(delivery.attributes["messaging.system"], "payhook");
