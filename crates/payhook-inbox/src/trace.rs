@@ -15,7 +15,7 @@
 //!
 //! Without feature `otel` no span is created and `NULL` is stored.
 
-use payhook_core::trace::{self, Message};
+use payhook_core::trace;
 use payhook_core::untrusted::Untrusted;
 use payhook_core::Event;
 use tracing::Span;
@@ -29,25 +29,19 @@ pub(crate) fn ingest_span(namespace: &str, row: &NewRow) -> Span {
     if !trace::ENABLED {
         return Span::none();
     }
-    let span = tracing::info_span!(
+    // The messaging attributes are the span's own fields, each recorded
+    // once for the log formatter and once for the exporter.
+    tracing::info_span!(
         target: "payhook",
         "ingest",
         otel.name = %format_args!("send {}", Untrusted::value(namespace)),
         otel.kind = "producer",
-        event_id = %Untrusted::value(&row.event_id),
-        event_type = %Untrusted::value(&row.event_type),
-    );
-    trace::messaging(
-        &span,
-        Message {
-            operation: "send",
-            namespace,
-            event_id: &row.event_id,
-            event_type: &row.event_type,
-            attempt: None,
-        },
-    );
-    span
+        "messaging.system" = trace::MESSAGING_SYSTEM,
+        "messaging.operation.type" = "send",
+        "messaging.destination.name" = namespace,
+        "messaging.message.id" = %Untrusted::value(&row.event_id),
+        "payhook.event.type" = %Untrusted::value(&row.event_type),
+    )
 }
 
 /// The span of one attempt (`process {namespace}`, kind `consumer`), a child
@@ -63,22 +57,15 @@ pub(crate) fn attempt_span(namespace: &str, claimed: &Claimed, event: &Event, at
         "attempt",
         otel.name = %format_args!("process {}", Untrusted::value(namespace)),
         otel.kind = "consumer",
-        event_id = %Untrusted::value(event.id()),
-        event_type = %Untrusted::value(event.event_type()),
-        attempt,
+        "messaging.system" = trace::MESSAGING_SYSTEM,
+        "messaging.operation.type" = "process",
+        "messaging.destination.name" = namespace,
+        "messaging.message.id" = %Untrusted::value(event.id()),
+        "payhook.event.type" = %Untrusted::value(event.event_type()),
+        "payhook.attempt" = attempt,
     );
     if let Some(stored) = &claimed.trace_context {
         trace::continue_trace(&span, stored);
     }
-    trace::messaging(
-        &span,
-        Message {
-            operation: "process",
-            namespace,
-            event_id: event.id(),
-            event_type: event.event_type(),
-            attempt: Some(attempt),
-        },
-    );
     span
 }
