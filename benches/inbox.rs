@@ -1110,7 +1110,7 @@ async fn run(name: &str, url: impl Fn() -> String) {
     }
     // Last: it installs the process's global subscriber.
     if section(13) {
-        otel::overhead(&url()).await;
+        otel::overhead(&url).await;
     }
     // After section 13: its statement counter is the global subscriber
     // when no other section installed one.

@@ -19,9 +19,12 @@
 //!   formatter sees them);
 //! * **exporting**: every span on and exported.
 //!
-//! Every delivery carries a `traceparent`. Per mode: ingest over HTTP through
-//! `inbox_route` (16 clients, events/s) and no-op workers (16) draining
-//! stored events (events/s); then each mode's median ÷ off's.
+//! Every delivery carries a `traceparent`, and every layer sees `INFO` and
+//! above, as under `init`. Per mode: ingest over HTTP through `inbox_route`
+//! (16 clients, events/s) and no-op workers (16) draining stored events
+//! (events/s), each in a database of its own; then each mode's rounds, and
+//! its median ÷ off's. `PAYHOOK_BENCH_OTEL_MODES` (mode names, comma-
+//! separated) runs only those modes.
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -84,10 +87,14 @@ fn install(otel: &payhook::otel::Otel) {
             otel.layer()
                 .with_filter(filter_fn(|_| MODE.load(Ordering::SeqCst) == EXPORTING)),
         )
-        .with(filter_fn(|metadata| match MODE.load(Ordering::SeqCst) {
-            IDLE => false,
-            OFF | NO_ENDPOINT => !otel_only(metadata),
-            _ => true,
+        // `INFO` for every layer, as `payhook::otel::init` sets by default.
+        .with(filter_fn(|metadata| {
+            *metadata.level() <= tracing::Level::INFO
+                && match MODE.load(Ordering::SeqCst) {
+                    IDLE => false,
+                    OFF | NO_ENDPOINT => !otel_only(metadata),
+                    _ => true,
+                }
         }));
     tracing::subscriber::set_global_default(subscriber).expect("no subscriber installed before");
 }
@@ -143,17 +150,30 @@ async fn post_all(url: &str, total: usize) {
 }
 
 fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }
 
-pub(crate) async fn overhead(url: &str) {
+/// Whether a mode runs: all of them, or those `PAYHOOK_BENCH_OTEL_MODES`
+/// names (a comma-separated list of mode names: `off,exporting` for a
+/// profile of the two).
+fn chosen(name: &str) -> bool {
+    std::env::var("PAYHOOK_BENCH_OTEL_MODES")
+        .map_or(true, |modes| modes.split(',').any(|mode| mode.trim() == name))
+}
+
+pub(crate) async fn overhead(url: &dyn Fn() -> String) {
     let rounds = std::env::var("PAYHOOK_BENCH_ROUNDS")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(if quick() { 1 } else { 3 });
-    let requests = if quick() { 1000 } else { 4000 };
-    let events = if quick() { 2000 } else { 10_000 };
+    // Each measurement lasts about two seconds: shorter ones varied by a
+    // fifth between rounds of the same mode.
+    let requests = if quick() { 1000 } else { 16_000 };
+    let events = if quick() { 2000 } else { 16_000 };
     // Once per process (the section runs per backend); kept until the end.
     static OTEL: std::sync::OnceLock<payhook::otel::Otel> = std::sync::OnceLock::new();
     if OTEL.get().is_none() {
@@ -169,13 +189,32 @@ pub(crate) async fn overhead(url: &str) {
         if round % 2 == 1 {
             order.reverse();
         }
-        for (mode, _) in order {
+        for (mode, _) in order.into_iter().filter(|(_, name)| chosen(name)) {
             set_mode(mode);
-            ingest[usize::from(mode)].push(ingest_rate(url, requests).await);
-            workers[usize::from(mode)].push(noop_rate(connect(url, 16).await, events).await);
+            // A database of its own per measurement (SQLite: a new file), so
+            // no mode meets a table the rounds before it filled.
+            ingest[usize::from(mode)].push(ingest_rate(&url(), requests).await);
+            workers[usize::from(mode)].push(noop_rate(connect(&url(), 16).await, events).await);
         }
     }
     set_mode(IDLE);
+    for (mode, name) in MODES {
+        let listed = |rates: &[f64]| {
+            rates
+                .iter()
+                .map(|rate| format!("{rate:.0}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let index = usize::from(mode);
+        if !ingest[index].is_empty() {
+            println!(
+                "    {name}, each round: ingest {}; workers {}",
+                listed(&ingest[index]),
+                listed(&workers[index])
+            );
+        }
+    }
     let ingest: Vec<f64> = ingest.iter_mut().map(|rates| median(rates)).collect();
     let workers: Vec<f64> = workers.iter_mut().map(|rates| median(rates)).collect();
     for (mode, name) in MODES {
