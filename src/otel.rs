@@ -76,9 +76,10 @@ pub const ENDPOINT_VARIABLE: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 
 /// The names of the spans (target `payhook`) made for OpenTelemetry alone:
 /// each webhook request's `server` span, the inbox ingest's `producer` span
-/// and each attempt's `consumer` span. [`init`] disables them when nothing
-/// is exported.
-pub const TRACE_SPANS: [&str; 3] = ["webhook", "ingest", "attempt"];
+/// (made only outside payhook's inbox routes, whose request span is the
+/// delivery's one span) and each attempt's `consumer` span. [`init`]
+/// disables them when nothing is exported.
+pub const TRACE_SPANS: [&str; 3] = [payhook_core::trace::REQUEST_SPAN, "ingest", "attempt"];
 
 /// Whether `metadata` is one of the [`TRACE_SPANS`].
 fn is_trace_span(metadata: &tracing::Metadata<'_>) -> bool {

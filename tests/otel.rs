@@ -3,8 +3,10 @@
 //! `opentelemetry-proto` types) that `payhook::otel` exports to
 //! `OTEL_EXPORTER_OTLP_ENDPOINT`. A delivery carrying a W3C `traceparent`,
 //! inline and through the inbox, leaves spans in the sender's trace: the
-//! request span (child of the sender's span), the delivery or ingest span,
-//! every inbox attempt and the handler's own span.
+//! request span (child of the sender's span, and through the inbox the
+//! delivery's one span), the inline delivery span, every inbox attempt and
+//! the handler's own span; an ingest outside payhook's routes has a `send`
+//! span of its own.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -329,17 +331,20 @@ fn an_inbox_delivery_keeps_its_trace_through_every_attempt_and_the_handler() {
     drop(otel);
 
     let trace = of_trace(spans, &trace_id);
+    // In payhook's inbox route the request span is the delivery's one span:
+    // it carries the ingest's messaging attributes, and no `send` span is added.
     let request = one(&trace, "POST /webhooks");
     assert_eq!(request.parent_span_id, sender_span);
     assert_eq!(request.attributes["http.response.status_code"], "200");
-    let ingest = one(&trace, "send otel-inbox");
-    assert_eq!(ingest.parent_span_id, request.span_id);
-    assert_eq!(ingest.kind, SpanKind::Producer as i32);
-    assert_eq!(ingest.attributes["messaging.operation.type"], "send");
-    assert_eq!(ingest.attributes["messaging.message.id"], "evt_otel_inbox");
-    // The row keeps the ingest span's context: each attempt is its child.
+    assert_eq!(request.attributes["messaging.system"], "payhook");
+    assert_eq!(request.attributes["messaging.operation.type"], "send");
+    assert_eq!(request.attributes["messaging.destination.name"], "otel-inbox");
+    assert_eq!(request.attributes["messaging.message.id"], "evt_otel_inbox");
+    assert_eq!(request.attributes["payhook.event.type"], "customer.created");
+    assert!(named(&trace, "send otel-inbox").is_empty(), "{trace:#?}");
+    // The row keeps the request span's context: each attempt is its child.
     let stored = stored.expect("the trace context is stored with the event");
-    assert_eq!(stored, format!("00-{trace_id}-{}-01", ingest.span_id));
+    assert_eq!(stored, format!("00-{trace_id}-{}-01", request.span_id));
     let mut attempts = named(&trace, "process otel-inbox");
     attempts.sort_by_key(|span| span.attributes["payhook.attempt"].clone());
     assert_eq!(
@@ -348,7 +353,7 @@ fn an_inbox_delivery_keeps_its_trace_through_every_attempt_and_the_handler() {
         "both attempts are in the delivery's trace: {trace:#?}"
     );
     for (number, attempt) in attempts.iter().enumerate() {
-        assert_eq!(attempt.parent_span_id, ingest.span_id);
+        assert_eq!(attempt.parent_span_id, request.span_id);
         assert_eq!(attempt.kind, SpanKind::Consumer as i32);
         assert_eq!(attempt.attributes["payhook.attempt"], (number + 1).to_string());
         assert_eq!(attempt.attributes["messaging.operation.type"], "process");
@@ -365,6 +370,73 @@ fn an_inbox_delivery_keeps_its_trace_through_every_attempt_and_the_handler() {
             "each handler span is its attempt's child"
         );
     }
+}
+
+/// `Inbox::ingest` called by an app's own code, outside payhook's request
+/// span: the ingest has a `send` span of its own, a child of the app's span,
+/// and the attempt is the child of that.
+#[test]
+fn an_ingest_outside_payhooks_routes_has_a_send_span_of_its_own() {
+    let spans = collector();
+    let otel = payhook::otel::Otel::from_env("otel-test-own-route").unwrap();
+    let subscriber = tracing_subscriber::registry().with(otel.layer());
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stored = runtime.block_on(async {
+        let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+        let inbox = Inbox::builder(receiver)
+            .namespace("otel-own")
+            .poll_interval(Duration::from_millis(20))
+            .connect(&payhook_test_support::sqlite_url("otel-own"))
+            .await
+            .unwrap();
+        let workers = inbox.start(|_job: Job| async { Ok(()) });
+        let body =
+            Bytes::from_static(br#"{"id":"evt_otel_own","type":"customer.created","data":{"object":{}}}"#);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert(
+            "x-service-signature",
+            sign(&body, &Secret::new(SECRET).unwrap(), now).parse().unwrap(),
+        );
+        let route = tracing::info_span!(target: "app", "own_route");
+        let reply = route.in_scope(|| inbox.ingest(&headers, body)).await;
+        assert_eq!(reply.status().as_u16(), 200);
+        inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
+        workers.shutdown().await;
+        let stored: Option<String> =
+            sqlx::query_scalar("SELECT trace_context FROM payhook_inbox WHERE event_id = 'evt_otel_own'")
+                .fetch_one(inbox.pool())
+                .await
+                .unwrap();
+        stored
+    });
+    drop(_default);
+    drop(otel);
+
+    let trace_id = spans
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|span| span.name == "own_route")
+        .expect("the app's span is exported")
+        .trace_id
+        .clone();
+    let trace = of_trace(spans, &trace_id);
+    let route = one(&trace, "own_route");
+    let ingest = one(&trace, "send otel-own");
+    assert_eq!(ingest.parent_span_id, route.span_id);
+    assert_eq!(ingest.kind, SpanKind::Producer as i32);
+    assert_eq!(ingest.attributes["messaging.operation.type"], "send");
+    assert_eq!(ingest.attributes["messaging.message.id"], "evt_otel_own");
+    let stored = stored.expect("the trace context is stored with the event");
+    assert_eq!(stored, format!("00-{trace_id}-{}-01", ingest.span_id));
+    let attempt = one(&trace, "process otel-own");
+    assert_eq!(attempt.parent_span_id, ingest.span_id);
 }
 
 #[test]

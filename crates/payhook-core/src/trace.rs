@@ -17,10 +17,11 @@
 //!   `http.response.status_code` ([`record_response`]); its parent is the
 //!   sender's `traceparent` when the request carries a valid one, otherwise
 //!   it starts a trace.
-//! - [`messaging`]: the messaging attributes of an inline delivery
+//! - [`messaging`]: the messaging attributes of an inline delivery, or of an
+//!   inbox ingest that runs in a request span ([`is_request_span`])
 //!   (`messaging.system` = [`MESSAGING_SYSTEM`], `messaging.operation.type`,
 //!   `messaging.destination.name` = the namespace, `messaging.message.id` =
-//!   the event id, `payhook.event.type`, `payhook.attempt`). The inbox's
+//!   the event id, `payhook.event.type`, `payhook.attempt`). The inbox's own
 //!   ingest and attempt spans exist only for tracing and carry the same
 //!   attributes as their own fields, which costs less per span than setting
 //!   them afterwards.
@@ -37,6 +38,17 @@ pub const ENABLED: bool = cfg!(feature = "otel");
 
 /// The `messaging.system` attribute of payhook's messaging spans.
 pub const MESSAGING_SYSTEM: &str = "payhook";
+
+/// The name of the spans [`request_span`] makes (target `payhook`).
+pub const REQUEST_SPAN: &str = "webhook";
+
+/// Whether `span` is one of [`request_span`]'s (and enabled): the inbox's
+/// ingest then records its attributes on it instead of opening a span of
+/// its own, so that a delivery through payhook's inbox routes is one span.
+pub fn is_request_span(span: &Span) -> bool {
+    span.metadata()
+        .is_some_and(|metadata| metadata.target() == "payhook" && metadata.name() == REQUEST_SPAN)
+}
 
 /// What a span records about the delivery it belongs to, for [`messaging`].
 #[derive(Debug, Clone, Copy)]

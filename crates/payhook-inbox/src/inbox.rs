@@ -193,8 +193,8 @@ impl<DB: Backend> Inbox<DB> {
         let inner = Arc::clone(&self.inner);
         let (admitted, span) = match admitted {
             Ok(mut row) => {
-                let span = crate::trace::ingest_span(&inner.config.namespace, &row);
-                row.trace_context = payhook_core::trace::trace_context(&span);
+                let (span, context) = crate::trace::ingest_trace(&inner.config.namespace, &row);
+                row.trace_context = context;
                 (Ok(row), span)
             }
             Err(reply) => (Err(reply), Span::none()),

@@ -1,7 +1,8 @@
 //! The inbox's spans (feature `otel`): the ingest of a delivery, whose trace
 //! context is stored with the event, and each attempt, which continues it.
 //!
-//! Each attempt's span is a **child** of the ingest span, not a new trace
+//! Each attempt's span is a **child** of the delivery's span (the request
+//! span in payhook's inbox routes, the ingest span otherwise), not a new trace
 //! with a link to it. A link is what OpenTelemetry's messaging conventions
 //! prescribe when one consumer span processes many messages, or when the
 //! consumer cannot know the producer's trace; here each attempt handles
@@ -15,23 +16,45 @@
 //!
 //! Without feature `otel` no span is created and `NULL` is stored.
 
-use payhook_core::trace;
+use payhook_core::trace::{self, Message};
 use payhook_core::untrusted::Untrusted;
 use payhook_core::Event;
 use tracing::Span;
 
 use crate::model::{Claimed, NewRow};
 
-/// The span of one ingest (`send {namespace}`, kind `producer`), a child of
-/// the current span (the adapter's request span); [`Span::none`] without
-/// feature `otel`.
-pub(crate) fn ingest_span(namespace: &str, row: &NewRow) -> Span {
+/// The span a delivery's ingest runs in, and the trace context its row keeps.
+///
+/// In payhook's inbox routes the adapter's request span is current: it is
+/// the delivery's one span, so it takes the messaging attributes (operation
+/// `send`), its context is stored, and no span is added (`Span::none()` is
+/// returned: the store already runs in the request span). A second span per
+/// delivery would double what tracing costs an ingest (BENCHMARKS.md,
+/// "Tracing overhead") and say nothing the request span does not. Anywhere
+/// else (an app's own route calling `Inbox::ingest`), the ingest gets a span
+/// of its own, `send {namespace}` of kind `producer`, a child of whatever
+/// span is current. Without feature `otel`: no span and no context.
+pub(crate) fn ingest_trace(namespace: &str, row: &NewRow) -> (Span, Option<String>) {
     if !trace::ENABLED {
-        return Span::none();
+        return (Span::none(), None);
+    }
+    let current = Span::current();
+    if trace::is_request_span(&current) {
+        trace::messaging(
+            &current,
+            Message {
+                operation: "send",
+                namespace,
+                event_id: &row.event_id,
+                event_type: &row.event_type,
+                attempt: None,
+            },
+        );
+        return (Span::none(), trace::trace_context(&current));
     }
     // The messaging attributes are the span's own fields, each recorded
     // once for the log formatter and once for the exporter.
-    tracing::info_span!(
+    let span = tracing::info_span!(
         target: "payhook",
         "ingest",
         otel.name = %format_args!("send {}", Untrusted::value(namespace)),
@@ -41,7 +64,9 @@ pub(crate) fn ingest_span(namespace: &str, row: &NewRow) -> Span {
         "messaging.destination.name" = namespace,
         "messaging.message.id" = %Untrusted::value(&row.event_id),
         "payhook.event.type" = %Untrusted::value(&row.event_type),
-    )
+    );
+    let context = trace::trace_context(&span);
+    (span, context)
 }
 
 /// The span of one attempt (`process {namespace}`, kind `consumer`), a child
