@@ -146,6 +146,46 @@ fn collector() -> &'static Spans {
 }
 
 /// A fresh trace id and parent span id, as the sender's tracing would send them.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// An inbox on a SQLite file of its own, namespace `namespace`, polling
+/// often and retrying within 20 ms.
+async fn sqlite_inbox(namespace: &str) -> Inbox {
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    Inbox::builder(receiver)
+        .namespace(namespace)
+        .poll_interval(Duration::from_millis(20))
+        .backoff(Duration::from_millis(10), Duration::from_millis(20))
+        .connect(&payhook_test_support::sqlite_url(namespace))
+        .await
+        .unwrap()
+}
+
+/// Headers with a valid signature of `body`, made now.
+fn signed_headers(body: &[u8]) -> axum::http::HeaderMap {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let mut headers = axum::http::HeaderMap::new();
+    headers.insert(
+        "x-service-signature",
+        sign(body, &Secret::new(SECRET).unwrap(), now).parse().unwrap(),
+    );
+    headers
+}
+
+/// The trace context the inbox stored with event `event_id`.
+async fn stored_context(pool: &sqlx::AnyPool, event_id: &str) -> Option<String> {
+    sqlx::query_scalar("SELECT trace_context FROM payhook_inbox WHERE event_id = $1")
+        .bind(event_id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
 fn traceparent() -> (String, String, String) {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
     let trace_id = format!("{:032x}", nanos ^ 0x5eed_0000_0000_0000_0000_0000_0000_0001);
@@ -201,10 +241,7 @@ fn an_inline_delivery_continues_the_senders_trace_through_the_handler() {
     let _default = tracing::subscriber::set_default(subscriber);
     let (header, trace_id, sender_span) = traceparent();
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     runtime.block_on(async {
         async fn handler(Webhook(event): Webhook<Event>) -> Received {
             async { tracing::info!(target: "app", id = event.id(), "handled") }
@@ -283,19 +320,9 @@ fn an_inbox_delivery_keeps_its_trace_through_every_attempt_and_the_handler() {
     let _default = tracing::subscriber::set_default(subscriber);
     let (header, trace_id, sender_span) = traceparent();
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let stored = runtime.block_on(async {
-        let receiver = Receiver::builder().secret(SECRET).build().unwrap();
-        let inbox = Inbox::builder(receiver)
-            .namespace("otel-inbox")
-            .poll_interval(Duration::from_millis(20))
-            .backoff(Duration::from_millis(10), Duration::from_millis(20))
-            .connect(&payhook_test_support::sqlite_url("otel-inbox"))
-            .await
-            .unwrap();
+        let inbox = sqlite_inbox("otel-inbox").await;
         // The first attempt fails, the second succeeds: two attempts, one trace.
         let workers = inbox.start(|job: Job| async move {
             async {
@@ -320,12 +347,7 @@ fn an_inbox_delivery_keeps_its_trace_through_every_attempt_and_the_handler() {
         );
         inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
         workers.shutdown().await;
-        let stored: Option<String> =
-            sqlx::query_scalar("SELECT trace_context FROM payhook_inbox WHERE event_id = 'evt_otel_inbox'")
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-        stored
+        stored_context(&pool, "evt_otel_inbox").await
     });
     drop(_default);
     drop(otel);
@@ -382,38 +404,19 @@ fn an_ingest_outside_payhooks_routes_has_a_send_span_of_its_own() {
     let subscriber = tracing_subscriber::registry().with(otel.layer());
     let _default = tracing::subscriber::set_default(subscriber);
 
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let stored = runtime.block_on(async {
-        let receiver = Receiver::builder().secret(SECRET).build().unwrap();
-        let inbox = Inbox::builder(receiver)
-            .namespace("otel-own")
-            .poll_interval(Duration::from_millis(20))
-            .connect(&payhook_test_support::sqlite_url("otel-own"))
-            .await
-            .unwrap();
+        let inbox = sqlite_inbox("otel-own").await;
         let workers = inbox.start(|_job: Job| async { Ok(()) });
         let body =
             Bytes::from_static(br#"{"id":"evt_otel_own","type":"customer.created","data":{"object":{}}}"#);
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-        let mut headers = axum::http::HeaderMap::new();
-        headers.insert(
-            "x-service-signature",
-            sign(&body, &Secret::new(SECRET).unwrap(), now).parse().unwrap(),
-        );
+        let headers = signed_headers(&body);
         let route = tracing::info_span!(target: "app", "own_route");
         let reply = route.in_scope(|| inbox.ingest(&headers, body)).await;
         assert_eq!(reply.status().as_u16(), 200);
         inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
         workers.shutdown().await;
-        let stored: Option<String> =
-            sqlx::query_scalar("SELECT trace_context FROM payhook_inbox WHERE event_id = 'evt_otel_own'")
-                .fetch_one(inbox.pool())
-                .await
-                .unwrap();
-        stored
+        stored_context(inbox.pool(), "evt_otel_own").await
     });
     drop(_default);
     drop(otel);
@@ -441,10 +444,7 @@ fn an_ingest_outside_payhooks_routes_has_a_send_span_of_its_own() {
 
 #[test]
 fn without_an_opentelemetry_layer_nothing_is_stored() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     runtime.block_on(async {
         let receiver = Receiver::builder().secret(SECRET).build().unwrap();
         let inbox = Inbox::connect(receiver, &payhook_test_support::sqlite_url("otel-off"))
@@ -452,19 +452,10 @@ fn without_an_opentelemetry_layer_nothing_is_stored() {
             .unwrap();
         let body =
             Bytes::from_static(br#"{"id":"evt_otel_off","type":"customer.created","data":{"object":{}}}"#);
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-        let mut headers = axum::http::HeaderMap::new();
-        headers.insert(
-            "x-service-signature",
-            sign(&body, &Secret::new(SECRET).unwrap(), now).parse().unwrap(),
-        );
+        let mut headers = signed_headers(&body);
         headers.insert("traceparent", traceparent().0.parse().unwrap());
         assert_eq!(inbox.ingest(&headers, body).await.status(), 200);
-        let stored: Option<String> =
-            sqlx::query_scalar("SELECT trace_context FROM payhook_inbox WHERE event_id = 'evt_otel_off'")
-                .fetch_one(inbox.pool())
-                .await
-                .unwrap();
+        let stored = stored_context(inbox.pool(), "evt_otel_off").await;
         assert_eq!(
             stored, None,
             "no trace context is written without an OpenTelemetry layer"
