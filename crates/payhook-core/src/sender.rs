@@ -45,9 +45,7 @@ use crate::event::{
     PAYMENT_INTENT_FAILED, PAYMENT_INTENT_PAYMENT_FAILED, PAYMENT_INTENT_SUCCEEDED, PAYMENT_SUCCEEDED,
 };
 use crate::secret::Secret;
-use crate::signature::sign;
-#[cfg(feature = "testing")]
-use crate::signature::DEFAULT_HEADER;
+use crate::signature::{sign, DEFAULT_HEADER};
 
 #[cfg(feature = "ed25519")]
 #[cfg_attr(docsrs, doc(cfg(feature = "ed25519")))]
@@ -432,6 +430,39 @@ impl SignedDelivery {
         Self::at(body, secret, unix_now())
     }
 
+    /// The headers a sender puts beside the body: `content-type:
+    /// application/json` and the signature in `x-service-signature`. For
+    /// calling an entry point that takes headers and a body directly
+    /// (`Inbox::ingest`, [`Receiver::receive`](crate::Receiver::receive)).
+    ///
+    /// ```
+    /// use payhook::sender::SignedDelivery;
+    ///
+    /// let delivery = SignedDelivery::now(r#"{"id":"evt_1"}"#, "whsec_test").unwrap();
+    /// let headers = delivery.headers();
+    /// assert_eq!(headers["x-service-signature"], delivery.signature.as_str());
+    /// ```
+    pub fn headers(&self) -> http::HeaderMap {
+        self.headers_with(DEFAULT_HEADER)
+    }
+
+    /// [`headers`](Self::headers) with the signature under `header` (left out
+    /// when `header` is not a valid header name).
+    fn headers_with(&self, header: &str) -> http::HeaderMap {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(header.as_bytes()),
+            http::HeaderValue::from_str(&self.signature),
+        ) {
+            headers.insert(name, value);
+        }
+        headers
+    }
+
     /// A `POST` request to `uri` with the body, `content-type: application/json`
     /// and the signature in `x-service-signature`.
     ///
@@ -453,17 +484,7 @@ impl SignedDelivery {
         if let Ok(uri) = uri.parse() {
             *request.uri_mut() = uri;
         }
-        let headers = request.headers_mut();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json"),
-        );
-        if let (Ok(name), Ok(value)) = (
-            http::HeaderName::from_bytes(header.as_bytes()),
-            http::HeaderValue::from_str(&self.signature),
-        ) {
-            headers.insert(name, value);
-        }
+        *request.headers_mut() = self.headers_with(header);
         request
     }
 }
