@@ -21,6 +21,7 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use payhook::inbox::sqlx;
 use payhook::inbox::{HandlerError, Inbox, Job};
+use payhook::sender::SignedDelivery;
 use payhook::tower::axum::{Received, Webhook};
 use payhook::tower::WebhookLayer;
 use payhook::{sign, Event, Receiver, Secret};
@@ -167,14 +168,8 @@ async fn sqlite_inbox(namespace: &str) -> Inbox {
 }
 
 /// Headers with a valid signature of `body`, made now.
-fn signed_headers(body: &[u8]) -> axum::http::HeaderMap {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let mut headers = axum::http::HeaderMap::new();
-    headers.insert(
-        "x-service-signature",
-        sign(body, &Secret::new(SECRET).unwrap(), now).parse().unwrap(),
-    );
-    headers
+fn signed_headers(body: &Bytes) -> axum::http::HeaderMap {
+    SignedDelivery::now(body.clone(), SECRET).unwrap().headers()
 }
 
 /// The trace context the inbox stored with event `event_id`.

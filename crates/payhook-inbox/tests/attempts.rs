@@ -7,7 +7,8 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use payhook_core::{sign, Receiver, Secret};
+use payhook_core::sender::SignedDelivery;
+use payhook_core::Receiver;
 use payhook_inbox::admin::{Admin, PageQuery, State, MAX_ATTEMPT_RECORDS};
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, Job};
@@ -19,13 +20,15 @@ async fn ingest(inbox: &Inbox, id: &str, intent: &str) {
     let body = Bytes::from(format!(
         r#"{{"id":"{id}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"{intent}","amount":5,"currency":"btc","status":"succeeded"}}}}}}"#
     ));
-    let mut headers = http::HeaderMap::new();
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    headers.insert(
-        "x-service-signature",
-        sign(&body, &Secret::new(SECRET).unwrap(), now).parse().unwrap(),
+    let delivery = SignedDelivery::now(body, SECRET).unwrap();
+    assert_eq!(
+        inbox
+            .ingest(&delivery.headers(), delivery.body)
+            .await
+            .status()
+            .as_u16(),
+        200
     );
-    assert_eq!(inbox.ingest(&headers, body).await.status().as_u16(), 200);
 }
 
 async fn wait_for(admin: &Admin, id: &str, state: &str) {

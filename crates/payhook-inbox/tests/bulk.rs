@@ -11,7 +11,8 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use payhook_core::{sign, Receiver, Secret};
+use payhook_core::sender::SignedDelivery;
+use payhook_core::Receiver;
 use payhook_inbox::admin::{Admin, BulkAction, Selection, State, BULK_BATCH};
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{Inbox, InboxError};
@@ -54,15 +55,12 @@ async fn inbox(backend: Backend) -> Inbox {
 
 /// Stores `count` events of `event_type` with ids `{prefix}{n:04}`.
 async fn store(inbox: &Inbox, prefix: &str, event_type: &str, count: usize) {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let secret = Secret::new(SECRET).unwrap();
     for n in 0..count {
         let body = Bytes::from(format!(
             r#"{{"id":"{prefix}{n:04}","type":"{event_type}","created":{n},"data":{{"object":{{"id":"pi_{prefix}{n}","object":"payment_intent","amount":1,"currency":"eth","status":"succeeded","created":1}}}}}}"#
         ));
-        let mut headers = http::HeaderMap::new();
-        headers.insert("x-service-signature", sign(&body, &secret, now).parse().unwrap());
-        let reply = inbox.ingest(&headers, body).await;
+        let delivery = SignedDelivery::now(body, SECRET).unwrap();
+        let reply = inbox.ingest(&delivery.headers(), delivery.body).await;
         assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
     }
 }

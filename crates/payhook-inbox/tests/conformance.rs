@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use payhook_core::{sign, Receiver, Secret};
+use payhook_core::sender::SignedDelivery;
+use payhook_core::Receiver;
 use payhook_inbox::admin::{Admin, Filter, State, StoredEvent};
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, InboxError, Job};
@@ -74,10 +75,6 @@ impl Setup {
     }
 }
 
-fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
-}
-
 fn event(id: &str, intent: &str, created: i64) -> Bytes {
     Bytes::from(format!(
         r#"{{"id":"{id}","type":"payment_intent.succeeded","created":{created},"data":{{"object":{{"id":"{intent}","object":"payment_intent","amount":100,"currency":"btc","status":"succeeded","created":1}}}}}}"#
@@ -85,10 +82,7 @@ fn event(id: &str, intent: &str, created: i64) -> Bytes {
 }
 
 fn signed(body: &Bytes) -> http::HeaderMap {
-    let mut headers = http::HeaderMap::new();
-    let header = sign(body, &Secret::new(SECRET).unwrap(), now());
-    headers.insert("x-service-signature", header.parse().unwrap());
-    headers
+    SignedDelivery::now(body.clone(), SECRET).unwrap().headers()
 }
 
 async fn ingest_ok(inbox: &Inbox, body: &Bytes) {

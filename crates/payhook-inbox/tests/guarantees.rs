@@ -44,7 +44,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use payhook_core::{sign, Receiver, Reply, Secret};
+use payhook_core::sender::SignedDelivery;
+use payhook_core::{Receiver, Reply};
 use payhook_inbox::admin::{Admin, StoredEvent};
 use payhook_inbox::metrics::{DUPLICATES, INGESTED};
 use payhook_inbox::sqlx::{self, AnyPool, Row};
@@ -334,11 +335,8 @@ fn event(id: &str, intent: &str, created: i64) -> Bytes {
 }
 
 async fn ingest(inbox: &TestInbox, body: &Bytes) -> Reply {
-    let mut headers = http::HeaderMap::new();
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let signature = sign(body, &Secret::new(SECRET).unwrap(), now);
-    headers.insert("x-service-signature", signature.parse().unwrap());
-    inbox.ingest(&headers, body.clone()).await
+    let delivery = SignedDelivery::now(body.clone(), SECRET).unwrap();
+    inbox.ingest(&delivery.headers(), delivery.body).await
 }
 
 async fn ingest_ok(inbox: &TestInbox, body: &Bytes) {

@@ -7,11 +7,11 @@
 //! One test in this binary, so the process-wide recorder sees only its deliveries.
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use metrics_exporter_prometheus::PrometheusBuilder;
-use payhook_core::{sign, Receiver, Secret};
+use payhook_core::sender::SignedDelivery;
+use payhook_core::Receiver;
 use payhook_inbox::Inbox;
 
 const SECRET: &str = "whsec_inbox_metrics";
@@ -40,13 +40,7 @@ fn inbox_count(text: &str, name: &str) -> f64 {
 }
 
 fn signed(body: &Bytes) -> http::HeaderMap {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let mut headers = http::HeaderMap::new();
-    headers.insert(
-        "x-service-signature",
-        sign(body, &Secret::new(SECRET).unwrap(), now).parse().unwrap(),
-    );
-    headers
+    SignedDelivery::now(body.clone(), SECRET).unwrap().headers()
 }
 
 fn event(id: &str) -> Bytes {

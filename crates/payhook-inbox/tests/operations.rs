@@ -6,10 +6,11 @@
 //! the PostgreSQL test fails when it is unset or unreachable.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use payhook_core::{sign, Receiver, Secret};
+use payhook_core::sender::SignedDelivery;
+use payhook_core::Receiver;
 use payhook_inbox::admin::Admin;
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{Inbox, InboxError, Job};
@@ -31,13 +32,8 @@ fn delivery(id: &str) -> (http::HeaderMap, Bytes) {
     let body = Bytes::from(format!(
         r#"{{"id":"{id}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"pi_{id}","object":"payment_intent","amount":1,"currency":"eth","status":"succeeded","created":1}}}}}}"#
     ));
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let mut headers = http::HeaderMap::new();
-    headers.insert(
-        "x-service-signature",
-        sign(&body, &Secret::new(SECRET).unwrap(), now).parse().unwrap(),
-    );
-    (headers, body)
+    let delivery = SignedDelivery::now(body, SECRET).unwrap();
+    (delivery.headers(), delivery.body)
 }
 
 #[tokio::test]

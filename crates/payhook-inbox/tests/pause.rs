@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use payhook_core::{sign, Receiver, Secret};
+use payhook_core::sender::SignedDelivery;
+use payhook_core::Receiver;
 use payhook_inbox::admin::{Admin, PausedType};
 use payhook_inbox::{Inbox, InboxError, Job};
 use payhook_test_support::unique;
@@ -58,11 +59,8 @@ fn event(id: &str, event_type: &str, intent: &str, created: i64) -> Bytes {
 }
 
 async fn ingest_ok(inbox: &Inbox, body: Bytes) {
-    let mut headers = http::HeaderMap::new();
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    let signature = sign(&body, &Secret::new(SECRET).unwrap(), now);
-    headers.insert("x-service-signature", signature.parse().unwrap());
-    let reply = inbox.ingest(&headers, body).await;
+    let delivery = SignedDelivery::now(body, SECRET).unwrap();
+    let reply = inbox.ingest(&delivery.headers(), delivery.body).await;
     assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
 }
 

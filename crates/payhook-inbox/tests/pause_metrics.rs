@@ -3,11 +3,12 @@
 //!
 //! One test in this binary, so the process-wide recorder sees only its inbox.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use metrics_exporter_prometheus::PrometheusBuilder;
-use payhook_core::{sign, Receiver, Secret};
+use payhook_core::sender::SignedDelivery;
+use payhook_core::Receiver;
 use payhook_inbox::admin::Admin;
 use payhook_inbox::metrics::{PAUSED_PENDING, PAUSED_TYPES};
 use payhook_inbox::{Inbox, Job};
@@ -44,17 +45,19 @@ async fn paused_types_and_their_waiting_events_are_gauges() {
         .pause("payment_intent.succeeded")
         .await
         .unwrap();
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
     for n in 0..3 {
         let body = Bytes::from(format!(
             r#"{{"id":"evt_gauge{n}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"pi_{n}","object":"payment_intent","amount":1,"currency":"eth","status":"succeeded","created":1}}}}}}"#
         ));
-        let mut headers = http::HeaderMap::new();
-        headers.insert(
-            "x-service-signature",
-            sign(&body, &Secret::new(SECRET).unwrap(), now).parse().unwrap(),
+        let delivery = SignedDelivery::now(body, SECRET).unwrap();
+        assert_eq!(
+            inbox
+                .ingest(&delivery.headers(), delivery.body)
+                .await
+                .status()
+                .as_u16(),
+            200
         );
-        assert_eq!(inbox.ingest(&headers, body).await.status().as_u16(), 200);
     }
     // The workers report the depth (and the paused gauges) when they start.
     let workers = inbox.start(|_job: Job| async { Ok(()) });
