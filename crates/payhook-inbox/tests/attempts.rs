@@ -21,14 +21,8 @@ async fn ingest(inbox: &Inbox, id: &str, intent: &str) {
         r#"{{"id":"{id}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"{intent}","amount":5,"currency":"btc","status":"succeeded"}}}}}}"#
     ));
     let delivery = SignedDelivery::now(body, SECRET).unwrap();
-    assert_eq!(
-        inbox
-            .ingest(&delivery.headers(), delivery.body)
-            .await
-            .status()
-            .as_u16(),
-        200
-    );
+    let reply = inbox.ingest(&delivery.headers(), delivery.body).await;
+    assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
 }
 
 async fn wait_for(admin: &Admin, id: &str, state: &str) {

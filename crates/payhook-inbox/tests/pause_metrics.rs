@@ -50,14 +50,8 @@ async fn paused_types_and_their_waiting_events_are_gauges() {
             r#"{{"id":"evt_gauge{n}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"pi_{n}","object":"payment_intent","amount":1,"currency":"eth","status":"succeeded","created":1}}}}}}"#
         ));
         let delivery = SignedDelivery::now(body, SECRET).unwrap();
-        assert_eq!(
-            inbox
-                .ingest(&delivery.headers(), delivery.body)
-                .await
-                .status()
-                .as_u16(),
-            200
-        );
+        let reply = inbox.ingest(&delivery.headers(), delivery.body).await;
+        assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
     }
     // The workers report the depth (and the paused gauges) when they start.
     let workers = inbox.start(|_job: Job| async { Ok(()) });
