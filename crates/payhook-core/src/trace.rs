@@ -46,8 +46,12 @@ pub const REQUEST_SPAN: &str = "webhook";
 /// ingest then records its attributes on it instead of opening a span of
 /// its own, so that a delivery through payhook's inbox routes is one span.
 pub fn is_request_span(span: &Span) -> bool {
-    span.metadata()
-        .is_some_and(|metadata| metadata.target() == "payhook" && metadata.name() == REQUEST_SPAN)
+    // With `tracing`'s `log` feature a disabled span keeps its metadata:
+    // only a recording one counts.
+    !span.is_disabled()
+        && span
+            .metadata()
+            .is_some_and(|metadata| metadata.target() == "payhook" && metadata.name() == REQUEST_SPAN)
 }
 
 /// What a span records about the delivery it belongs to, for [`messaging`].
@@ -269,5 +273,35 @@ mod otel {
         if parent.span().span_context().is_valid() {
             let _ = span.set_parent(parent);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_enabled_payhook_request_span_is_one() {
+        use tracing_subscriber::layer::SubscriberExt;
+
+        let named = || tracing::info_span!(target: "payhook", "webhook");
+        // Disabled by a filter, as `payhook::otel::init` does without an
+        // endpoint: not a request span (with `tracing`'s `log` feature on,
+        // a disabled span still carries its name and target).
+        let filtered =
+            tracing_subscriber::registry().with(tracing_subscriber::filter::filter_fn(|metadata| {
+                metadata.name() != REQUEST_SPAN
+            }));
+        tracing::subscriber::with_default(filtered, || {
+            assert!(named().is_disabled());
+            assert!(!is_request_span(&named()));
+        });
+        let _default = tracing::subscriber::set_default(tracing_subscriber::registry());
+        assert!(is_request_span(&named()));
+        assert!(!is_request_span(&tracing::info_span!(target: "app", "webhook")));
+        assert!(!is_request_span(
+            &tracing::info_span!(target: "payhook", "delivery")
+        ));
+        assert!(!is_request_span(&Span::none()));
     }
 }
