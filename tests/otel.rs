@@ -147,6 +147,31 @@ fn collector() -> &'static Spans {
 }
 
 /// A fresh trace id and parent span id, as the sender's tracing would send them.
+/// This thread's subscriber exporting to the collector as `service`, until
+/// [`flush`](Exporting::flush).
+struct Exporting {
+    default: tracing::subscriber::DefaultGuard,
+    otel: payhook::otel::Otel,
+}
+
+impl Exporting {
+    /// Puts the subscriber away and drops the export, which sends what its
+    /// batch holds: the collector has every span once this returns.
+    fn flush(self) {
+        drop(self.default);
+        drop(self.otel);
+    }
+}
+
+/// The collector's spans, and an export to it installed on this thread.
+fn exporting(service: &str) -> (&'static Spans, Exporting) {
+    let spans = collector(); // first: it sets the endpoint the export reads
+    let otel = payhook::otel::Otel::from_env(service).unwrap();
+    assert!(otel.is_exporting());
+    let default = tracing::subscriber::set_default(tracing_subscriber::registry().with(otel.layer()));
+    (spans, Exporting { default, otel })
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -229,11 +254,7 @@ fn one<'a>(spans: &'a [Exported], name: &str) -> &'a Exported {
 
 #[test]
 fn an_inline_delivery_continues_the_senders_trace_through_the_handler() {
-    let spans = collector();
-    let otel = payhook::otel::Otel::from_env("otel-test-inline").unwrap();
-    assert!(otel.is_exporting());
-    let subscriber = tracing_subscriber::registry().with(otel.layer());
-    let _default = tracing::subscriber::set_default(subscriber);
+    let (spans, export) = exporting("otel-test-inline");
     let (header, trace_id, sender_span) = traceparent();
 
     let runtime = runtime();
@@ -263,8 +284,7 @@ fn an_inline_delivery_continues_the_senders_trace_through_the_handler() {
             200
         );
     });
-    drop(_default);
-    drop(otel); // flushes: the batch reaches the collector before this returns
+    export.flush();
 
     let trace = of_trace(spans, &trace_id);
     let request = one(&trace, "POST /webhooks");
@@ -309,10 +329,7 @@ fn an_inline_delivery_continues_the_senders_trace_through_the_handler() {
 
 #[test]
 fn an_inbox_delivery_keeps_its_trace_through_every_attempt_and_the_handler() {
-    let spans = collector();
-    let otel = payhook::otel::Otel::from_env("otel-test-inbox").unwrap();
-    let subscriber = tracing_subscriber::registry().with(otel.layer());
-    let _default = tracing::subscriber::set_default(subscriber);
+    let (spans, export) = exporting("otel-test-inbox");
     let (header, trace_id, sender_span) = traceparent();
 
     let runtime = runtime();
@@ -344,8 +361,7 @@ fn an_inbox_delivery_keeps_its_trace_through_every_attempt_and_the_handler() {
         workers.shutdown().await;
         stored_context(&pool, "evt_otel_inbox").await
     });
-    drop(_default);
-    drop(otel);
+    export.flush();
 
     let trace = of_trace(spans, &trace_id);
     // In payhook's inbox route the request span is the delivery's one span:
@@ -394,10 +410,7 @@ fn an_inbox_delivery_keeps_its_trace_through_every_attempt_and_the_handler() {
 /// and the attempt is the child of that.
 #[test]
 fn an_ingest_outside_payhooks_routes_has_a_send_span_of_its_own() {
-    let spans = collector();
-    let otel = payhook::otel::Otel::from_env("otel-test-own-route").unwrap();
-    let subscriber = tracing_subscriber::registry().with(otel.layer());
-    let _default = tracing::subscriber::set_default(subscriber);
+    let (spans, export) = exporting("otel-test-own-route");
 
     let runtime = runtime();
     let stored = runtime.block_on(async {
@@ -413,8 +426,7 @@ fn an_ingest_outside_payhooks_routes_has_a_send_span_of_its_own() {
         workers.shutdown().await;
         stored_context(inbox.pool(), "evt_otel_own").await
     });
-    drop(_default);
-    drop(otel);
+    export.flush();
 
     let trace_id = spans
         .lock()
