@@ -140,7 +140,11 @@ pub(crate) async fn pause_and_bulk(url: &str) {
         "11. bulk actions over {total} dead events, {name}, deliveries at {}/s meanwhile (2 cores shared)",
         rate()
     );
-    let idle_time = Duration::from_secs(if quick() { 2 } else { 4 });
+    // The idle p99 is compared with one taken over a whole action (20-75 s
+    // at 300 deliveries a second): measured over 20 s, it rests on some 60
+    // of 6 000 latencies, not 12 of 1 200, so one stray slow commit in a
+    // short window no longer decides the ratio.
+    let idle_time = Duration::from_secs(if quick() { 2 } else { 20 });
     let mut ratios = Vec::new();
     for round in 1..=rounds() {
         make_dead().await;
