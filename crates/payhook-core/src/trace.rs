@@ -198,7 +198,7 @@ mod otel {
     pub(super) fn request_span(method: &str, path: &str, headers: &dyn Headers) -> Span {
         let span = tracing::info_span!(
             target: "payhook",
-            "webhook",
+            super::REQUEST_SPAN,
             otel.name = %format_args!("{method} {}", Untrusted::value(path)),
             otel.kind = "server",
             otel.status_code = tracing::field::Empty,
