@@ -407,7 +407,8 @@ fn an_inbox_delivery_keeps_its_trace_through_every_attempt_and_the_handler() {
 
 /// `Inbox::ingest` called by an app's own code, outside payhook's request
 /// span: the ingest has a `send` span of its own, a child of the app's span,
-/// and the attempt is the child of that.
+/// and the attempt is the child of that. The event id carries a bidi
+/// override, escaped in both spans as in the request span.
 #[test]
 fn an_ingest_outside_payhooks_routes_has_a_send_span_of_its_own() {
     let (spans, export) = exporting("otel-test-own-route");
@@ -416,15 +417,16 @@ fn an_ingest_outside_payhooks_routes_has_a_send_span_of_its_own() {
     let stored = runtime.block_on(async {
         let inbox = sqlite_inbox("otel-own").await;
         let workers = inbox.start(|_job: Job| async { Ok(()) });
-        let body =
-            Bytes::from_static(br#"{"id":"evt_otel_own","type":"customer.created","data":{"object":{}}}"#);
+        let body = Bytes::from_static(
+            br#"{"id":"evt_otel_\u202eown","type":"customer.created","data":{"object":{}}}"#,
+        );
         let headers = signed_headers(&body);
         let route = tracing::info_span!(target: "app", "own_route");
         let reply = route.in_scope(|| inbox.ingest(&headers, body)).await;
         assert_eq!(reply.status().as_u16(), 200);
         inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
         workers.shutdown().await;
-        stored_context(inbox.pool(), "evt_otel_own").await
+        stored_context(inbox.pool(), "evt_otel_\u{202e}own").await
     });
     export.flush();
 
@@ -442,11 +444,15 @@ fn an_ingest_outside_payhooks_routes_has_a_send_span_of_its_own() {
     assert_eq!(ingest.parent_span_id, route.span_id);
     assert_eq!(ingest.kind, SpanKind::Producer as i32);
     assert_eq!(ingest.attributes["messaging.operation.type"], "send");
-    assert_eq!(ingest.attributes["messaging.message.id"], "evt_otel_own");
+    assert_eq!(ingest.attributes["messaging.message.id"], r"evt_otel_\u{202e}own");
     let stored = stored.expect("the trace context is stored with the event");
     assert_eq!(stored, format!("00-{trace_id}-{}-01", ingest.span_id));
     let attempt = one(&trace, "process otel-own");
     assert_eq!(attempt.parent_span_id, ingest.span_id);
+    assert_eq!(
+        attempt.attributes["messaging.message.id"],
+        r"evt_otel_\u{202e}own"
+    );
 }
 
 #[test]
