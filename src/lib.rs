@@ -186,7 +186,8 @@ pub mod signature {
     #[doc(inline)]
     pub use payhook_core::signature::{
         Signature, StandardWebhooks, StandardWebhooksBuilder, Tolerance, VerifierBuilder, DEFAULT_HEADER,
-        DEFAULT_TOLERANCE, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP,
+        DEFAULT_TOLERANCE, MAX_SIGNATURE_ITEMS, MAX_V1_SIGNATURES, WEBHOOK_ID, WEBHOOK_SIGNATURE,
+        WEBHOOK_TIMESTAMP,
     };
 }
 

@@ -273,3 +273,100 @@ async fn the_actix_inbox_route_takes_standard_webhooks() {
     workers.shutdown().await;
     handle.stop(true).await;
 }
+
+/// Genuine `v1a` deliveries beside a flood of headers carrying 1 300 distinct
+/// `v1a` items each, every one a real Ed25519 signature by a key the receiver
+/// does not hold: the flood is refused before any check, naming the header,
+/// and the genuine deliveries keep their latency. Without the bound each
+/// flood request cost 1 300 Ed25519 checks (about 60 ms) on a server thread,
+/// and the genuine deliveries waited behind them.
+async fn a_signature_flood_leaves_genuine_deliveries_alone(url: &str, signing_key: &str) {
+    let body = EventBuilder::payment_intent_succeeded().to_standard_json();
+    let (attacker, _) = generate_standard_keypair().unwrap();
+    let attacker = StandardSigner::new(&attacker).unwrap();
+    let t = payhook::sender::unix_now();
+    let items: Vec<String> = (0..1300)
+        .map(|n| attacker.sign(&format!("msg_flood_{n}"), t, body.as_bytes()))
+        .collect();
+    let flood = StandardDelivery {
+        webhook_signature: items.join(" "),
+        ..StandardDelivery::now(body.clone(), "msg_flood", signing_key).unwrap()
+    };
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut flooders = Vec::new();
+    for _ in 0..4 {
+        let (url, flood, stop) = (url.to_owned(), flood.clone(), Arc::clone(&stop));
+        flooders.push(tokio::spawn(async move {
+            let mut replies = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                replies.push(post(&url, &flood).await);
+            }
+            replies
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut latencies = Vec::new();
+    for n in 0..20 {
+        let genuine = StandardDelivery::now(body.clone(), &format!("msg_genuine_{n}"), signing_key).unwrap();
+        let started = Instant::now();
+        assert_eq!(post(url, &genuine).await, (RECEIVED.0, RECEIVED.1.to_owned()));
+        latencies.push(started.elapsed());
+    }
+    stop.store(true, Ordering::Relaxed);
+    latencies.sort();
+    let p50 = latencies[latencies.len() / 2];
+    assert!(
+        p50 < Duration::from_millis(75),
+        "genuine deliveries beside the flood took {p50:?} (p50), all: {latencies:?}"
+    );
+    let mut flooded = 0;
+    for flooder in flooders {
+        for (status, text) in flooder.await.unwrap() {
+            assert_eq!(status, 400, "{text}");
+            assert_eq!(
+                text,
+                "Webhook Error: malformed webhook-signature header: more than 8 signatures"
+            );
+            flooded += 1;
+        }
+    }
+    assert!(
+        flooded >= 20,
+        "the flood ran beside the deliveries: {flooded} requests"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_axum_layer_refuses_a_signature_flood() {
+    use payhook::tower::axum::{Received, Webhook};
+    use payhook::tower::WebhookLayer;
+
+    let (receiver, signing_key) = receiver();
+    let app = axum::Router::new()
+        .route(
+            "/webhooks",
+            axum::routing::post(|Webhook(_): Webhook| async { Received }),
+        )
+        .route_layer(WebhookLayer::new(receiver));
+    let addr = axum_loopback::serve(app).await;
+    a_signature_flood_leaves_genuine_deliveries_alone(&format!("http://{addr}/webhooks"), &signing_key).await;
+}
+
+#[actix_web::test]
+async fn the_actix_extractor_refuses_a_signature_flood() {
+    use actix_web::{web, App, HttpResponse};
+    use payhook::actix::{Webhook, WebhookConfig};
+
+    async fn handler(webhook: Webhook) -> HttpResponse {
+        webhook.ack().await
+    }
+
+    let (receiver, signing_key) = receiver();
+    let config = WebhookConfig::new(receiver);
+    let addr = actix_loopback::serve(move || {
+        App::new()
+            .app_data(config.clone())
+            .route("/webhooks", web::post().to(handler))
+    });
+    a_signature_flood_leaves_genuine_deliveries_alone(&format!("http://{addr}/webhooks"), &signing_key).await;
+}

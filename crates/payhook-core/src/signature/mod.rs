@@ -52,9 +52,10 @@ pub use builder::VerifierBuilder;
 pub(crate) use standard::{decode_key, signed_content, PUBLIC_KEY_PREFIX, SIGNING_KEY_PREFIX};
 pub(crate) use standard::{hmac_of, secret_of, SECRET_PREFIX};
 pub use standard::{
-    StandardWebhooks, StandardWebhooksBuilder, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP,
+    StandardWebhooks, StandardWebhooksBuilder, MAX_SIGNATURE_ITEMS, WEBHOOK_ID, WEBHOOK_SIGNATURE,
+    WEBHOOK_TIMESTAMP,
 };
-pub use stripe::{sign, Signature, Verifier, DEFAULT_HEADER};
+pub use stripe::{sign, Signature, Verifier, DEFAULT_HEADER, MAX_V1_SIGNATURES};
 pub use tolerance::{Tolerance, DEFAULT_TOLERANCE};
 
 /// A signature format: something that decides from the request headers and the

@@ -30,6 +30,14 @@ pub const WEBHOOK_SIGNATURE: &str = "webhook-signature";
 /// The longest `webhook-id` accepted, in bytes.
 const MAX_ID_LEN: usize = 255;
 
+/// The most items a `webhook-signature` header may hold, of any version.
+///
+/// A sender signs once per key it holds, two or three during a rotation;
+/// each `v1a` item costs an Ed25519 check per public key, so without a bound a
+/// header of thousands of items signed by any key costs a second of CPU. Past
+/// this many the header is refused before any cryptography.
+pub const MAX_SIGNATURE_ITEMS: usize = 8;
+
 /// The Standard Webhooks [`SignatureScheme`]: any number of `whsec_` secrets
 /// (`v1` signatures) and `whpk_` Ed25519 public keys (`v1a` signatures, feature
 /// `ed25519`), a replay tolerance and a clock. Select it on a receiver with
@@ -44,15 +52,17 @@ const MAX_ID_LEN: usize = 255;
 ///   (ASCII digits only). It must lie within the tolerance (300 s by default)
 ///   on both sides of the receiver's clock, the same rule as the service's
 ///   scheme.
-/// * `webhook-signature`: space-separated items `version,base64`. A `v1` item
+/// * `webhook-signature`: space-separated items `version,base64`, at most
+///   [`MAX_SIGNATURE_ITEMS`] of them (more is a malformed header). A `v1` item
 ///   is the base64 HMAC-SHA256 of `{id}.{timestamp}.{raw body}` keyed with a
 ///   secret's decoded bytes; a `v1a` item the base64 Ed25519 signature of the
 ///   same content. The delivery is genuine when any `v1` or `v1a` item matches
 ///   any configured key of its kind. Items of other versions are ignored; an
 ///   item without a comma, or whose base64 does not decode to a signature of
 ///   its version's length, is ignored too, unless no `v1` or `v1a` item is
-///   left (then the header is malformed). The timestamp is signed in its plain
-///   decimal form, as the reference libraries do.
+///   left (then the header is malformed). An item repeated is checked once. The
+///   timestamp is signed in its plain decimal form, as the reference libraries
+///   do.
 ///
 /// Missing, repeated or malformed headers are answered `400 Webhook Error: …`
 /// naming the header; a signature that matches no key with
@@ -208,16 +218,24 @@ impl<'a> Parts<'a> {
     }
 
     /// Sorts the well-formed `v1` and `v1a` items of the signature header into
-    /// their lists, decoded.
+    /// their lists, decoded, each distinct item once. The items are counted
+    /// before any is decoded, so a flood of them costs no cryptography.
     fn read_signatures(&mut self, value: &[u8]) -> Result<(), Error> {
-        for item in value.split(|&b| b == b' ').filter(|item| !item.is_empty()) {
+        let items = || value.split(|&b| b == b' ').filter(|item| !item.is_empty());
+        if items().nth(MAX_SIGNATURE_ITEMS).is_some() {
+            return Err(Error::InvalidHeader {
+                header: http::HeaderName::from_static(WEBHOOK_SIGNATURE),
+                reason: "more than 8 signatures",
+            });
+        }
+        for item in items() {
             let Some(comma) = item.iter().position(|&b| b == b',') else {
                 continue;
             };
             let (version, encoded) = (&item[..comma], &item[comma + 1..]);
             match version {
-                b"v1" => self.v1.extend(decode_exact::<32>(encoded)),
-                b"v1a" => self.v1a.extend(decode_exact::<64>(encoded)),
+                b"v1" => push_distinct(&mut self.v1, decode_exact::<32>(encoded)),
+                b"v1a" => push_distinct(&mut self.v1a, decode_exact::<64>(encoded)),
                 _ => {}
             }
         }
@@ -228,6 +246,16 @@ impl<'a> Parts<'a> {
             });
         }
         Ok(())
+    }
+}
+
+/// Adds a decoded signature unless it is already listed: a header repeating
+/// one item costs one check, not one per copy.
+fn push_distinct<const N: usize>(list: &mut Vec<[u8; N]>, signature: Option<[u8; N]>) {
+    if let Some(signature) = signature {
+        if !list.contains(&signature) {
+            list.push(signature);
+        }
     }
 }
 

@@ -19,6 +19,15 @@ use crate::secret::Secret;
 /// The header that carries the signature unless configured otherwise.
 pub const DEFAULT_HEADER: &str = "x-service-signature";
 
+/// The most `v1` items a signature header may hold, well-formed or not.
+///
+/// A sender signs with one secret, two during a rotation. Each candidate is
+/// compared with the HMAC of every secret, so the work grows with their
+/// number: past this many the header is refused before any HMAC is computed.
+/// The bound is above what Stripe's libraries were seen to accept in the
+/// differential test's headers, so no header they agree on changes verdict.
+pub const MAX_V1_SIGNATURES: usize = 16;
+
 /// A parsed signature header value, borrowing from the header bytes.
 ///
 /// The header value is a comma-separated list of `key=value` items:
@@ -34,6 +43,8 @@ pub const DEFAULT_HEADER: &str = "x-service-signature";
 ///   hex digits — another `v1` may still match;
 /// * a `t` or `v1` item without `=` makes the header malformed (both libraries
 ///   fail on it);
+/// * more than [`MAX_V1_SIGNATURES`] `v1` items make it malformed too, before
+///   any signature is computed;
 /// * signatures are compared as lowercase hex, so an uppercase signature does not match;
 /// * `t` may carry a leading `+` or zeros, and whitespace around its digits (the
 ///   Unicode spaces both libraries' integer parsers skip: tab, line breaks,
@@ -141,11 +152,13 @@ impl<'a> Signature<'a> {
         let mut plain_t = None;
         let mut v1 = Candidates::default();
         let mut unusable = Unusable::default();
+        let mut v1_items = 0;
         let mut rest = value;
         loop {
             // The usual item, `v1=` and 64 hex digits ending the item, is taken in
             // one pass over its bytes; anything else goes the general way below.
             if let Some((candidate, after)) = whole_v1_item(rest) {
+                count_v1(&mut v1_items)?;
                 v1.push(candidate);
                 match after {
                     Some(after) => {
@@ -176,11 +189,16 @@ impl<'a> Signature<'a> {
                             plain_t = Some(digits);
                         }
                     }
-                    b"v1" if is_hex64(val) => v1.push(val),
-                    b"v1" if val.is_ascii() => unusable.node_fails |= val.is_empty(),
                     b"v1" => {
-                        unusable.before_non_ascii.get_or_insert(v1.len);
-                        unusable.node_fails |= utf16_len(val) == Some(64);
+                        count_v1(&mut v1_items)?;
+                        if is_hex64(val) {
+                            v1.push(val);
+                        } else if val.is_ascii() {
+                            unusable.node_fails |= val.is_empty();
+                        } else {
+                            unusable.before_non_ascii.get_or_insert(v1.len);
+                            unusable.node_fails |= utf16_len(val) == Some(64);
+                        }
                     }
                     _ => {}
                 }
@@ -212,6 +230,15 @@ impl<'a> Signature<'a> {
     pub fn v1(&self) -> impl Iterator<Item = &'a [u8]> + '_ {
         self.v1.iter()
     }
+}
+
+/// Counts one more `v1` item, refusing the header past [`MAX_V1_SIGNATURES`].
+fn count_v1(items: &mut usize) -> Result<(), Error> {
+    *items += 1;
+    if *items > MAX_V1_SIGNATURES {
+        return Err(Error::MalformedHeader("header has more than 16 v1 signatures"));
+    }
+    Ok(())
 }
 
 /// Whether `val` is a well-formed `v1` value: exactly 64 hex digits.
@@ -628,6 +655,32 @@ mod tests {
         assert_eq!(check(&header, BODY), Ok(()));
         let without = format!("t={T},{}", decoys.join(","));
         assert_eq!(check(&without, BODY), Err(Error::NoSignatureMatch));
+    }
+
+    /// Up to the maximum of `v1` items, well-formed or not, a header is
+    /// read; one more is malformed, even with the genuine signature in it.
+    #[test]
+    fn more_v1_items_than_the_maximum_are_refused() {
+        let decoy = format!("v1={}", "0".repeat(64));
+        let mut items = vec![decoy.as_str(); MAX_V1_SIGNATURES - 2];
+        items.push("v1=not-hex");
+        let genuine = format!("v1={SIG}");
+        items.push(&genuine);
+        let header = format!("t={T},{}", items.join(","));
+        assert_eq!(check(&header, BODY), Ok(()));
+        for extra in ["v1=", "v1=not-hex", decoy.as_str(), genuine.as_str()] {
+            let header = format!("t={T},{extra},{}", items.join(","));
+            let refused = check(&header, BODY).unwrap_err();
+            assert_eq!(
+                refused,
+                Error::MalformedHeader("header has more than 16 v1 signatures"),
+                "{extra}"
+            );
+            assert!(refused.to_string().contains(&MAX_V1_SIGNATURES.to_string()));
+        }
+        // Other keys do not count.
+        let header = format!("t={T},{},v0=x,v2=y", items.join(","));
+        assert_eq!(check(&header, BODY), Ok(()));
     }
 
     /// The raw bytes are signed, so a body that is not UTF-8 verifies (the

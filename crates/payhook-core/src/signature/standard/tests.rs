@@ -165,6 +165,32 @@ fn unknown_versions_are_ignored() {
 }
 
 #[test]
+fn more_than_the_maximum_of_items_is_refused_before_any_check() {
+    let third = "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    // Up to the maximum, with the genuine item last, verifies.
+    let mut items = vec![third; MAX_SIGNATURE_ITEMS - 1];
+    items.push(SPEC_SIG);
+    assert_eq!(check(&items.join(" ")), Ok(()));
+    // One more item of any version, even a genuine one, is a malformed header.
+    let too_many = format!("v2,x {}", items.join(" "));
+    let refused = check(&too_many).unwrap_err();
+    assert_eq!(refused, malformed(WEBHOOK_SIGNATURE, "more than 8 signatures"));
+    assert!(refused.to_string().contains(&MAX_SIGNATURE_ITEMS.to_string()));
+    // Spaces between items are not items.
+    assert_eq!(check(&format!("  {}  ", items.join("   "))), Ok(()));
+}
+
+#[test]
+fn a_repeated_item_is_decoded_and_checked_once() {
+    let third = "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    let value = format!("{third} {SPEC_SIG} {third} {SPEC_SIG} {third}");
+    let headers = headers(SPEC_ID, "1614265330", &value);
+    let parts = Parts::read(&headers).unwrap();
+    assert_eq!(parts.v1.len(), 2);
+    assert_eq!(check(&value), Ok(()));
+}
+
+#[test]
 fn malformed_items_are_ignored_unless_nothing_is_left() {
     let bad = [
         "v1",                                               // no comma
