@@ -107,9 +107,10 @@ sql_bounds! {
     }
 }
 
-/// The error text of an interrupted attempt.
+/// The error text of an interrupted attempt: the reason only, as the outcome
+/// shown beside it already names it.
 pub(crate) const INTERRUPTED: &str =
-    "interrupted: the process handling it stopped or lost the lease before the attempt ended";
+    "the process handling it stopped or lost the lease before the attempt ended";
 
 /// The record of an attempt a claim found cut short, from a row the claim
 /// took back: its `arrival`, its `attempts` (the attempt's number) and its
