@@ -41,6 +41,7 @@ struct Exported {
     kind: i32,
     attributes: HashMap<String, String>,
     service: Option<String>,
+    trace_state: String,
 }
 
 type Spans = Arc<Mutex<Vec<Exported>>>;
@@ -122,6 +123,7 @@ fn collector() -> &'static Spans {
                                                 })
                                                 .collect(),
                                             service: service.clone(),
+                                            trace_state: span.trace_state.clone(),
                                         });
                                     }
                                 }
@@ -215,15 +217,28 @@ fn traceparent() -> (String, String, String) {
 }
 
 async fn deliver(url: &str, body: &str, traceparent: &str) -> u16 {
+    deliver_with_state(url, body, traceparent, None).await
+}
+
+/// A delivery carrying `traceparent` and, when given, `tracestate` as raw
+/// bytes (a header value may hold any byte but control characters).
+async fn deliver_with_state(url: &str, body: &str, traceparent: &str, tracestate: Option<&[u8]>) -> u16 {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
-    reqwest::Client::new()
+    let mut request = reqwest::Client::new()
         .post(url)
         .header("content-type", "application/json")
         .header(
             "x-service-signature",
             sign(body.as_bytes(), &Secret::new(SECRET).unwrap(), now),
         )
-        .header("traceparent", traceparent)
+        .header("traceparent", traceparent);
+    if let Some(state) = tracestate {
+        request = request.header(
+            "tracestate",
+            reqwest::header::HeaderValue::from_bytes(state).unwrap(),
+        );
+    }
+    request
         .body(body.to_owned())
         .send()
         .await
@@ -474,4 +489,65 @@ fn without_an_opentelemetry_layer_nothing_is_stored() {
             "no trace context is written without an OpenTelemetry layer"
         );
     });
+}
+
+/// A `tracestate` the sender sends is kept on the request's spans when it is
+/// W3C's printable ASCII; one with a bidi override in a member's value (which
+/// OpenTelemetry's own parser lets through) is dropped whole, so it never
+/// reaches a tracing backend's UI raw. The trace itself is continued either
+/// way.
+#[test]
+fn a_tracestate_with_characters_w3c_forbids_is_dropped() {
+    let (spans, export) = exporting("otel-test-tracestate");
+    let (good_parent, good_trace, _) = traceparent();
+    let (bad_parent, bad_trace, bad_sender) = traceparent();
+
+    let runtime = runtime();
+    runtime.block_on(async {
+        let receiver = Receiver::builder()
+            .secret(SECRET)
+            .namespace("otel-tracestate")
+            .build()
+            .unwrap();
+        let app = axum::Router::new()
+            .route("/webhooks", post(|Webhook(_): Webhook<Event>| async { Received }))
+            .route_layer(WebhookLayer::new(receiver));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let url = format!("http://{addr}/webhooks");
+        let body =
+            |id: &str| format!(r#"{{"id":"{id}","type":"customer.created","data":{{"object":{{}}}}}}"#);
+        let good = deliver_with_state(
+            &url,
+            &body("evt_state_ok"),
+            &good_parent,
+            Some(b"vendor=ok,other=1"),
+        )
+        .await;
+        assert_eq!(good, 200);
+        let hostile = "vendor=ok\u{202e}gnp.exe";
+        let bad = deliver_with_state(
+            &url,
+            &body("evt_state_bad"),
+            &bad_parent,
+            Some(hostile.as_bytes()),
+        )
+        .await;
+        assert_eq!(bad, 200);
+    });
+    export.flush();
+
+    let good = of_trace(spans, &good_trace);
+    assert_eq!(one(&good, "POST /webhooks").trace_state, "vendor=ok,other=1");
+    let bad = of_trace(spans, &bad_trace);
+    let request = one(&bad, "POST /webhooks");
+    assert_eq!(request.parent_span_id, bad_sender, "the trace is still continued");
+    for span in &bad {
+        assert_eq!(
+            span.trace_state, "",
+            "{}: the hostile tracestate is dropped",
+            span.name
+        );
+    }
 }

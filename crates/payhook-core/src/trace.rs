@@ -154,12 +154,15 @@ mod otel {
     const TRACESTATE: &str = "tracestate";
 
     /// The request headers as the propagator reads them: `traceparent` and
-    /// `tracestate` when present once and valid UTF-8.
+    /// `tracestate` when present once and valid UTF-8, and a `tracestate`
+    /// only when it is made of the characters W3C allows in one.
     struct HeaderCarrier<'a>(&'a dyn Headers);
 
     impl Extractor for HeaderCarrier<'_> {
         fn get(&self, key: &str) -> Option<&str> {
-            match self.0.lookup(&key.to_ascii_lowercase()) {
+            let key = key.to_ascii_lowercase();
+            match self.0.lookup(&key) {
+                HeaderLookup::Once(value) if key == TRACESTATE && !is_w3c_tracestate(value) => None,
                 HeaderLookup::Once(value) => std::str::from_utf8(value).ok(),
                 HeaderLookup::Missing | HeaderLookup::Repeated => None,
             }
@@ -168,6 +171,15 @@ mod otel {
         fn keys(&self) -> Vec<&str> {
             vec![TRACEPARENT, TRACESTATE]
         }
+    }
+
+    /// Whether a `tracestate` value holds only what W3C Trace Context allows:
+    /// printable ASCII, spaces and tabs. The propagator checks only for `,`
+    /// and `=` inside a member, so a control or bidi character would reach
+    /// every exported span's trace state raw; such a header is dropped whole,
+    /// as an invalid `traceparent` is.
+    fn is_w3c_tracestate(value: &[u8]) -> bool {
+        value.iter().all(|&b| matches!(b, b' '..=b'~' | b'\t'))
     }
 
     /// One stored `traceparent`, as the propagator reads it.
