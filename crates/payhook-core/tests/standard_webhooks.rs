@@ -78,6 +78,41 @@ async fn the_body_id_is_ignored_and_data_object_is_read_as_in_the_service_format
     assert_eq!(deliver(&receiver, &by_body_id).await.id(), "evt_body");
 }
 
+/// A payment event whose `data` is the intent sent bare, with or without its
+/// `"object": "payment_intent"` member, as senders following the standard's
+/// examples send a resource.
+#[tokio::test]
+async fn a_bare_intent_is_read_with_or_without_its_object_member() {
+    let receiver = receiver();
+    let intent = r#""id":"pi_bare","amount":1500,"currency":"btc","status":"succeeded""#;
+    for (n, data) in [
+        format!(r#"{{{intent},"object":"payment_intent"}}"#),
+        format!("{{{intent}}}"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = format!(
+            r#"{{"type":"payment_intent.succeeded","timestamp":"2026-11-25T21:00:00Z","data":{data}}}"#
+        );
+        let delivery = StandardDelivery::now(body, &format!("msg_bare_{n}"), SECRET).unwrap();
+        let event = deliver(&receiver, &delivery).await;
+        let pi = event
+            .payment_intent()
+            .expect("the bare intent is the event's intent");
+        assert_eq!(
+            (pi.id.as_str(), pi.amount, pi.object.as_str()),
+            ("pi_bare", 1500, "payment_intent")
+        );
+    }
+    // Bare but not an intent: still a payload error, naming the field.
+    let body = r#"{"type":"payment_intent.succeeded","data":{"id":"pi_bare","currency":"btc","status":"succeeded"}}"#;
+    let delivery = StandardDelivery::now(body, "msg_bare_bad", SECRET).unwrap();
+    let reply = reply_to(&receiver, &delivery.headers(), delivery.body.clone()).await;
+    assert_eq!(reply.status().as_u16(), 400);
+    assert!(reply.body().contains("amount"), "{reply:?}");
+}
+
 #[tokio::test]
 async fn unknown_types_keep_their_data_and_bad_payloads_are_400() {
     let receiver = receiver();

@@ -41,8 +41,9 @@ impl Event {
     /// `id` is the event's [`id`](Self::id); the body's own `id`, if any, is
     /// ignored. A payment event's intent is `data.object`, as in the service's
     /// format, or `data` itself when `data.object` is the string
-    /// `"payment_intent"` (the intent sent bare, as Standard Webhooks senders
-    /// send a resource). Every other rule is [`from_slice`](Self::from_slice)'s.
+    /// `"payment_intent"` or `data` has no `object` member (the intent sent
+    /// bare, as Standard Webhooks senders send a resource). Every other rule
+    /// is [`from_slice`](Self::from_slice)'s.
     ///
     /// ```
     /// use payhook::Event;
@@ -138,9 +139,60 @@ impl Event {
     }
 
     /// Another top-level field (for example `created`, `livemode`,
-    /// `api_version`), exactly as it was sent.
+    /// `api_version`, Standard Webhooks' `timestamp`), exactly as it was sent.
+    ///
+    /// `field("data")` is [`data`](Self::data): an event of a type outside the
+    /// catalogue keeps its `data` as sent; a catalogue kind has it typed in
+    /// [`kind`](Self::kind) instead, and answers `None`.
     pub fn field(&self, name: &str) -> Option<&RawValue> {
+        if name == "data" {
+            return self.data();
+        }
         self.extra.get(name).and_then(raw_value)
+    }
+
+    /// The event's `data` exactly as it was sent (JSON `null` when the body
+    /// had none), for an event of a type outside the catalogue
+    /// ([`EventKind::Other`]). A catalogue kind has its data typed in
+    /// [`kind`](Self::kind) — a payment event's intent is
+    /// [`payment_intent`](Self::payment_intent) — and answers `None`.
+    ///
+    /// ```
+    /// use payhook::Event;
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Check { id: String, passed: bool }
+    ///
+    /// // A Standard Webhooks sender's event, its resource in `data`.
+    /// let body = br#"{"type":"kyc.check.completed","timestamp":"2026-11-25T21:00:00Z",
+    ///   "data":{"id":"chk_1","passed":true}}"#;
+    /// let event = Event::from_slice_with_id(body, "msg_1").unwrap();
+    /// assert_eq!(event.data().unwrap().get(), r#"{"id":"chk_1","passed":true}"#);
+    /// let check: Check = event.data_as().unwrap();
+    /// assert!(check.passed && check.id == "chk_1");
+    /// ```
+    pub fn data(&self) -> Option<&RawValue> {
+        match &self.kind {
+            EventKind::Other { data } => Some(data),
+            _ => None,
+        }
+    }
+
+    /// The event's `data` read into `T`, for an event of a type outside the
+    /// catalogue (see [`data`](Self::data)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPayload`] naming `data` when it does not fit `T`, or
+    /// when the event is a catalogue kind, whose data is typed in
+    /// [`kind`](Self::kind).
+    pub fn data_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
+        let data = self.data().ok_or_else(|| {
+            Error::InvalidPayload(format!(
+                "the data of a {} event is typed: read it from Event::kind",
+                Untrusted::value(&self.event_type)
+            ))
+        })?;
+        serde_json::from_str(data.get()).map_err(|err| Error::InvalidPayload(format!("data: {err}")))
     }
 
     /// Every other top-level field, by name.
@@ -164,8 +216,9 @@ impl Event {
 }
 
 /// The body with a bare payment intent in `data` (its `object` the string
-/// `"payment_intent"`) wrapped as `{"object": …}`, the service's shape; `None`
-/// when `data` is not such an intent.
+/// `"payment_intent"`, or no `object` at all, as the Standard Webhooks
+/// examples send a resource) wrapped as `{"object": …}`, the service's shape;
+/// `None` when `data` is not such an intent.
 fn with_bare_intent_wrapped(body: &[u8]) -> Option<String> {
     #[derive(Deserialize)]
     struct DataOnly<'a> {
@@ -178,8 +231,11 @@ fn with_bare_intent_wrapped(body: &[u8]) -> Option<String> {
     }
     let text = std::str::from_utf8(body).ok()?;
     let data = serde_json::from_str::<DataOnly<'_>>(text).ok()?.data?.get();
-    let tag = serde_json::from_str::<ObjectTag>(data).ok()?.object?;
-    if tag != PaymentIntent::OBJECT {
+    // A JSON object whose `object` is absent or the intent's tag; a `data`
+    // whose `object` is anything else (another resource's tag, or the
+    // service's wrapper) keeps the first parse's error.
+    let tag = serde_json::from_str::<ObjectTag>(data).ok()?.object;
+    if tag.is_some_and(|tag| tag != PaymentIntent::OBJECT) {
         return None;
     }
     // `data` borrows from `text`: its place in it, to splice the wrapper in.

@@ -202,6 +202,38 @@ mod tests {
         );
     }
 
+    /// An event outside the catalogue gives its `data` through `data()`,
+    /// `data_as()` and `field("data")`; a payment event's data is typed, and
+    /// those say so rather than answer with something else.
+    #[test]
+    fn an_untyped_events_data_is_read_the_ways_a_user_tries() {
+        let event =
+            Event::from_slice(br#"{"id":"evt_o","type":"kyc.check.completed","data":{"id":"chk_1","n":2}}"#)
+                .unwrap();
+        assert_eq!(event.data().map(RawValue::get), Some(r#"{"id":"chk_1","n":2}"#));
+        assert_eq!(
+            event.field("data").map(RawValue::get),
+            Some(r#"{"id":"chk_1","n":2}"#)
+        );
+        #[derive(Deserialize)]
+        struct Check {
+            n: u8,
+        }
+        assert_eq!(event.data_as::<Check>().unwrap().n, 2);
+        let wrong = event.data_as::<Vec<u8>>().unwrap_err().to_string();
+        assert!(wrong.contains("data:"), "{wrong}");
+        let none = Event::from_slice(br#"{"id":"evt_n","type":"kyc.check.completed"}"#).unwrap();
+        assert_eq!(none.data().map(RawValue::get), Some("null"));
+
+        let paid = Event::from_slice(
+            br#"{"id":"evt_p","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount":1,"currency":"btc","status":"succeeded"}}}"#,
+        )
+        .unwrap();
+        assert!(paid.data().is_none() && paid.field("data").is_none());
+        let typed = paid.data_as::<serde_json::Value>().unwrap_err().to_string();
+        assert!(typed.contains("typed: read it from Event::kind"), "{typed}");
+    }
+
     /// The service documents string values, but a signed event with other
     /// values must not become a permanent 400: they are kept as JSON text.
     #[test]
