@@ -126,8 +126,8 @@ impl fmt::Debug for StandardWebhooks {
 struct Parts<'a> {
     id: &'a [u8],
     timestamp: u64,
-    v1: Vec<[u8; 32]>,
-    v1a: Vec<[u8; 64]>,
+    v1: Decoded<32>,
+    v1a: Decoded<64>,
 }
 
 impl StandardWebhooks {
@@ -160,7 +160,7 @@ impl StandardWebhooks {
             let expected = hmac_of(secret, parts.id, t, body);
             // Every candidate is compared, so the time taken does not tell
             // which one (or which byte of it) was close.
-            for candidate in &parts.v1 {
+            for candidate in parts.v1.as_slice() {
                 matched |= constant_time::eq(&expected, candidate.as_slice());
             }
         }
@@ -173,7 +173,7 @@ impl StandardWebhooks {
             return false;
         }
         let message = signed_content(parts.id, t, body);
-        parts.v1a.iter().any(|candidate| {
+        parts.v1a.as_slice().iter().any(|candidate| {
             let signature = ed25519_dalek::Signature::from_bytes(candidate);
             // Public values only: no need for constant time here.
             self.public_keys
@@ -210,8 +210,8 @@ impl<'a> Parts<'a> {
         let mut parts = Self {
             id,
             timestamp,
-            v1: Vec::new(),
-            v1a: Vec::new(),
+            v1: Decoded::default(),
+            v1a: Decoded::default(),
         };
         parts.read_signatures(header(headers, WEBHOOK_SIGNATURE)?)?;
         Ok(parts)
@@ -234,8 +234,8 @@ impl<'a> Parts<'a> {
             };
             let (version, encoded) = (&item[..comma], &item[comma + 1..]);
             match version {
-                b"v1" => push_distinct(&mut self.v1, decode_exact::<32>(encoded)),
-                b"v1a" => push_distinct(&mut self.v1a, decode_exact::<64>(encoded)),
+                b"v1" => self.v1.push_distinct(decode_exact::<32>(encoded)),
+                b"v1a" => self.v1a.push_distinct(decode_exact::<64>(encoded)),
                 _ => {}
             }
         }
@@ -249,13 +249,43 @@ impl<'a> Parts<'a> {
     }
 }
 
-/// Adds a decoded signature unless it is already listed: a header repeating
-/// one item costs one check, not one per copy.
-fn push_distinct<const N: usize>(list: &mut Vec<[u8; N]>, signature: Option<[u8; N]>) {
-    if let Some(signature) = signature {
-        if !list.contains(&signature) {
-            list.push(signature);
+/// The distinct decoded signatures of one version, at most
+/// [`MAX_SIGNATURE_ITEMS`], kept inline: reading a header does not allocate.
+struct Decoded<const N: usize> {
+    items: [[u8; N]; MAX_SIGNATURE_ITEMS],
+    len: usize,
+}
+
+impl<const N: usize> Default for Decoded<N> {
+    fn default() -> Self {
+        Self {
+            items: [[0; N]; MAX_SIGNATURE_ITEMS],
+            len: 0,
         }
+    }
+}
+
+impl<const N: usize> Decoded<N> {
+    /// Adds a decoded signature unless it is already listed: a header
+    /// repeating one item costs one check, not one per copy. The header's
+    /// items were counted first, so there is always room.
+    fn push_distinct(&mut self, signature: Option<[u8; N]>) {
+        let Some(signature) = signature else { return };
+        if self.as_slice().contains(&signature) {
+            return;
+        }
+        if let Some(slot) = self.items.get_mut(self.len) {
+            *slot = signature;
+            self.len += 1;
+        }
+    }
+
+    fn as_slice(&self) -> &[[u8; N]] {
+        &self.items[..self.len]
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 
