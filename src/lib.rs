@@ -163,7 +163,7 @@ pub mod event {
     pub use payhook_core::event::names::*;
     #[doc(inline)]
     pub use payhook_core::event::{
-        parse_as, Carries, EventType, MetadataIter, TestHelper, TypeName, CATALOGUE,
+        parse_as, same_content, Carries, EventType, MetadataIter, TestHelper, TypeName, CATALOGUE,
     };
 }
 

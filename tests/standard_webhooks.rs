@@ -307,7 +307,7 @@ async fn a_signature_flood_leaves_genuine_deliveries_alone(url: &str, signing_ke
     tokio::time::sleep(Duration::from_millis(200)).await;
     let mut latencies = Vec::new();
     for n in 0..20 {
-        let genuine = StandardDelivery::now(body.clone(), &format!("msg_genuine_{n}"), signing_key).unwrap();
+        let genuine = StandardDelivery::now(body.clone(), format!("msg_genuine_{n}"), signing_key).unwrap();
         let started = Instant::now();
         assert_eq!(post(url, &genuine).await, (RECEIVED.0, RECEIVED.1.to_owned()));
         latencies.push(started.elapsed());

@@ -183,6 +183,7 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
         InboxAction::Show { id } => {
             let event = admin.show(id).await.map_err(failure)?;
             show(&event);
+            show_differing(&admin, &event).await;
             show_history(&admin, &event).await;
             // The body last, as before: it is the longest part.
             show_body(&event);
@@ -327,6 +328,20 @@ fn show(event: &StoredEvent) {
 
 /// The event's recorded attempts and the other events of its payment intent
 /// (an inbox whose schema predates the attempts record has none to show).
+/// The duplicates of the event whose content differed, when any arrived (an
+/// inbox whose schema predates the record has none to show).
+async fn show_differing(admin: &Admin, event: &StoredEvent) {
+    if let Ok(Some(differing)) = admin.differing_copies(&event.event_id).await {
+        say!(
+            "differing copies: {} later deliver{} of this id carried another type or data, the last {} ago; \
+             each was acknowledged and the first body kept",
+            differing.copies,
+            if differing.copies == 1 { "y" } else { "ies" },
+            age(differing.last_at)
+        );
+    }
+}
+
 async fn show_history(admin: &Admin, event: &StoredEvent) {
     match admin.attempts(&event.event_id).await {
         Ok(attempts) if attempts.is_empty() => say!("attempt history: none recorded"),

@@ -95,7 +95,7 @@ async fn a_bare_intent_is_read_with_or_without_its_object_member() {
         let body = format!(
             r#"{{"type":"payment_intent.succeeded","timestamp":"2026-11-25T21:00:00Z","data":{data}}}"#
         );
-        let delivery = StandardDelivery::now(body, &format!("msg_bare_{n}"), SECRET).unwrap();
+        let delivery = StandardDelivery::now(body, format!("msg_bare_{n}"), SECRET).unwrap();
         let event = deliver(&receiver, &delivery).await;
         let pi = event
             .payment_intent()

@@ -26,10 +26,11 @@ use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
 use crate::operations::{PARK_BATCH, PURGE_BATCH};
 
 pub use crate::attempts::MAX_ATTEMPT_RECORDS;
-pub use crate::dialect::{ATTEMPTS_TABLE, DUPLICATES_TABLE, PAUSED_TABLE};
+pub use crate::dialect::{ATTEMPTS_TABLE, DIFFERING_TABLE, DUPLICATES_TABLE, PAUSED_TABLE};
 pub use crate::model::{
-    ActivitySlot, Attempt, AttemptOutcome, BulkAction, BulkCount, BulkReport, Cursor, Filter, IntentEvent,
-    Page, PageQuery, PausedType, Selection, State, Stats, StoredEvent, MAX_BULK_IDS, MAX_PAGE,
+    ActivitySlot, Attempt, AttemptOutcome, BulkAction, BulkCount, BulkReport, Cursor, DifferingCopies,
+    Filter, IntentEvent, Page, PageQuery, PausedType, Selection, State, Stats, StoredEvent, MAX_BULK_IDS,
+    MAX_PAGE,
 };
 
 /// A connection to an inbox for operations. Never creates, migrates or
@@ -465,6 +466,17 @@ impl<DB: Backend> Admin<DB> {
     /// A database error (an unknown id has no attempts).
     pub async fn attempts(&self, event_id: &str) -> Result<Vec<Attempt>, InboxError> {
         Ok(DB::attempts(&self.db, &self.namespace, event_id).await?)
+    }
+
+    /// The duplicate deliveries of one event whose content differed from the
+    /// stored event (another `type` or `data` under the same id), or `None`
+    /// when every copy said the same. The first body stays the event's.
+    ///
+    /// # Errors
+    /// A database error, or an inbox whose schema predates the record (the
+    /// app adds it when it next starts).
+    pub async fn differing_copies(&self, event_id: &str) -> Result<Option<DifferingCopies>, InboxError> {
+        Ok(DB::differing_copies(&self.db, &self.namespace, event_id).await?)
     }
 
     /// The events of one payment intent, in `created` order (at most `limit`).

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use payhook_core::adapter::Headers;
 use payhook_core::defaults::{MAX_DURATION, MIN_LEASE};
+use payhook_core::event::same_content;
 use payhook_core::{Error, Event, Receiver, Reply};
 use sqlx::{Any, Pool};
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -743,11 +744,11 @@ async fn write_batches<DB: Backend>(db: Database<DB>, namespace: String, mut que
             }
         };
         let stored = answers.iter().any(|answer| matches!(answer, Ok(true)));
-        let duplicates: Vec<(String, i64)> = batch
+        let duplicates: Vec<NewRow> = batch
             .iter()
             .zip(&answers)
             .filter(|(_, answer)| matches!(answer, Ok(false)))
-            .map(|(pending, _)| (pending.row.event_id.clone(), pending.row.received_at))
+            .map(|(pending, _)| pending.row.clone())
             .collect();
         for (pending, answer) in batch.drain(..).zip(answers) {
             // A waiter that went away (its request was dropped) is skipped.
@@ -763,10 +764,15 @@ async fn write_batches<DB: Backend>(db: Database<DB>, namespace: String, mut que
     }
 }
 
-/// Adds acknowledged duplicates to the duplicates record, after their
-/// replies and beside the next batch; a failure to is logged, never fatal.
-async fn record_duplicates<DB: Backend>(db: Database<DB>, namespace: String, duplicates: Vec<(String, i64)>) {
-    let rows: Vec<(&str, i64)> = duplicates.iter().map(|(id, at)| (id.as_str(), *at)).collect();
+/// Adds acknowledged duplicates to the duplicates record, then compares each
+/// with its stored event and records the ones whose content differed; after
+/// their replies and beside the next batch. A failure to is logged, never
+/// fatal.
+async fn record_duplicates<DB: Backend>(db: Database<DB>, namespace: String, duplicates: Vec<NewRow>) {
+    let rows: Vec<(&str, i64)> = duplicates
+        .iter()
+        .map(|row| (row.event_id.as_str(), row.received_at))
+        .collect();
     let recorded = db
         .write(DB::record_duplicates(&db, &namespace, &rows, now_ms()))
         .await;
@@ -774,6 +780,38 @@ async fn record_duplicates<DB: Backend>(db: Database<DB>, namespace: String, dup
         let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
         tracing::warn!(target: "payhook", %reason, "could not write to the duplicates record");
     }
+    for row in &duplicates {
+        if let Err(err) = compare_duplicate(&db, &namespace, row).await {
+            let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
+            tracing::warn!(target: "payhook", event_id = %payhook_escape(&row.event_id), %reason, "could not compare a duplicate delivery with its stored event");
+        }
+    }
+}
+
+/// Compares a duplicate's body with its stored event's: one that says
+/// something else (another `type` or `data`) is logged at WARN, counted and
+/// recorded. The stored body is kept either way: it is what the handler got.
+async fn compare_duplicate<DB: Backend>(
+    db: &Database<DB>,
+    namespace: &str,
+    row: &NewRow,
+) -> Result<(), sqlx::Error> {
+    let Some(stored) = db.bounded(DB::stored_body(db, namespace, &row.event_id)).await? else {
+        return Ok(()); // purged since: nothing to compare with
+    };
+    if same_content(&stored, &row.body) {
+        return Ok(());
+    }
+    m::differing_duplicate(namespace.to_owned());
+    tracing::warn!(target: "payhook", event_id = %payhook_escape(&row.event_id), "duplicate delivery with a different body: its type or data differs from the stored event's; acknowledged, and the first body kept");
+    db.write(DB::record_differing(
+        db,
+        namespace,
+        &row.event_id,
+        row.received_at,
+        &row.body,
+    ))
+    .await
 }
 
 /// Writes a batch in one statement; when that statement fails, each row

@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | `payhook_inbox_ingested_total` | counter | new events stored |
 //! | `payhook_inbox_duplicates_total` | counter | deliveries of events already stored |
+//! | `payhook_inbox_differing_duplicates_total` | counter | of those, the ones whose `type` or `data` differed from the stored event (acknowledged, the first body kept; [`Admin::differing_copies`](crate::admin::Admin::differing_copies)) |
 //! | `payhook_inbox_processed_total` | counter | events whose handler succeeded and whose mark committed |
 //! | `payhook_inbox_failed_total` | counter | failed attempts (error, panic, lost lease) |
 //! | `payhook_inbox_dead_total` | counter | events that used their last attempt |
@@ -29,6 +30,9 @@
 pub const INGESTED: &str = "payhook_inbox_ingested_total";
 /// Deliveries of events already stored.
 pub const DUPLICATES: &str = "payhook_inbox_duplicates_total";
+/// Duplicate deliveries whose content (`type` or `data`) differed from the
+/// stored event; also counted in [`DUPLICATES`].
+pub const DIFFERING_DUPLICATES: &str = "payhook_inbox_differing_duplicates_total";
 /// Events processed (handler succeeded, mark committed).
 pub const PROCESSED: &str = "payhook_inbox_processed_total";
 /// Failed attempts.
@@ -60,7 +64,16 @@ pub const CLAIM: &str = "claim";
 /// Exports every counter of `namespace` at 0, so the first increase after a
 /// start is seen by rate and increase rules.
 pub(crate) fn register(namespace: &str) {
-    for name in [INGESTED, DUPLICATES, PROCESSED, FAILED, DEAD, CLAIMS, CLAIMED] {
+    for name in [
+        INGESTED,
+        DUPLICATES,
+        DIFFERING_DUPLICATES,
+        PROCESSED,
+        FAILED,
+        DEAD,
+        CLAIMS,
+        CLAIMED,
+    ] {
         metrics::counter!(name, "namespace" => namespace.to_owned()).increment(0);
     }
     for operation in [INGEST, CLAIM] {
@@ -79,6 +92,10 @@ pub(crate) fn ingested(namespace: String) {
 
 pub(crate) fn duplicate(namespace: String) {
     metrics::counter!(DUPLICATES, "namespace" => namespace).increment(1);
+}
+
+pub(crate) fn differing_duplicate(namespace: String) {
+    metrics::counter!(DIFFERING_DUPLICATES, "namespace" => namespace).increment(1);
 }
 
 pub(crate) fn claim(namespace: String, claimed: usize) {

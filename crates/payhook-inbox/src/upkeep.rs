@@ -62,6 +62,19 @@ pub(crate) async fn purge_expired<DB: Backend>(db: &Database<DB>, config: &Confi
     true
 }
 
+/// Forgets the differing copies of events no longer stored, whichever way
+/// they went (retention, by hand, in bulk). The record holds a row only per
+/// event that had one, so this reads a few rows at most.
+pub(crate) async fn forget_orphaned_differing<DB: Backend>(db: &Database<DB>, config: &Config) {
+    if let Err(err) = db
+        .write(DB::forget_orphaned_differing(db, &config.namespace))
+        .await
+    {
+        let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
+        tracing::warn!(target: "payhook", %reason, "could not forget the differing copies of purged events");
+    }
+}
+
 /// How often the workers look whether this process wrote to its SQLite file
 /// since they last copied the WAL back ([`copy_back_wal`]).
 pub(crate) const COPY_BACK_EVERY: Duration = Duration::from_millis(50);

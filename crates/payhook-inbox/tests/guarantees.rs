@@ -47,7 +47,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use payhook_core::sender::SignedDelivery;
 use payhook_core::{Receiver, Reply};
 use payhook_inbox::admin::{Admin, StoredEvent};
-use payhook_inbox::metrics::{DUPLICATES, INGESTED};
+use payhook_inbox::metrics::{DIFFERING_DUPLICATES, DUPLICATES, INGESTED};
 use payhook_inbox::sqlx::{self, AnyPool, Row};
 use payhook_inbox::{HandlerError, Inbox, InboxBuilder, InboxError, Job};
 use payhook_test_support::unique;
@@ -565,6 +565,85 @@ async fn repeated_delivery_is_counted_as_a_duplicate(backend: Backend) {
     );
     assert_eq!(setup.rows().await.len(), 2);
     assert_eq!(setup.show(&one).await.attempts, 1);
+}
+
+/// A duplicate whose type or data differs from the stored event is still
+/// acknowledged and the first body kept (the handler gets it), but it is
+/// logged at WARN, counted apart and recorded for the event's page; the same
+/// event serialised otherwise (members reordered, spaced, the envelope's own
+/// fields changed) is an ordinary duplicate. The record goes with its event.
+async fn a_duplicate_that_differs_is_flagged(backend: Backend) {
+    let setup = Setup::new(backend).await;
+    let inbox = setup.inbox(|b| b).await;
+    let ns = setup.namespace.as_str();
+    let id = format!("evt_{ns}_differs");
+    let first = event(&id, "pi_first", 1);
+    ingest_ok(&inbox, &first).await;
+    // The same event as another source serialises it: not a differing copy.
+    let reserialised = Bytes::from(format!(
+        r#"{{ "data" : {{ "object" : {{ "status":"succeeded","currency":"btc","amount":100,"object":"payment_intent","id":"pi_first","created":1 }} }},
+            "object":"event", "livemode":false, "created":2, "type":"payment_intent.succeeded", "id":"{id}" }}"#
+    ));
+    ingest_ok(&inbox, &reserialised).await;
+    // Another amount under the same id, signed: acknowledged, and flagged.
+    let altered = Bytes::from(
+        String::from_utf8(first.to_vec())
+            .unwrap()
+            .replace(r#""amount":100"#, r#""amount":900"#),
+    );
+    ingest_ok(&inbox, &altered).await;
+    ingest_ok(&inbox, &altered).await;
+    eventually("both differing copies recorded", || async {
+        setup
+            .admin
+            .differing_copies(&id)
+            .await
+            .unwrap()
+            .is_some_and(|copies| copies.copies == 2)
+    })
+    .await;
+    assert_eq!(counter(DUPLICATES, ns), 3.0);
+    assert_eq!(counter(DIFFERING_DUPLICATES, ns), 2.0);
+    assert_eq!(log_lines("duplicate delivery with a different body", &id), 2);
+    let copies = setup.admin.differing_copies(&id).await.unwrap().unwrap();
+    assert_eq!(copies.last_body.as_bytes(), &altered[..]);
+    assert!(copies.first_at <= copies.last_at);
+    // The first body is the event's, and is what the handler gets.
+    assert_eq!(
+        setup.show(&id).await.body.as_deref().map(str::as_bytes),
+        Some(&first[..])
+    );
+    let table = setup.ledger.clone();
+    let workers = inbox.start(move |job: TestJob| {
+        let table = table.clone();
+        async move {
+            let amount = job.event().payment_intent().unwrap().amount;
+            write_effect(&job, &table, &amount.to_string()).await
+        }
+    });
+    eventually("handled", || async { !setup.ledger().await.is_empty() }).await;
+    assert_eq!(setup.ledger().await, [(id.clone(), "100".to_owned())]);
+    // An event that never had a differing copy has no record.
+    let other = format!("evt_{ns}_same");
+    ingest_ok(&inbox, &event(&other, "pi_same", 1)).await;
+    ingest_ok(&inbox, &event(&other, "pi_same", 1)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(setup.admin.differing_copies(&other).await.unwrap(), None);
+    assert_eq!(counter(DIFFERING_DUPLICATES, ns), 2.0);
+    // Purged with its event: the workers' upkeep forgets the record.
+    eventually("both done", || async {
+        setup.rows().await.iter().all(|(_, state)| state == "done")
+    })
+    .await;
+    setup.admin.purge_done_before(now_ms() + 1).await.unwrap();
+    workers.shutdown().await;
+    let workers = inbox.start(|_job: TestJob| async { Ok(()) });
+    eventually("the record of a purged event forgotten", || async {
+        setup.admin.differing_copies(&id).await.unwrap().is_none()
+    })
+    .await;
+    workers.shutdown().await;
+    setup.finish().await;
 }
 
 /// A handler three times longer than the shortest lease, with two replicas
@@ -1373,4 +1452,5 @@ on_every_backend!(
     batched_done_mark_clears_the_last_error,
     claimed_ahead_events_are_handed_back_uncounted,
     handled_event_is_logged_at_info,
+    a_duplicate_that_differs_is_flagged,
 );

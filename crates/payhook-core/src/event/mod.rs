@@ -50,6 +50,7 @@
 //! `payhook::adapter`.
 
 mod catalogue;
+mod content;
 mod data;
 mod envelope;
 mod intent;
@@ -61,6 +62,7 @@ pub use catalogue::data_types::*;
 pub use catalogue::names::{self, *};
 pub use catalogue::{Carries, EventKind, EventType, TestHelper, TypeName, CATALOGUE};
 pub(crate) use catalogue::{KindIndex, KIND_COUNT};
+pub use content::same_content;
 pub use envelope::Event;
 pub use intent::{Metadata, MetadataIter, PaymentIntent, PaymentIntentStatus, PaymentMethod};
 pub use payload::{into_payload, parse_as};

@@ -45,6 +45,9 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
         Ok(attempts) => attempts,
         Err(err) => return unavailable(ctx.base, &err),
     };
+    // Absent on an inbox whose schema predates the record, until the app
+    // next starts: the page is shown without it.
+    let differing = ctx.admin.differing_copies(id).await.ok().flatten();
     let siblings = match &event.intent_id {
         Some(intent) => match ctx.admin.intent_events(intent, 100).await {
             Ok(events) => events,
@@ -147,6 +150,21 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
              <button type=\"submit\" id=\"retry\">Retry this event…</button></form>",
             ctx.csrf_field(),
             escape(&event.event_id)
+        );
+    }
+    if let Some(differing) = &differing {
+        let body = lay_out_json(&differing.last_body, "");
+        let _ = write!(
+            out,
+            "<h2>Differing copies</h2><p class=\"notice\" id=\"differing\">{} later deliver{} of this id \
+             carried another type or data (first at {} UTC, last at {} UTC). Each was acknowledged and \
+             the first body kept: the one below, which the handler got. The last differing body:</p>\
+             <pre class=\"body\" id=\"differing-body\">{}</pre>",
+            differing.copies,
+            if differing.copies == 1 { "y" } else { "ies" },
+            escape(&format_utc(differing.first_at)),
+            escape(&format_utc(differing.last_at)),
+            escape(&body.text)
         );
     }
     out.push_str("<h2>Attempts</h2>");

@@ -17,7 +17,7 @@ pub(crate) struct Migration {
 }
 
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 8] = [
+pub(crate) const MIGRATIONS: [Migration; 9] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../migrations/sqlite/0001_inbox_table.sql"),
@@ -65,6 +65,12 @@ pub(crate) const MIGRATIONS: [Migration; 8] = [
         version: 8,
         sqlite: include_str!("../../migrations/sqlite/0008_fill_factor.sql"),
         postgres: include_str!("../../migrations/postgres/0008_fill_factor.sql"),
+        clears_done_errors: false,
+    },
+    Migration {
+        version: 9,
+        sqlite: include_str!("../../migrations/sqlite/0009_differing_copies.sql"),
+        postgres: include_str!("../../migrations/postgres/0009_differing_copies.sql"),
         clears_done_errors: false,
     },
 ];

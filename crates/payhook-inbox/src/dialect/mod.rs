@@ -63,6 +63,14 @@ macro_rules! duplicates_table {
 }
 pub(crate) use duplicates_table;
 
+/// The differing copies' table name, for `concat!`.
+macro_rules! differing_table {
+    () => {
+        "payhook_inbox_differing"
+    };
+}
+pub(crate) use differing_table;
+
 /// The table every backend keeps events in.
 pub const TABLE: &str = table!();
 
@@ -83,6 +91,12 @@ pub const PAUSED_TABLE: &str = paused_table!();
 /// The table recording when each duplicate delivery (of an event already
 /// stored) was acknowledged, for the overview's count; kept a day.
 pub const DUPLICATES_TABLE: &str = duplicates_table!();
+
+/// The table recording duplicate deliveries whose content differed from the
+/// stored event: one row per event, with how many, when, and the last such
+/// body ([`Admin::differing_copies`](crate::admin::Admin::differing_copies));
+/// removed once its event is.
+pub const DIFFERING_TABLE: &str = differing_table!();
 
 /// Which SQL dialect a database speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

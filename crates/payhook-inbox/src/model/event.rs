@@ -87,3 +87,22 @@ pub struct IntentEvent {
     /// Its `created` (Unix seconds).
     pub created: i64,
 }
+
+/// Duplicate deliveries of an event whose content differed from the stored
+/// one ([`Admin::differing_copies`](crate::admin::Admin::differing_copies)):
+/// the same id with another `type` or `data`. Each was acknowledged like any
+/// duplicate; the first body stays the event's, and is what its handler got.
+/// A copy that differs only in how it was serialised (key order, spacing,
+/// escapes, the envelope's own fields) is an ordinary duplicate, not one of
+/// these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DifferingCopies {
+    /// How many such copies arrived.
+    pub copies: i64,
+    /// When the first arrived (Unix milliseconds).
+    pub first_at: i64,
+    /// When the last arrived (Unix milliseconds).
+    pub last_at: i64,
+    /// The last one's raw body.
+    pub last_body: String,
+}

@@ -14,7 +14,7 @@ mod state;
 mod stats;
 
 pub use bulk::{BulkAction, BulkCount, BulkReport, Selection, MAX_BULK_IDS};
-pub use event::{Attempt, Filter, IntentEvent, StoredEvent, MAX_ID_BYTES};
+pub use event::{Attempt, DifferingCopies, Filter, IntentEvent, StoredEvent, MAX_ID_BYTES};
 pub use page::{Cursor, Page, PageQuery, MAX_PAGE};
 pub use pause::PausedType;
 pub(crate) use rows::{AttemptRecord, ClaimRequest, ClaimResult, Claimed, NewRow};

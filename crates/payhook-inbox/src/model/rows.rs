@@ -4,7 +4,7 @@
 use crate::model::AttemptOutcome;
 
 /// The columns ingest writes.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct NewRow {
     pub(crate) event_id: String,
     pub(crate) event_type: String,

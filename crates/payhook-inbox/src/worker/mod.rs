@@ -66,7 +66,7 @@ use crate::error::{describe, payhook_escape};
 use crate::inner::{Config, Inner};
 use crate::metrics as m;
 use crate::model::{ClaimRequest, Claimed};
-use crate::upkeep::{copy_back_wal, purge_expired, report_depth, PURGE_EVERY};
+use crate::upkeep::{copy_back_wal, forget_orphaned_differing, purge_expired, report_depth, PURGE_EVERY};
 
 /// How far ahead of its handlers a process claims: the events its handlers
 /// finish in this long, at their recent pace.
@@ -202,6 +202,7 @@ async fn dispatch<DB: Backend>(
         }
         if now >= next_purge {
             let purged = purge_expired(&db, &config).await;
+            forget_orphaned_differing(&db, &config).await;
             // A full round means more is waiting: come back soon, so the
             // purge keeps up with any sustained rate of new events.
             next_purge = now + if purged { PURGE_EVERY / 10 } else { PURGE_EVERY };
