@@ -110,14 +110,18 @@ sql_bounds! {
             at: i64,
             body: &'a str,
         ) -> Result<(), sqlx::Error> {
+            // Copies of two batches are compared by tasks of their own, so
+            // they may be recorded out of arrival order: the times and the
+            // last body go by arrival, not by which was recorded last.
             const RECORD: &str = concat!(
                 "INSERT INTO ",
                 differing_table!(),
-                " (namespace, event_id, first_at, last_at, copies, last_body) VALUES ($1, $2, $3, $3, 1, $4) \
+                " AS d (namespace, event_id, first_at, last_at, copies, last_body) VALUES ($1, $2, $3, $3, 1, $4) \
                  ON CONFLICT (namespace, event_id) DO UPDATE SET \
-                 last_at = excluded.last_at, copies = ",
-                differing_table!(),
-                ".copies + 1, last_body = excluded.last_body"
+                 first_at = CASE WHEN excluded.first_at < d.first_at THEN excluded.first_at ELSE d.first_at END, \
+                 last_body = CASE WHEN excluded.last_at >= d.last_at THEN excluded.last_body ELSE d.last_body END, \
+                 last_at = CASE WHEN excluded.last_at > d.last_at THEN excluded.last_at ELSE d.last_at END, \
+                 copies = d.copies + 1"
             );
             sqlx::query(RECORD).bind(namespace).bind(event_id).bind(at).bind(body).execute(&db.pool).await?;
             Ok(())
