@@ -97,6 +97,7 @@ mod sqlite_file;
 mod trace;
 mod upkeep;
 mod worker;
+mod writers;
 
 pub use backend::Backend;
 pub use dialect::{SCHEMA_TABLE, TABLE};

@@ -13,13 +13,13 @@ use tokio::sync::{mpsc, oneshot, Mutex, OwnedSemaphorePermit};
 use tracing::Instrument;
 
 use super::job::{ClaimRef, Handler, Job, Slot};
-use super::writer::{AttemptEnded, Mark, Step};
 use crate::backend::Backend;
 use crate::clock::{millis, now_ms, random_u64};
 use crate::error::{describe, payhook_escape};
 use crate::inner::{Config, Inner};
 use crate::metrics as m;
 use crate::model::{AttemptOutcome, AttemptRecord, Claimed};
+use crate::writers::marks::{AttemptEnded, Mark, Step};
 
 /// Where an attempt's results go: the writers' queues, and the count of
 /// handlers finished (the workers' pace).

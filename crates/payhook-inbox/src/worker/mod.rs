@@ -45,7 +45,6 @@
 
 mod attempt;
 mod job;
-mod writer;
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -58,7 +57,6 @@ use tokio::task::JoinSet;
 pub use self::job::{Handler, HandlerError, HandlerFuture, Job, JobTransaction};
 
 use self::attempt::{process, Writers};
-use self::writer::{record_attempts, write_marks, Mark, Step, MARK_BATCH};
 use crate::backend::Backend;
 use crate::clock::{millis, new_token, now_ms};
 use crate::database::Database;
@@ -67,6 +65,7 @@ use crate::inner::{Config, Inner};
 use crate::metrics as m;
 use crate::model::{ClaimRequest, Claimed};
 use crate::upkeep::{copy_back_wal, forget_orphaned_differing, purge_expired, report_depth, PURGE_EVERY};
+use crate::writers::marks::{record_attempts, write_marks, Mark, Step, MARK_BATCH};
 
 /// How far ahead of its handlers a process claims: the events its handlers
 /// finish in this long, at their recent pace.
@@ -435,9 +434,9 @@ async fn hand_back<DB: Backend>(db: &Database<DB>, local: &mut VecDeque<Claimed>
 #[cfg(test)]
 mod tests {
     use super::attempt::backoff;
-    use super::writer::mark_all;
     use super::*;
     use crate::clock::random_u64;
+    use crate::writers::marks::mark_all;
     use sqlx::Any;
     use sqlx::Row as _;
 

@@ -17,11 +17,11 @@ use crate::error::describe;
 use crate::model::AttemptRecord;
 
 /// Most marks (or attempt records) written by one statement.
-pub(super) const MARK_BATCH: usize = 512;
+pub(crate) const MARK_BATCH: usize = 512;
 
 /// Which mark an event waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Step {
+pub(crate) enum Step {
     /// Its attempt starts (counted before the handler runs).
     Start,
     /// Its handler succeeded without opening its transaction: done.
@@ -29,18 +29,18 @@ pub(super) enum Step {
 }
 
 /// One event's mark, waiting to be written with others.
-pub(super) struct Mark {
-    pub(super) arrival: i64,
-    pub(super) token: i64,
-    pub(super) step: Step,
+pub(crate) struct Mark {
+    pub(crate) arrival: i64,
+    pub(crate) token: i64,
+    pub(crate) step: Step,
     /// The event's attempt number once marked, `None` when the row was no
     /// longer this claim's (the lease was lost), or why the batch failed.
-    pub(super) answer: oneshot::Sender<Result<Option<i64>, String>>,
+    pub(crate) answer: oneshot::Sender<Result<Option<i64>, String>>,
 }
 
 /// Writes the marks waiting in `queue`, as many as are there in one
 /// statement. Ends when every sender is gone.
-pub(super) async fn write_marks<DB: Backend>(
+pub(crate) async fn write_marks<DB: Backend>(
     db: Database<DB>,
     namespace: String,
     mut queue: mpsc::Receiver<Mark>,
@@ -78,7 +78,7 @@ pub(super) async fn write_marks<DB: Backend>(
 
 /// Writes a batch of marks (sorted by arrival); for each, the attempt number
 /// when its row was still its claim's.
-pub(super) async fn mark_all<DB: Backend>(
+pub(crate) async fn mark_all<DB: Backend>(
     db: &Database<DB>,
     namespace: &str,
     batch: &[Mark],
@@ -126,11 +126,11 @@ pub(super) async fn mark_all<DB: Backend>(
 
 /// An ended attempt on its way to the attempts record, and who waits for it
 /// to be written (a failed attempt is recorded before the event's new state).
-pub(super) type AttemptEnded = (AttemptRecord, Option<oneshot::Sender<()>>);
+pub(crate) type AttemptEnded = (AttemptRecord, Option<oneshot::Sender<()>>);
 
 /// Writes ended attempts, all that are waiting in one statement; a failure
 /// to write them is logged, never fatal. Ends when every sender is gone.
-pub(super) async fn record_attempts<DB: Backend>(
+pub(crate) async fn record_attempts<DB: Backend>(
     db: Database<DB>,
     namespace: String,
     mut queue: mpsc::Receiver<AttemptEnded>,
