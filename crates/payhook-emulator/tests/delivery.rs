@@ -1031,3 +1031,62 @@ async fn the_library_resends_like_the_api() {
         (404, Some("webhook_endpoint"))
     );
 }
+
+/// The ids `GET /v1/events?delivery_success=…` lists (one page of up to 100).
+async fn listed(api: &Api, delivery_success: bool) -> Vec<String> {
+    let reply = api
+        .get(&format!(
+            "/v1/events?delivery_success={delivery_success}&limit=100"
+        ))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    reply.ids()
+}
+
+#[tokio::test]
+async fn delivery_success_turns_true_once_one_endpoint_acknowledges() {
+    // Attempt 1 fails at both endpoints; 2 s later the first acknowledges its
+    // retry, the second fails again and is given up.
+    let (emulator, api) = started(Emulator::builder().retry_schedule(
+        RetrySchedule::new(Duration::from_secs(2), Duration::from_secs(2), 2).without_jitter(),
+    ))
+    .await;
+    let recovering = RecordingReceiver::start(Script {
+        fail_first: 1,
+        ..Script::default()
+    })
+    .await;
+    let down = RecordingReceiver::start(Script {
+        fail_first: usize::MAX,
+        ..Script::default()
+    })
+    .await;
+    api.register(&recovering.url).await;
+    api.register(&down.url).await;
+    one_succeeded_event(&api).await;
+    let event = emulator.events()[0].id.clone();
+    eventually(WAIT, "both first attempts failed", || {
+        emulator.attempts().len() == 2
+    })
+    .await;
+    assert!(emulator.attempts().iter().all(|a| !a.succeeded));
+    assert_eq!(
+        listed(&api, false).await,
+        std::slice::from_ref(&event),
+        "not acknowledged yet"
+    );
+    assert!(listed(&api, true).await.is_empty());
+    assert!(!emulator.events()[0].delivery_success());
+
+    assert!(emulator.wait_idle(WAIT).await);
+    let stats = emulator.stats();
+    assert_eq!(
+        (stats.acknowledged, stats.gave_up),
+        (1, 1),
+        "one endpoint is enough"
+    );
+    assert_eq!(recovering.arrivals().len(), 2);
+    assert_eq!(listed(&api, true).await, [event]);
+    assert!(listed(&api, false).await.is_empty());
+    assert!(emulator.events()[0].delivery_success());
+}

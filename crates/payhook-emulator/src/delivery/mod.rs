@@ -445,6 +445,9 @@ async fn attempt(shared: &Arc<Shared>, due: Due) {
     // no acknowledgement: the receiver may still be stuck in its handler.
     let acknowledged =
         outcome.status.is_some_and(|s| (200..300).contains(&s)) && outcome.error.is_none() && !dropped;
+    if acknowledged {
+        event.acknowledged.store(true, Ordering::SeqCst);
+    }
     let next = if acknowledged || attempt >= config.retry.max_attempts {
         None
     } else {
