@@ -42,7 +42,8 @@
 //! is retried on the [`RetrySchedule`], honouring `Retry-After`. One log line
 //! (`tracing`, target `payhook_emulator::delivery`) records each attempt; no
 //! secret is ever logged. [`Faults`] adds duplicates, reordering, delays,
-//! clock skew and lost first attempts, reproducibly from a seed.
+//! clock skew, lost first attempts and undeliverable events, reproducibly
+//! from a seed.
 //!
 //! # Decisions
 //!
@@ -88,6 +89,13 @@
 //! (`param` `types`). The list items are the events' bodies, byte for byte
 //! what their deliveries carry. Events are kept within [`Limits`] (the newest
 //! 10 000 by default, fewer if they are large), not for the service's 30 days.
+//!
+//! **Undeliverable events.** [`Faults::undeliverable`] (`payhook emulate
+//! --undeliverable P`) picks a share of events from the seed; every attempt
+//! of one, to every endpoint, fails without a request being sent and is
+//! recorded as `not sent: the injected fault undeliverable …` (no status, 0
+//! ms), retried on the schedule until it gives up. Such an event stays
+//! `delivery_success=false`; a resend is delivered as usual.
 //!
 //! **Idempotency.** Keys are scoped to the API key and bound to the route, the
 //! object id, the content type and the exact body. A replay rebuilds the first

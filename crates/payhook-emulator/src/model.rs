@@ -55,7 +55,9 @@ pub struct EventRecord {
 impl EventRecord {
     /// Whether an endpoint had acknowledged a delivery of this event (a 2xx
     /// the emulator did not drop) when the record was read: what the events
-    /// list's `delivery_success` filter reads.
+    /// list's `delivery_success` filter reads. An event the
+    /// [`undeliverable`](crate::Faults::undeliverable) fault picked stays
+    /// `false` unless it is resent.
     pub fn delivery_success(&self) -> bool {
         self.acknowledged.load(Ordering::SeqCst)
     }
