@@ -101,6 +101,13 @@ pub struct EmulateArgs {
     #[arg(long)]
     pub drop_first: bool,
 
+    /// Fault: make this share of events (0–1) undeliverable: every attempt to every
+    /// endpoint fails without a request being sent, retries included, so the
+    /// event stays delivery_success=false and only reconciling against
+    /// GET /v1/events finds it. The events picked follow --seed.
+    #[arg(long, value_name = "P", value_parser = parse_probability, allow_negative_numbers = true)]
+    pub undeliverable: Option<f64>,
+
     /// Seed of the fault decisions, to repeat a run [default: random, printed].
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub seed: Option<u64>,
@@ -168,6 +175,10 @@ impl EmulateArgs {
         if self.drop_first {
             faults = faults.drop_first();
             named.push("drop-first".to_owned());
+        }
+        if let Some(p) = self.undeliverable {
+            faults = faults.undeliverable(p);
+            named.push(format!("undeliverable {p}"));
         }
         if let Some(seed) = self.seed {
             faults = faults.seed(seed);

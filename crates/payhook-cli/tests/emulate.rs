@@ -334,12 +334,54 @@ async fn emulate_faults_duplicate_and_drop_yet_the_receiver_handles_each_event_o
     assert!(log.contains("(duplicate copy 1)"), "{log}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emulate_undeliverable_never_sends_and_the_events_list_shows_what_was_missed() {
+    let (listener, url) = bind().await;
+    let emulate = Emulate::start(&[
+        "--addr",
+        "127.0.0.1:0",
+        "--forward-to",
+        &url,
+        "--undeliverable",
+        "1",
+        "--seed",
+        "5",
+    ]);
+    let base = emulate.listening();
+    let key = emulate.line_starting("api key: any sk_test_… key, for example ");
+    let secret = emulate.line_starting("signing secret: ");
+    assert_eq!(emulate.line_starting("faults: "), "undeliverable 1 (seed 5)");
+    let runs = serve(listener, &secret);
+    let intent = pay(&base, &key).await;
+    wait_until("the first attempt logged", || {
+        emulate.stderr().contains(" attempt 1: ")
+    })
+    .await;
+    let log = emulate.stderr();
+    assert!(
+        log.contains("attempt 1: not sent: the injected fault undeliverable fails every attempt of this event (the receiver got no request)"),
+        "{log}"
+    );
+    assert!(
+        runs.lock().expect("not poisoned").is_empty(),
+        "nothing reached the receiver"
+    );
+    let (status, list) = api(&base, &key, "/v1/events?delivery_success=false", None).await;
+    assert_eq!(status, 200, "{list}");
+    let data = list["data"].as_array().expect("a list");
+    assert_eq!(data.len(), 1, "{list}");
+    assert_eq!(data[0]["data"]["object"]["id"], intent.as_str());
+    let (_, delivered) = api(&base, &key, "/v1/events?delivery_success=true", None).await;
+    assert_eq!(delivered["data"], serde_json::json!([]));
+}
+
 #[test]
 fn emulate_refuses_bad_arguments_with_exit_code_2() {
     for args in [
         &["--key", "sk_live_abc"][..],
         &["--key", "sk_test_"],
         &["--duplicates", "1.5"],
+        &["--undeliverable", "2"],
         &["--forward-to", "https://127.0.0.1/webhooks"],
         &["--retry-schedule", "weekly"],
         &["--addr", "not-an-address"],
@@ -362,6 +404,16 @@ fn emulate_refuses_bad_arguments_with_exit_code_2() {
     // is, not mistaken for an unknown flag ("unexpected argument '-0'").
     for (args, says) in [
         (&["--duplicates", "-0.5"][..], "must be a probability from 0 to 1"),
+        (
+            &["--undeliverable", "2"],
+            "invalid value '2' for '--undeliverable <P>': must be a probability from 0 to 1",
+        ),
+        (
+            &["--undeliverable", "-0.1"],
+            "invalid value '-0.1' for '--undeliverable <P>': must be a probability from 0 to 1",
+        ),
+        (&["--undeliverable", "NaN"], "must be a probability from 0 to 1"),
+        (&["--undeliverable", "often"], "must be a probability from 0 to 1"),
         (&["--delay", "-5"], "invalid value '-5' for '--delay <MS>'"),
         (&["--seed", "-1"], "invalid value '-1' for '--seed <N>'"),
         (

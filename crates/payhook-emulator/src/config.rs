@@ -115,9 +115,9 @@ impl Default for RetrySchedule {
 /// Faults injected into deliveries to test a receiver; all off by default.
 ///
 /// Every random choice (which deliveries are duplicated, whether a copy is
-/// concurrent, the retry jitter) is drawn from the [`seed`](Self::seed) and
-/// the order of events and endpoints, so one seed and one sequence of API
-/// calls give the same faults in every run.
+/// concurrent, which events are undeliverable, the retry jitter) is drawn
+/// from the [`seed`](Self::seed) and the order of events and endpoints, so
+/// one seed and one sequence of API calls give the same faults in every run.
 ///
 /// ```
 /// use std::time::Duration;
@@ -134,6 +134,7 @@ pub struct Faults {
     pub(crate) delay: Duration,
     pub(crate) skew_secs: i64,
     pub(crate) drop_first: bool,
+    pub(crate) undeliverable: f64,
     pub(crate) seed: Option<u64>,
 }
 
@@ -146,6 +147,7 @@ impl Default for Faults {
             delay: Duration::ZERO,
             skew_secs: 0,
             drop_first: false,
+            undeliverable: 0.0,
             seed: None,
         }
     }
@@ -193,6 +195,30 @@ impl Faults {
         self
     }
 
+    /// Each event is undeliverable with this probability (0–1), drawn from
+    /// the [`seed`](Self::seed) and the event's creation order: every attempt
+    /// of it to every endpoint (duplicate copies and retries included) fails
+    /// without a request being sent, recorded with the error `not sent: the
+    /// injected fault undeliverable fails every attempt of this event`, until
+    /// the retry schedule gives up. No endpoint ever acknowledges it, so it
+    /// stays `delivery_success=false` in the events list, as when an endpoint
+    /// is down longer than the sender retries: only a receiver that
+    /// reconciles against `GET /v1/events` finds it. A resend
+    /// (`POST /v1/events/:id/resend`) is still delivered: it stands for the
+    /// endpoint being back.
+    ///
+    /// ```
+    /// use payhook::emulator::Faults;
+    ///
+    /// // About three events in ten never arrive; the same ones for seed 7.
+    /// let faults = Faults::default().undeliverable(0.3).seed(7);
+    /// # let _ = faults;
+    /// ```
+    pub fn undeliverable(mut self, probability: f64) -> Self {
+        self.undeliverable = probability;
+        self
+    }
+
     /// The seed of every random choice; without one a random seed is used
     /// (see [`Emulator::seed`](crate::Emulator::seed) to repeat a run).
     pub fn seed(mut self, seed: u64) -> Self {
@@ -209,6 +235,11 @@ impl Faults {
         if !(0.0..=1.0).contains(&self.duplicates) {
             return Err(StartError::Setting(
                 "the duplicates probability must be between 0 and 1".into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.undeliverable) {
+            return Err(StartError::Setting(
+                "the undeliverable probability must be between 0 and 1".into(),
             ));
         }
         Ok(())

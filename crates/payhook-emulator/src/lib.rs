@@ -18,7 +18,7 @@
 //! | `GET /v1/payment_intents/:id`, `GET /v1/payment_intents` | retrieve, list (newest first) |
 //! | `POST /v1/test_helpers/payment_intents/:id/succeed` | the customer pays (optional `amount_received`): event `payment_intent.succeeded` |
 //! | `POST /v1/test_helpers/payment_intents/:id/fail` | the payment fails: event `payment_intent.failed` |
-//! | `GET /v1/events/:id`, `GET /v1/events` | events, exactly as delivered; the list filters by `type` and `created[gt]`, `created[gte]`, `created[lt]`, `created[lte]` (unix seconds) |
+//! | `GET /v1/events/:id`, `GET /v1/events` | events, exactly as delivered; the list filters by `type` or `types[]`, `created[gt]`, `created[gte]`, `created[lt]`, `created[lte]` (unix seconds) and `delivery_success` |
 //! | `POST /v1/events/:id/resend` | delivers the event again (optional `webhook_endpoint`: to that endpoint only); answers `{"object":"event_resend","event","resend","webhook_endpoints"}` |
 //! | `GET /v1/events/:id/delivery_attempts` | every attempt to deliver the event, newest first |
 //! | `POST /v1/webhook_endpoints`, `GET /v1/webhook_endpoints[/:id]`, `DELETE /v1/webhook_endpoints/:id` | register (`url`, `enabled_events`, `description`; the reply alone shows the `secret`; a `url` with a user name or password is refused, as deliveries are authenticated by their signature and the URL is logged and listed), list, retrieve, remove |
@@ -42,7 +42,8 @@
 //! is retried on the [`RetrySchedule`], honouring `Retry-After`. One log line
 //! (`tracing`, target `payhook_emulator::delivery`) records each attempt; no
 //! secret is ever logged. [`Faults`] adds duplicates, reordering, delays,
-//! clock skew and lost first attempts, reproducibly from a seed.
+//! clock skew, lost first attempts and undeliverable events, reproducibly
+//! from a seed.
 //!
 //! # Decisions
 //!
@@ -71,9 +72,30 @@
 //! are refused by name. Request bodies are at most 64 KiB ([`Limits::body_bytes`]).
 //!
 //! **Lists and filters.** Newest first; a cursor must name an object in the
-//! (filtered) list, or the reply is 404. `GET /v1/events` takes `type` (exact)
-//! and `created[gt|gte|lt|lte]` in unix seconds, combined with AND; a value
-//! that is not a whole number, or another `created[…]` key, is a 400 naming it.
+//! (filtered) list, or the reply is 404 (for events, see below). The events
+//! list, `GET /v1/events`, takes `type` (one
+//! exact type) or `types[]` (1 to 100 exact types: `types[]=a&types[]=b`, or
+//! indexed `types[0]=a`), `created[gt|gte|lt|lte]` in unix seconds on the
+//! event's `created`, and `delivery_success` (`false`: no endpoint has
+//! acknowledged the event yet; `true`: at least one has), combined with AND,
+//! and `has_more` says whether more events match. Events are in creation
+//! order, so events of the same second keep one order and paging neither
+//! skips nor repeats one. An events cursor may name any event still kept,
+//! even one the filter no longer matches (acknowledged between two pages of
+//! `delivery_success=false`). A bad value is a 400 `invalid_request_error`
+//! naming its parameter: a `created[…]` value that is not a whole number or
+//! another `created[…]` key, a `delivery_success` other than `true` or
+//! `false`, an empty or too long `types[]` entry, or both `type` and `types[]`
+//! (`param` `types`). The list items are the events' bodies, byte for byte
+//! what their deliveries carry. Events are kept within [`Limits`] (the newest
+//! 10 000 by default, fewer if they are large), not for the service's 30 days.
+//!
+//! **Undeliverable events.** [`Faults::undeliverable`] (`payhook emulate
+//! --undeliverable P`) picks a share of events from the seed; every attempt
+//! of one, to every endpoint, fails without a request being sent and is
+//! recorded as `not sent: the injected fault undeliverable …` (no status, 0
+//! ms), retried on the schedule until it gives up. Such an event stays
+//! `delivery_success=false`; a resend is delivered as usual.
 //!
 //! **Idempotency.** Keys are scoped to the API key and bound to the route, the
 //! object id, the content type and the exact body. A replay rebuilds the first

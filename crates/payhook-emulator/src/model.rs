@@ -1,6 +1,7 @@
 //! The objects the emulator keeps and returns: payment intents, events, webhook
 //! endpoints and delivery attempts, serialized exactly as the API returns them.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -32,7 +33,7 @@ impl<'a> IntentObject<'a> {
 pub(crate) const REQUIRES_PAYMENT: &str = "requires_payment";
 
 /// An event (`evt_…`) exactly as delivered and as `GET /v1/events/:id` returns it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct EventRecord {
     /// `evt_` and 24 alphanumerics.
     pub id: String,
@@ -43,8 +44,37 @@ pub struct EventRecord {
     /// The JSON body, byte for byte what every delivery of this event carries.
     pub body: Bytes,
     /// Creation order (0, 1, 2, …): fault decisions are derived from it and the
-    /// seed, so one seed gives one fault pattern whatever the timing.
+    /// seed, so one seed gives one fault pattern whatever the timing. Also the
+    /// events list's order, so events created in the same second keep theirs.
     pub(crate) seq: u64,
+    /// Set once any endpoint acknowledges a delivery of the event (the events
+    /// list's `delivery_success`); never cleared.
+    pub(crate) acknowledged: AtomicBool,
+}
+
+impl EventRecord {
+    /// Whether an endpoint had acknowledged a delivery of this event (a 2xx
+    /// the emulator did not drop) when the record was read: what the events
+    /// list's `delivery_success` filter reads. An event the
+    /// [`undeliverable`](crate::Faults::undeliverable) fault picked stays
+    /// `false` unless it is resent.
+    pub fn delivery_success(&self) -> bool {
+        self.acknowledged.load(Ordering::SeqCst)
+    }
+}
+
+// By hand: the acknowledgement flag is copied as it stands now.
+impl Clone for EventRecord {
+    fn clone(&self) -> Self {
+        Self {
+            id: self.id.clone(),
+            event_type: self.event_type.clone(),
+            created: self.created,
+            body: self.body.clone(),
+            seq: self.seq,
+            acknowledged: AtomicBool::new(self.delivery_success()),
+        }
+    }
 }
 
 /// The event body. Keys in the order the service's sibling format writes them

@@ -291,6 +291,16 @@ pub(crate) struct Listed<'a, T> {
     pub has_more: bool,
 }
 
+/// Where a page starts in a list given oldest first.
+pub(crate) enum Split {
+    /// From the newest.
+    Whole,
+    /// Within `items[..n]`, the objects older than a `starting_after` cursor.
+    Older(usize),
+    /// Within `items[n..]`, the objects newer than an `ending_before` cursor.
+    Newer(usize),
+}
+
 /// Pages through `items` (given oldest first, each with its id), newest first.
 ///
 /// `starting_after` gives the `limit` objects just older than the cursor;
@@ -308,31 +318,41 @@ pub(crate) fn paginate<'a, T>(
             .position(|(item_id, _)| *item_id == id)
             .ok_or_else(|| cursor_missing(param, id))
     };
-    if let Some(id) = &page.ending_before {
-        // Newer than the cursor: indexes after it, the `limit` closest ones.
-        let at = position("ending_before", id)?;
-        let newer = &items[at.saturating_add(1)..];
-        let take = newer.len().min(page.limit);
-        let data = newer[..take].iter().rev().map(|(_, item)| *item).collect();
-        return Ok(Listed {
-            data,
-            has_more: newer.len() > take,
-        });
-    }
-    let older = match &page.starting_after {
-        Some(id) => &items[..position("starting_after", id)?],
-        None => &items[..],
+    let split = match (&page.starting_after, &page.ending_before) {
+        (Some(id), _) => Split::Older(position("starting_after", id)?),
+        // Newer than the cursor: the indexes after it.
+        (None, Some(id)) => Split::Newer(position("ending_before", id)?.saturating_add(1)),
+        (None, None) => Split::Whole,
     };
-    let data: Vec<&T> = older
-        .iter()
-        .rev()
-        .take(page.limit)
-        .map(|(_, item)| *item)
-        .collect();
+    let items: Vec<&T> = items.into_iter().map(|(_, item)| item).collect();
+    let listed = page_of_split(&items, split, page.limit);
     Ok(Listed {
+        data: listed.data.into_iter().copied().collect(),
+        has_more: listed.has_more,
+    })
+}
+
+/// One page of `items` (given oldest first), newest first: the `limit`
+/// newest of the older part, or the `limit` oldest of the newer part (the
+/// closest to the cursor), with whether more lie beyond it.
+pub(crate) fn page_of_split<'a, T>(items: &'a [T], split: Split, limit: usize) -> Listed<'a, T> {
+    if let Split::Newer(from) = split {
+        let newer = &items[from.min(items.len())..];
+        let take = newer.len().min(limit);
+        return Listed {
+            data: newer[..take].iter().rev().collect(),
+            has_more: newer.len() > take,
+        };
+    }
+    let older = match split {
+        Split::Older(to) => &items[..to.min(items.len())],
+        Split::Whole | Split::Newer(_) => items,
+    };
+    let data: Vec<&T> = older.iter().rev().take(limit).collect();
+    Listed {
         has_more: older.len() > data.len(),
         data,
-    })
+    }
 }
 
 /// A finished request's reply, kept to be replayed: by reference to the

@@ -1028,3 +1028,165 @@ async fn events_filter_by_type_and_creation_time() {
     }
     emulator.shutdown().await;
 }
+
+/// Walks `query` (with `limit`) through `starting_after` until `has_more` is
+/// false; returns every id in order and each page's `has_more`.
+async fn walk(api: &Api, query: &str) -> (Vec<String>, Vec<bool>) {
+    let (mut ids, mut more) = (Vec::new(), Vec::new());
+    let mut cursor: Option<String> = None;
+    for _ in 0..100 {
+        let path = match &cursor {
+            Some(id) => format!("/v1/events?{query}&starting_after={id}"),
+            None => format!("/v1/events?{query}"),
+        };
+        let page = api.get(&path).await;
+        assert_eq!(page.status, 200, "{path}: {}", page.text);
+        ids.extend(page.ids());
+        more.push(page.has_more());
+        if !page.has_more() {
+            return (ids, more);
+        }
+        cursor = page.ids().last().cloned();
+    }
+    panic!("{query}: more than 100 pages");
+}
+
+#[tokio::test]
+async fn events_filter_by_types_and_delivery_success_and_page_exactly_once_under_a_filter() {
+    let (emulator, api) = start().await;
+    // 25 events within a second or two (many share their `created`): every
+    // third one failed, the rest succeeded. No endpoint: none is acknowledged.
+    for i in 0..25 {
+        let intent = emulator.create_payment_intent(5, "btc").expect("created");
+        if i % 3 == 0 {
+            emulator.fail_payment_intent(&intent.id).expect("failed");
+        } else {
+            emulator.succeed_payment_intent(&intent.id).expect("succeeded");
+        }
+    }
+    let events = emulator.events();
+    assert!(events.iter().all(|e| !e.delivery_success()));
+    let newest_first: Vec<String> = events.iter().rev().map(|e| e.id.clone()).collect();
+    let of_type = |t: &str| -> Vec<String> {
+        events
+            .iter()
+            .rev()
+            .filter(|e| e.event_type == t)
+            .map(|e| e.id.clone())
+            .collect()
+    };
+    let failed = of_type("payment_intent.failed");
+    assert_eq!(failed.len(), 9);
+
+    // delivery_success=false, 10 a page: every event once, in creation order
+    // (same-second events included), has_more until the last page.
+    let (walked, more) = walk(&api, "delivery_success=false&limit=10").await;
+    assert_eq!(walked, newest_first, "each event exactly once, newest first");
+    assert_eq!(more, [true, true, false]);
+    assert!(api.get("/v1/events?delivery_success=true").await.ids().is_empty());
+
+    // types[]: one type, both (repeated or indexed), and combined with the rest.
+    let (walked, more) = walk(&api, "types[]=payment_intent.failed&limit=4").await;
+    assert_eq!((walked, more), (failed.clone(), vec![true, true, false]));
+    let both = "types[]=payment_intent.failed&types[]=payment_intent.succeeded&limit=100";
+    assert_eq!(api.get(&format!("/v1/events?{both}")).await.ids(), newest_first);
+    let indexed = "types%5B1%5D=payment_intent.failed&types%5B0%5D=nothing.else&limit=100";
+    assert_eq!(api.get(&format!("/v1/events?{indexed}")).await.ids(), failed);
+    assert!(api
+        .get("/v1/events?types[]=payment_intent.payment_failed")
+        .await
+        .ids()
+        .is_empty());
+    let (first, last) = (events[0].created, events[24].created);
+    let all_time = format!("created[gte]={first}&created[lt]={}", last + 1);
+    let (walked, more) = walk(
+        &api,
+        &format!("{all_time}&types[]=payment_intent.failed&delivery_success=false&limit=5"),
+    )
+    .await;
+    assert_eq!((walked, more), (failed.clone(), vec![true, false]));
+    assert!(walk(&api, &format!("created[lt]={first}&delivery_success=false"))
+        .await
+        .0
+        .is_empty());
+    assert!(walk(&api, &format!("created[gte]={}", last + 1))
+        .await
+        .0
+        .is_empty());
+
+    // A cursor need not match the filter (it may have been acknowledged since
+    // the last page): the page starts right after it all the same.
+    let succeeded_id = &events[13].id;
+    assert_eq!(events[13].event_type, "payment_intent.succeeded");
+    let older_failed: Vec<String> = events[..13]
+        .iter()
+        .rev()
+        .filter(|e| e.event_type == "payment_intent.failed")
+        .map(|e| e.id.clone())
+        .collect();
+    let page = api
+        .get(&format!(
+            "/v1/events?types[]=payment_intent.failed&limit=100&starting_after={succeeded_id}"
+        ))
+        .await;
+    assert_eq!(page.ids(), older_failed);
+    // ending_before under a filter: the closest newer matches, newest first.
+    let page = api
+        .get(&format!(
+            "/v1/events?types[]=payment_intent.failed&limit=2&ending_before={}",
+            failed[8]
+        ))
+        .await;
+    assert_eq!(
+        (page.ids(), page.has_more()),
+        (vec![failed[6].clone(), failed[7].clone()], true)
+    );
+
+    for (query, param) in [
+        ("delivery_success=yes", "delivery_success"),
+        ("delivery_success=", "delivery_success"),
+        ("delivery_success=FALSE", "delivery_success"),
+        ("delivery_success[]=false", "delivery_success"),
+        ("types=payment_intent.failed", "types"),
+        ("types[]=", "types"),
+        ("types[x]=payment_intent.failed", "types"),
+        ("type=a&types[]=b", "types"),
+        ("created[gte]=yesterday", "created[gte]"),
+        ("created[lt]=-1", "created[lt]"),
+        ("created[lt]=1e9", "created[lt]"),
+    ] {
+        let reply = api.get(&format!("/v1/events?{query}")).await;
+        assert_eq!(
+            (reply.status, reply.error_type(), reply.param()),
+            (400, "invalid_request_error", param),
+            "{query}: {}",
+            reply.text
+        );
+    }
+    let long = format!("types[]={}", "t".repeat(256));
+    let reply = api.get(&format!("/v1/events?{long}")).await;
+    assert_eq!((reply.status, reply.param()), (400, "types"), "{}", reply.text);
+    let too_many: Vec<String> = (0..101).map(|i| format!("types[]=t{i}")).collect();
+    let reply = api.get(&format!("/v1/events?{}", too_many.join("&"))).await;
+    assert_eq!((reply.status, reply.param()), (400, "types"), "{}", reply.text);
+    // A hostile value is escaped and capped in the message.
+    let hostile = format!("%1B%5B31m{}", "x".repeat(5000));
+    let reply = api.get(&format!("/v1/events?delivery_success={hostile}")).await;
+    assert_eq!(reply.status, 400);
+    assert!(
+        reply
+            .message()
+            .starts_with("delivery_success must be true or false, got \"\\u{1b}[31m"),
+        "{}",
+        reply.message()
+    );
+    assert!(reply.message().chars().count() < 200, "{}", reply.message());
+    let reply = api
+        .get("/v1/events?delivery_success=false&starting_after=evt_gone")
+        .await;
+    assert_eq!(
+        (reply.status, reply.code(), reply.param()),
+        (404, "resource_missing", "starting_after")
+    );
+    emulator.shutdown().await;
+}

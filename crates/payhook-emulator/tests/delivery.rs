@@ -1031,3 +1031,159 @@ async fn the_library_resends_like_the_api() {
         (404, Some("webhook_endpoint"))
     );
 }
+
+/// The ids `GET /v1/events?delivery_success=…` lists (one page of up to 100).
+async fn listed(api: &Api, delivery_success: bool) -> Vec<String> {
+    let reply = api
+        .get(&format!(
+            "/v1/events?delivery_success={delivery_success}&limit=100"
+        ))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    reply.ids()
+}
+
+#[tokio::test]
+async fn delivery_success_turns_true_once_one_endpoint_acknowledges() {
+    // Attempt 1 fails at both endpoints; 2 s later the first acknowledges its
+    // retry, the second fails again and is given up.
+    let (emulator, api) = started(Emulator::builder().retry_schedule(
+        RetrySchedule::new(Duration::from_secs(2), Duration::from_secs(2), 2).without_jitter(),
+    ))
+    .await;
+    let recovering = RecordingReceiver::start(Script {
+        fail_first: 1,
+        ..Script::default()
+    })
+    .await;
+    let down = RecordingReceiver::start(Script {
+        fail_first: usize::MAX,
+        ..Script::default()
+    })
+    .await;
+    api.register(&recovering.url).await;
+    api.register(&down.url).await;
+    one_succeeded_event(&api).await;
+    let event = emulator.events()[0].id.clone();
+    eventually(WAIT, "both first attempts failed", || {
+        emulator.attempts().len() == 2
+    })
+    .await;
+    assert!(emulator.attempts().iter().all(|a| !a.succeeded));
+    assert_eq!(
+        listed(&api, false).await,
+        std::slice::from_ref(&event),
+        "not acknowledged yet"
+    );
+    assert!(listed(&api, true).await.is_empty());
+    assert!(!emulator.events()[0].delivery_success());
+
+    assert!(emulator.wait_idle(WAIT).await);
+    let stats = emulator.stats();
+    assert_eq!(
+        (stats.acknowledged, stats.gave_up),
+        (1, 1),
+        "one endpoint is enough"
+    );
+    assert_eq!(recovering.arrivals().len(), 2);
+    assert_eq!(listed(&api, true).await, [event]);
+    assert!(listed(&api, false).await.is_empty());
+    assert!(emulator.events()[0].delivery_success());
+}
+
+#[tokio::test]
+async fn an_undeliverable_event_never_reaches_the_receiver_and_stays_undelivered() {
+    let (emulator, api) = started(
+        Emulator::builder()
+            .retry_schedule(RetrySchedule::new(
+                Duration::from_millis(20),
+                Duration::from_millis(50),
+                3,
+            ))
+            .faults(Faults::default().undeliverable(1.0).duplicates(1.0).seed(1)),
+    )
+    .await;
+    let receiver = RecordingReceiver::start(Script::default()).await;
+    let (listener, url) = PayhookReceiver::bind().await;
+    let (_, secret) = api.register(&url).await;
+    let payhook = PayhookReceiver::serve(listener, url, &secret, Duration::ZERO);
+    api.register(&receiver.url).await;
+    one_succeeded_event(&api).await;
+    one_succeeded_event(&api).await;
+    assert!(emulator.wait_idle(WAIT).await);
+
+    assert!(receiver.arrivals().is_empty(), "no request was sent");
+    assert_eq!(payhook.requests(), 0, "no request was sent");
+    // 2 events × 2 endpoints × 2 copies (the duplicate fault) × 3 attempts,
+    // each failed by the fault without a status.
+    let attempts = emulator.attempts();
+    assert_eq!(attempts.len(), 24);
+    for attempt in &attempts {
+        assert_eq!((attempt.status, attempt.succeeded), (None, false), "{attempt:?}");
+        assert_eq!(
+            attempt.error.as_deref(),
+            Some("not sent: the injected fault undeliverable fails every attempt of this event (the receiver got no request)")
+        );
+    }
+    assert_eq!(emulator.stats().gave_up, 8);
+    let ids: Vec<String> = emulator.events().iter().rev().map(|e| e.id.clone()).collect();
+    assert_eq!(listed(&api, false).await, ids, "what a reconciler finds");
+    assert!(listed(&api, true).await.is_empty());
+
+    // A resend stands for the endpoint being back: it gets through.
+    emulator.resend_event(&ids[0], None).expect("resent");
+    assert!(emulator.wait_idle(WAIT).await);
+    assert_eq!(payhook.runs().get(&ids[0]), Some(&1));
+    assert_eq!(listed(&api, true).await, [ids[0].clone()]);
+    assert_eq!(listed(&api, false).await, [ids[1].clone()]);
+}
+
+#[tokio::test]
+async fn the_same_seed_makes_the_same_share_of_events_undeliverable() {
+    /// The creation positions of the events `delivery_success=false` lists
+    /// once every delivery is over, and the events the receiver got.
+    async fn undelivered(seed: u64) -> (Vec<usize>, HashSet<String>, Vec<String>) {
+        let (emulator, api) = started(
+            Emulator::builder()
+                .retry_schedule(RetrySchedule::new(
+                    Duration::from_millis(10),
+                    Duration::from_millis(10),
+                    2,
+                ))
+                .faults(Faults::default().undeliverable(0.3).seed(seed)),
+        )
+        .await;
+        let receiver = RecordingReceiver::start(Script::default()).await;
+        api.register(&receiver.url).await;
+        for _ in 0..40 {
+            let intent = emulator.create_payment_intent(1, "btc").expect("created");
+            emulator.succeed_payment_intent(&intent.id).expect("succeeded");
+        }
+        assert!(emulator.wait_idle(WAIT).await);
+        let order: Vec<String> = emulator.events().iter().map(|e| e.id.clone()).collect();
+        let mut positions: Vec<usize> = listed(&api, false)
+            .await
+            .iter()
+            .map(|id| order.iter().position(|o| o == id).expect("a kept event"))
+            .collect();
+        positions.sort_unstable();
+        let arrived = receiver
+            .arrivals()
+            .iter()
+            .map(support::Arrival::event_id)
+            .collect();
+        (positions, arrived, order)
+    }
+    let (picked, arrived, order) = undelivered(2).await;
+    assert!((8..=16).contains(&picked.len()), "about 30 % of 40: {picked:?}");
+    // Exactly the others reached the receiver.
+    let expected: HashSet<String> = order
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !picked.contains(i))
+        .map(|(_, id)| id.clone())
+        .collect();
+    assert_eq!(arrived, expected);
+    assert_eq!(undelivered(2).await.0, picked, "seed 2 twice: the same events");
+    assert_ne!(undelivered(4).await.0, picked, "another seed, other events");
+}

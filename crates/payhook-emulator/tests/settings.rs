@@ -52,6 +52,11 @@ async fn out_of_range_settings_are_refused_at_start() {
             "probability",
         )
         .await;
+        refused(
+            Emulator::builder().faults(Faults::default().undeliverable(p)),
+            "undeliverable probability",
+        )
+        .await;
     }
     refused(Emulator::builder().attempt_timeout(Duration::ZERO), "timeout").await;
     refused(Emulator::builder().attempt_timeout(Duration::MAX), "timeout").await;

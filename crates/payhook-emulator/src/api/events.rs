@@ -2,6 +2,7 @@
 //! delivery attempts, and resend. The event types the emulator emits are the
 //! event catalogue's kinds with a test helper (`EventType::emulated`).
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use axum::extract::rejection::PathRejection;
@@ -17,7 +18,7 @@ use super::{path_id, reply, to_json};
 use crate::error::ApiError;
 use crate::model::{EventBody, EventData, EventRecord, IntentObject, API_VERSION};
 use crate::params::Params;
-use crate::state::paginate;
+use crate::state::{page_of_split, paginate, Split};
 use crate::text::shown;
 use crate::{delivery, ids, unix_seconds, Shared};
 
@@ -60,6 +61,7 @@ pub(crate) fn create(
         created,
         body: Bytes::from(body),
         seq,
+        acknowledged: AtomicBool::new(false),
     });
     let endpoints: Recipients = state
         .endpoints
@@ -121,22 +123,43 @@ pub(crate) fn resend_op(shared: &Arc<Shared>, id: &str, mut params: Params) -> R
     Ok(OpReply::bytes(reply))
 }
 
-/// The filters of `GET /v1/events`: `type`, and `created[gt|gte|lt|lte]` in unix seconds.
+/// The most entries of the `types[]` filter (as of `enabled_events`).
+const MAX_TYPES: usize = 100;
+
+/// The filters of `GET /v1/events`: `type` or `types[]` (exact types),
+/// `created[gt|gte|lt|lte]` in unix seconds, and `delivery_success`.
 #[derive(Debug, Default)]
 struct EventFilter {
-    event_type: Option<String>,
+    /// Any of these types (`type` is a list of one); `None`: any type.
+    types: Option<Vec<String>>,
     /// Inclusive bounds.
     created_from: u64,
     created_to: u64,
+    /// Whether an endpoint has acknowledged the event.
+    delivery_success: Option<bool>,
 }
 
 impl EventFilter {
     fn take(params: &mut Params) -> Result<Self, ApiError> {
         let event_type = params.take_string("type", MAX_EVENT_TYPE_CHARS)?;
+        let types = params.take_string_list("types")?;
+        let types = match (event_type, types) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::invalid(
+                    "types",
+                    "parameter_conflict",
+                    "give type or types[], not both",
+                ))
+            }
+            (Some(one), None) => Some(vec![one]),
+            (None, Some(list)) => Some(check_types(list)?),
+            (None, None) => None,
+        };
         let mut filter = Self {
-            event_type,
+            types,
             created_from: 0,
             created_to: u64::MAX,
+            delivery_success: take_bool(params, "delivery_success")?,
         };
         for (op, value) in params.take_string_map("created")?.unwrap_or_default() {
             let param = format!("created[{op}]");
@@ -179,10 +202,67 @@ impl EventFilter {
 
     fn matches(&self, event: &EventRecord) -> bool {
         (self.created_from..=self.created_to).contains(&event.created)
-            && self.event_type.as_ref().is_none_or(|t| *t == event.event_type)
+            && self
+                .types
+                .as_ref()
+                .is_none_or(|types| types.contains(&event.event_type))
+            && self
+                .delivery_success
+                .is_none_or(|wanted| event.delivery_success() == wanted)
     }
 }
 
+/// `types[]`: 1 to [`MAX_TYPES`] types of 1 to [`MAX_EVENT_TYPE_CHARS`] characters.
+fn check_types(types: Vec<String>) -> Result<Vec<String>, ApiError> {
+    if types.is_empty() || types.len() > MAX_TYPES {
+        return Err(ApiError::invalid(
+            "types",
+            "parameter_invalid_array",
+            format!(
+                "types[] must list 1 to {MAX_TYPES} event types, got {}",
+                types.len()
+            ),
+        ));
+    }
+    for event_type in &types {
+        if event_type.is_empty() || event_type.chars().count() > MAX_EVENT_TYPE_CHARS {
+            return Err(ApiError::invalid(
+                "types",
+                "parameter_invalid_string",
+                format!(
+                    "each types[] entry must be an event type of 1 to {MAX_EVENT_TYPE_CHARS} characters, got {}",
+                    shown(event_type)
+                ),
+            ));
+        }
+    }
+    Ok(types)
+}
+
+/// A `true` or `false` parameter.
+fn take_bool(params: &mut Params, name: &str) -> Result<Option<bool>, ApiError> {
+    let invalid = |why: String| ApiError::invalid(name, "parameter_invalid_boolean", why);
+    match params.take_string(name, usize::MAX) {
+        Ok(None) => Ok(None),
+        Ok(Some(text)) => match text.as_str() {
+            "true" => Ok(Some(true)),
+            "false" => Ok(Some(false)),
+            other => Err(invalid(format!(
+                "{name} must be true or false, got {}",
+                shown(other)
+            ))),
+        },
+        Err(_) => Err(invalid(format!(
+            "{name} must be true or false, not a list or map"
+        ))),
+    }
+}
+
+/// `GET /v1/events`, newest first. A cursor is any event still kept, whether
+/// or not it matches the filter: an event may leave `delivery_success=false`
+/// between two pages (acknowledged meanwhile), and the next page must still
+/// start right after it. Events are ordered by creation (`seq`), never by
+/// `created` alone, so events of the same second keep one order.
 pub(crate) async fn list_events(State(shared): State<Arc<Shared>>, RawQuery(query): RawQuery) -> Response {
     let parsed = Params::from_form(query.unwrap_or_default().as_bytes()).and_then(|mut params| {
         let page = take_page(&mut params)?;
@@ -192,16 +272,37 @@ pub(crate) async fn list_events(State(shared): State<Arc<Shared>>, RawQuery(quer
     });
     reply(parsed.and_then(|(page, filter)| {
         let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        let items = state
-            .events
-            .iter()
-            .filter(|e| filter.matches(e))
-            .map(|e| (e.id.as_str(), e))
-            .collect();
-        let listed = paginate(items, &page, cursor_missing("event"))?;
+        let cursor_seq = |param: &str, id: &str| {
+            state
+                .events
+                .get(id)
+                .map(|event| event.seq)
+                .ok_or_else(|| ApiError::missing(param, "event", id))
+        };
+        let cursor = match (&page.starting_after, &page.ending_before) {
+            (Some(id), _) => Cursor::Before(cursor_seq("starting_after", id)?),
+            (None, Some(id)) => Cursor::After(cursor_seq("ending_before", id)?),
+            (None, None) => Cursor::None,
+        };
+        // Oldest first, in creation order: `seq` only grows.
+        let matching: Vec<&Arc<EventRecord>> = state.events.iter().filter(|e| filter.matches(e)).collect();
+        let split = match cursor {
+            Cursor::None => Split::Whole,
+            Cursor::Before(seq) => Split::Older(matching.partition_point(|e| e.seq < seq)),
+            Cursor::After(seq) => Split::Newer(matching.partition_point(|e| e.seq <= seq)),
+        };
+        let listed = page_of_split(&matching, split, page.limit);
         let bodies: Vec<&[u8]> = listed.data.iter().map(|e| e.body.as_ref()).collect();
         Ok(list_json(&bodies, listed.has_more, "/v1/events"))
     }))
+}
+
+/// Where a page of events starts: older than the `starting_after` event,
+/// newer than the `ending_before` one, or from the newest.
+enum Cursor {
+    None,
+    Before(u64),
+    After(u64),
 }
 
 pub(crate) async fn get_event(

@@ -11,6 +11,7 @@ pub(super) enum Draw {
     Duplicate = 1,
     Concurrent = 2,
     Jitter = 3,
+    Undeliverable = 4,
 }
 
 /// SplitMix64: a well-mixed 64-bit value from any input.
@@ -41,6 +42,19 @@ pub(super) fn draw(seed: u64, draw: Draw, job: &Job, attempt: u32) -> u64 {
         mix(drawn ^ job.resend)
     };
     drawn >> 32
+}
+
+/// Whether the `undeliverable` fault picked the event created `event_seq`-th:
+/// one draw per event, whatever the endpoint, copy or attempt, so every
+/// attempt of it to every endpoint fails alike.
+pub(super) fn undeliverable(seed: u64, probability: f64, event_seq: u64) -> bool {
+    if probability <= 0.0 {
+        return false;
+    }
+    let drawn = [Draw::Undeliverable as u64, event_seq]
+        .iter()
+        .fold(mix(seed), |acc, part| mix(acc ^ part));
+    happens(probability, drawn >> 32)
 }
 
 pub(super) fn happens(probability: f64, drawn: u64) -> bool {
@@ -76,5 +90,19 @@ mod tests {
         assert_ne!(draw(7, Draw::Duplicate, &job, 0), draw(7, Draw::Jitter, &job, 0));
         assert!(happens(1.0, (1 << 32) - 1));
         assert!(!happens(0.0, 0));
+    }
+
+    #[test]
+    fn undeliverable_events_are_a_seeded_share() {
+        let picked = |seed| {
+            (0..1000)
+                .filter(|seq| undeliverable(seed, 0.3, *seq))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(picked(7), picked(7));
+        assert_ne!(picked(7), picked(8));
+        assert!((250..350).contains(&picked(7).len()), "{}", picked(7).len());
+        assert!((0..1000).all(|seq| undeliverable(7, 1.0, seq)));
+        assert!((0..1000).all(|seq| !undeliverable(7, 0.0, seq)));
     }
 }

@@ -29,12 +29,16 @@ use crate::model::{DeliveryAttempt, EventRecord};
 use crate::{ids, unix_millis, Shared};
 use faults::{draw, happens, Draw};
 use log::log_attempt;
-use send::attempt_once;
+use send::{attempt_once, AttemptOutcome};
 pub(crate) use send::{http_client, HttpClient};
 
 /// The error of an attempt whose reply the `drop_first` fault discarded.
 const DROPPED_BY_FAULT: &str =
     "reply discarded by the injected fault drop-first (the receiver got the request and answered)";
+
+/// The error of every attempt of an event the `undeliverable` fault picked.
+const UNDELIVERABLE_BY_FAULT: &str =
+    "not sent: the injected fault undeliverable fails every attempt of this event (the receiver got no request)";
 
 /// The delivery machinery and its counters.
 pub(crate) struct Deliveries {
@@ -439,12 +443,22 @@ async fn attempt(shared: &Arc<Shared>, due: Due) {
         shared.deliveries.abandoned.fetch_add(1, Ordering::SeqCst);
         return;
     };
-    let outcome = attempt_once(shared, uri, &keys, &job.event_id, &event.body).await;
+    // A resend stands for the endpoint being back: the fault spares it.
+    let outcome = if job.resend == 0
+        && faults::undeliverable(shared.seed, config.faults.undeliverable, job.event_seq)
+    {
+        AttemptOutcome::not_sent(UNDELIVERABLE_BY_FAULT)
+    } else {
+        attempt_once(shared, uri, &keys, &job.event_id, &event.body).await
+    };
     let dropped = config.faults.drop_first && attempt == 1;
     // A 2xx whose reply did not finish within the timeout (or broke off) is
     // no acknowledgement: the receiver may still be stuck in its handler.
     let acknowledged =
         outcome.status.is_some_and(|s| (200..300).contains(&s)) && outcome.error.is_none() && !dropped;
+    if acknowledged {
+        event.acknowledged.store(true, Ordering::SeqCst);
+    }
     let next = if acknowledged || attempt >= config.retry.max_attempts {
         None
     } else {

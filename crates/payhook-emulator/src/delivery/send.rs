@@ -57,6 +57,24 @@ pub(super) struct AttemptOutcome {
     pub(super) response_body: Option<String>,
 }
 
+impl AttemptOutcome {
+    /// An attempt that a fault failed before any request was sent.
+    pub(super) fn not_sent(error: &str) -> Self {
+        let started_at_ms = unix_millis();
+        Self {
+            started_at_ms,
+            signed_at: started_at_ms / 1000,
+            signatures: 0,
+            duration_ms: 0,
+            status: None,
+            error: Some(error.to_owned()),
+            retry_after: None,
+            response_bytes: None,
+            response_body: None,
+        }
+    }
+}
+
 /// The signature headers for `body` of event `event_id` at `t`: one item
 /// per key in use now (the previous keys' during a roll's overlap), and how
 /// many items that is.
