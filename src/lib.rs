@@ -322,6 +322,79 @@ pub use payhook_dashboard as dashboard;
 #[cfg_attr(docsrs, doc(cfg(feature = "otel")))]
 pub mod otel;
 
+// The guide's pages (docs/guide/*.md) are written for GitHub as much as for
+// rustdoc: they link to each other with reference links labelled by file name
+// (`[the inbox][inbox.md]`, defined at the page's end as `[inbox.md]: inbox.md`).
+// Rustdoc takes the first definition of a label, so the definitions placed
+// before each page here turn those links into links between the guide's
+// modules; a page's own definitions are the fallback for a label missing here.
+macro_rules! guide_page {
+    ($file:literal) => {
+        concat!(
+            "[production.md]: crate::guide::production\n",
+            "[production.md#https]: crate::guide::production#https\n",
+            "[production.md#alerting]: crate::guide::production#alerting\n",
+            "[production.md#configuration-at-a-glance]: crate::guide::production#configuration-at-a-glance\n",
+            "[inbox.md]: crate::guide::inbox\n",
+            "[inbox.md#configuration]: crate::guide::inbox#configuration\n",
+            "[inbox.md#what-the-inbox-guarantees]: crate::guide::inbox#what-the-inbox-guarantees\n",
+            "[operating.md]: crate::guide::operating\n",
+            "[operating.md#the-dashboard]: crate::guide::operating#the-dashboard\n",
+            "[operating.md#the-command-line-payhook-inbox]: crate::guide::operating#the-command-line-payhook-inbox\n",
+            "[operating.md#pausing-an-event-type]: crate::guide::operating#pausing-an-event-type\n",
+            "[replicas.md]: crate::guide::replicas\n",
+            "[testing.md]: crate::guide::testing\n",
+            "[testing.md#testing-inbox-mode]: crate::guide::testing#testing-inbox-mode\n",
+            "[emulator.md]: crate::guide::emulator\n",
+            "[emulator.md#what-it-does]: crate::guide::emulator#what-it-does\n",
+            "[cli.md]: crate::guide::cli\n",
+            "[cli.md#payhook-sign-and-payhook-verify]: crate::guide::cli#payhook-sign-and-payhook-verify\n",
+            "[cli.md#secrets-exit-codes-and-output]: crate::guide::cli#secrets-exit-codes-and-output\n",
+            "[standard-webhooks.md]: crate::guide::standard_webhooks\n",
+            "\n",
+            include_str!(concat!("../docs/guide/", $file)),
+        )
+    };
+}
+
+// Shown in every documentation build. Under `cargo test --doc` the pages are
+// compiled (and the runnable ones run) as doctests when every feature their
+// examples use is on, as the README's are, and left out otherwise.
+#[cfg(any(
+    not(doctest),
+    all(
+        feature = "axum",
+        feature = "actix",
+        feature = "redis",
+        feature = "testing",
+        feature = "emulator",
+        feature = "inbox-sqlite",
+        feature = "inbox-postgres",
+        feature = "ed25519",
+        feature = "otel",
+        feature = "dashboard"
+    )
+))]
+#[doc = guide_page!("README.md")]
+pub mod guide {
+    #[doc = guide_page!("production.md")]
+    pub mod production {}
+    #[doc = guide_page!("inbox.md")]
+    pub mod inbox {}
+    #[doc = guide_page!("operating.md")]
+    pub mod operating {}
+    #[doc = guide_page!("replicas.md")]
+    pub mod replicas {}
+    #[doc = guide_page!("testing.md")]
+    pub mod testing {}
+    #[doc = guide_page!("emulator.md")]
+    pub mod emulator {}
+    #[doc = guide_page!("cli.md")]
+    pub mod cli {}
+    #[doc = guide_page!("standard-webhooks.md")]
+    pub mod standard_webhooks {}
+}
+
 /// The README's code blocks, compiled (and the runnable ones run) as doctests so
 /// the quick starts cannot drift from the API.
 #[cfg(all(

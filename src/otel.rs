@@ -7,7 +7,7 @@
 //! the inbox ingest are its children, the inbox stores the trace context with
 //! the event, and every attempt — the handler's own spans included — is a
 //! child in that same trace (why a child and not a link:
-//! the README's "Tracing" section).
+//! [the guide's "Tracing" section](crate::guide::production#tracing)).
 //!
 //! [`init`] installs the global `tracing` subscriber: log lines to stderr at
 //! the level `RUST_LOG` asks for (default `info`), and, **only when

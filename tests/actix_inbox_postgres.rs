@@ -1,6 +1,7 @@
 //! actix-web and PostgreSQL, with the inbox on the app's own pool
-//! (`Inbox::from_pool`): the README's test (in "Testing inbox mode") run for
-//! real, with `wait_idle` waiting for its own namespace only, and
+//! (`Inbox::from_pool`): the guide's test (`docs/guide/testing.md`, "Testing
+//! inbox mode") run for real, with `wait_idle` waiting for its own namespace
+//! only, and
 //! `examples/actix_inbox_postgres.rs` as a process, each payment recorded once
 //! however often it is delivered.
 //!
@@ -31,7 +32,7 @@ async fn pool(url: &str) -> sqlx::PgPool {
         .unwrap_or_else(|err| panic!("cannot reach the test PostgreSQL: {err}"))
 }
 
-/// The README's handler.
+/// The guide's handler.
 async fn record(job: Job<sqlx::Postgres>) -> Result<(), HandlerError> {
     if let Some(intent) = job.event().payment_intent() {
         let mut tx = job.transaction().await?;

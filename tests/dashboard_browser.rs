@@ -2,8 +2,8 @@
 //! `chromedriver` (WebDriver) from this test. It signs in, sees a dead event,
 //! retries it, confirms, and sees it done; an event whose type and body hold
 //! HTML with event handlers renders as text and no handler runs. It also
-//! takes the README's screenshots (written to `docs/` when
-//! `PAYHOOK_UPDATE_SCREENSHOTS=1`).
+//! takes the screenshots the guide shows (`docs/guide/operating.md`; written
+//! to `docs/` when `PAYHOOK_UPDATE_SCREENSHOTS=1`).
 //!
 //! Signing in: Chromium does not send `user:token@` URL credentials with a
 //! page's stylesheet and script, so the test sets the `Authorization: Basic`

@@ -1,8 +1,9 @@
-//! README.md names every helper the in-process emulator gives a test: each
-//! method of `Emulator` and `EmulatorBuilder` in the public API listing
+//! The guide's emulator page (`docs/guide/emulator.md`) names every helper the
+//! in-process emulator gives a test: each method of `Emulator` and
+//! `EmulatorBuilder` in the public API listing
 //! (`public-api/payhook-emulator.txt`, which CI compares with the code), and
 //! each test helper of the event catalogue as its API path. A new helper fails
-//! this test until the README names it.
+//! this test until the page names it.
 
 use std::path::Path;
 
@@ -30,9 +31,9 @@ fn methods(listing: &str, type_path: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_readme_names_every_emulator_helper() {
+fn the_emulator_page_names_every_emulator_helper() {
     let listing = read("public-api/payhook-emulator.txt");
-    let readme = read("README.md");
+    let page = read("docs/guide/emulator.md");
     let mut missing = Vec::new();
     for type_path in ["payhook_emulator::Emulator", "payhook_emulator::EmulatorBuilder"] {
         let names = methods(&listing, type_path);
@@ -41,10 +42,10 @@ fn the_readme_names_every_emulator_helper() {
             "{type_path}: too few methods found in the listing: {names:?}"
         );
         for name in names {
-            // Written as a call in the README: `name(`, `.name(` or `::name(`.
+            // Written as a call on the page: `name(`, `.name(` or `::name(`.
             if !["`", ".", "::"]
                 .iter()
-                .any(|before| readme.contains(&format!("{before}{name}(")))
+                .any(|before| page.contains(&format!("{before}{name}(")))
             {
                 missing.push(format!("{type_path}::{name}"));
             }
@@ -53,14 +54,14 @@ fn the_readme_names_every_emulator_helper() {
     for entry in CATALOGUE {
         if let Some(helper) = &entry.test_helper {
             let path = format!("/v1/test_helpers/payment_intents/pi_…/{}", helper.path);
-            if !readme.contains(&path) {
+            if !page.contains(&path) {
                 missing.push(path);
             }
         }
     }
     assert!(
         missing.is_empty(),
-        "README.md does not name these emulator helpers: {missing:?}"
+        "docs/guide/emulator.md does not name these emulator helpers: {missing:?}"
     );
 }
 

@@ -1,4 +1,4 @@
-//! Standard Webhooks verification (issue 29's rows in BENCHMARKS.md), each
+//! Standard Webhooks verification (BENCHMARKS.md, section 6), each
 //! beside what it is measured against, in one run:
 //!
 //! * `sw_v1/{1KiB,16KiB,1MiB}`: payhook's `StandardWebhooks::verify_headers`

@@ -103,6 +103,24 @@
 //! The core logs every delivery's outcome under target `payhook`; this
 //! crate adds an error for a route without a [`WebhookConfig`] and a warning for
 //! a verified body that does not fit the handler's payload type.
+//!
+//! # Source map
+//!
+//! For contributors: one role per file (ARCHITECTURE.md in the repository has
+//! the workspace's map).
+//!
+//! ```text
+//! extract.rs     the `Webhook` extractor (ack / release)
+//! intake.rs      actix headers seen as the core's Headers, the body read through BodyIntake
+//! config.rs      WebhookConfig (app data) and its Transform (the settling middleware)
+//! settle.rs      settling by the handler's response (run_and_settle, settle_by_response)
+//! reply.rs       Reply → HttpResponse, Rejection
+//! handlers.rs    EventHandlers (methods generated from the event catalogue)
+//! expect.rs      `Expect: 100-continue` answered before the body
+//! inbox.rs       inbox_route (feature `inbox`)
+//! dashboard.rs   dashboard_scope (feature `dashboard`)
+//! testing.rs     SignedDeliveryExt (feature `testing`)
+//! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

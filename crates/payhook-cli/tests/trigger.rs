@@ -1,6 +1,7 @@
 //! `payhook trigger` and `payhook events resend` against a real `payhook
 //! emulate` process delivering to a real payhook receiver, all on loopback:
-//! the three-terminal loop of the README, with a fixed signing secret.
+//! the three-terminal loop of the guide's emulator page
+//! (`docs/guide/emulator.md`), with a fixed signing secret.
 #![cfg(feature = "emulate")]
 
 mod support;

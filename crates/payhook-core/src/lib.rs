@@ -54,6 +54,47 @@
 //! }
 //! # });
 //! ```
+//!
+//! # Source map
+//!
+//! For contributors: where each part of this crate lives (ARCHITECTURE.md in the
+//! repository has the workspace's map, its invariants and boundaries).
+//!
+//! ```text
+//! lib.rs                 re-exports; this map
+//! receiver/mod.rs        Receiver (one endpoint's configuration) and its accessors
+//! receiver/builder.rs    ReceiverBuilder: every setting checked once, at build()
+//! receiver/pipeline.rs   check_source, receive, check_or_reject, check; ReceiveOutcome, Delivery; the claim step
+//! receiver/claim.rs      ClaimGuard, lease renewal, the one settle(HandlerOutcome), cancel-safe Settling
+//! signature/mod.rs       SignatureScheme (the trait), the scheme registry (mod + pub use lines)
+//! signature/stripe.rs    the built-in t=…,v1=… scheme: Signature (parse), Verifier, sign
+//! signature/builder.rs   VerifierBuilder (secrets, header, tolerance, clock)
+//! signature/standard.rs  Standard Webhooks: webhook-id/-timestamp/-signature, v1 (HMAC, whsec_) and v1a (Ed25519, whpk_)
+//! signature/tolerance.rs Tolerance and its check: the replay window every scheme shares
+//! signature/constant_time.rs  the constant-time compare every scheme shares
+//! event/                 Event, EventKind, PaymentIntent, the event catalogue and the one-pass parser (its map: the event module)
+//! store/                 the Store trait, DynStore, MemoryStore
+//! adapter/mod.rs         the adapter interface: re-exports and its guide
+//! adapter/intake.rs      BodyIntake: Content-Length, limit, body timeout
+//! adapter/handler_table.rs  HandlerTable: which handler takes an event
+//! adapter/split_store.rs SplitStoreCheck: the warning for per-worker in-memory stores
+//! reject.rs              every rejection: counted, logged, answered (one place)
+//! reply.rs               Reply: every reply's status, content type and body (one place)
+//! error.rs               Error (why a delivery failed, its status), ConfigError, StoreError
+//! untrusted.rs           escaping and shortening of request-derived text for logs, replies and pages
+//! trace.rs               feature `otel`: the request span (continuing the sender's traceparent), messaging
+//!                        attributes, the traceparent the inbox stores; no-ops without the feature
+//! source.rs              the source-IP allowlist behind trusted proxies
+//! sender.rs              building and signing deliveries (EventBuilder, SignedDelivery) for tests, the CLI, the emulator
+//! sender/standard.rs     signing the Standard Webhooks way (whsec_ → v1, whsk_ → v1a)
+//! time.rs                internal: now, UTC dates, ages and "since" times for the CLI, dashboard and emulator
+//! headers.rs, secret.rs, clock.rs, metrics.rs, defaults.rs, testing/
+//! ```
+//!
+//! The files import in one direction: `adapter/*` → `receiver` → `signature`,
+//! `event`, `store`, `reject` → `reply`, `error`, `metrics`. Nothing in
+//! `receiver/` or `signature/` imports `adapter`; `reject.rs` and `reply.rs`
+//! import neither.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -77,6 +77,30 @@
 //! # drop(dashboard);
 //! # });
 //! ```
+//!
+//! # Source map
+//!
+//! For contributors (ARCHITECTURE.md in the repository has the workspace's map):
+//!
+//! | file | what it is for |
+//! |---|---|
+//! | `lib.rs` | these docs, `Dashboard` (the facade), the request router: assets, access, the size limits, which page or action answers |
+//! | `page_thread.rs` | the dashboard's own thread (a runtime of one worker, started with the first request) that every request is read and rendered on, and the owned copy of a request moved to it |
+//! | `auth.rs` | HTTP Basic with the token (constant time), the hourly anti-forgery token, the cross-site checks |
+//! | `html.rs` | the one escaping rule (`escape`; `value`/`message` = the core's `Untrusted` then `escape`), state badges, spans of time, the JSON body laid out, the page frame |
+//! | `forms.rs` | what requests carry, parsed and checked: query strings (the events filters), form bodies, ages, "since" times; errors as sentences quoting the value through `Untrusted` |
+//! | `pages/mod.rs` | what every page needs (`Ctx`: the inbox's `Admin`, base path, form token), the error pages |
+//! | `pages/overview.rs` | counts by state, oldest pending, the last hour as an SVG chart, the bulk actions' forms |
+//! | `pages/events.rs` | the events list: filters, keyset pages |
+//! | `pages/event.rs` | one event: facts, retry button, attempts, the same payment intent's events, body |
+//! | `pages/paused.rs` | the paused event types: waiting events, resume buttons, the pause form |
+//! | `actions.rs` | retry one / retry every dead / replay since / pause / resume a type: confirmation page, then the change and its report |
+//! | `bulk.rs` | bulk actions by filter: the form, the confirmation page with the count (the selection carried as times, with the count's time), then the run and its report |
+//! | `assets/` | the stylesheet and the refresh script, embedded |
+//!
+//! It renders only through `html.rs`, reads and changes the inbox only through
+//! `Admin` (no SQL of its own), and takes state names and their CSS classes from
+//! `State::ALL` (a value that is not one of them is shown with class `other`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

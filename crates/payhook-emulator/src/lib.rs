@@ -208,6 +208,39 @@
 //! emulator.shutdown().await;
 //! # }
 //! ```
+//!
+//! # Source map
+//!
+//! For contributors: one folder per concern, one role per file. Arrows only point
+//! down the module tree or to the crate root (`Shared`, the facade); no two
+//! emulator files import from each other. The API files know nothing of HTTP
+//! delivery (they hand an event and its recipients to `delivery::enqueue`);
+//! `delivery/` knows nothing of routes or request parameters; no file names an
+//! event type (the types emitted are the event catalogue's kinds with a test
+//! helper, `EventType::emulated()`).
+//!
+//! | file | what it is for |
+//! |---|---|
+//! | `lib.rs` | these docs (the API table and the Decisions), the facade: `Emulator`, `EmulatorBuilder`, `StartError`, `RequestError`, `DeliveryStats`, `Shared` (what handlers and delivery tasks share) |
+//! | `config.rs` | the settings: `RetrySchedule`, `Faults`, `Limits` (and the byte budget's shares), `Config` as fixed at start (its `Debug` redacts the API key) |
+//! | `api/mod.rs` | the router (every route in one table; one test-helper route per catalogue kind the emulator emits), the reply helpers all resources share (`to_json`, `required`, `reply`, `path_id`) |
+//! | `api/idempotency.rs` | `Idempotency-Key` on every `POST`: scope, fingerprint, replay rebuilt from what the first reply referenced, 400/409 |
+//! | `api/pagination.rs` | `limit` / `starting_after` / `ending_before` read, `{"object":"list",…}` written |
+//! | `api/payment_intents.rs` | create, retrieve, list, the succeed / fail test helpers |
+//! | `api/endpoints.rs` | register (secret shown once), retrieve, list, delete, roll the secret |
+//! | `api/events.rs` | creating an event (body fixed once), retrieve, list with filters, delivery attempts, resend |
+//! | `delivery/mod.rs` | the delivery queue: bounded slots, worker pool, duplicates / reordering / delays, retry scheduling |
+//! | `delivery/send.rs` | one HTTP attempt: signed at attempt time (clock-skew fault), pooled client, `Retry-After`, the reply's first bytes; `AttemptOutcome` |
+//! | `delivery/faults.rs` | the fault draws: pure functions of the seed and the subject, so a seed replays a run |
+//! | `delivery/log.rs` | the one log line per attempt |
+//! | `auth.rs` | API keys (`sk_test_…` only; live keys refused) |
+//! | `error.rs` | API errors, `{"error":{"type","code","message","param"}}` |
+//! | `ids.rs` | object ids and `whsec_` secrets |
+//! | `keys.rs` | an endpoint's keys for the delivery scheme (`DeliveryScheme`): the service's secret, or a Standard Webhooks `whsec_` secret and an Ed25519 pair, and what the create/roll reply shows of them |
+//! | `model.rs` | the objects kept and returned (payment intent view, event, endpoint, attempt) |
+//! | `params.rs` | request parameters from JSON or form bodies, refused by name |
+//! | `state.rs` | the in-memory state: bounded collections, eviction by count and bytes, cursor pagination |
+//! | `text.rs` | request-derived text in replies and logs, escaped and shortened |
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

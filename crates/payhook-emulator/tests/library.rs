@@ -1,5 +1,5 @@
 //! The library used from a `#[tokio::test]` exactly as the crate documentation
-//! (and the README) shows it: the same code, with a payhook axum receiver on
+//! (and the guide's `docs/guide/emulator.md`) shows it: the same code, with a payhook axum receiver on
 //! another loopback port.
 
 use std::time::Duration;

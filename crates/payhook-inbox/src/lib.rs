@@ -70,6 +70,125 @@
 //! workers.shutdown().await; // on shutdown: running handlers finish first
 //! # });
 //! ```
+//!
+//! # Source map
+//!
+//! For contributors. The crate is built in layers, listed here from the bottom
+//! up: a file may use the files above it in this list, never one below it (the
+//! module tree aside: `reads/dashboard.rs` uses its parent's `COLUMNS`), and no
+//! two of these files import each other. ARCHITECTURE.md in the repository has
+//! the invariants every change must keep.
+//!
+//! **Model — what the inbox is about, no SQL, no sqlx, no database**
+//!
+//! - `model/state.rs` — `State` (`#[non_exhaustive]`, listed in `State::ALL`,
+//!   stored by `as_str`) and `AttemptOutcome` (how one attempt ended).
+//! - `model/event.rs` — `StoredEvent`, `Filter`, `Attempt`, `IntentEvent`,
+//!   `MAX_ID_BYTES`: what the operator's tools see.
+//! - `model/page.rs` — `PageQuery`, `Page`, `Cursor`, `MAX_PAGE`: keyset pages.
+//! - `model/stats.rs` — `Stats` (one count per `State`, `count`/`counts`),
+//!   `ActivitySlot`.
+//! - `model/pause.rs` — `PausedType`: a paused event type as the tools list it.
+//! - `model/bulk.rs` — `BulkAction` (what each action does, the states it acts
+//!   on), `Selection`, `BulkCount`, `BulkReport`, `MAX_BULK_IDS`.
+//! - `model/rows.rs` — crate-internal rows passed between intake, workers and
+//!   the database (`NewRow`, `Claimed`, `ClaimRequest`, `ClaimResult`,
+//!   `AttemptRecord`).
+//! - `clock.rs` — now in Unix milliseconds, lease tokens, backoff jitter.
+//! - `error.rs` — `InboxError`, the kind of a database failure, and the escaping
+//!   of sender-chosen ids before a log line or error text.
+//! - `metrics.rs` — metric names and how they are recorded.
+//!
+//! **Dialects — what differs between the databases; no pool, connection or
+//! event semantics**
+//!
+//! - `dialect/mod.rs` — the table names (`table!`, `TABLE`, `SCHEMA_TABLE`,
+//!   `ATTEMPTS_TABLE`, `paused_table!`/`PAUSED_TABLE`), `Dialect`, and every
+//!   decision that depends on the database as a `Dialect` method (row-locking
+//!   clause, per-intent claim guard, migration lock, EXPLAIN form, missing-table
+//!   error, "is a file", one writer or many, a JSON list as rows (`json_rows`), a
+//!   column kept from driving a statement (`unindexed`)). No other file matches
+//!   on a `Dialect`.
+//! - `dialect/migrations.rs` with `migrations/sqlite/000N_*.sql` and
+//!   `migrations/postgres/000N_*.sql` — the numbered migrations, one `.sql` file
+//!   per version and database, loaded with `include_str!`.
+//!
+//! **How one implementation serves three database types (no statement here)**
+//!
+//! - `driver.rs` — `Driver`, the only per-type code (the dialect a pool type
+//!   implies, `rows_affected`), and `sql_bounds!`, the where-clause every
+//!   layer's blanket implementation needs (why: ARCHITECTURE.md).
+//! - `database.rs` — `Database` (a pool, its dialect and the deadline each piece
+//!   of work on it is held to, `bounded`; `write` for work that writes, which on
+//!   SQLite first waits for this process's turn, `WriteTurns`) and opening a
+//!   pool from a `sqlite:`/`postgres:` URL.
+//!
+//! **Layers over the database — each a trait with one generic implementation,
+//! each statement beside the method that runs it; they know no HTTP, receiver,
+//! handler, worker loop or metrics, and none uses another**
+//!
+//! - `queue.rs` — the queue's state changes: `insert` (new → pending), `claim`
+//!   (expired leases requeued or made dead, then pending → running under a lease
+//!   token, no attempt counted), `renew`, `mark_done_in` (running → done in the
+//!   handler's transaction), `record_failure` (running → pending later, or dead).
+//! - `progress.rs` — the workers' batched writes after a claim: `progress`
+//!   (start marks, which count the attempt, and done marks with their attempt
+//!   record, in one statement on PostgreSQL, one transaction on SQLite),
+//!   `renew_claims` (the leases of a claim's events waiting in the local queue),
+//!   `hand_back` (claimed, never started → pending, uncounted).
+//! - `operations.rs` — the operator's state changes: `retry`, `retry_dead`,
+//!   `replay`, the bounded `purge` batch (`PURGE_BATCH`), and `pause`/`resume`
+//!   (a row of the paused types' table, which the claim reads).
+//! - `bulk.rs` — bulk actions over a `Selection`: the `count` that comes first
+//!   and one keyset `batch` (at most `BULK_BATCH` keys of one state read, then
+//!   changed by key in one statement of their own), each built from the
+//!   selection beside the method that runs it; `Admin::bulk_run` loops the
+//!   batches and rests between them.
+//! - `attempts.rs` — the attempts record (written by the workers in batches).
+//! - `duplicates.rs` — the duplicates record: when each duplicate delivery was
+//!   acknowledged (written by the intake after its replies, kept a day), so the
+//!   overview counts duplicates apart from first deliveries.
+//! - `reads/mod.rs` — depth, `list`, `show`, the paused types (`paused`),
+//!   whether a database holds an inbox, the SQLite main file.
+//! - `reads/dashboard.rs` — the dashboard's counts, activity chart, keyset
+//!   pages, attempts, events of one payment intent.
+//! - `reads/plans.rs` — the query plans of the dashboard's statements.
+//! - `migrate.rs` — runs the migrations not yet recorded, each in its own
+//!   transaction (under the dialect's lock).
+//! - `notify.rs` — `NOTIFY` after ingest commits, `LISTEN` per process
+//!   (PostgreSQL), polling as the fallback.
+//! - `backend.rs` — `Backend`: every layer's trait at once, the one bound the
+//!   rest of the crate (and `Inbox<DB>`, `Job<DB>`, `Admin<DB>`) names.
+//!
+//! **The running inbox and its users — no SQL text: they call `DB::claim`,
+//! `DB::insert`, … through `Backend`**
+//!
+//! - `sqlite_file.rs` — notices the SQLite file deleted or replaced (`503`).
+//! - `inner.rs` — what the intake and the workers share (`Inner`, `Config`,
+//!   `Pending`); neither uses the other's internals.
+//! - `upkeep.rs` — the workers' upkeep between claims: the depth gauges and the
+//!   retention purge rounds; and beside the claims, the copy of SQLite's WAL back
+//!   into its file a moment after each write (`copy_back_wal`, counting the
+//!   file's write turns).
+//! - `worker/mod.rs` — `Workers`: the dispatch loop (claiming ahead into the
+//!   local queue at the handlers' pace, starting events, renewing and handing
+//!   back what waits there).
+//! - `worker/job.rs` — `Handler`, `Job`, `JobTransaction`: what a handler sees.
+//! - `worker/attempt.rs` — one attempt: the handler under its renewed lease, the
+//!   done mark or the failure with its backoff, the `INFO` line.
+//! - `worker/writer.rs` — the two writer tasks: marks (start and done) and the
+//!   attempts record, each writing what waits in one statement.
+//! - `inbox.rs` — `Inbox`, `InboxBuilder`: settings, ingest (the receiver's
+//!   intake, then one multi-row insert per batch, reply after commit).
+//! - `trace.rs` — feature `otel`: the delivery's span, whose `traceparent` the
+//!   row keeps (`trace_context`, migration 6): the adapter's request span in
+//!   payhook's inbox routes, otherwise an ingest span of its own. Also each
+//!   attempt's span, a child of the delivery's (why a child and not a link: its
+//!   module docs). No span and `NULL` without the feature.
+//! - `admin.rs` — `Admin`, the operator's API (CLI `payhook inbox`, the
+//!   dashboard), and `parse_age`; re-exports the model under `admin::`. It holds
+//!   no SQL; the dashboard and the CLI hold neither SQL nor the list of states
+//!   (they iterate `State::ALL` and `Stats::counts()`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

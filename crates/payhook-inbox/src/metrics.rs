@@ -24,7 +24,7 @@
 //! the first dead event after a restart (a series that first appears at 1
 //! shows no increase). The gauges are refreshed every 5 seconds by the
 //! workers, busy or not. `docs/prometheus/alerts.yml` holds alert rules built
-//! on these (README, "Alerting").
+//! on these (`docs/guide/production.md`, "Alerting").
 
 /// New events stored.
 pub const INGESTED: &str = "payhook_inbox_ingested_total";

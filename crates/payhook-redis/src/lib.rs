@@ -86,6 +86,13 @@
 //! CA, name its certificate file in `SSL_CERT_FILE`); without it, a `rediss://`
 //! URL is a build error that names the feature. Errors, replies and `Debug`
 //! output never contain the URL or the password.
+//!
+//! # Source map
+//!
+//! For contributors: `store.rs` holds `RedisStore`, its builder and the three
+//! Redis calls behind the `Store` implementation; `key.rs` how a (namespace,
+//! event id) pair becomes one key (the data layout above); `error.rs` the failure
+//! messages, built from the kind of failure and never from the connection URL.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -60,6 +60,21 @@
 //! assert_eq!(response.status(), 400);
 //! # });
 //! ```
+//!
+//! # Source map
+//!
+//! For contributors: one role per file (ARCHITECTURE.md in the repository has
+//! the workspace's map).
+//!
+//! ```text
+//! layer.rs, service.rs, future.rs   WebhookLayer → WebhookService → ResponseFuture (check_source, intake, receive, settle)
+//! body.rs                           the request body read through the core's BodyIntake
+//! peer.rs                           PeerAddr: the client address the allowlist needs
+//! axum/mod.rs, axum/extract.rs      the `Webhook` extractor for axum handlers
+//! axum/handlers.rs                  EventHandlers: per-kind handlers (methods generated from the event catalogue)
+//! axum/serve.rs                     hyper serving with a header-read timeout
+//! axum/inbox.rs, axum/dashboard.rs  inbox_route, dashboard_router (features `inbox`, `dashboard`)
+//! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

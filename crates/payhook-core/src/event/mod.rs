@@ -48,6 +48,24 @@
 //! In the `payhook` crate the types are at its root (`payhook::Event`), the type
 //! names in `payhook::event`, and [`into_payload`], adapter plumbing, in
 //! `payhook::adapter`.
+//!
+//! Where each part lives:
+//!
+//! | file | role |
+//! |---|---|
+//! | `event/mod.rs` | these docs and the re-exports (`Event`, `EventKind`, the type-name constants, `CATALOGUE`, `EventType`), the two payload-error helpers |
+//! | `event/catalogue.rs` | **the event catalogue**: the macro `event_catalogue!` that lists every data type and every kind (type names with aliases, data, per-kind handler method, emitted or alias-only, emulator test helper, example status), and what the core generates from it: the constants (`event::names`), `EventKind`, `Carries`, `CATALOGUE`, the kind-to-data dispatch of the parser |
+//! | `event/catalogue/<module>.rs` | one file per data type of its own (none today: an entry such as `Payout in payout` under `data` declares `catalogue/payout.rs`) |
+//! | `event/data.rs` | the `EventData` contract a data type keeps (read in the envelope's pass, or from raw `data`), `DataField`, and its implementation for `PaymentIntent` |
+//! | `event/envelope.rs` | `Event` and the one-pass parse: `id`, `type` (looked up in the catalogue once), `data` read straight into the kind's data type, other fields kept raw |
+//! | `event/intent.rs` | the payment intent model: `PaymentIntent`, status, methods, metadata, exact amounts |
+//! | `event/packed.rs` | the packed map behind `Metadata` and the kept top-level fields (one buffer, no per-field allocation) |
+//! | `event/payload.rs` | `parse_as` and `into_payload`: a verified body into `Event`, `PaymentIntent` or the caller's type |
+//!
+//! The module knows no HTTP (no `http` types, status codes or headers), no
+//! store, no receiver, no framework and no clock: it depends on `serde`,
+//! `serde_json` and the crate's `Error` only. Adapters, the sender, the CLI and
+//! the emulator depend on it, never the other way round.
 
 mod catalogue;
 mod content;

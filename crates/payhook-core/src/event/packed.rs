@@ -5,7 +5,7 @@
 //! read, with one index entry per pair: two allocations for the whole map
 //! rather than one per key and per value, which would make a typed parse of a
 //! metadata-heavy event cost as much as a generic `serde_json::Value` one
-//! (BENCHMARKS.md, round 3). A lookup is a binary search.
+//! (BENCHMARKS.md, section 2). A lookup is a binary search.
 
 use std::fmt;
 use std::ops::Range;

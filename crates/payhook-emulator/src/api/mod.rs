@@ -1,4 +1,4 @@
-//! The HTTP API (the table in the crate documentation and README.md): the
+//! The HTTP API (the table in the crate documentation): the
 //! router, and what every resource's handlers share. Each resource is a file:
 //! [`payment_intents`], [`endpoints`], [`events`]; [`idempotency`] wraps every
 //! `POST`, [`pagination`] reads and writes lists.

@@ -162,7 +162,8 @@ impl Dialect {
     /// copy is made by whichever commit crosses the automatic checkpoint's
     /// size, a delivery's among them, and that acknowledgement waits for it
     /// (with it, 300 deliveries a second had an ack p99 of 4.3 ms on a 2-core
-    /// machine; 2.1–2.7 ms once copied beside them, BENCHMARKS section 11).
+    /// machine; 2.1–2.7 ms once copied beside them, BENCHMARKS.md, inbox
+    /// section 11).
     /// The workers run it in the background, a bulk action in
     /// its rest between batches. `None` on PostgreSQL, whose server
     /// checkpoints on its own.

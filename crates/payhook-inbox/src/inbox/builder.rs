@@ -424,7 +424,7 @@ async fn start<DB: Backend>(
     // load. SQLite has one writer whatever we do; on PostgreSQL more tasks
     // would split each process's deliveries into smaller batches, the more so
     // the more replicas share the load: more transactions per event
-    // (BENCHMARKS.md, "Replicas").
+    // (BENCHMARKS.md, inbox section 10).
     let (ingest, queue) = mpsc::channel(4 * INGEST_BATCH);
     tokio::spawn(write_batches(db.clone(), config.namespace.clone(), queue));
     m::register(&config.namespace);
