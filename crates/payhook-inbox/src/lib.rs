@@ -176,10 +176,15 @@
 //! - `worker/job.rs` — `Handler`, `Job`, `JobTransaction`: what a handler sees.
 //! - `worker/attempt.rs` — one attempt: the handler under its renewed lease, the
 //!   done mark or the failure with its backoff, the `INFO` line.
-//! - `worker/writer.rs` — the two writer tasks: marks (start and done) and the
-//!   attempts record, each writing what waits in one statement.
-//! - `inbox.rs` — `Inbox`, `InboxBuilder`: settings, ingest (the receiver's
-//!   intake, then one multi-row insert per batch, reply after commit).
+//! - `writers/marks.rs` — the workers' two writer tasks: marks (start and
+//!   done) and the attempts record, each writing what waits in one statement.
+//! - `writers/intake.rs` — the intake's writer task: one multi-row insert per
+//!   batch of deliveries, each answered after its commit; then the
+//!   duplicates, recorded and compared with their stored events.
+//! - `inbox/mod.rs` — `Inbox`: the handle (ingest, start the workers, wait
+//!   until idle); `inbox/builder.rs` — `InboxBuilder`, its settings and the
+//!   start of a running inbox; `inbox/intake.rs` — one verified delivery to a
+//!   row, handed to the intake writer, and its reply.
 //! - `trace.rs` — feature `otel`: the delivery's span, whose `traceparent` the
 //!   row keeps (`trace_context`, migration 6): the adapter's request span in
 //!   payhook's inbox routes, otherwise an ingest span of its own. Also each
