@@ -16,7 +16,11 @@
 //!   migrations), and several processes on one database are replicas of one
 //!   app;
 //! * `PAYHOOK_INBOX_CONCURRENCY`: handlers at once (default 8); the app's
-//!   pool gets that many connections plus 4 for ingest and claims.
+//!   pool gets that many connections plus 4 for ingest and claims;
+//! * `PAYHOOK_API_BASE`, `PAYHOOK_API_KEY`: reconcile with the service's
+//!   events list, so events no delivery brought are handled too (one replica
+//!   reconciles at a time); `PAYHOOK_RECONCILE_INTERVAL_MS` sets how often
+//!   (see `common/mod.rs`).
 //!
 //! It serves `POST /webhooks` (200 once stored, new or repeat; 400/413/408 for
 //! what fails the checks; 503 while the database is down) and prints
@@ -91,8 +95,12 @@ async fn serve() -> Result<(), Box<dyn Error>> {
     .map_err(|err| format!("cannot create the payments_received table: {err}"))?;
 
     let receiver = Receiver::builder().secret(secret).build()?;
-    let inbox = Inbox::builder(receiver)
-        .concurrency(usize::try_from(concurrency).unwrap_or(usize::MAX))
+    let mut builder =
+        Inbox::builder(receiver).concurrency(usize::try_from(concurrency).unwrap_or(usize::MAX));
+    if let Some(reconcile) = common::reconcile_from_env()? {
+        builder = builder.reconcile(reconcile);
+    }
+    let inbox = builder
         .from_pool(pool)
         .await
         .map_err(|err| format!("cannot open the inbox in PAYHOOK_DATABASE_URL: {err}"))?;

@@ -25,6 +25,9 @@
 //! * `PAYHOOK_DASHBOARD_TOKEN`: when set (16 bytes or more), the inbox
 //!   dashboard is served under `/payhook/` (HTTP Basic, any user name, this
 //!   token as the password); when unset, it is not served at all (`404`);
+//! * `PAYHOOK_API_BASE`, `PAYHOOK_API_KEY`: reconcile with the service's
+//!   events list, so events no delivery brought are handled too;
+//!   `PAYHOOK_RECONCILE_INTERVAL_MS` sets how often (see `common/mod.rs`);
 //! * optional tuning: `PAYHOOK_INBOX_LEASE_MS`, `PAYHOOK_INBOX_MAX_ATTEMPTS`,
 //!   `PAYHOOK_INBOX_BACKOFF_MS` (first retry delay), `PAYHOOK_INBOX_CONCURRENCY`.
 //!
@@ -33,7 +36,8 @@
 //! inserts one row into `ledger(event_id TEXT, event_type TEXT, amount TEXT)`
 //! (created when missing, deliberately without a unique constraint: the inbox
 //! alone keeps it to one row per event) through the transaction payhook hands
-//! it, commits, and prints `handled <event id> <event type>`. When the
+//! it, commits, and prints `handled <event id> <event type>` (whether a
+//! delivery or the reconciler stored the event). When the
 //! payment intent's `metadata.fail_attempts` is `"N"`, its first N attempts
 //! fail after writing the row, so a failed attempt must leave no row. When its
 //! `metadata.crash` is `"abort"`, the handler aborts the whole process
@@ -135,6 +139,9 @@ async fn serve() -> Result<(), Box<dyn Error>> {
     }
     if let Some(handlers) = env_number("PAYHOOK_INBOX_CONCURRENCY")? {
         builder = builder.concurrency(usize::try_from(handlers).unwrap_or(usize::MAX));
+    }
+    if let Some(reconcile) = common::reconcile_from_env()? {
+        builder = builder.reconcile(reconcile);
     }
     // The URL may hold a password: errors name the variable, never its value.
     let inbox = builder

@@ -14,6 +14,7 @@
 //! | `redis-tls` | the Redis store with `rediss://` URLs |
 //! | `emulator` | [`emulator`]: the payment service in test mode (its API and signed deliveries with retries and faults), for your tests |
 //! | `inbox-sqlite`, `inbox-postgres` | [`inbox`]: a durable inbox — acknowledge at once, process after, effects exactly once |
+//! | `reconcile` | with an inbox feature, `inbox::Reconcile`: every event the service created is handled once, the ones no delivery brought included (the inbox lists the service's events with the API key) |
 //! | `ed25519` | Standard Webhooks' asymmetric `v1a` signatures: `whpk_` public keys on [`signature::StandardWebhooks`], `whsk_` signing keys in [`sender`] (the HMAC `v1` form needs no feature) |
 //! | `dashboard` | [`dashboard`]: the inbox in the browser for the people on call (with `axum` or `actix`) |
 //! | `otel` | [`otel`]: OpenTelemetry traces — each request's span continues the sender's `traceparent`, the inbox keeps it so every attempt joins the trace — exported as OTLP over HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set ([`otel::init`]) |

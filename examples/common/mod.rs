@@ -22,6 +22,12 @@
 //!   (`v1`), `PAYHOOK_PUBLIC_KEYS` comma-separated `whpk_` keys (`v1a`), and at
 //!   least one of the two is required; the `webhook-id` is the event id.
 //!   Unset, the examples use the service's scheme and need `PAYHOOK_SECRET`;
+//! * `PAYHOOK_API_BASE`, `PAYHOOK_API_KEY` (inbox examples): reconcile with
+//!   the service's events list at this API base (`https://…`, or `http://`
+//!   on loopback such as the emulator's `http://127.0.0.1:12111`) with this
+//!   key, so events no delivery brought are stored and handled too;
+//!   `PAYHOOK_RECONCILE_INTERVAL_MS` sets how often (default 60 000). Both
+//!   or neither: one without the other stops the example, naming the other;
 //! * `RUST_LOG`: what is logged (default `info`), on stdout.
 //!
 //! Each example includes this file with `mod common;`; cargo builds only the
@@ -229,4 +235,35 @@ pub fn exit_status(example: &str, result: Result<(), Box<dyn Error>>) -> ExitCod
             ExitCode::FAILURE
         }
     }
+}
+
+/// The reconciler's settings from `PAYHOOK_API_BASE`, `PAYHOOK_API_KEY` and
+/// `PAYHOOK_RECONCILE_INTERVAL_MS`, or `None` when neither of the first two
+/// is set. The key is never printed; a bad value names its variable.
+pub fn reconcile_from_env() -> Result<Option<payhook::inbox::Reconcile>, Box<dyn Error>> {
+    let set = |name| {
+        std::env::var(name)
+            .ok()
+            .filter(|value: &String| !value.trim().is_empty())
+    };
+    let (base, key) = match (set("PAYHOOK_API_BASE"), set("PAYHOOK_API_KEY")) {
+        (None, None) => return Ok(None),
+        (Some(base), Some(key)) => (base, key),
+        (Some(_), None) => {
+            return Err("PAYHOOK_API_BASE is set without PAYHOOK_API_KEY: set both to reconcile".into())
+        }
+        (None, Some(_)) => {
+            return Err("PAYHOOK_API_KEY is set without PAYHOOK_API_BASE: set both to reconcile".into())
+        }
+    };
+    let mut reconcile = payhook::inbox::Reconcile::new(&base, &key)
+        .map_err(|err| format!("PAYHOOK_API_BASE / PAYHOOK_API_KEY: {err}"))?;
+    if let Some(ms) = set("PAYHOOK_RECONCILE_INTERVAL_MS") {
+        let ms: u64 = ms.trim().parse().map_err(|_| {
+            format!("PAYHOOK_RECONCILE_INTERVAL_MS={ms:?} is not a whole number of milliseconds")
+        })?;
+        reconcile = reconcile.interval(std::time::Duration::from_millis(ms));
+    }
+    println!("reconciling with the events list at {}", reconcile.api().base());
+    Ok(Some(reconcile))
 }

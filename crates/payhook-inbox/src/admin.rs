@@ -26,11 +26,11 @@ use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
 use crate::operations::{PARK_BATCH, PURGE_BATCH};
 
 pub use crate::attempts::MAX_ATTEMPT_RECORDS;
-pub use crate::dialect::{ATTEMPTS_TABLE, DIFFERING_TABLE, DUPLICATES_TABLE, PAUSED_TABLE};
+pub use crate::dialect::{ATTEMPTS_TABLE, DIFFERING_TABLE, DUPLICATES_TABLE, PAUSED_TABLE, RECONCILER_TABLE};
 pub use crate::model::{
     ActivitySlot, Attempt, AttemptOutcome, BulkAction, BulkCount, BulkReport, Cursor, DifferingCopies,
-    Filter, IntentEvent, Page, PageQuery, PausedType, Selection, State, Stats, StoredEvent, MAX_BULK_IDS,
-    MAX_PAGE,
+    Filter, IntentEvent, Page, PageQuery, PausedType, Selection, Source, State, Stats, StoredEvent,
+    MAX_BULK_IDS, MAX_PAGE,
 };
 
 /// A connection to an inbox for operations. Never creates, migrates or

@@ -24,6 +24,7 @@ pub trait Backend:
     + crate::reads::dashboard::Overview
     + crate::attempts::AttemptsRecord
     + crate::duplicates::DuplicatesRecord
+    + crate::reconcile_state::ReconcilerRecord
     + crate::reads::plans::Plans
     + crate::migrate::Migrate
     + crate::notify::Notify
@@ -41,6 +42,7 @@ impl<DB> Backend for DB where
         + crate::reads::dashboard::Overview
         + crate::attempts::AttemptsRecord
         + crate::duplicates::DuplicatesRecord
+        + crate::reconcile_state::ReconcilerRecord
         + crate::reads::plans::Plans
         + crate::migrate::Migrate
         + crate::notify::Notify

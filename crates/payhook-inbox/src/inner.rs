@@ -40,6 +40,9 @@ pub(crate) struct Config {
     /// The deadline of each piece of database work (the database's own copy
     /// is what the work is held to).
     pub(crate) database_timeout: Duration,
+    /// The reconciler's settings, when it runs beside the workers.
+    #[cfg(feature = "reconcile")]
+    pub(crate) reconcile: Option<crate::reconcile::Reconcile>,
 }
 
 /// One delivery waiting for its ingest commit.

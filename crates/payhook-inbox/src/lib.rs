@@ -217,6 +217,9 @@ mod operations;
 mod progress;
 mod queue;
 mod reads;
+#[cfg(feature = "reconcile")]
+pub mod reconcile;
+mod reconcile_state;
 mod sqlite_file;
 mod trace;
 mod upkeep;
@@ -231,7 +234,9 @@ pub use inbox::{
     DEFAULT_DATABASE_TIMEOUT, DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS, DEFAULT_NAMESPACE, DEFAULT_RETENTION,
     DEFAULT_SQLITE_CACHE_KIB,
 };
-pub use model::{State, MAX_ID_BYTES};
+pub use model::{Source, State, MAX_ID_BYTES};
+#[cfg(feature = "reconcile")]
+pub use reconcile::Reconcile;
 pub use worker::{Handler, HandlerError, HandlerFuture, Job, JobTransaction, Workers};
 
 /// The database crate the inbox runs on, so handlers use the same version.

@@ -17,6 +17,11 @@
 //! | `payhook_inbox_paused_types` | gauge | event types paused ([`Admin::pause`](crate::admin::Admin::pause)) |
 //! | `payhook_inbox_paused_pending` | gauge | events of paused types waiting (also counted in `payhook_inbox_pending`) |
 //! | `payhook_inbox_handler_seconds` | histogram | time in the handler, commit included |
+//! | `payhook_inbox_reconciled_total` | counter | events the reconciler stored because no delivery of them arrived, by `type` (feature `reconcile`): each one is a missed delivery |
+//! | `payhook_inbox_reconcile_requests_total` | counter | requests to the service's events list |
+//! | `payhook_inbox_reconcile_failures_total` | counter | passes that failed, by `reason`: `unauthorized` (the reconciler stopped), `throttled`, `unreachable`, `bad_reply`, `database` |
+//! | `payhook_inbox_reconcile_last_success_timestamp_seconds` | gauge | when the last pass reached its end (Unix seconds) |
+//! | `payhook_inbox_reconcile_stopped` | gauge | 1 once the service refused the API key and the reconciler stopped |
 //! | `payhook_inbox_database_errors_total` | counter | database failures, by `operation`: `ingest` (a delivery answered `503` because it could not be stored), `claim` (a worker's claim failed) |
 //!
 //! The counters of a namespace are exported at 0 from the moment its inbox is
@@ -54,6 +59,16 @@ pub const PAUSED_TYPES: &str = "payhook_inbox_paused_types";
 pub const PAUSED_PENDING: &str = "payhook_inbox_paused_pending";
 /// Handler time, in seconds.
 pub const HANDLER_SECONDS: &str = "payhook_inbox_handler_seconds";
+/// Events the reconciler stored, by `type`.
+pub const RECONCILED: &str = "payhook_inbox_reconciled_total";
+/// Requests to the service's events list.
+pub const RECONCILE_REQUESTS: &str = "payhook_inbox_reconcile_requests_total";
+/// Reconciliation passes that failed, by `reason`.
+pub const RECONCILE_FAILURES: &str = "payhook_inbox_reconcile_failures_total";
+/// When the last reconciliation pass reached its end, Unix seconds.
+pub const RECONCILE_LAST_SUCCESS: &str = "payhook_inbox_reconcile_last_success_timestamp_seconds";
+/// 1 once the reconciler stopped because the service refused the API key.
+pub const RECONCILE_STOPPED: &str = "payhook_inbox_reconcile_stopped";
 /// Database failures, by `operation` ([`INGEST`], [`CLAIM`]).
 pub const DATABASE_ERRORS: &str = "payhook_inbox_database_errors_total";
 /// The `operation` of a delivery answered `503` because it could not be stored.

@@ -74,7 +74,7 @@ use crate::clock::now_ms;
 use crate::database::Database;
 use crate::dialect::{parked, paused_table, table, Dialect};
 use crate::driver::{sql_bounds, Driver};
-use crate::model::{ClaimRequest, ClaimResult, Claimed, NewRow, State};
+use crate::model::{ClaimRequest, ClaimResult, Claimed, NewRow, Source, State};
 
 /// The first half of the two-part advisory lock key that guards a payment
 /// intent during a claim ("phi!" in ASCII); the second half is a hash of the
@@ -86,12 +86,13 @@ const PG_INTENT_GUARD_CLASS: i32 = 0x7068_6921;
 /// The queue's state changes on one backend. Not nameable outside the crate.
 pub trait Queue: Driver {
     /// Stores new events `pending`, in one statement committed synchronously
-    /// ([`Dialect::durable_commit`]); for each row, whether it was new (a
-    /// repeat is skipped).
+    /// ([`Dialect::durable_commit`]), as coming from `source`; for each row,
+    /// whether it was new (a repeat is skipped).
     fn insert<'a>(
         db: &'a Database<Self>,
         namespace: &'a str,
         rows: &'a [&'a NewRow],
+        source: Source,
     ) -> impl Future<Output = Result<Vec<bool>, sqlx::Error>> + Send + 'a;
     /// Requeues or kills expired claims, then claims due events: `pending` →
     /// `running` under the request's lease token.
@@ -132,6 +133,7 @@ sql_bounds! {
             db: &'a Database<Self>,
             namespace: &'a str,
             rows: &'a [&'a NewRow],
+            source: Source,
         ) -> Result<Vec<bool>, sqlx::Error> {
             // Insert in id order so two writers holding the same ids in their
             // batches wait for each other instead of deadlocking (PostgreSQL).
@@ -141,7 +143,7 @@ sql_bounds! {
             order.sort_by(|&a, &b| rows[a].event_id.cmp(&rows[b].event_id));
             order.dedup_by(|&mut later, &mut first| rows[later].event_id == rows[first].event_id);
             let padded = padded(order.len());
-            let sql = insert_statement(db.dialect, padded);
+            let sql = insert_statement(db.dialect, padded, source);
             // Statements for up to 16 rows stay prepared on their connection.
             // Larger ones are prepared for each use: kept on every connection
             // of the pool, the 32- to 256-row ones add up to several hundred
@@ -307,6 +309,7 @@ sql_bounds! {
                         attempts: row.try_get("attempts")?,
                         token: request.token,
                         trace_context: row.try_get("trace_context")?,
+                        source: Source::of_column(row.try_get::<Option<String>, _>("source")?.as_deref()),
                     })
                 })
                 .collect::<Result<_, sqlx::Error>>()?;
@@ -439,7 +442,7 @@ const CLAIM: &str = concat!(
     due_in_order!("$6", "$7"),
     " ORDER BY c.due_at, c.arrival \
        LIMIT $5) \
-     RETURNING arrival, event_id, body, attempts, trace_context"
+     RETURNING arrival, event_id, body, attempts, trace_context, source"
 );
 
 /// The first statement of a PostgreSQL claim (see the module docs): the
@@ -475,7 +478,7 @@ const CLAIM_PICKED: &str = concat!(
      WHERE c.arrival = picked.arrival AND {namespace} = $1 AND {state} = $7 AND c.due_at <= $2 \
        AND $5 > 0",
     due_in_order!("$6", "$7"),
-    " RETURNING c.arrival, c.event_id, c.body, c.attempts, c.trace_context"
+    " RETURNING c.arrival, c.event_id, c.body, c.attempts, c.trace_context, c.source"
 );
 
 /// The claim statement of a dialect: on PostgreSQL [`CLAIM_PICKED`], on
@@ -497,13 +500,22 @@ fn claim_statement(dialect: Dialect) -> String {
 /// paused; the last is the trace context). Padding rows are all NULL and
 /// filtered out; repeats are skipped by `ON CONFLICT`, and the new rows' ids
 /// come back.
-fn insert_statement(dialect: Dialect, rows: usize) -> String {
+fn insert_statement(dialect: Dialect, rows: usize, source: Source) -> String {
     let mut sql = String::with_capacity(rows * 40 + 400);
     sql.push_str(concat!(
         "INSERT INTO ",
         table!(),
-        " (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at, trace_context) \
-         SELECT $1, column1, column2, column3, column4, column5, column6, $2, 0, \
+        " (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at, trace_context"
+    ));
+    // A delivery leaves `source` NULL: the intake's statement is the same
+    // as before the column existed. The source is a constant of `Source`,
+    // never input.
+    let source = source.column();
+    if source.is_some() {
+        sql.push_str(", source");
+    }
+    sql.push_str(concat!(
+        ") SELECT $1, column1, column2, column3, column4, column5, column6, $2, 0, \
            CASE WHEN EXISTS (SELECT 1 FROM ",
         paused_table!(),
         " p WHERE p.namespace = $1 AND p.event_type = column2"
@@ -512,8 +524,12 @@ fn insert_statement(dialect: Dialect, rows: usize) -> String {
     sql.push_str(concat!(
         ") THEN column6 + ",
         parked!(),
-        " ELSE column6 END, column7 FROM (VALUES "
+        " ELSE column6 END, column7"
     ));
+    if let Some(source) = source {
+        sql.push_str(&format!(", '{source}'"));
+    }
+    sql.push_str(" FROM (VALUES ");
     for row in 0..rows {
         let first = 3 + row * 7;
         if row > 0 {

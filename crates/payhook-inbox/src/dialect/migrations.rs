@@ -17,7 +17,7 @@ pub(crate) struct Migration {
 }
 
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 9] = [
+pub(crate) const MIGRATIONS: [Migration; 10] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../migrations/sqlite/0001_inbox_table.sql"),
@@ -71,6 +71,12 @@ pub(crate) const MIGRATIONS: [Migration; 9] = [
         version: 9,
         sqlite: include_str!("../../migrations/sqlite/0009_differing_copies.sql"),
         postgres: include_str!("../../migrations/postgres/0009_differing_copies.sql"),
+        clears_done_errors: false,
+    },
+    Migration {
+        version: 10,
+        sqlite: include_str!("../../migrations/sqlite/0010_reconciler.sql"),
+        postgres: include_str!("../../migrations/postgres/0010_reconciler.sql"),
         clears_done_errors: false,
     },
 ];

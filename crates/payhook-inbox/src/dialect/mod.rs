@@ -71,6 +71,14 @@ macro_rules! differing_table {
 }
 pub(crate) use differing_table;
 
+/// The reconciler's table name, for `concat!`.
+macro_rules! reconciler_table {
+    () => {
+        "payhook_inbox_reconciler"
+    };
+}
+pub(crate) use reconciler_table;
+
 /// The table every backend keeps events in.
 pub const TABLE: &str = table!();
 
@@ -97,6 +105,11 @@ pub const DUPLICATES_TABLE: &str = duplicates_table!();
 /// body ([`Admin::differing_copies`](crate::admin::Admin::differing_copies));
 /// removed once its event is.
 pub const DIFFERING_TABLE: &str = differing_table!();
+
+/// The reconciler's table: per namespace, how far the service's events are
+/// known to be in the inbox, which process reconciles now, and how the last
+/// passes went.
+pub const RECONCILER_TABLE: &str = reconciler_table!();
 
 /// Which SQL dialect a database speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -59,6 +59,8 @@ pub struct InboxBuilder {
     sqlite_full_sync: Option<bool>,
     sqlite_cache_kib: Option<u32>,
     database_timeout: Duration,
+    #[cfg(feature = "reconcile")]
+    reconcile: Option<crate::reconcile::Reconcile>,
 }
 
 impl InboxBuilder {
@@ -79,6 +81,8 @@ impl InboxBuilder {
             sqlite_full_sync: None,
             sqlite_cache_kib: None,
             database_timeout: DEFAULT_DATABASE_TIMEOUT,
+            #[cfg(feature = "reconcile")]
+            reconcile: None,
         }
     }
 
@@ -240,6 +244,17 @@ impl InboxBuilder {
         self
     }
 
+    /// Reconciles with the service's events list (feature `reconcile`): the
+    /// workers also store every event the service created that no delivery
+    /// brought, so each is handled once. See [`crate::reconcile`] for the
+    /// window, the look-back bound, what is trusted and what several replicas
+    /// do.
+    #[cfg(feature = "reconcile")]
+    pub fn reconcile(mut self, settings: crate::reconcile::Reconcile) -> Self {
+        self.reconcile = Some(settings);
+        self
+    }
+
     /// Does not run the migrations when the inbox is built; call
     /// [`Inbox::migrate`] instead.
     pub fn skip_migrations(mut self) -> Self {
@@ -263,6 +278,8 @@ impl InboxBuilder {
             poll_interval: self.poll_interval,
             listen_url: None,
             database_timeout: self.database_timeout,
+            #[cfg(feature = "reconcile")]
+            reconcile: self.reconcile.clone(),
         };
         if config.namespace.is_empty() {
             return Err(InboxError::InvalidSetting("namespace must not be empty"));

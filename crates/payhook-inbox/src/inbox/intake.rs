@@ -61,7 +61,7 @@ fn unavailable<DB: Backend>(inner: &Inner<DB>, kind: &str) -> Reply {
 /// The columns of a verified event. The order key is the event's `created`
 /// (seconds), or the time of arrival when the event has none. What one of the
 /// backends could not store is refused here, for every backend alike.
-pub(super) fn row_of(event: &Event, body: &[u8]) -> Result<NewRow, Error> {
+pub(crate) fn row_of(event: &Event, body: &[u8]) -> Result<NewRow, Error> {
     let received_at = now_ms();
     let body = std::str::from_utf8(body)
         .map_err(|_| Error::InvalidPayload("body is not UTF-8".to_owned()))?

@@ -29,7 +29,7 @@ use crate::inner::Inner;
 use crate::worker::{Handler, Workers};
 
 mod builder;
-mod intake;
+pub(crate) mod intake;
 
 use intake::{row_of, store};
 

@@ -57,6 +57,8 @@ pub struct StoredEvent {
     pub done_at: Option<i64>,
     /// The raw body as received (only filled by [`Admin::show`](crate::admin::Admin::show)).
     pub body: Option<String>,
+    /// Whether a delivery stored it or the reconciler did.
+    pub source: Source,
 }
 
 /// One ended attempt of an event ([`Admin::attempts`](crate::admin::Admin::attempts)).

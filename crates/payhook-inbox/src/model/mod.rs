@@ -10,6 +10,7 @@ mod event;
 mod page;
 mod pause;
 mod rows;
+mod source;
 mod state;
 mod stats;
 
@@ -18,5 +19,6 @@ pub use event::{Attempt, DifferingCopies, Filter, IntentEvent, StoredEvent, MAX_
 pub use page::{Cursor, Page, PageQuery, MAX_PAGE};
 pub use pause::PausedType;
 pub(crate) use rows::{AttemptRecord, ClaimRequest, ClaimResult, Claimed, NewRow};
+pub use source::Source;
 pub use state::{AttemptOutcome, State};
 pub use stats::{ActivitySlot, Stats};

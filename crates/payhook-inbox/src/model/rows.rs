@@ -1,7 +1,7 @@
 //! The rows the queue passes between intake, workers and the database:
 //! crate-internal, never shown to a user.
 
-use crate::model::AttemptOutcome;
+use crate::model::{AttemptOutcome, Source};
 
 /// The columns ingest writes.
 #[derive(Debug, Clone)]
@@ -26,6 +26,8 @@ pub struct Claimed {
     pub(crate) token: i64,
     /// The `traceparent` stored with the event, which its attempts continue.
     pub(crate) trace_context: Option<String>,
+    /// Whether a delivery or the reconciler stored it.
+    pub(crate) source: Source,
 }
 
 /// What one claim statement did.

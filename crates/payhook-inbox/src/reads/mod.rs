@@ -14,14 +14,14 @@ use crate::clock::{millis, now_ms};
 use crate::database::Database;
 use crate::dialect::{is_missing_table, paused_table, table, PARKED};
 use crate::driver::{sql_bounds, Driver};
-use crate::model::{Filter, PausedType, State, StoredEvent};
+use crate::model::{Filter, PausedType, Source, State, StoredEvent};
 
 /// The columns an operator's view of an event reads, for `concat!` into the
 /// statements that add to them.
 macro_rules! columns {
     () => {
         "event_id, event_type, intent_id, state, attempts, created, received_at, \
-         due_at, lease_until, last_attempt_at, last_error, done_at"
+         due_at, lease_until, last_attempt_at, last_error, done_at, source"
     };
 }
 
@@ -215,5 +215,6 @@ where
         last_error: row.try_get("last_error")?,
         done_at: row.try_get("done_at")?,
         body,
+        source: Source::of_column(row.try_get::<Option<String>, _>("source")?.as_deref()),
     })
 }

@@ -84,6 +84,7 @@ pub(super) async fn process<DB: Backend>(
     let job = Job {
         event,
         attempt,
+        source: claimed.source,
         claim: Arc::clone(&claim),
         slot: Arc::clone(&slot),
     };

@@ -13,6 +13,7 @@ use tokio::sync::{Mutex, OwnedMappedMutexGuard, OwnedMutexGuard};
 use crate::backend::Backend;
 use crate::database::Database;
 use crate::error::{payhook_escape, InboxError};
+use crate::model::Source;
 
 /// What a handler returns when it fails: any error, boxed. Its text is kept as
 /// the event's last error.
@@ -45,6 +46,7 @@ where
 pub struct Job<DB: Backend = Any> {
     pub(super) event: Event,
     pub(super) attempt: u32,
+    pub(super) source: Source,
     pub(super) claim: Arc<ClaimRef<DB>>,
     pub(super) slot: Arc<Mutex<Slot<DB>>>,
 }
@@ -119,6 +121,13 @@ impl<DB: Backend> Job<DB> {
     /// The typed event.
     pub fn event(&self) -> &Event {
         &self.event
+    }
+
+    /// Whether a delivery stored the event, or the reconciler did because no
+    /// delivery of it arrived ([`Source::Reconciled`]). The handler need not
+    /// care: the event is the same either way.
+    pub fn source(&self) -> Source {
+        self.source
     }
 
     /// Which attempt this is: 1 for the first.

@@ -176,6 +176,15 @@ async fn dispatch<DB: Backend>(
             stopped.clone(),
         )
     };
+    // The reconciler, beside the workers and stopped with them.
+    #[cfg(feature = "reconcile")]
+    let reconciler = config.reconcile.clone().map(|settings| {
+        tokio::spawn(crate::reconcile::run(
+            Arc::clone(&inbox),
+            settings,
+            stopped.clone(),
+        ))
+    });
     let mut running = JoinSet::new();
     let mut local: VecDeque<Claimed> = VecDeque::new();
     let mut pace = Pace::new();
@@ -302,6 +311,11 @@ async fn dispatch<DB: Backend>(
         listener.abort();
     }
     copier.abort();
+    // It gives its turn up as it stops, so another replica takes over at once.
+    #[cfg(feature = "reconcile")]
+    if let Some(reconciler) = reconciler {
+        let _ = reconciler.await;
+    }
     // Every handler has its answer: the writers end once their queues close.
     drop(writers);
     let _ = marker.await;
@@ -452,6 +466,8 @@ mod tests {
             poll_interval: Duration::from_millis(10),
             listen_url: None,
             database_timeout: Duration::from_secs(3),
+            #[cfg(feature = "reconcile")]
+            reconcile: None,
         }
     }
 

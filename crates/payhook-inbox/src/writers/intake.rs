@@ -15,7 +15,7 @@ use crate::database::Database;
 use crate::error::{describe, is_busy, kind, payhook_escape};
 use crate::inner::Pending;
 use crate::metrics as m;
-use crate::model::NewRow;
+use crate::model::{NewRow, Source};
 
 /// Most deliveries written in one ingest transaction.
 pub(crate) const INGEST_BATCH: usize = 256;
@@ -134,7 +134,7 @@ async fn insert_batch<DB: Backend>(
     batch: &[Pending],
 ) -> Vec<Result<bool, &'static str>> {
     let rows: Vec<&NewRow> = batch.iter().map(|pending| &pending.row).collect();
-    let err = match DB::insert(db, namespace, &rows).await {
+    let err = match DB::insert(db, namespace, &rows, Source::Delivered).await {
         Ok(new) => return new.into_iter().map(Ok).collect(),
         Err(err) => err,
     };
@@ -145,13 +145,15 @@ async fn insert_batch<DB: Backend>(
     }
     let mut answers = Vec::with_capacity(rows.len());
     for row in &rows {
-        answers.push(match DB::insert(db, namespace, std::slice::from_ref(row)).await {
-            Ok(new) => Ok(new.first().copied().unwrap_or(false)),
-            Err(err) => {
-                log_store_failure(&err, 1);
-                Err(kind(&err))
-            }
-        });
+        answers.push(
+            match DB::insert(db, namespace, std::slice::from_ref(row), Source::Delivered).await {
+                Ok(new) => Ok(new.first().copied().unwrap_or(false)),
+                Err(err) => {
+                    log_store_failure(&err, 1);
+                    Err(kind(&err))
+                }
+            },
+        );
     }
     answers
 }

@@ -1,0 +1,262 @@
+//! The reconciler (feature `reconcile`): every event the service created is
+//! handled exactly once, the ones no delivery brought included.
+//!
+//! Deliveries can fail to arrive for good: the endpoint was down longer than
+//! the service retries, a rotated secret made every attempt `400`, a deploy
+//! broke the route, an allowlist was too tight. Every interval the reconciler
+//! lists the events the service created since its mark, with the API key,
+//! and stores the ones the inbox lacks — marked [`Source::Reconciled`] —
+//! where they are handled like any other event: same handlers, per-intent
+//! order, retries, dead letters, traces. An event already delivered is in the
+//! inbox under its id and is left alone: the event id dedupes, so nothing
+//! runs twice.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use payhook::inbox::{Inbox, Reconcile};
+//! use payhook::Receiver;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let receiver = Receiver::builder().secret(std::env::var("PAYHOOK_SECRET")?).build()?;
+//! let inbox = Inbox::builder(receiver)
+//!     .reconcile(
+//!         Reconcile::new("https://api.service.example", &std::env::var("PAYHOOK_API_KEY")?)?
+//!             .interval(Duration::from_secs(60)),
+//!     )
+//!     .connect("sqlite://inbox.db")
+//!     .await?;
+//! // The reconciler runs beside the workers: from `start` to `shutdown`.
+//! let workers = inbox.start(|job: payhook::inbox::Job| async move {
+//!     println!("handled {} ({:?})", job.event().id(), job.source());
+//!     Ok(())
+//! });
+//! # workers.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # What is trusted
+//! A reconciled event carries no signature: it is trusted because it came
+//! from the configured API base over `https://` (plain `http://` only on
+//! loopback: the emulator, a local proxy) in reply to a request carrying the
+//! secret API key. The key is never logged or shown (`Debug` redacts it).
+//! Every reply is bounded in size ([`MAX_REPLY_BYTES`]) and time
+//! ([`REQUEST_TIMEOUT`]); each listed event must parse as a delivery's body
+//! must, and a page with one that does not is skipped whole, never half
+//! stored (the pass fails, its mark stays, the next pass tries again).
+//!
+//! # The window
+//! A pass lists the events created in `[mark − overlap, now − interval)`:
+//!
+//! - **The mark** is up to when every event the service created is known to
+//!   be in the inbox, kept in the database (`payhook_inbox_reconciler`), so a
+//!   restart resumes where it stopped. It moves only when a pass reaches its
+//!   end: a crash mid-page loses nothing, the next pass lists the page again.
+//! - **The overlap** (default [`DEFAULT_OVERLAP`]) lists again the last
+//!   stretch of the previous window, for an event listed a little after its
+//!   `created` time or a clock that runs behind the service's.
+//! - **One interval of settling**: an event younger than the interval is
+//!   left to its delivery (the first attempt, or a quick retry), so a
+//!   delivery in flight is not counted as missed.
+//! - **Never older than the retention.** The inbox keeps a done event
+//!   [`retention`](crate::InboxBuilder::retention) long for dedupe; an event
+//!   created before that may have been handled and purged already, and
+//!   storing it again would run it twice. So no window (the first pass's
+//!   included) reaches further back than `now − retention + overlap`.
+//!
+//! # Several replicas
+//! One process reconciles a namespace at a time: it holds the namespace's
+//! turn, a lease in the database renewed between pages, for three intervals.
+//! When it stops, it gives the turn up; when it dies, another process takes
+//! it over once the lease runs out. The others' passes do nothing.
+//!
+//! # When the service answers badly
+//! `401` or `403` stop the reconciler: the key is wrong or revoked, and
+//! retrying cannot help. It says so in an `ERROR` log line, in
+//! `payhook_inbox_reconcile_stopped` and in the `PayhookReconcilerFailing`
+//! alert; deliveries go on. `429` and `5xx` back off — after `Retry-After`
+//! when the reply gives one — doubling the wait from one interval up to ten
+//! minutes; a failed pass is counted in
+//! `payhook_inbox_reconcile_failures_total` by `reason`.
+//!
+//! # Seeing it
+//! Each stored event is counted in `payhook_inbox_reconciled_total{namespace,
+//! type}` and logged at `INFO`; each pass that stored any logs a `WARN`
+//! naming how many, since each one is a delivery that was missed. Handlers
+//! see [`Job::source`](crate::Job::source); the dashboard, `payhook inbox
+//! list` and `show` show the source. The time of the last pass that reached
+//! its end is `payhook_inbox_reconcile_last_success_timestamp_seconds`.
+
+mod api;
+mod metrics;
+mod pass;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+pub use api::{
+    ApiError, ApiKey, EventsApi, EventsPage, EventsQuery, ListedEvent, MAX_REPLY_BYTES, MAX_RETRY_AFTER,
+    PAGE_LIMIT, REQUEST_TIMEOUT,
+};
+
+use crate::backend::Backend;
+use crate::clock::now_ms;
+use crate::error::InboxError;
+use crate::inner::Inner;
+use pass::{pass, PassError};
+
+/// How often a pass runs unless configured otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+/// How much of the previous window a pass lists again unless configured
+/// otherwise.
+pub const DEFAULT_OVERLAP: Duration = Duration::from_secs(60);
+/// The shortest interval accepted.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// The longest wait between failed passes.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
+
+/// The reconciler's settings: the service's API and how often to compare.
+/// Give them to [`InboxBuilder::reconcile`](crate::InboxBuilder::reconcile).
+#[derive(Debug, Clone)]
+pub struct Reconcile {
+    api: EventsApi,
+    interval: Duration,
+    overlap: Duration,
+    /// How old an event must be before a pass takes it: one interval.
+    settle: Duration,
+}
+
+impl Reconcile {
+    /// Reconciles with the API at `api_base` (`https://…`, or `http://` on
+    /// loopback, such as the emulator's `http://127.0.0.1:12111`), using
+    /// `api_key`.
+    ///
+    /// # Errors
+    /// [`InboxError::InvalidSetting`] saying what is wrong with the base or
+    /// the key (never the key itself).
+    pub fn new(api_base: &str, api_key: &str) -> Result<Self, InboxError> {
+        let key = ApiKey::new(api_key).map_err(InboxError::InvalidSetting)?;
+        let api = EventsApi::new(api_base, key).map_err(InboxError::InvalidSetting)?;
+        Ok(Self {
+            api,
+            interval: DEFAULT_INTERVAL,
+            overlap: DEFAULT_OVERLAP,
+            settle: DEFAULT_INTERVAL,
+        })
+    }
+
+    /// How often a pass runs (default [`DEFAULT_INTERVAL`], at least
+    /// [`MIN_INTERVAL`]). An event is taken once it is one interval old, so a
+    /// missed delivery is stored within two intervals of its creation.
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = interval.clamp(MIN_INTERVAL, payhook_core::defaults::MAX_DURATION);
+        self.settle = self.interval;
+        self
+    }
+
+    /// How much of the previous window a pass lists again (default
+    /// [`DEFAULT_OVERLAP`]): the longest an event may appear in the list
+    /// after its `created` time, or the service's clock run ahead of this
+    /// one, and still be found.
+    pub fn overlap(mut self, overlap: Duration) -> Self {
+        self.overlap = overlap.min(payhook_core::defaults::MAX_DURATION);
+        self
+    }
+
+    /// The events list this reconciles with.
+    pub fn api(&self) -> &EventsApi {
+        &self.api
+    }
+
+    /// How long a turn lasts without renewal: three intervals, at least 10 s.
+    fn turn(&self) -> Duration {
+        (self.interval * 3).max(Duration::from_secs(10))
+    }
+
+    /// The wait after `failures` failed passes in a row.
+    fn backoff(&self, failures: u32) -> Duration {
+        let doubled = self
+            .interval
+            .checked_mul(1 << failures.saturating_sub(1).min(16))
+            .unwrap_or(MAX_BACKOFF);
+        doubled.min(MAX_BACKOFF).max(self.interval.min(MAX_BACKOFF))
+    }
+}
+
+/// Runs passes every interval until `stopped`, or until the service refuses
+/// the key.
+pub(crate) async fn run<DB: Backend>(
+    inner: Arc<Inner<DB>>,
+    settings: Reconcile,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let namespace = inner.config.namespace.clone();
+    let owner = payhook_core::store::ClaimToken::random().to_string();
+    metrics::register(&namespace);
+    let mut failures = 0u32;
+    let mut wait = Duration::ZERO;
+    loop {
+        tokio::select! {
+            _ = stopped.wait_for(|stopped| *stopped) => break,
+            () = tokio::time::sleep(wait) => {}
+        }
+        match pass(&inner, &settings, &owner).await {
+            Ok(report) => {
+                failures = 0;
+                wait = settings.interval;
+                if !report.not_our_turn {
+                    metrics::succeeded(&namespace, now_ms());
+                }
+                if report.stored > 0 {
+                    tracing::warn!(
+                        target: "payhook",
+                        namespace = %namespace,
+                        stored = report.stored,
+                        "events no delivery brought were stored from the service's events list: deliveries are being missed; \
+                         check that the endpoint is reachable, its secret, the source allowlist and the route"
+                    );
+                }
+            }
+            Err(err) => {
+                failures = failures.saturating_add(1);
+                let reason = reason(&err);
+                metrics::failed(&namespace, reason);
+                let text = err.to_string();
+                let _ = inner
+                    .db
+                    .write(DB::record_pass_failure(&inner.db, &namespace, now_ms(), &text))
+                    .await;
+                if let PassError::Api(ApiError::Unauthorized { .. }) = err {
+                    metrics::stopped(&namespace);
+                    tracing::error!(target: "payhook", namespace = %namespace, reason = %text, "the reconciler stopped: the service refused the API key");
+                    break;
+                }
+                wait = settings.backoff(failures);
+                if let PassError::Api(ApiError::Throttled {
+                    retry_after: Some(after),
+                    ..
+                }) = err
+                {
+                    wait = wait.max(after);
+                }
+                tracing::warn!(target: "payhook", namespace = %namespace, reason = %text, failures, retry_in_ms = wait.as_millis() as u64, "a reconciliation pass failed");
+            }
+        }
+    }
+    let _ = inner
+        .db
+        .write(DB::give_up_turn(&inner.db, &namespace, &owner))
+        .await;
+}
+
+/// The `reason` label of a failed pass.
+fn reason(err: &PassError) -> &'static str {
+    match err {
+        PassError::Api(ApiError::Unauthorized { .. }) => metrics::UNAUTHORIZED,
+        PassError::Api(ApiError::Throttled { .. }) => metrics::THROTTLED,
+        PassError::Api(ApiError::Unreachable(_)) => metrics::UNREACHABLE,
+        PassError::Api(_) | PassError::Unstorable(_) => metrics::BAD_REPLY,
+        PassError::Database(_) => metrics::DATABASE,
+    }
+}
