@@ -35,7 +35,7 @@ use clap::builder::NonEmptyStringValueParser;
 use clap::{Args, Subcommand};
 use payhook_core::time::{now_secs, SinceError};
 use payhook_core::untrusted::Untrusted;
-use payhook_inbox::admin::{Admin, Filter, State, StoredEvent};
+use payhook_inbox::admin::{Admin, Filter, Source, State, StoredEvent};
 use payhook_inbox::InboxError;
 
 use crate::failure::Failure;
@@ -61,7 +61,7 @@ pub struct InboxArgs {
 /// The `payhook inbox` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum InboxAction {
-    /// List events, newest first: id, state, type, attempts, age, last error.
+    /// List events, newest first: id, state, type, attempts, age, source, last error.
     List {
         /// Only events in this state.
         #[arg(long, value_parser = parse_state)]
@@ -75,6 +75,10 @@ pub enum InboxAction {
         /// Only events received at most this long ago.
         #[arg(long, value_name = "AGE", value_parser = parse_age)]
         newer_than: Option<Duration>,
+        /// Only events of this source: `delivered`, or `reconciled` (no
+        /// delivery of them arrived; the reconciler stored them).
+        #[arg(long, value_parser = parse_source)]
+        source: Option<Source>,
         /// At most this many.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
         limit: u32,
@@ -153,6 +157,7 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
             event_type,
             older_than,
             newer_than,
+            source,
             limit,
         } => {
             let filter = Filter {
@@ -160,13 +165,14 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
                 event_type: event_type.clone(),
                 older_than: *older_than,
                 newer_than: *newer_than,
+                source: *source,
                 limit: Some(*limit),
             };
             let events = admin.list(&filter).await.map_err(failure)?;
-            say!("EVENT\tSTATE\tTYPE\tATTEMPTS\tAGE\tLAST ERROR");
+            say!("EVENT\tSTATE\tTYPE\tATTEMPTS\tAGE\tSOURCE\tLAST ERROR");
             for event in events {
                 say!(
-                    "{}\t{}{}\t{}\t{}\t{}\t{}",
+                    "{}\t{}{}\t{}\t{}\t{}\t{}\t{}",
                     Untrusted::value(&event.event_id),
                     event.state,
                     event
@@ -175,6 +181,7 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
                     Untrusted::value(&event.event_type),
                     event.attempts,
                     age(event.received_at),
+                    event.source,
                     one_line(event.last_error.as_deref().unwrap_or("-"))
                 );
             }
@@ -308,6 +315,12 @@ fn show(event: &StoredEvent) {
         Untrusted::value(event.intent_id.as_deref().unwrap_or("-"))
     );
     say!("state: {}", event.state);
+    match event.source {
+        Source::Delivered => say!("source: delivered"),
+        Source::Reconciled => say!(
+            "source: reconciled (no delivery of it arrived: the reconciler stored it from the service's events list)"
+        ),
+    }
     if let Some(until) = event.lease_until {
         say!("lease: {}", lease(until));
     }
@@ -471,6 +484,10 @@ fn span(seconds: i64) -> String {
 }
 
 fn parse_state(value: &str) -> Result<State, String> {
+    value.parse()
+}
+
+fn parse_source(value: &str) -> Result<Source, String> {
     value.parse()
 }
 

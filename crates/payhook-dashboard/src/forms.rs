@@ -64,6 +64,14 @@ pub(crate) fn page_query(params: &[(String, String)]) -> Result<PageQuery, Strin
         }
         query.filter.event_type = Some(event_type.to_owned());
     }
+    if let Some(source) = param(params, "source") {
+        query.filter.source = Some(source.parse().map_err(|_| {
+            format!(
+                "The source {:?} is not one of delivered, reconciled.",
+                Quoted(source)
+            )
+        })?);
+    }
     if let Some(id) = param(params, "id") {
         if id.len() > payhook_inbox::MAX_ID_BYTES {
             return Err("The id filter is too long.".to_owned());

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use payhook_core::untrusted::Untrusted;
-use payhook_inbox::admin::{AttemptOutcome, State};
+use payhook_inbox::admin::{AttemptOutcome, Source, State};
 
 /// Escapes text for HTML element content and double- or single-quoted
 /// attribute values: `&`, `<`, `>`, `"` and `'` become character references.
@@ -107,6 +107,17 @@ pub(crate) fn state_badge(state: &str) -> String {
         || State::ALL.iter().any(|known| known.as_str() == state);
     let class = if known { state } else { "other" };
     format!("<span class=\"state {class}\">{}</span>", value(state))
+}
+
+/// The badge of an event no delivery brought (the reconciler stored it from
+/// the service's events list); nothing for a delivered one.
+pub(crate) fn source_badge(source: Source) -> &'static str {
+    match source {
+        Source::Delivered => "",
+        Source::Reconciled => {
+            " <span class=\"state reconciled\" title=\"No delivery of it arrived: the reconciler stored it from the service's events list\">reconciled</span>"
+        }
+    }
 }
 
 #[cfg(test)]

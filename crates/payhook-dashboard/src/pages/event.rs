@@ -6,12 +6,12 @@ use std::fmt::Write as _;
 use http::{Response, StatusCode};
 use payhook_core::time::{format_utc, now_ms};
 use payhook_core::untrusted::lay_out_json;
-use payhook_inbox::admin::State;
+use payhook_inbox::admin::{Source, State};
 use payhook_inbox::{Backend, InboxError};
 
 use super::{problem, unavailable, Ctx};
 use crate::forms::{param, params, Quoted};
-use crate::html::{escape, message, span, state_badge, value, Nav};
+use crate::html::{escape, message, source_badge, span, state_badge, value, Nav};
 
 /// One event: its facts, actions, attempts, the other events of its payment
 /// intent, and its body.
@@ -85,6 +85,17 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
         format!("<span id=\"event-state\">{}</span>", state_badge(&event.state)),
     );
     fact("Attempts", event.attempts.to_string());
+    fact(
+        "Source",
+        match event.source {
+            Source::Delivered => "<span id=\"event-source\">delivered</span>".to_owned(),
+            Source::Reconciled => format!(
+                "<span id=\"event-source\">{}</span> no delivery of it arrived: the reconciler stored it from the \
+                 service's events list",
+                source_badge(event.source).trim_start()
+            ),
+        },
+    );
     fact(
         "Received (UTC)",
         format!(

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use http::{Response, StatusCode};
 use payhook_core::time::{format_utc, now_ms};
-use payhook_inbox::admin::{Cursor, PageQuery, State};
+use payhook_inbox::admin::{Cursor, PageQuery, Source, State};
 use payhook_inbox::Backend;
 
 use super::{problem, unavailable, Ctx};
 use crate::forms::{page_query, params};
-use crate::html::{escape, message, span, state_badge, value, Nav};
+use crate::html::{escape, message, source_badge, span, state_badge, value, Nav};
 
 /// The events page: newest first, filtered, one keyset page at a time.
 pub(crate) async fn events<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Response<String> {
@@ -55,6 +55,21 @@ pub(crate) fn render_events<DB: Backend>(
     for &state in State::ALL {
         let _ = write!(out, "<option{}>{state}</option>", selected(Some(state)));
     }
+    let source_selected = |source: Option<Source>| {
+        if query.filter.source == source {
+            " selected"
+        } else {
+            ""
+        }
+    };
+    let _ = write!(
+        out,
+        "</select></label><label>Source<select name=\"source\"><option value=\"\"{}>any</option>",
+        source_selected(None)
+    );
+    for &source in Source::ALL {
+        let _ = write!(out, "<option{}>{source}</option>", source_selected(Some(source)));
+    }
     let text = |value: &Option<String>| escape(value.as_deref().unwrap_or(""));
     let age = |age: Option<Duration>| age.map_or_else(String::new, |age| format!("{}s", age.as_secs()));
     let _ = write!(
@@ -87,7 +102,7 @@ pub(crate) fn render_events<DB: Backend>(
                 escape(&span(now - event.received_at)),
                 ctx.event_link(&event.event_id),
                 value(&event.event_type),
-                state_badge(&event.state),
+                format!("{}{}", state_badge(&event.state), source_badge(event.source)),
                 event.attempts,
                 event.last_error.as_deref().map(message).unwrap_or_default(),
             );
@@ -121,6 +136,9 @@ fn events_href(base: &str, query: &PageQuery, after: Option<Cursor>) -> String {
     }
     if let Some(event_type) = &query.filter.event_type {
         link.append_pair("type", event_type);
+    }
+    if let Some(source) = query.filter.source {
+        link.append_pair("source", source.as_str());
     }
     if let Some(id) = &query.event_id {
         link.append_pair("id", id);

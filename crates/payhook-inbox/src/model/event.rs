@@ -22,6 +22,9 @@ pub struct Filter {
     pub older_than: Option<Duration>,
     /// Only events received at most this long ago.
     pub newer_than: Option<Duration>,
+    /// Only events of this source: [`Source::Reconciled`] lists the events no
+    /// delivery brought.
+    pub source: Option<Source>,
     /// At most this many (newest first); `None` means 1000.
     pub limit: Option<u32>,
 }

@@ -12,7 +12,8 @@ use crate::database::Database;
 use crate::dialect::{attempts_table, duplicates_table, table};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{
-    ActivitySlot, Attempt, AttemptOutcome, Cursor, IntentEvent, Page, PageQuery, State, Stats, MAX_PAGE,
+    ActivitySlot, Attempt, AttemptOutcome, Cursor, IntentEvent, Page, PageQuery, Source, State, Stats,
+    MAX_PAGE,
 };
 use crate::reads::{stored_event, COLUMNS};
 
@@ -89,6 +90,13 @@ pub(crate) fn page_statement(query: &PageQuery) -> String {
     }
     if filter.event_type.is_some() {
         add(&mut sql, " AND event_type = ?");
+    }
+    // Literal conditions (a source is one of `Source`'s constants): the
+    // reconciled rows' partial index names the same predicate.
+    match filter.source {
+        Some(Source::Reconciled) => sql.push_str(" AND source IS NOT NULL"),
+        Some(Source::Delivered) => sql.push_str(" AND source IS NULL"),
+        None => {}
     }
     if query.event_id.is_some() {
         add(&mut sql, " AND event_id = ?");

@@ -145,6 +145,13 @@ sql_bounds! {
             if filter.newer_than.is_some() {
                 add(&mut sql, " AND received_at >= ?");
             }
+            // Literal conditions: a source is one of `Source`'s constants, and
+            // the reconciled rows' partial index names the same predicate.
+            match filter.source {
+                Some(Source::Reconciled) => sql.push_str(" AND source IS NOT NULL"),
+                Some(Source::Delivered) => sql.push_str(" AND source IS NULL"),
+                None => {}
+            }
             add(&mut sql, " ORDER BY received_at DESC, arrival DESC LIMIT ?");
             let mut query = sqlx::query(&sql).bind(namespace);
             if let Some(state) = filter.state {
