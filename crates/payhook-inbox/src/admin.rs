@@ -37,6 +37,48 @@ pub use crate::model::{
 /// A connection to an inbox for operations. Never creates, migrates or
 /// changes a database's schema: pointed at a missing file or a database
 /// without the inbox table, it refuses ([`InboxError::NoInbox`]).
+///
+/// What `payhook inbox` and the dashboard run, an app can run from its own
+/// code, on the inbox it runs ([`Admin::of_inbox`]) or on its own pool
+/// ([`Admin::from_pool`]): no CLI to build during an incident. Pausing a
+/// type, resuming it, and a bulk retry counted first:
+///
+/// ```
+/// use payhook::inbox::admin::{BulkAction, Selection, State};
+/// use payhook::inbox::{Admin, Inbox, InboxError};
+/// use payhook::Receiver;
+///
+/// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+/// # let dir = std::env::temp_dir().join(format!("payhook-admin-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// # let url = format!("sqlite://{}", dir.join("inbox.db").display());
+/// let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
+/// let inbox = Inbox::connect(receiver, &url).await?; // e.g. "sqlite://inbox.db"
+/// let admin = Admin::of_inbox(&inbox); // the inbox's own pool and namespace
+///
+/// // Stop handling a type: its deliveries are still verified, stored and
+/// // acknowledged, and no worker of any replica takes them…
+/// admin.pause("payment_intent.payment_failed").await?;
+/// assert_eq!(admin.paused().await?[0].event_type, "payment_intent.payment_failed");
+/// // …until it is resumed: its waiting events run, oldest first.
+/// admin.resume("payment_intent.payment_failed").await?;
+///
+/// // Another attempt for the dead events of one type: count, then act on
+/// // what was counted (never more; the report says what changed meanwhile).
+/// let dead = Selection {
+///     state: Some(State::Dead),
+///     event_type: Some("payment_intent.succeeded".to_owned()),
+///     ..Selection::default()
+/// };
+/// let count = admin.bulk_count(BulkAction::Retry, &dead, None).await?;
+/// let report = admin.bulk_run(BulkAction::Retry, &dead, &count).await?;
+/// println!(
+///     "selected {}, retried {}, {} no longer qualified",
+///     report.selected, report.events, report.no_longer_qualified
+/// );
+/// # Ok::<(), InboxError>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone)]
 pub struct Admin<DB: Backend = Any> {
     db: Database<DB>,
@@ -216,6 +258,30 @@ impl<DB: Backend> Admin<DB> {
     /// A database error.
     pub async fn paused(&self) -> Result<Vec<PausedType>, InboxError> {
         Ok(DB::paused(&self.db, &self.namespace).await?)
+    }
+}
+
+impl<DB: Backend> Admin<DB> {
+    /// Whether the database has seen this admin's namespace: an event is
+    /// stored in it (in any state) or a type is paused in it. An operator's
+    /// tool pointed at a namespace it has not seen is most likely pointed at
+    /// the wrong one (`payhook inbox` and a dashboard built with
+    /// `Dashboard::new` refuse to act on it, naming [`namespaces`](Self::namespaces)).
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn namespace_seen(&self) -> Result<bool, InboxError> {
+        Ok(DB::namespace_seen(&self.db, &self.namespace).await?)
+    }
+
+    /// The namespaces the database holds an event or a paused type of, in
+    /// order, at most `limit` (each found by the index, however many events
+    /// there are).
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn namespaces(&self, limit: u32) -> Result<Vec<String>, InboxError> {
+        Ok(DB::namespaces(&self.db, i64::from(limit)).await?)
     }
 }
 

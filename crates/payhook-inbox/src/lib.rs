@@ -98,6 +98,7 @@ mod trace;
 mod upkeep;
 mod worker;
 
+pub use admin::Admin;
 pub use backend::Backend;
 pub use dialect::{SCHEMA_TABLE, TABLE};
 pub use error::InboxError;

@@ -51,6 +51,17 @@ pub trait Reads: Driver {
         namespace: &'a str,
         filter: &'a Filter,
     ) -> impl Future<Output = Result<Vec<StoredEvent>, sqlx::Error>> + Send + 'a;
+    /// Whether the namespace holds an event (in any state) or a paused type.
+    fn namespace_seen<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a;
+    /// The namespaces holding an event or a paused type, in order, at most
+    /// `limit`.
+    fn namespaces(
+        db: &Database<Self>,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<String>, sqlx::Error>> + Send + '_;
     /// One event with its body.
     fn show<'a>(
         db: &'a Database<Self>,
@@ -162,6 +173,46 @@ sql_bounds! {
             query = query.bind(i64::from(filter.limit.unwrap_or(1000)));
             let rows = query.fetch_all(&db.pool).await?;
             rows.iter().map(|row| stored_event(row, None)).collect()
+        }
+
+        async fn namespace_seen<'a>(db: &'a Database<Self>, namespace: &'a str) -> Result<bool, sqlx::Error> {
+            // One index probe in each table.
+            const SEEN: &str = concat!(
+                "SELECT (SELECT COUNT(*) FROM (SELECT 1 AS one FROM ",
+                table!(),
+                " WHERE namespace = $1 LIMIT 1) AS event) + (SELECT COUNT(*) FROM (SELECT 1 AS one FROM ",
+                paused_table!(),
+                " WHERE namespace = $1 LIMIT 1) AS paused) AS n"
+            );
+            let seen: i64 = sqlx::query(SEEN).bind(namespace).fetch_one(&db.pool).await?.try_get("n")?;
+            Ok(seen > 0)
+        }
+
+        async fn namespaces(db: &Database<Self>, limit: i64) -> Result<Vec<String>, sqlx::Error> {
+            // The events' namespaces one index probe each (the next one
+            // after the last found), not a scan of every event; the paused
+            // types are few.
+            const NAMESPACES: &str = concat!(
+                "WITH RECURSIVE found (namespace, n) AS ( \
+                   SELECT MIN(namespace), 1 FROM ",
+                table!(),
+                " UNION ALL \
+                   SELECT (SELECT MIN(e.namespace) FROM ",
+                table!(),
+                " e WHERE e.namespace > found.namespace), found.n + 1 \
+                   FROM found WHERE found.namespace IS NOT NULL AND found.n < $1) \
+                 SELECT namespace FROM found WHERE namespace IS NOT NULL \
+                 UNION SELECT namespace FROM ",
+                paused_table!(),
+                " ORDER BY namespace LIMIT $1"
+            );
+            sqlx::query(NAMESPACES)
+                .bind(limit)
+                .fetch_all(&db.pool)
+                .await?
+                .iter()
+                .map(|row| row.try_get("namespace"))
+                .collect()
         }
 
         async fn show<'a>(db: &'a Database<Self>, namespace: &'a str, event_id: &'a str) -> Result<Option<StoredEvent>, sqlx::Error> {
