@@ -1458,6 +1458,9 @@ async fn postgres_intake_writer_gives_up_at_its_deadline() {
     })
     .await;
     ingest_ok(&inbox, &event("evt_before", "pi_before", 1)).await;
+    // The writer's NOTIFY after that batch (bounded on its own) is sent
+    // before the proxy is armed: the next bytes are the next delivery's.
+    tokio::time::sleep(Duration::from_millis(300)).await;
 
     stall.armed.store(true, Ordering::Release);
     let started = Instant::now();
