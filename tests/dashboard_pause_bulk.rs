@@ -1,8 +1,10 @@
 //! The dashboard's pause/resume and bulk actions over loopback, on SQLite
 //! and PostgreSQL (`PAYHOOK_TEST_DATABASE_URL`): each confirmed on a second
 //! page carrying the form token, refused without it, and the bulk action
-//! counts first (nothing changes before the confirmation), runs, reports,
-//! and changes nothing more when the confirmation is sent again.
+//! counts first (nothing changes before the confirmation), runs over what
+//! was counted (an event retried meanwhile is not counted twice), reports
+//! selected, acted on and no longer qualified, and changes nothing more
+//! when the confirmation is sent again.
 
 mod dashboard_app;
 
@@ -179,10 +181,18 @@ async fn bulk_retry_counts_first_then_runs_once(db: Db) {
         "{body}"
     );
     app.wait_for_state("evt_bulkdash0", "dead").await;
-    // Confirmed: the hidden fields carry the selection and the count's time.
+    // Confirmed: the hidden fields carry the selection, the count's time
+    // and its number. Meanwhile one of the five was retried and handled:
+    // it no longer qualifies.
     app.broken.lock().unwrap().clear();
     let before = app.handled.load(Ordering::SeqCst);
-    let confirm: Vec<(String, String)> = ["action", "as_of", "type", "id_prefix"]
+    payhook::inbox::Admin::of_inbox(&app.inbox)
+        .retry("evt_bulkdash0")
+        .await
+        .unwrap();
+    app.wait_for_state("evt_bulkdash0", "done").await;
+    assert_eq!(hidden(&body, "counted"), "5");
+    let confirm: Vec<(String, String)> = ["action", "as_of", "counted", "type", "id_prefix"]
         .iter()
         .map(|name| ((*name).to_owned(), hidden(&body, name)))
         .chain([
@@ -193,7 +203,14 @@ async fn bulk_retry_counts_first_then_runs_once(db: Db) {
     let confirm: Vec<(&str, &str)> = confirm.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
     let (status, body) = post(&app, "/payhook/bulk", &confirm).await;
     assert_eq!(status, 200, "{body}");
-    assert!(body.contains("5 dead event(s) made due now, in "), "{body}");
+    assert!(body.contains("4 dead event(s) made due now, in "), "{body}");
+    assert!(
+        body.contains(
+            "Selected 5, acted on 4, 1 no longer qualified (changed since the count: died, \
+             finished, retried, replayed or handled meanwhile)."
+        ),
+        "{body}"
+    );
     for id in &ids {
         app.wait_for_state(id, "done").await;
     }
@@ -201,8 +218,9 @@ async fn bulk_retry_counts_first_then_runs_once(db: Db) {
     app.wait_for_state("evt_otherdead", "dead").await;
     // Sent again (a browser resubmitting after an interruption): nothing left.
     let (_, body) = post(&app, "/payhook/bulk", &confirm).await;
+    assert!(body.contains("0 dead event(s) made due now"), "{body}");
     assert!(
-        body.contains("Retry 0 events?") || body.contains("0 dead event(s) made due now"),
+        body.contains("Selected 5, acted on 0, 5 no longer qualified"),
         "{body}"
     );
     // A state the action does not change: 400.

@@ -158,11 +158,7 @@ pub(crate) async fn pause_and_bulk(url: &str) {
         let started = Instant::now();
         let (busy, report) = p99_while(
             &endpoint,
-            Some(Box::pin(admin.bulk_run(
-                BulkAction::Retry,
-                &selection,
-                count.as_of,
-            ))),
+            Some(Box::pin(admin.bulk_run(BulkAction::Retry, &selection, &count))),
             idle_time,
         )
         .await;
@@ -193,7 +189,7 @@ pub(crate) async fn pause_and_bulk(url: &str) {
         Some(Box::pin(admin.bulk_run(
             BulkAction::Purge,
             &Selection::default(),
-            count.as_of,
+            &count,
         ))),
         idle_time,
     )

@@ -19,8 +19,12 @@
 //! time (`2026-11-23 04:00`, `2026-11-23 04:00:00`, RFC 3339
 //! `2026-11-23T04:00:00Z`): the dashboard's replay form takes the same; a date
 //! that does not exist (`2026-02-31`) is refused.
-//! Exit codes: 0 done, 1 no such event, 2 usage error, unreachable database, or
-//! a purge not confirmed.
+//! Exit codes: 0 done, 1 no such event, 2 usage error, unreachable database,
+//! a change (retry, replay, purge, pause, resume, bulk) in a namespace the
+//! database has never seen (no event, no paused type: the error names the
+//! ones it has; a read there only warns), or a purge not confirmed. Every
+//! command a hint prints names the `--namespace` it was given (it may stand
+//! anywhere after `inbox`).
 //!
 //! A purge forgets event ids, so their redeliveries are handled again; it is
 //! guarded: a `--done-before` in the future is refused (it would purge events
@@ -39,6 +43,7 @@ use payhook_inbox::admin::{Admin, Filter, Source, State, StoredEvent};
 use payhook_inbox::InboxError;
 
 use crate::failure::Failure;
+use crate::inbox_bulk::shell_word;
 use crate::output::{confirmed, say};
 use crate::runtime::{self, Threads};
 
@@ -49,8 +54,10 @@ pub struct InboxArgs {
     #[arg(long, env = "PAYHOOK_DATABASE_URL", hide_env_values = true, value_parser = NonEmptyStringValueParser::new())]
     pub database_url: String,
 
-    /// The namespace the receiver stores events under.
-    #[arg(long, default_value = payhook_inbox::DEFAULT_NAMESPACE, value_parser = NonEmptyStringValueParser::new())]
+    /// The namespace the receiver stores events under (the inbox builder's
+    /// `namespace`). A change in one the database has never seen (no event,
+    /// no paused type) is refused, naming the ones it has.
+    #[arg(long, global = true, default_value = payhook_inbox::DEFAULT_NAMESPACE, value_parser = NonEmptyStringValueParser::new())]
     pub namespace: String,
 
     /// What to do.
@@ -151,6 +158,12 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
     let admin = Admin::connect(&args.database_url, &args.namespace)
         .await
         .map_err(|err| Failure::usage(format!("cannot open the inbox at --database-url: {err}")))?;
+    let changes = !matches!(
+        args.action,
+        InboxAction::List { .. } | InboxAction::Stats | InboxAction::Show { .. } | InboxAction::Paused
+    );
+    check_namespace(&admin, changes).await?;
+    let namespace = shell_word(&args.namespace);
     match &args.action {
         InboxAction::List {
             state,
@@ -210,11 +223,15 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
                 .map_err(failure)?;
             say!("{count} done event(s) due again");
         }
-        InboxAction::Purge { done_before, yes } => purge(&admin, *done_before, *yes).await?,
+        InboxAction::Purge { done_before, yes } => purge(&admin, &namespace, *done_before, *yes).await?,
         InboxAction::Pause { event_type } => {
             let shown = Untrusted::value(event_type);
             if admin.pause(event_type).await.map_err(failure)? {
-                say!("{shown} paused: its deliveries are stored and acknowledged, not handled, until `payhook inbox resume {shown}`");
+                say!(
+                    "{shown} paused in namespace {namespace}: its deliveries are stored and acknowledged, \
+                     not handled, until `payhook inbox --namespace {namespace} resume {}`",
+                    shell_word(event_type)
+                );
             } else {
                 say!("{shown} was already paused");
             }
@@ -239,8 +256,47 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
                 );
             }
         }
-        InboxAction::Bulk(bulk) => crate::inbox_bulk::run(&admin, bulk).await?,
+        InboxAction::Bulk(bulk) => crate::inbox_bulk::run(&admin, &args.namespace, bulk).await?,
     }
+    Ok(())
+}
+
+/// The most namespaces a refusal names.
+const NAMESPACES_SHOWN: u32 = 20;
+
+/// Refuses a command that `changes` anything in a namespace the database has
+/// never seen (no event, no paused type): most likely not the one the app's
+/// inbox uses, where a pause would pause nothing that runs. A read goes on
+/// (an inbox whose events were all purged looks the same), after the same
+/// words as a warning, so that an empty listing is not taken for an empty
+/// inbox.
+async fn check_namespace(admin: &Admin, changes: bool) -> Result<(), Failure> {
+    if admin.namespace_seen().await.map_err(failure)? {
+        return Ok(());
+    }
+    let known = admin.namespaces(NAMESPACES_SHOWN + 1).await.map_err(failure)?;
+    let mut names: Vec<String> = known
+        .iter()
+        .take(NAMESPACES_SHOWN as usize)
+        .map(|name| shell_word(name))
+        .collect();
+    if known.len() > NAMESPACES_SHOWN as usize {
+        names.push("…".to_owned());
+    }
+    let has = if names.is_empty() {
+        "it has none yet (no event stored, no type paused)".to_owned()
+    } else {
+        format!("it has: {}", names.join(", "))
+    };
+    let problem = format!(
+        "the database has no event and no paused type in namespace {}; {has}. \
+         Pass the inbox's namespace with --namespace",
+        shell_word(admin.namespace())
+    );
+    if changes {
+        return Err(Failure::usage(format_args!("{problem} (nothing done)")));
+    }
+    crate::output::note!("warning: {problem}");
     Ok(())
 }
 
@@ -248,7 +304,7 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
 /// lower bound ("at least").
 const PURGE_COUNT_LIMIT: u32 = 100_000;
 
-async fn purge(admin: &Admin, done_before: i64, yes: bool) -> Result<(), Failure> {
+async fn purge(admin: &Admin, namespace: &str, done_before: i64, yes: bool) -> Result<(), Failure> {
     let now = now_secs();
     if done_before > now {
         return Err(Failure::usage(format_args!(
@@ -285,9 +341,10 @@ async fn purge(admin: &Admin, done_before: i64, yes: bool) -> Result<(), Failure
     if !yes {
         say!("{shown} done event(s) marked done before {done_before} would be purged; their ids are then forgotten");
         if !confirmed("purge them?").map_err(Failure::usage)? {
-            return Err(Failure::usage(
-                "nothing purged: run again with --yes to purge them",
-            ));
+            return Err(Failure::usage(format_args!(
+                "nothing purged: run again with --yes to purge them: \
+                 payhook inbox --namespace {namespace} purge --done-before {done_before} --yes"
+            )));
         }
     }
     let purged = admin.purge_done_before(before_ms).await.map_err(failure)?;

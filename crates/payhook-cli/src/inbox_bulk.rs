@@ -2,23 +2,28 @@
 //! events a filter selects, with a count first.
 //!
 //! ```text
-//! payhook inbox bulk retry --type payment_intent.succeeded --older-than 1h
-//! payhook inbox bulk retry --type payment_intent.succeeded --older-than 1h --as-of 1764110711000 --yes
+//! payhook inbox --namespace kyc bulk retry --type payment_intent.succeeded --older-than 1h
+//! payhook inbox --namespace kyc bulk retry --type payment_intent.succeeded --older-than 1h --as-of 1764110711000 --counted 2 --yes
 //! ```
 //!
 //! The filter: `--state`, `--type`, `--older-than AGE`, `--newer-than AGE`,
 //! `--id-prefix PREFIX`, `--id ID` (repeated, at most 1000). Every run first
 //! prints how many events the action selects, by type, and the filter with
 //! its ages made times. Without `--yes` it stops there (on a terminal it
-//! asks), exit code 2, nothing changed; the line it prints ends with the
-//! `--as-of` time of the count. With `--yes` it acts, in short batches, and
-//! reports what it did.
+//! asks), exit code 2, nothing changed; it prints the command that acts on
+//! what it counted: the same one with `--as-of` (the count's time),
+//! `--counted` (how many it counted) and `--yes`. With `--yes` it acts, in
+//! short batches, and reports what it did: how many events were selected,
+//! how many it acted on, and how many no longer qualified.
 //!
-//! `--as-of TIME_MS` runs over what was there at that count, with the ages
-//! counted back from it too, so the same command with the same `--as-of`
-//! finishes a run that was interrupted and touches nothing twice (each action
-//! moves an event out of the states it selects; see the inbox's
-//! `BulkAction`).
+//! `--as-of TIME_MS` runs over what the count saw: the events whose last
+//! change of state came before that time, with the ages counted back from it
+//! too. An event that died, finished, was retried or replayed, or arrived
+//! after the count is left alone, so the run never reaches past the count,
+//! and the same command finishes a run that was interrupted and touches
+//! nothing twice (see the inbox's `BulkAction`). `--counted N` (the count's
+//! number) caps the run at N events and reports how many of them no longer
+//! qualified.
 
 use std::time::Duration;
 
@@ -62,13 +67,18 @@ pub struct BulkArgs {
     /// interrupted run.
     #[arg(long, value_name = "TIME_MS")]
     pub as_of: Option<i64>,
+    /// How many events the count selected (printed by the count, with
+    /// --as-of): the run acts on at most that many and says how many of them
+    /// no longer qualified.
+    #[arg(long, value_name = "N", requires = "as_of")]
+    pub counted: Option<u64>,
     /// Act without asking.
     #[arg(long)]
     pub yes: bool,
 }
 
-/// Runs `payhook inbox bulk`.
-pub async fn run(admin: &Admin, args: &BulkArgs) -> Result<(), Failure> {
+/// Runs `payhook inbox bulk` on `namespace`.
+pub async fn run(admin: &Admin, namespace: &str, args: &BulkArgs) -> Result<(), Failure> {
     let now = now_ms();
     let as_of = args.as_of.unwrap_or(now);
     if as_of > now {
@@ -97,21 +107,38 @@ pub async fn run(admin: &Admin, args: &BulkArgs) -> Result<(), Failure> {
         describe(action, &selection, as_of)
     );
     show_types(&count);
+    // What the count the operator saw selected; with --counted, the events
+    // that changed since are left out of this count already.
+    let counted = args.counted.unwrap_or(count.events);
+    let gone = counted.saturating_sub(count.events);
+    if gone > 0 {
+        say!("{gone} of the {counted} counted no longer qualify: changed since the count");
+    }
     if count.events == 0 {
-        say!("nothing to {action}");
+        if counted == 0 {
+            say!("nothing to {action}");
+        } else {
+            say!("nothing to {action}: selected {counted}, acted on 0, {counted} no longer qualified");
+        }
         return Ok(());
     }
     if !args.yes {
-        say!("nothing changed yet; to {action} them: the same command with --as-of {as_of} --yes");
+        let command = confirmed_command(namespace, args, as_of, count.events);
+        say!("nothing changed yet; to {action} them: {command}");
         if !confirmed(&format!("{action} them?")).map_err(Failure::usage)? {
             return Err(Failure::usage(format_args!(
-                "nothing done: run again with --as-of {as_of} --yes to {action} them"
+                "nothing done: to {action} them: {command}"
             )));
         }
     }
-    let report = admin.bulk_run(action, &selection, as_of).await.map_err(|err| {
+    let run = BulkCount {
+        events: counted,
+        ..count.clone()
+    };
+    let report = admin.bulk_run(action, &selection, &run).await.map_err(|err| {
         Failure::usage(format_args!(
-            "{err}; the batches before it are done: run again with --as-of {as_of} --yes to finish"
+            "{err}; the batches before it are done: to finish: {}",
+            confirmed_command(namespace, args, as_of, counted)
         ))
     })?;
     let done = match action {
@@ -127,12 +154,90 @@ pub async fn run(admin: &Admin, args: &BulkArgs) -> Result<(), Failure> {
             format!("{} type(s) paused: {}", types.len(), types.join(", "))
         }
     };
+    // A pause reports what changed among the counted types as it ran; the
+    // events that had changed before (with --counted) are added here.
+    let no_longer = if action == BulkAction::Pause {
+        report.no_longer_qualified + gone
+    } else {
+        report.no_longer_qualified
+    };
     say!(
-        "{done}, in {} batch(es), the longest {} ms",
+        "{done}, in {} batch(es), the longest {} ms; selected {}, acted on {}, {no_longer} no longer qualified{}",
         report.batches,
-        report.longest_batch.as_millis()
+        report.longest_batch.as_millis(),
+        report.selected,
+        report.events,
+        if no_longer > 0 {
+            " (changed since the count)"
+        } else {
+            ""
+        }
     );
     Ok(())
+}
+
+/// The command that acts on what was counted: this one, with its
+/// namespace, the count's time and number, and `--yes`.
+fn confirmed_command(namespace: &str, args: &BulkArgs, as_of: i64, counted: u64) -> String {
+    let mut words = vec![
+        "payhook inbox --namespace".to_owned(),
+        shell_word(namespace),
+        "bulk".to_owned(),
+        args.action.as_str().to_owned(),
+    ];
+    let mut flag = |name: &str, value: String| {
+        words.push(name.to_owned());
+        words.push(value);
+    };
+    if let Some(state) = args.state {
+        flag("--state", state.as_str().to_owned());
+    }
+    if let Some(event_type) = &args.event_type {
+        flag("--type", shell_word(event_type));
+    }
+    if let Some(age) = args.older_than {
+        flag("--older-than", age_text(age));
+    }
+    if let Some(age) = args.newer_than {
+        flag("--newer-than", age_text(age));
+    }
+    if let Some(prefix) = &args.id_prefix {
+        flag("--id-prefix", shell_word(prefix));
+    }
+    for id in &args.ids {
+        flag("--id", shell_word(id));
+    }
+    flag("--as-of", as_of.to_string());
+    flag("--counted", counted.to_string());
+    words.push("--yes".to_owned());
+    words.join(" ")
+}
+
+/// An age as `--older-than` takes it, in its largest whole unit.
+fn age_text(age: Duration) -> String {
+    let seconds = age.as_secs();
+    match seconds {
+        0 => "0s".to_owned(),
+        s if s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+/// `text` as one shell word: escaped as the CLI shows any value (no control
+/// character reaches the terminal), then single-quoted unless it is plain.
+pub(crate) fn shell_word(text: &str) -> String {
+    let shown = Untrusted::value(text).to_string();
+    let plain = !shown.is_empty()
+        && shown
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-:/@%+=,_".contains(c));
+    if plain {
+        shown
+    } else {
+        format!("'{}'", shown.replace('\'', "'\\''"))
+    }
 }
 
 /// The filter as run, ages made times.

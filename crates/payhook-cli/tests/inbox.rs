@@ -212,6 +212,14 @@ async fn dead_event_is_brought_back(url: String) {
     );
     let run = inbox_cli(&url, &namespace, &["list"]);
     assert_eq!(run.stdout.lines().count(), 1, "{run:?}");
+    // Every event purged: the namespace looks unused, which a read only
+    // warns about.
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr
+            .starts_with("warning: the database has no event and no paused type in namespace "),
+        "{run:?}"
+    );
 
     // An event type from the request with a line break, a terminal escape and
     // a bidi override is shown escaped: it cannot forge a line or repaint.

@@ -1,8 +1,10 @@
 //! Bulk actions by filter: the filter form (`GET /bulk`), then a
 //! confirmation page with the count and the filter as it will run (`POST
 //! /bulk`), then the run and its report (`POST /bulk` with `confirm=yes`).
-//! The confirmation page carries the filter with its ages made times and the
-//! count's time, so the run acts on what was counted, and sending it again
+//! The confirmation page carries the filter with its ages made times, the
+//! count's time and its number, so the run acts on what was counted — the
+//! events whose last change of state came before the count, at most as many
+//! as it showed — and says how many no longer qualified; sending it again
 //! after an interruption finishes the run without touching anything twice.
 //! The caller has checked a `POST`'s origin and form token before.
 
@@ -10,7 +12,7 @@ use std::fmt::Write as _;
 
 use http::{Response, StatusCode};
 use payhook_core::time::{format_utc, now_ms};
-use payhook_inbox::admin::{BulkAction, Selection, State};
+use payhook_inbox::admin::{BulkAction, BulkCount, Selection, State};
 use payhook_inbox::{Backend, InboxError};
 
 use crate::forms::{bulk_form, params, Form};
@@ -130,13 +132,38 @@ pub(crate) async fn action<DB: Backend>(ctx: &Ctx<'_, DB>, form: &Form) -> Respo
              <button type=\"submit\" id=\"confirm\" class=\"danger\">Yes, {action} them</button> \
              <a href=\"{base}/bulk\">Cancel</a></form>",
             csrf = ctx.csrf_field(),
-            hidden = hidden_fields(action, &selection, count.as_of),
+            hidden = hidden_fields(action, &selection, &count),
         );
         return ctx.page("Confirm", Nav::None, None, &out);
     }
-    let report = match ctx.admin.bulk_run(action, &selection, count.as_of).await {
+    // The number the confirmation page showed; counted again at its time,
+    // the events that changed since are already left out.
+    let counted = match form.get("counted").map(str::parse::<u64>) {
+        None => count.events,
+        Some(Ok(counted)) => counted,
+        Some(Err(_)) => {
+            return problem(
+                ctx.base,
+                StatusCode::BAD_REQUEST,
+                "The counted field is not a number of events.",
+            )
+        }
+    };
+    let gone_before = counted.saturating_sub(count.events);
+    let run = BulkCount {
+        events: counted,
+        ..count.clone()
+    };
+    let report = match ctx.admin.bulk_run(action, &selection, &run).await {
         Ok(report) => report,
         Err(err) => return failed(ctx, &err),
+    };
+    // A pause reports what changed among the types it was given as it ran;
+    // the events that had changed before are added here.
+    let no_longer = if action == BulkAction::Pause {
+        report.no_longer_qualified + gone_before
+    } else {
+        report.no_longer_qualified
     };
     let done = match action {
         BulkAction::Retry => format!("{} dead event(s) made due now", report.events),
@@ -149,11 +176,20 @@ pub(crate) async fn action<DB: Backend>(ctx: &Ctx<'_, DB>, form: &Form) -> Respo
     };
     let content = format!(
         "<h1>Done</h1><p class=\"notice\" id=\"outcome\">{done}, in {batches} batch(es), the longest {ms} ms. \
-         Selected: {filter}.</p><p>If it was interrupted, sending the confirmation again finishes it: \
+         Selected: {filter}.</p><p id=\"bulk-tally\">Selected {selected}, acted on {acted}, \
+         {no_longer} no longer qualified{why}.</p>\
+         <p>If it was interrupted, sending the confirmation again finishes it: \
          it changes only what is left.</p><p><a href=\"{base}/bulk\">Another bulk action</a> · \
          <a href=\"{base}/\">Overview</a></p>",
         batches = report.batches,
         ms = report.longest_batch.as_millis(),
+        selected = report.selected,
+        acted = report.events,
+        why = if no_longer > 0 {
+            " (changed since the count: died, finished, retried, replayed or handled meanwhile)"
+        } else {
+            ""
+        },
     );
     ctx.page("Done", Nav::None, None, &content)
 }
@@ -204,8 +240,9 @@ fn describe(action: BulkAction, selection: &Selection, as_of: i64) -> String {
     parts.join(", ")
 }
 
-/// The selection as the confirmation form carries it: times, not ages.
-fn hidden_fields(action: BulkAction, selection: &Selection, as_of: i64) -> String {
+/// The selection as the confirmation form carries it: times, not ages, and
+/// the count's time and number.
+fn hidden_fields(action: BulkAction, selection: &Selection, count: &BulkCount) -> String {
     let field = |name: &str, text: &str| {
         format!(
             "<input type=\"hidden\" name=\"{name}\" value=\"{}\">",
@@ -213,7 +250,8 @@ fn hidden_fields(action: BulkAction, selection: &Selection, as_of: i64) -> Strin
         )
     };
     let mut out = field("action", action.as_str());
-    out.push_str(&field("as_of", &as_of.to_string()));
+    out.push_str(&field("as_of", &count.as_of.to_string()));
+    out.push_str(&field("counted", &count.events.to_string()));
     if let Some(state) = selection.state {
         out.push_str(&field("state", state.as_str()));
     }

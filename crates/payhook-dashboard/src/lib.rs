@@ -198,6 +198,11 @@ pub struct Dashboard<DB: Backend = payhook_inbox::sqlx::Any> {
 
 struct Inner<DB: Backend> {
     admin: Admin<DB>,
+    /// Whether an action on a namespace the database has never seen is
+    /// refused: for a dashboard given its own [`Admin`], not for one on the
+    /// app's own inbox ([`Dashboard::for_inbox`]), whose namespace is the
+    /// inbox's by construction and may have no event yet.
+    check_namespace: bool,
     secret: auth::Secret,
     refresh: Option<u32>,
     pages: Arc<tokio::sync::Semaphore>,
@@ -243,18 +248,26 @@ pub struct DashboardRequest<'a> {
 }
 
 impl<DB: Backend> Dashboard<DB> {
-    /// A dashboard on the inbox `admin` reads, behind `token`.
+    /// A dashboard on the inbox `admin` reads, behind `token`. Its actions
+    /// (retry, replay, pause, resume, bulk) are refused with `400` while the
+    /// database has never seen `admin`'s namespace (no event, no paused
+    /// type): the page names the namespaces it has.
     ///
     /// # Errors
     /// [`DashboardError::WeakToken`] for a token shorter than
     /// [`MIN_TOKEN_BYTES`].
     pub fn new(admin: Admin<DB>, token: &str) -> Result<Self, DashboardError> {
+        Self::build(admin, token, true)
+    }
+
+    fn build(admin: Admin<DB>, token: &str, check_namespace: bool) -> Result<Self, DashboardError> {
         if token.len() < MIN_TOKEN_BYTES {
             return Err(DashboardError::WeakToken);
         }
         Ok(Self {
             inner: Arc::new(Inner {
                 admin,
+                check_namespace,
                 secret: auth::Secret::new(token),
                 refresh: Some(10),
                 pages: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_PAGES)),
@@ -266,14 +279,17 @@ impl<DB: Backend> Dashboard<DB> {
 
     /// A dashboard on the inbox the app runs (its database and namespace),
     /// reading through a pool of its own of at most [`CONNECTIONS`], so that
-    /// its pages never take a connection a delivery needs.
+    /// its pages never take a connection a delivery needs. Its namespace is
+    /// the inbox's, so its actions are not refused while the inbox holds no
+    /// event yet (a type can be paused before its first delivery).
     ///
     /// # Errors
     /// As [`Dashboard::new`].
     pub fn for_inbox(inbox: &Inbox<DB>, token: &str) -> Result<Self, DashboardError> {
-        Self::new(
+        Self::build(
             Admin::of_inbox(inbox).with_own_pool(CONNECTIONS, PAGE_DEADLINE),
             token,
+            false,
         )
     }
 
@@ -431,6 +447,11 @@ impl<DB: Backend> Dashboard<DB> {
                         StatusCode::FORBIDDEN,
                         "The form's token is missing or out of date: reload the page and try again.",
                     );
+                }
+                if self.inner.check_namespace {
+                    if let Some(refused) = pages::unseen_namespace(&ctx).await {
+                        return refused;
+                    }
                 }
                 if request.path == "/bulk" {
                     return bulk::action(&ctx, &form).await;

@@ -172,3 +172,61 @@ async fn a_page_past_its_deadline_is_answered_503() {
     drop(held);
     assert_eq!(get(&dashboard, "", "/events", None).await.status(), 200);
 }
+
+/// A dashboard given an [`Admin`] on a namespace the database has never seen
+/// (no event, no paused type) shows its pages but refuses every action with
+/// `400`, naming the namespaces the database has; on the inbox's own
+/// namespace it asks for the confirmation as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_action_on_a_namespace_the_database_never_saw_is_refused() {
+    let inbox = inbox("namespace").await;
+    // The inbox's namespace has a paused type (and no event yet).
+    Admin::of_inbox(&inbox)
+        .pause("payment_intent.created")
+        .await
+        .unwrap();
+    let url = format!("sqlite://{}", inbox.pool().connect_options().database_url.path());
+    let wrong = Admin::connect(&url, "kyc").await.unwrap();
+    assert!(!wrong.namespace_seen().await.unwrap());
+    assert_eq!(wrong.namespaces(20).await.unwrap(), ["payhook"]);
+    let right = Dashboard::new(Admin::connect(&url, "payhook").await.unwrap(), TOKEN).unwrap();
+    let wrong = Dashboard::new(wrong, TOKEN).unwrap();
+    let page = get(&wrong, "", "/paused", None).await;
+    assert_eq!(page.status(), 200, "pages are read as usual");
+    let body = page.body();
+    let start = body.find("name=\"csrf\" value=\"").unwrap() + 19;
+    let form = format!("type=payment_intent.succeeded&csrf={}", &body[start..start + 64]);
+    let mut headers = signed_in();
+    headers.insert("sec-fetch-site", HeaderValue::from_static("same-origin"));
+    for (dashboard, path) in [(&wrong, "/pause"), (&wrong, "/bulk"), (&right, "/pause")] {
+        let form = if path == "/bulk" {
+            format!("action=retry&{form}")
+        } else {
+            form.clone()
+        };
+        let response = dashboard
+            .handle(DashboardRequest {
+                method: &Method::POST,
+                base: "",
+                path,
+                query: None,
+                headers: &headers,
+                body: form.as_bytes(),
+            })
+            .await;
+        if std::ptr::eq(dashboard, &right) {
+            assert_eq!(response.status(), 200, "{}", response.body());
+            assert!(response.body().contains("Pause the event type"));
+            continue;
+        }
+        assert_eq!(response.status(), 400, "{path}: {}", response.body());
+        assert!(
+            response.body().contains(
+                "the database has no event and no paused type in this dashboard&#39;s namespace &quot;kyc&quot;"
+            ) && response.body().contains("It has: &quot;payhook&quot;."),
+            "{}",
+            response.body()
+        );
+    }
+    assert_eq!(Admin::of_inbox(&inbox).paused().await.unwrap().len(), 1);
+}

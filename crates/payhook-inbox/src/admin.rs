@@ -18,13 +18,15 @@ use std::time::Duration;
 use sqlx::{Any, Pool};
 
 use crate::backend::{database_of, Backend};
-use crate::bulk::{selected_states, Position, Scope};
 use crate::clock::{millis, now_ms};
 use crate::database::{Database, UrlOptions};
 use crate::error::{payhook_escape, InboxError};
 use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
 use crate::operations::{PARK_BATCH, PURGE_BATCH};
 
+mod bulk;
+
+pub use self::bulk::BULK_BATCH;
 pub use crate::attempts::MAX_ATTEMPT_RECORDS;
 pub use crate::dialect::{ATTEMPTS_TABLE, DIFFERING_TABLE, DUPLICATES_TABLE, PAUSED_TABLE, RECONCILER_TABLE};
 pub use crate::model::{
@@ -36,6 +38,48 @@ pub use crate::model::{
 /// A connection to an inbox for operations. Never creates, migrates or
 /// changes a database's schema: pointed at a missing file or a database
 /// without the inbox table, it refuses ([`InboxError::NoInbox`]).
+///
+/// What `payhook inbox` and the dashboard run, an app can run from its own
+/// code, on the inbox it runs ([`Admin::of_inbox`]) or on its own pool
+/// ([`Admin::from_pool`]): no CLI to build during an incident. Pausing a
+/// type, resuming it, and a bulk retry counted first:
+///
+/// ```
+/// use payhook::inbox::admin::{BulkAction, Selection, State};
+/// use payhook::inbox::{Admin, Inbox, InboxError};
+/// use payhook::Receiver;
+///
+/// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+/// # let dir = std::env::temp_dir().join(format!("payhook-admin-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// # let url = format!("sqlite://{}", dir.join("inbox.db").display());
+/// let receiver = Receiver::builder().secret("whsec_test_secret").build().unwrap();
+/// let inbox = Inbox::connect(receiver, &url).await?; // e.g. "sqlite://inbox.db"
+/// let admin = Admin::of_inbox(&inbox); // the inbox's own pool and namespace
+///
+/// // Stop handling a type: its deliveries are still verified, stored and
+/// // acknowledged, and no worker of any replica takes them…
+/// admin.pause("payment_intent.payment_failed").await?;
+/// assert_eq!(admin.paused().await?[0].event_type, "payment_intent.payment_failed");
+/// // …until it is resumed: its waiting events run, oldest first.
+/// admin.resume("payment_intent.payment_failed").await?;
+///
+/// // Another attempt for the dead events of one type: count, then act on
+/// // what was counted (never more; the report says what changed meanwhile).
+/// let dead = Selection {
+///     state: Some(State::Dead),
+///     event_type: Some("payment_intent.succeeded".to_owned()),
+///     ..Selection::default()
+/// };
+/// let count = admin.bulk_count(BulkAction::Retry, &dead, None).await?;
+/// let report = admin.bulk_run(BulkAction::Retry, &dead, &count).await?;
+/// println!(
+///     "selected {}, retried {}, {} no longer qualified",
+///     report.selected, report.events, report.no_longer_qualified
+/// );
+/// # Ok::<(), InboxError>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone)]
 pub struct Admin<DB: Backend = Any> {
     db: Database<DB>,
@@ -218,163 +262,28 @@ impl<DB: Backend> Admin<DB> {
     }
 }
 
-/// Rows changed per statement of a bulk action: each statement is its own
-/// short transaction, whatever the selection's size. Each changed row writes
-/// every index of the inbox table (on PostgreSQL a retried row's new version
-/// enters all eight), so a statement's time grows with its rows; at this many
-/// a PostgreSQL batch takes about a millisecond of a core, short enough that
-/// deliveries arriving beside it keep their acknowledgement time, while each
-/// statement's fixed cost stays small beside its rows.
-pub const BULK_BATCH: i64 = 25;
-
-/// How long a bulk action rests after a batch, as a multiple of that batch's
-/// time: the database (SQLite's one writer, PostgreSQL's share of the CPU)
-/// is the action's a fifth of the time at most, and deliveries and workers
-/// have it the rest.
-const BULK_REST: u32 = 4;
-
-/// The shortest rest between two batches: a batch of a few hundred
-/// microseconds still leaves the writer free for a delivery's commit or two.
-const BULK_MIN_REST: Duration = Duration::from_millis(2);
-
 impl<DB: Backend> Admin<DB> {
-    /// How many events `action` would touch in `selection` now, and the most
-    /// common types among them: what the CLI and the dashboard show before
-    /// anything changes. Pass [`BulkCount::as_of`] on to
-    /// [`bulk_run`](Self::bulk_run).
+    /// Whether the database has seen this admin's namespace: an event is
+    /// stored in it (in any state) or a type is paused in it. An operator's
+    /// tool pointed at a namespace it has not seen is most likely pointed at
+    /// the wrong one (`payhook inbox` and a dashboard built with
+    /// `Dashboard::new` refuse to act on it, naming [`namespaces`](Self::namespaces)).
     ///
     /// # Errors
-    /// [`InvalidSetting`](InboxError::InvalidSetting) for a selection the
-    /// action cannot act on (a state it does not change, more than
-    /// [`MAX_BULK_IDS`] ids, an id or type longer than
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES)), an `as_of` in the future, or
-    /// a database error.
-    pub async fn bulk_count(
-        &self,
-        action: BulkAction,
-        selection: &Selection,
-        as_of: Option<i64>,
-    ) -> Result<BulkCount, InboxError> {
-        check_selection(action, selection)?;
-        let now = now_ms();
-        let as_of = as_of.unwrap_or(now);
-        if as_of > now {
-            return Err(InboxError::InvalidSetting(
-                "a bulk action's as_of time is in the future",
-            ));
-        }
-        let (events, types) = DB::count(&self.db, self.scope(action, selection, as_of)).await?;
-        Ok(BulkCount { events, types, as_of })
+    /// A database error.
+    pub async fn namespace_seen(&self) -> Result<bool, InboxError> {
+        Ok(DB::namespace_seen(&self.db, &self.namespace).await?)
     }
 
-    /// Runs `action` over the events of `selection` that were there at
-    /// `as_of` (the count's [`BulkCount::as_of`]), in batches of at most
-    /// [`BULK_BATCH`] rows, each its own short statement, resting between
-    /// batches four times as long as the last one took (2 ms at least), so that deliveries
-    /// and workers keep their pace (on SQLite the rest also checkpoints the
-    /// WAL the batches wrote). Run again with the same `as_of` after an
-    /// interruption, it changes only what the first run did not: each action
-    /// changes an event out of the states it selects (see [`BulkAction`]).
-    /// [`BulkAction::Pause`] pauses the selection's event types (at most the
-    /// 20 the count shows).
+    /// The namespaces the database holds an event or a paused type of, in
+    /// order, at most `limit` (each found by the index, however many events
+    /// there are).
     ///
     /// # Errors
-    /// As [`bulk_count`](Self::bulk_count) (the batches before a database
-    /// error stay done).
-    pub async fn bulk_run(
-        &self,
-        action: BulkAction,
-        selection: &Selection,
-        as_of: i64,
-    ) -> Result<BulkReport, InboxError> {
-        check_selection(action, selection)?;
-        if as_of > now_ms() {
-            return Err(InboxError::InvalidSetting(
-                "a bulk action's as_of time is in the future",
-            ));
-        }
-        let mut report = BulkReport::default();
-        if action == BulkAction::Pause {
-            let (_, types) = DB::count(&self.db, self.scope(action, selection, as_of)).await?;
-            for (event_type, _) in types {
-                let started = std::time::Instant::now();
-                if DB::pause(&self.db, &self.namespace, &event_type).await? {
-                    report.paused_types.push(event_type.clone());
-                }
-                report.batches += 1;
-                report.longest_batch = report.longest_batch.max(started.elapsed());
-                self.park_all(&event_type, true).await?;
-            }
-            return Ok(report);
-        }
-        for state in selected_states(action, selection) {
-            let mut after = Position::START;
-            loop {
-                let started = std::time::Instant::now();
-                let (changed, last) = DB::batch(
-                    &self.db,
-                    self.scope(action, selection, as_of),
-                    state,
-                    after,
-                    BULK_BATCH,
-                )
-                .await?;
-                // A read that found no row left ends the run; it is no batch.
-                let Some(last) = last else { break };
-                let took = started.elapsed();
-                report.batches += 1;
-                report.longest_batch = report.longest_batch.max(took);
-                report.events += changed;
-                after = last;
-                // Not a transaction and holding no write lock, so not a
-                // batch; a failed one is made up by the next.
-                let _ = DB::checkpoint(&self.db).await;
-                tokio::time::sleep(
-                    took.saturating_mul(BULK_REST)
-                        .clamp(BULK_MIN_REST, Duration::from_millis(300)),
-                )
-                .await;
-            }
-        }
-        Ok(report)
+    /// A database error.
+    pub async fn namespaces(&self, limit: u32) -> Result<Vec<String>, InboxError> {
+        Ok(DB::namespaces(&self.db, i64::from(limit)).await?)
     }
-}
-
-impl<DB: Backend> Admin<DB> {
-    fn scope<'a>(&'a self, action: BulkAction, selection: &'a Selection, as_of: i64) -> Scope<'a> {
-        Scope {
-            namespace: &self.namespace,
-            action,
-            selection,
-            as_of,
-        }
-    }
-}
-
-/// A selection `action` can act on, within the bounds the statements take.
-fn check_selection(action: BulkAction, selection: &Selection) -> Result<(), InboxError> {
-    if selected_states(action, selection).is_empty() {
-        return Err(InboxError::InvalidSetting(match action {
-            BulkAction::Retry => "retry acts on dead events only",
-            BulkAction::Replay => "replay acts on done events only",
-            _ => "purge acts on done and dead events only",
-        }));
-    }
-    if selection.ids.len() > MAX_BULK_IDS {
-        return Err(InboxError::InvalidSetting(
-            "at most 1000 ids; select more by prefix, type or age",
-        ));
-    }
-    let too_long = |text: &str| text.is_empty() || text.len() > crate::MAX_ID_BYTES;
-    if selection.ids.iter().any(|id| too_long(id))
-        || selection.id_prefix.as_deref().is_some_and(too_long)
-        || selection.event_type.as_deref().is_some_and(too_long)
-    {
-        return Err(InboxError::InvalidSetting(
-            "an id, id prefix or event type is 1 to 255 bytes long",
-        ));
-    }
-    Ok(())
 }
 
 /// An event type an operator names: 1 to [`MAX_ID_BYTES`](crate::MAX_ID_BYTES)

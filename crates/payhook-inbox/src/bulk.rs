@@ -6,10 +6,17 @@
 //! A batch reads at most `limit` keys in `(received_at, arrival)` order
 //! after a keyset position, then changes those rows in one short statement
 //! by primary key (its own transaction: no lock is held between batches),
-//! so the batches walk the selection once, however many rows it has. Every batch re-checks the
-//! action's states and the count's time (`as_of`), so a row another
-//! operator or a worker changed since is left alone, and a run interrupted
-//! and started again touches only the rest.
+//! so the batches walk the selection once, however many rows it has.
+//!
+//! The count and every batch select by one rule: a row is in the selection
+//! when it matches the filter, is in one of the action's states, and has not
+//! changed since before the count's time (`as_of`): its last change of state
+//! (see [`changed_at`]) came before it. So a batch, which re-checks the rule
+//! on each row as it changes it, acts only on rows the count saw as they
+//! were: an event that died, finished, was retried or replayed or arrived
+//! after the count is left alone, whoever changed it (a worker, another
+//! operator, this run), and a run interrupted and started again with the
+//! same `as_of` touches only the rest.
 
 use std::future::Future;
 
@@ -78,13 +85,13 @@ impl Clause {
         }
     }
 
-    /// The rows `action` may touch in `selection`, present at `as_of`, in
-    /// `states` (those of the action the selection allows), with the
+    /// The rows of `selection` in `states` (those of the action the
+    /// selection allows) unchanged since before `as_of`
+    /// ([`push_unchanged_since`](Self::push_unchanged_since)), with the
     /// namespace and state named as `lookup` says.
     fn selecting(
         namespace: &str,
         states: &[State],
-        action: BulkAction,
         selection: &Selection,
         as_of: i64,
         lookup: Lookup,
@@ -107,17 +114,7 @@ impl Clause {
             &format!(" AND {} IN ({marks})", lookup.column("state")),
             state_binds,
         );
-        // Only what was there at the count; and what a run already changed
-        // (retried and dead again, replayed and done again) is not changed
-        // twice.
-        clause.push(" AND received_at <= ?", [Bind::Int(as_of)]);
-        match action {
-            BulkAction::Retry => clause.push(" AND COALESCE(last_attempt_at, 0) <= ?", [Bind::Int(as_of)]),
-            BulkAction::Replay | BulkAction::Purge => {
-                clause.push(" AND COALESCE(done_at, 0) <= ?", [Bind::Int(as_of)]);
-            }
-            BulkAction::Pause => {}
-        }
+        clause.push_unchanged_since(states, lookup, as_of);
         if let Some(event_type) = &selection.event_type {
             clause.push(" AND event_type = ?", [Bind::Text(event_type.clone())]);
         }
@@ -143,6 +140,46 @@ impl Clause {
             );
         }
         clause
+    }
+}
+
+impl Clause {
+    /// Keeps the rows whose last change of state came before `as_of` (the
+    /// count's time): what the count saw, as it saw it. A row that changed
+    /// since — died, finished, was retried, replayed or handled after the
+    /// count, or arrived after it — is left out of the count's run, so a run
+    /// never reaches past what was counted, and a run started again with the
+    /// same `as_of` never changes a row twice. Each state's change time is
+    /// [`changed_at`]; with several states, a `CASE` on the row's state.
+    fn push_unchanged_since(&mut self, states: &[State], lookup: Lookup, as_of: i64) {
+        match states {
+            [] => {}
+            [state] => self.push(&format!(" AND {} < ?", changed_at(*state)), [Bind::Int(as_of)]),
+            [first @ .., last] => {
+                let mut case = format!(" AND CASE {}", lookup.column("state"));
+                let mut binds = Vec::with_capacity(states.len());
+                for state in first {
+                    case.push_str(&format!(" WHEN ? THEN {}", changed_at(*state)));
+                    binds.push(Bind::Text(state.as_str().to_owned()));
+                }
+                case.push_str(&format!(" ELSE {} END < ?", changed_at(*last)));
+                binds.push(Bind::Int(as_of));
+                self.push(&case, binds);
+            }
+        }
+    }
+}
+
+/// The column holding when a row in `state` entered it (Unix milliseconds):
+/// a done event's `done_at`; a dead event's `due_at`, which the worker that
+/// made it dead set to that moment (a dead event is never due); a waiting or
+/// running event's `received_at` (the bulk actions change no such event:
+/// only a pause reads them, and pauses only types the count showed).
+fn changed_at(state: State) -> &'static str {
+    match state {
+        State::Done => "done_at",
+        State::Dead => "due_at",
+        State::Pending | State::Running => "received_at",
     }
 }
 
@@ -215,7 +252,7 @@ sql_bounds! {
         async fn count<'a>(db: &'a Database<Self>, scope: Scope<'a>) -> Result<(u64, Vec<(String, u64)>), sqlx::Error> {
             let Scope { namespace, action, selection, as_of } = scope;
             let states = selected_states(action, selection);
-            let clause = Clause::selecting(namespace, &states, action, selection, as_of, Lookup::Indexed);
+            let clause = Clause::selecting(namespace, &states, selection, as_of, Lookup::Indexed);
             let count = format!(concat!("SELECT COUNT(*) AS n FROM ", table!(), " WHERE {}"), clause.sql);
             let total: i64 = bound::<DB>(&count, &clause.binds).fetch_one(&db.pool).await?.try_get("n")?;
             let by_type = format!(
@@ -253,7 +290,7 @@ sql_bounds! {
             // transaction; then the change by primary key, so the write holds
             // SQLite's lock only for the rows it changes, and PostgreSQL's
             // plan is key look-ups whatever its statistics say.
-            let mut pick = Clause::selecting(namespace, &[state], action, selection, as_of, Lookup::Indexed);
+            let mut pick = Clause::selecting(namespace, &[state], selection, as_of, Lookup::Indexed);
             pick.push(
                 " AND (received_at, arrival) > (?, ?)",
                 [Bind::Int(after.received_at), Bind::Int(after.arrival)],
@@ -321,14 +358,7 @@ fn change_statement(
             vec![Bind::Text(State::Pending.as_str().to_owned()), Bind::Int(now)]
         },
     );
-    let recheck = Clause::selecting(
-        namespace,
-        &[state],
-        action,
-        selection,
-        as_of,
-        Lookup::ByKey(dialect),
-    );
+    let recheck = Clause::selecting(namespace, &[state], selection, as_of, Lookup::ByKey(dialect));
     let offset = statement.binds.len();
     statement.sql.push_str(&renumber(&recheck.sql, offset));
     statement.binds.extend(recheck.binds);

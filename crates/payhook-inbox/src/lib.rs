@@ -226,6 +226,7 @@ mod upkeep;
 mod worker;
 mod writers;
 
+pub use admin::Admin;
 pub use backend::Backend;
 pub use dialect::{SCHEMA_TABLE, TABLE};
 pub use error::InboxError;

@@ -115,8 +115,9 @@ pub trait Queue: Driver {
         token: i64,
         until: i64,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + '_;
-    /// A failed attempt: `running` → `pending` again at `due`, or `dead`;
-    /// whether the claim held.
+    /// A failed attempt: `running` → `pending` again at `due`, or `dead`
+    /// (then `due` is the time it died: a dead event is never due, and the
+    /// bulk actions' count reads when it died there); whether the claim held.
     fn record_failure<'a>(
         db: &'a Database<Self>,
         arrival: i64,
@@ -192,11 +193,12 @@ sql_bounds! {
         async fn claim<'a>(db: &'a Database<Self>, request: ClaimRequest<'a>) -> Result<ClaimResult, sqlx::Error> {
             /// Events whose lease ran out on their last attempt (the worker died while
             /// handling them, more than once if they crash it): dead, so that one such
-            /// event cannot take the service down in a loop.
+            /// event cannot take the service down in a loop. A dead event's `due_at`
+            /// is when it died (the bulk actions' count reads it).
             const KILL_EXPIRED: &str = concat!(
                 "UPDATE ",
                 table!(),
-                " SET state = $1, lease_token = NULL, lease_until = NULL, \
+                " SET state = $1, due_at = $5, lease_token = NULL, lease_until = NULL, \
                  last_error = 'the worker stopped while handling it (attempt ' || CAST(attempts AS TEXT) || $2 \
                  WHERE arrival IN ( \
                    SELECT arrival FROM ",

@@ -7,15 +7,19 @@
 //! | [`retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest`] | the count names what the run changes (by type, prefix, id list); the run goes in batches of at most `BULK_BATCH`, resting between them; run again with the count's time it changes only what the first run left (an interruption), never an event that died again since |
 //! | [`replay_and_purge_act_on_their_states_only_once`] | replay takes done events done before the count, once (a replayed event done again is not replayed again); purge deletes done and dead events only, never waiting ones; a state an action does not change is refused |
 //! | [`bulk_pause_pauses_the_selected_types`] | a bulk pause pauses each type among the selected events and changes no event |
+//! | [`bulk_runs_act_on_what_was_counted`] | with workers failing and finishing events between the count and the run: a confirmed retry retries exactly the events dead at the count, never one that died after it (the issue's "counted 2, retried 7"); a confirmed purge deletes only events done or dead at the count, never one running then (dead or done since) nor one retried since; each report says selected, acted on and no longer qualified; a run given a smaller count acts on that many and no more |
+//! | [`bulk_pause_leaves_what_arrived_after_the_count_alone`] | a bulk pause confirmed after the counted event was handled and a new event of its type (and one of a new type) arrived pauses nothing: the new events were not there at the count, and the counted one no longer qualifies |
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use payhook_core::sender::SignedDelivery;
 use payhook_core::Receiver;
-use payhook_inbox::admin::{Admin, BulkAction, Selection, State, BULK_BATCH};
+use payhook_inbox::admin::{Admin, BulkAction, BulkCount, Selection, State, BULK_BATCH};
 use payhook_inbox::sqlx::{self, Row};
-use payhook_inbox::{Inbox, InboxError};
+use payhook_inbox::{HandlerError, Inbox, InboxError, Job};
 use payhook_test_support::unique;
 
 const SECRET: &str = "whsec_bulk";
@@ -65,12 +69,13 @@ async fn store(inbox: &Inbox, prefix: &str, event_type: &str, count: usize) {
     }
 }
 
-/// Sets the state (and the attempt and done times) of the events whose id
-/// starts with `prefix`, as workers would have left them.
+/// Sets the state (and the attempt, done and death times) of the events
+/// whose id starts with `prefix`, as workers would have left them.
 async fn set_state(inbox: &Inbox, prefix: &str, state: &str, at: i64) {
     sqlx::query(
         "UPDATE payhook_inbox SET state = $1, last_attempt_at = $2, attempts = 1, \
-         done_at = CASE WHEN $1 = 'done' THEN $2 ELSE NULL END \
+         done_at = CASE WHEN $1 = 'done' THEN $2 ELSE NULL END, \
+         due_at = CASE WHEN $1 = 'dead' THEN $2 ELSE due_at END \
          WHERE namespace = $3 AND substr(event_id, 1, CAST($4 AS INTEGER)) = $5",
     )
     .bind(state)
@@ -127,12 +132,12 @@ async fn retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest(backe
         ..selection.clone()
     };
     let partial = admin
-        .bulk_run(BulkAction::Retry, &first_part, count.as_of)
+        .bulk_run(BulkAction::Retry, &first_part, &count)
         .await
         .unwrap();
     assert_eq!(partial.events, 300);
     // One of those died again after the count: the re-run leaves it dead.
-    sqlx::query("UPDATE payhook_inbox SET state = 'dead', last_attempt_at = $1 WHERE namespace = $2 AND event_id = 'evt_a0000'")
+    sqlx::query("UPDATE payhook_inbox SET state = 'dead', last_attempt_at = $1, due_at = $1 WHERE namespace = $2 AND event_id = 'evt_a0000'")
         .bind(now_ms() + 1)
         .bind(inbox.namespace())
         .execute(inbox.pool())
@@ -142,11 +147,16 @@ async fn retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest(backe
 
     let started = Instant::now();
     let report = admin
-        .bulk_run(BulkAction::Retry, &selection, count.as_of)
+        .bulk_run(BulkAction::Retry, &selection, &count)
         .await
         .unwrap();
     let took = started.elapsed();
     assert_eq!(report.events, 800, "only what the first run left");
+    assert_eq!(
+        (report.selected, report.no_longer_qualified),
+        (1100, 300),
+        "the first run's 300 changed since the count"
+    );
     let full_batches = 800u64.div_ceil(u64::try_from(BULK_BATCH).unwrap());
     assert!(report.batches >= full_batches, "{report:?}");
     // It rests (2 ms at least) between batches, leaving the database to
@@ -170,7 +180,7 @@ async fn retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest(backe
     );
 
     let again = admin
-        .bulk_run(BulkAction::Retry, &selection, count.as_of)
+        .bulk_run(BulkAction::Retry, &selection, &count)
         .await
         .unwrap();
     assert_eq!(again.events, 0);
@@ -225,14 +235,14 @@ async fn replay_and_purge_act_on_their_states_only_once(backend: Backend) {
         ..Selection::default()
     };
     let first = admin
-        .bulk_run(BulkAction::Replay, &older_half, replay.as_of)
+        .bulk_run(BulkAction::Replay, &older_half, &replay)
         .await
         .unwrap();
     assert_eq!(first.events, 100);
     tokio::time::sleep(Duration::from_millis(5)).await;
     set_state(&inbox, "evt_done00", "done", now_ms()).await;
     let rest = admin
-        .bulk_run(BulkAction::Replay, &everything, replay.as_of)
+        .bulk_run(BulkAction::Replay, &everything, &replay)
         .await
         .unwrap();
     assert_eq!(
@@ -249,7 +259,7 @@ async fn replay_and_purge_act_on_their_states_only_once(backend: Backend) {
         .unwrap();
     assert_eq!(purge.events, 630);
     let purged = admin
-        .bulk_run(BulkAction::Purge, &everything, purge.as_of)
+        .bulk_run(BulkAction::Purge, &everything, &purge)
         .await
         .unwrap();
     assert_eq!(purged.events, 630);
@@ -260,7 +270,7 @@ async fn replay_and_purge_act_on_their_states_only_once(backend: Backend) {
     assert_eq!(count_in(&inbox, "evt_wait", "pending").await, 30);
     assert_eq!(
         admin
-            .bulk_run(BulkAction::Purge, &everything, purge.as_of)
+            .bulk_run(BulkAction::Purge, &everything, &purge)
             .await
             .unwrap()
             .events,
@@ -282,9 +292,11 @@ async fn replay_and_purge_act_on_their_states_only_once(backend: Backend) {
             "{action} {state}: {err}"
         );
     }
-    let future = admin
-        .bulk_run(BulkAction::Purge, &everything, now_ms() + 60_000)
-        .await;
+    let future = BulkCount {
+        as_of: now_ms() + 60_000,
+        ..purge.clone()
+    };
+    let future = admin.bulk_run(BulkAction::Purge, &everything, &future).await;
     assert!(matches!(future, Err(InboxError::InvalidSetting(_))), "{future:?}");
 }
 
@@ -303,12 +315,12 @@ async fn bulk_pause_pauses_the_selected_types(backend: Backend) {
         (count.events, count.types.clone()),
         (2, vec![(TYPE_B.to_owned(), 2)])
     );
-    let report = admin
-        .bulk_run(BulkAction::Pause, &dead, count.as_of)
-        .await
-        .unwrap();
+    let report = admin.bulk_run(BulkAction::Pause, &dead, &count).await.unwrap();
     assert_eq!(report.paused_types, vec![TYPE_B.to_owned()]);
-    assert_eq!(report.events, 0);
+    assert_eq!(
+        (report.selected, report.events, report.no_longer_qualified),
+        (2, 2, 0)
+    );
     let paused: Vec<String> = admin
         .paused()
         .await
@@ -318,6 +330,166 @@ async fn bulk_pause_pauses_the_selected_types(backend: Backend) {
         .collect();
     assert_eq!(paused, vec![TYPE_B.to_owned()]);
     assert_eq!(count_in(&inbox, "evt_b", "dead").await, 2, "no event changed");
+}
+
+/// Waits (at most 20 s) until `check` holds.
+async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Events die and finish between the count and the run, by the workers'
+/// own paths: the run acts on what the count saw, never more.
+async fn bulk_runs_act_on_what_was_counted(backend: Backend) {
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let inbox = Inbox::builder(receiver)
+        .namespace(unique("bulk-race"))
+        .concurrency(16)
+        .max_attempts(1)
+        .poll_interval(Duration::from_millis(20))
+        .connect(&url_of(backend))
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"));
+    let admin = Admin::of_inbox(&inbox);
+    // `evt_1…` handlers wait until the gate opens; `…dies…` and `…dead…`
+    // fail their one attempt (dead), the others succeed (done).
+    let gate = Arc::new(AtomicBool::new(false));
+    let open = Arc::clone(&gate);
+    let workers = inbox.start(move |job: Job| {
+        let open = Arc::clone(&open);
+        async move {
+            let id = job.event().id().to_owned();
+            while id.starts_with("evt_1") && !open.load(Ordering::Acquire) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            if id.contains("dies") || id.contains("dead") {
+                return Err(HandlerError::from("the downstream is down"));
+            }
+            Ok(())
+        }
+    });
+    // Received first, so that a run reaching past its count would meet
+    // them first.
+    store(&inbox, "evt_1dies", TYPE_A, 5).await;
+    store(&inbox, "evt_1ends", TYPE_A, 3).await;
+    store(&inbox, "evt_2dead", TYPE_A, 2).await;
+    store(&inbox, "evt_2done", TYPE_A, 2).await;
+    until("5 + 3 running, 2 dead, 2 done", || async {
+        count_in(&inbox, "evt_1", "running").await == 8
+            && count_in(&inbox, "evt_2dead", "dead").await == 2
+            && count_in(&inbox, "evt_2done", "done").await == 2
+    })
+    .await;
+
+    let everything = Selection::default();
+    let retry = admin
+        .bulk_count(BulkAction::Retry, &everything, None)
+        .await
+        .unwrap();
+    assert_eq!(retry.events, 2, "the dead ones");
+    let purge = admin
+        .bulk_count(BulkAction::Purge, &everything, None)
+        .await
+        .unwrap();
+    assert_eq!(purge.events, 4, "the dead and done ones, not the running");
+
+    // Between the count and the run: five die, three finish.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    gate.store(true, Ordering::Release);
+    until("the held events dead or done", || async {
+        count_in(&inbox, "evt_1dies", "dead").await == 5 && count_in(&inbox, "evt_1ends", "done").await == 3
+    })
+    .await;
+    workers.shutdown().await;
+
+    // A run given a smaller count acts on that many, no more.
+    let smaller = BulkCount {
+        events: 1,
+        ..retry.clone()
+    };
+    let one = admin
+        .bulk_run(BulkAction::Retry, &everything, &smaller)
+        .await
+        .unwrap();
+    assert_eq!((one.selected, one.events, one.no_longer_qualified), (1, 1, 0));
+    let report = admin
+        .bulk_run(BulkAction::Retry, &everything, &retry)
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.selected, report.events, report.no_longer_qualified),
+        (2, 1, 1),
+        "one left by the smaller run; the other retried by it since"
+    );
+    assert_eq!(count_in(&inbox, "evt_2dead", "pending").await, 2);
+    assert_eq!(
+        count_in(&inbox, "evt_1dies", "dead").await,
+        5,
+        "died after the count: not retried"
+    );
+
+    let purged = admin
+        .bulk_run(BulkAction::Purge, &everything, &purge)
+        .await
+        .unwrap();
+    assert_eq!(
+        (purged.selected, purged.events, purged.no_longer_qualified),
+        (4, 2, 2),
+        "the two done ones; the two dead ones were retried since"
+    );
+    assert_eq!(count_in(&inbox, "evt_2done", "done").await, 0);
+    assert_eq!(count_in(&inbox, "evt_2dead", "pending").await, 2);
+    assert_eq!(
+        count_in(&inbox, "evt_1dies", "dead").await,
+        5,
+        "running at the count, dead since: not purged"
+    );
+    assert_eq!(
+        count_in(&inbox, "evt_1ends", "done").await,
+        3,
+        "running at the count, done since: not purged"
+    );
+}
+
+/// A bulk pause confirmed after the counted event was handled, and after
+/// new events arrived: nothing that was not there at the count is acted on.
+async fn bulk_pause_leaves_what_arrived_after_the_count_alone(backend: Backend) {
+    let inbox = inbox(backend).await;
+    let admin = Admin::of_inbox(&inbox);
+    store(&inbox, "evt_a", TYPE_A, 1).await;
+    let everything = Selection::default();
+    let count = admin
+        .bulk_count(BulkAction::Pause, &everything, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (count.events, count.types.clone()),
+        (1, vec![(TYPE_A.to_owned(), 1)])
+    );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    // Meanwhile the counted event is handled, and two arrive: one of its
+    // type, one of another.
+    set_state(&inbox, "evt_a", "done", now_ms()).await;
+    store(&inbox, "evt_later_a", TYPE_A, 1).await;
+    store(&inbox, "evt_later_b", TYPE_B, 1).await;
+    let report = admin
+        .bulk_run(BulkAction::Pause, &everything, &count)
+        .await
+        .unwrap();
+    assert_eq!(report.paused_types, Vec::<String>::new(), "{report:?}");
+    assert_eq!(
+        (report.selected, report.events, report.no_longer_qualified),
+        (1, 0, 1)
+    );
+    assert!(admin.paused().await.unwrap().is_empty());
+    assert_eq!(count_in(&inbox, "evt_later_", "pending").await, 2);
 }
 
 macro_rules! on_every_backend {
@@ -345,4 +517,6 @@ on_every_backend!(
     retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest,
     replay_and_purge_act_on_their_states_only_once,
     bulk_pause_pauses_the_selected_types,
+    bulk_runs_act_on_what_was_counted,
+    bulk_pause_leaves_what_arrived_after_the_count_alone,
 );

@@ -22,6 +22,7 @@
 //! | [`claimed_ahead_events_are_handed_back_uncounted`] | the workers claim ahead of their handlers without counting an attempt (it counts when the event starts), and when they stop they hand what they claimed but never started back to the queue at once, before their running handlers finish, still uncounted | the claim counting the attempt; no hand-back on shutdown |
 //! | [`handled_event_is_logged_at_info`] | each handled event is logged at `INFO` with its id, type, attempt and time, whether its done mark was batched or in the handler's transaction | the line at `DEBUG` or missing for one path |
 //! | [`failed_write_answers_503_and_stores_nothing`] | a delivery whose database write fails is answered `503` and nothing is stored or counted; once the database writes again the redelivery is stored and handled once | `200` after a failed write |
+//! | [`postgres_intake_writer_gives_up_at_its_deadline`] (PostgreSQL) | the intake writer gives a batch up at its deliveries' deadline: a connection that never answers costs the delivery waiting on it a `503` within the deadline, and the next delivery is stored at once on another connection, not held behind it | the writer's deadline an hour later |
 //!
 //! Why the PostgreSQL claim guards each intent (what the test shows): claims
 //! read pending rows under a statement snapshot, and `FOR UPDATE SKIP LOCKED`
@@ -38,7 +39,9 @@
 //! Type names of the API under test are in one place ([`TestInbox`],
 //! [`TestJob`]); raw SQL goes through the test's own pool.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -1454,3 +1457,112 @@ on_every_backend!(
     handled_event_is_logged_at_info,
     a_duplicate_that_differs_is_flagged,
 );
+
+/// A TCP proxy on loopback in front of the test's PostgreSQL which, once
+/// armed, makes the next connection that sends anything one that never
+/// answers: it takes the bytes and passes nothing on, either way, until the
+/// client closes it (a server or a network that stopped answering on it).
+struct Stall {
+    addr: SocketAddr,
+    armed: Arc<AtomicBool>,
+}
+
+impl Stall {
+    fn start(upstream: String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let armed = Arc::new(AtomicBool::new(false));
+        let shared = Arc::clone(&armed);
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let (Ok(client), Ok(server)) = (client, TcpStream::connect(&upstream)) else {
+                    return;
+                };
+                let stalled = Arc::new(AtomicBool::new(false));
+                let ways = [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap(), true),
+                    (server, client, false),
+                ];
+                for (from, to, from_client) in ways {
+                    let (armed, stalled) = (Arc::clone(&shared), Arc::clone(&stalled));
+                    std::thread::spawn(move || pump(from, to, from_client.then_some(&*armed), &stalled));
+                }
+            }
+        });
+        Self { addr, armed }
+    }
+}
+
+/// Passes bytes from `from` to `to` until either closes; `armed` (the
+/// client's side) makes the connection `stalled` at its next bytes.
+fn pump(mut from: TcpStream, mut to: TcpStream, armed: Option<&AtomicBool>, stalled: &AtomicBool) {
+    let mut buffer = [0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if armed.is_some_and(|armed| armed.swap(false, Ordering::AcqRel)) {
+            stalled.store(true, Ordering::Release);
+        }
+        if stalled.load(Ordering::Acquire) {
+            continue;
+        }
+        if to.write_all(&buffer[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Write);
+}
+
+/// The intake writer's own deadline: without it, a connection that never
+/// answers would hold the one writer, and every later delivery would wait
+/// behind it and be refused, though the database answers on every other
+/// connection. (The pool's checkout is given an hour, so that only the
+/// writer's deadline can free it; SQLite's writer is bounded by its busy
+/// timeout as well, so this is PostgreSQL's test.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_intake_writer_gives_up_at_its_deadline() {
+    let url = payhook_test_support::postgres_url();
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (user, rest) = rest
+        .split_once('@')
+        .map_or((String::new(), rest), |(user, rest)| (format!("{user}@"), rest));
+    let (server, database) = rest.split_once('/').unwrap();
+    let stall = Stall::start(server.to_owned());
+    let proxied = format!("{scheme}://{user}{}/{database}", stall.addr);
+    let deadline = Duration::from_secs(1);
+    let inbox = connect(&proxied, &unique("stall"), |b| {
+        b.database_timeout(deadline)
+            .acquire_timeout(Duration::from_secs(3600))
+    })
+    .await;
+    ingest_ok(&inbox, &event("evt_before", "pi_before", 1)).await;
+    // The writer's NOTIFY after that batch (bounded on its own) is sent
+    // before the proxy is armed: the next bytes are the next delivery's.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    stall.armed.store(true, Ordering::Release);
+    let started = Instant::now();
+    let reply = ingest(&inbox, &event("evt_stalled", "pi_stalled", 2)).await;
+    let took = started.elapsed();
+    assert_eq!(reply.status().as_u16(), 503, "{}", reply.body());
+    assert!(took < deadline + Duration::from_millis(500), "{took:?}");
+    assert!(
+        !stall.armed.load(Ordering::Acquire),
+        "the delivery's write never reached the stalled connection"
+    );
+
+    // The writer gave that batch up at its deadline: the next delivery is
+    // written at once, on another connection.
+    let started = Instant::now();
+    let reply = ingest(&inbox, &event("evt_after", "pi_after", 3)).await;
+    let took = started.elapsed();
+    assert_eq!(
+        reply.status().as_u16(),
+        200,
+        "the writer is still held by the stalled batch: {}",
+        reply.body()
+    );
+    assert!(took < deadline, "{took:?}");
+}

@@ -7,15 +7,17 @@
 //! | [`paused_type_waits_on_every_replica_and_resumes_in_order`] | a paused type's deliveries are acknowledged and stored but claimed by no replica (also one started after the pause), a paused event holds back the later events of its payment intent, other types run; once resumed, its events run in arrival order, each once |
 //! | [`a_paused_types_events_are_out_of_the_claims_range`] | a paused type's waiting events (stored before the pause or after) are parked out of the claims' index range (`due_at <= now`) yet stay `pending` and show their own due time; resumed, they are back with the due times they had and run in arrival order |
 //! | [`an_event_type_is_checked_before_it_is_paused`] | an empty or too long type is refused, nothing is written |
+//! | [`a_paused_types_event_waiting_by_another_route_is_not_claimed`] | a paused type's events made waiting by a route that does not park them — a failed attempt's retry, a dead event retried by id or in bulk — are due and in the claims' range, yet no claim takes them (the claim's own check of the paused types); resumed, each runs once more |
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use payhook_core::sender::SignedDelivery;
 use payhook_core::Receiver;
-use payhook_inbox::admin::{Admin, PausedType};
-use payhook_inbox::{Inbox, InboxError, Job};
+use payhook_inbox::admin::{Admin, BulkAction, PausedType, Selection};
+use payhook_inbox::{HandlerError, Inbox, InboxError, Job};
 use payhook_test_support::unique;
 
 const SECRET: &str = "whsec_pause";
@@ -263,6 +265,107 @@ async fn an_event_type_is_checked_before_it_is_paused(backend: Backend) {
     assert!(admin.paused().await.unwrap().len() == 1);
 }
 
+/// Events of a paused type made waiting by routes that do not park them
+/// (the pause parks only what waits when it is made, and what intake stores
+/// after): only the claim's check of the paused types keeps them.
+async fn a_paused_types_event_waiting_by_another_route_is_not_claimed(backend: Backend) {
+    let url = url_of(backend);
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let inbox = Inbox::builder(receiver)
+        .namespace(unique("pause-routes"))
+        .concurrency(4)
+        .max_attempts(2)
+        .backoff(Duration::from_millis(20), Duration::from_millis(40))
+        .poll_interval(Duration::from_millis(20))
+        .connect(&url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"));
+    let admin = Admin::of_inbox(&inbox);
+    // Every attempt's id, in the order they started. While `failing`, every
+    // attempt fails; `evt_flaky`'s waits for the gate first.
+    let attempts = Handled::default();
+    let failing = Arc::new(AtomicBool::new(true));
+    let gate = Arc::new(AtomicBool::new(false));
+    let workers = {
+        let (attempts, failing, gate) = (Arc::clone(&attempts), Arc::clone(&failing), Arc::clone(&gate));
+        inbox.start(move |job: Job| {
+            let (attempts, failing, gate) = (Arc::clone(&attempts), Arc::clone(&failing), Arc::clone(&gate));
+            async move {
+                let id = job.event().id().to_owned();
+                attempts.lock().unwrap().push(id.clone());
+                while id == "evt_flaky" && !gate.load(Ordering::Acquire) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                if failing.load(Ordering::Acquire) {
+                    return Err(HandlerError::from("the downstream is down"));
+                }
+                Ok(())
+            }
+        })
+    };
+    let count = |id: &str| attempts.lock().unwrap().iter().filter(|seen| *seen == id).count();
+    // Two events dead after their two attempts, one running.
+    ingest_ok(&inbox, event("evt_doomed0", PAUSED, "pi_doomed0", 1)).await;
+    ingest_ok(&inbox, event("evt_doomed1", PAUSED, "pi_doomed1", 2)).await;
+    eventually("two dead events", || {
+        count("evt_doomed0") == 2 && count("evt_doomed1") == 2
+    })
+    .await;
+    for id in ["evt_doomed0", "evt_doomed1"] {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while state_of(&admin, id).await != "dead" {
+            assert!(Instant::now() < deadline, "{id} never dead");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    ingest_ok(&inbox, event("evt_flaky", PAUSED, "pi_flaky", 3)).await;
+    eventually("evt_flaky running", || count("evt_flaky") == 1).await;
+
+    assert!(admin.pause(PAUSED).await.unwrap());
+    // Its attempt fails after the pause: waiting again, due after its backoff.
+    gate.store(true, Ordering::Release);
+    // A dead event retried by id, and one in bulk: waiting, due now.
+    admin.retry("evt_doomed0").await.unwrap();
+    let one = Selection {
+        ids: vec!["evt_doomed1".to_owned()],
+        ..Selection::default()
+    };
+    let counted = admin.bulk_count(BulkAction::Retry, &one, None).await.unwrap();
+    let report = admin.bulk_run(BulkAction::Retry, &one, &counted).await.unwrap();
+    assert_eq!(report.events, 1);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while state_of(&admin, "evt_flaky").await == "running" {
+        assert!(Instant::now() < deadline, "evt_flaky's attempt never ended");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The claims (every 20 ms) see all three due, and take none.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        (count("evt_doomed0"), count("evt_doomed1"), count("evt_flaky")),
+        (2, 2, 1),
+        "a paused type's event was claimed: {:?}",
+        attempts.lock().unwrap()
+    );
+    let due = due_now(&inbox).await;
+    for id in ["evt_doomed0", "evt_doomed1", "evt_flaky"] {
+        assert!(due.iter().any(|due| due == id), "{id} is not due: {due:?}");
+        assert_eq!(state_of(&admin, id).await, "pending", "{id}");
+    }
+
+    // Resumed: each runs once more, and is done.
+    failing.store(false, Ordering::Release);
+    assert!(admin.resume(PAUSED).await.unwrap());
+    inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
+    assert_eq!(
+        (count("evt_doomed0"), count("evt_doomed1"), count("evt_flaky")),
+        (3, 3, 2)
+    );
+    for id in ["evt_doomed0", "evt_doomed1", "evt_flaky"] {
+        assert_eq!(state_of(&admin, id).await, "done", "{id}");
+    }
+    workers.shutdown().await;
+}
+
 macro_rules! on_every_backend {
     ($($test:ident),* $(,)?) => {
         mod sqlite {
@@ -288,4 +391,5 @@ on_every_backend!(
     paused_type_waits_on_every_replica_and_resumes_in_order,
     a_paused_types_events_are_out_of_the_claims_range,
     an_event_type_is_checked_before_it_is_paused,
+    a_paused_types_event_waiting_by_another_route_is_not_claimed,
 );

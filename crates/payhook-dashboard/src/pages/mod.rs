@@ -8,6 +8,7 @@ mod overview;
 mod paused;
 
 use http::{Response, StatusCode};
+use payhook_core::untrusted::Untrusted;
 use payhook_inbox::admin::Admin;
 use payhook_inbox::{Backend, InboxError};
 
@@ -84,4 +85,41 @@ pub(crate) fn unavailable(base: &str, err: &InboxError) -> Response<String> {
         StatusCode::SERVICE_UNAVAILABLE,
         "The inbox's database cannot be read right now; try again shortly.",
     )
+}
+
+/// The most namespaces the refusal below names.
+const NAMESPACES_SHOWN: u32 = 20;
+
+/// `400` when the database has never seen the dashboard's namespace (no
+/// event, no paused type), naming the ones it has: an action there would
+/// change nothing that runs. `None` when it has, or when it cannot be read
+/// (the action's own read then says so).
+pub(crate) async fn unseen_namespace<DB: Backend>(ctx: &Ctx<'_, DB>) -> Option<Response<String>> {
+    if ctx.admin.namespace_seen().await.unwrap_or(true) {
+        return None;
+    }
+    let known = ctx
+        .admin
+        .namespaces(NAMESPACES_SHOWN + 1)
+        .await
+        .unwrap_or_default();
+    let mut names: Vec<String> = known
+        .iter()
+        .take(NAMESPACES_SHOWN as usize)
+        .map(|name| format!("\"{}\"", Untrusted::value(name)))
+        .collect();
+    if known.len() > NAMESPACES_SHOWN as usize {
+        names.push("…".to_owned());
+    }
+    let has = if names.is_empty() {
+        "It has none yet.".to_owned()
+    } else {
+        format!("It has: {}.", names.join(", "))
+    };
+    let text = format!(
+        "Nothing was done: the database has no event and no paused type in this dashboard's namespace \"{}\"; \
+         is the dashboard's Admin on the inbox's namespace? {has}",
+        Untrusted::value(ctx.admin.namespace())
+    );
+    Some(problem(ctx.base, StatusCode::BAD_REQUEST, &text))
 }

@@ -13,23 +13,30 @@ pub const MAX_BULK_IDS: usize = 1000;
 
 /// What a bulk action does to each selected event
 /// ([`Admin::bulk_run`](crate::admin::Admin::bulk_run)). Each acts only on
-/// the states it names, and only on what was there at the count, so running
-/// it again (after an interruption) changes only what the first run did not.
+/// the states it names, and only on what the count saw: the events whose
+/// last change of state came before the count's time
+/// ([`BulkCount::as_of`]). An event that changed since — died or finished
+/// after the count, was retried, replayed or handled meanwhile, or arrived
+/// after it — is left alone, so the run never reaches past the count, and
+/// running it again (after an interruption) changes only what the first run
+/// did not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BulkAction {
-    /// `dead` → `pending`, due now (one more attempt), for events whose last
-    /// attempt started before the count: one that died again since is left
-    /// dead.
+    /// `dead` → `pending`, due now (one more attempt), for events dead
+    /// before the count: one that died after it (also one this run
+    /// retried) is left dead.
     Retry,
     /// `done` → `pending`, due now (the handler runs once more), for events
     /// done before the count: one replayed and done again is left done.
     Replay,
-    /// Deletes `done` and `dead` events (never waiting or running ones);
-    /// their ids are forgotten, so a redelivery is handled again.
+    /// Deletes `done` and `dead` events done or dead before the count (never
+    /// waiting or running ones, nor one that finished or died after the
+    /// count); their ids are forgotten, so a redelivery is handled again.
     Purge,
-    /// Pauses every event type among the selected events
-    /// ([`Admin::pause`](crate::admin::Admin::pause)); no event changes.
+    /// Pauses the event types among the selected events that the count
+    /// showed ([`Admin::pause`](crate::admin::Admin::pause)), each only if
+    /// it still has a selected event; no event changes.
     Pause,
 }
 
@@ -105,17 +112,31 @@ pub struct BulkCount {
     /// The most common event types among them, with their counts (at most
     /// 20, most events first).
     pub types: Vec<(String, u64)>,
-    /// The time the count was taken at (Unix milliseconds): pass it to
-    /// [`Admin::bulk_run`](crate::admin::Admin::bulk_run), so that the run
-    /// touches only what was counted, and again to finish an interrupted run.
+    /// The time the count was taken at (Unix milliseconds): the count
+    /// selects the events whose last change of state came before it, and so
+    /// does [`Admin::bulk_run`](crate::admin::Admin::bulk_run) given this
+    /// count, so that the run touches only what was counted; given it again,
+    /// it finishes an interrupted run.
     pub as_of: i64,
 }
 
-/// What a bulk action did ([`Admin::bulk_run`](crate::admin::Admin::bulk_run)).
+/// What a bulk action did ([`Admin::bulk_run`](crate::admin::Admin::bulk_run)):
+/// how many events the count selected, how many the run acted on (never
+/// more), and how many of the counted ones no longer qualified when the run
+/// reached them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BulkReport {
-    /// Events changed (retried, replayed or deleted).
+    /// Events the count selected ([`BulkCount::events`]).
+    pub selected: u64,
+    /// Events acted on (retried, replayed or deleted; for a pause, the
+    /// selected events of the types paused): at most `selected`.
     pub events: u64,
+    /// Counted events the run left alone because they had changed since the
+    /// count (died again, finished, retried, replayed, handled or purged
+    /// meanwhile, by a worker, another operator or an earlier run with the
+    /// same count). For a pause, those of the types the count showed.
+    pub no_longer_qualified: u64,
     /// Event types newly paused ([`BulkAction::Pause`]).
     pub paused_types: Vec<String>,
     /// Batches run: each reads at most

@@ -46,7 +46,9 @@ pub struct StoredEvent {
     pub created: i64,
     /// When it was received (Unix milliseconds).
     pub received_at: i64,
-    /// When it is due (Unix milliseconds), for pending events.
+    /// When it is due (Unix milliseconds), for pending events; for a dead
+    /// event, when it died (an event made dead by an earlier version keeps
+    /// the retry time it had).
     pub due_at: i64,
     /// When the lease of a running event runs out (Unix milliseconds): if its
     /// worker stopped, the event is taken up again (or, after its last

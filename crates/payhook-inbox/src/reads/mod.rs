@@ -51,6 +51,17 @@ pub trait Reads: Driver {
         namespace: &'a str,
         filter: &'a Filter,
     ) -> impl Future<Output = Result<Vec<StoredEvent>, sqlx::Error>> + Send + 'a;
+    /// Whether the namespace holds an event (in any state) or a paused type.
+    fn namespace_seen<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a;
+    /// The namespaces holding an event or a paused type, in order, at most
+    /// `limit`.
+    fn namespaces(
+        db: &Database<Self>,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<String>, sqlx::Error>> + Send + '_;
     /// One event with its body.
     fn show<'a>(
         db: &'a Database<Self>,
@@ -169,6 +180,58 @@ sql_bounds! {
             query = query.bind(i64::from(filter.limit.unwrap_or(1000)));
             let rows = query.fetch_all(&db.pool).await?;
             rows.iter().map(|row| stored_event(row, None)).collect()
+        }
+
+        async fn namespace_seen<'a>(db: &'a Database<Self>, namespace: &'a str) -> Result<bool, sqlx::Error> {
+            // One index probe in each table.
+            const EVENT: &str = concat!("SELECT 1 AS one FROM ", table!(), " WHERE namespace = $1 LIMIT 1");
+            const PAUSED: &str = concat!("SELECT 1 AS one FROM ", paused_table!(), " WHERE namespace = $1 LIMIT 1");
+            if sqlx::query(EVENT).bind(namespace).fetch_optional(&db.pool).await?.is_some() {
+                return Ok(true);
+            }
+            // A database the app has not migrated since pauses came has none.
+            match sqlx::query(PAUSED).bind(namespace).fetch_optional(&db.pool).await {
+                Ok(row) => Ok(row.is_some()),
+                Err(sqlx::Error::Database(err)) if is_missing_table(err.as_ref()) => Ok(false),
+                Err(err) => Err(err),
+            }
+        }
+
+        async fn namespaces(db: &Database<Self>, limit: i64) -> Result<Vec<String>, sqlx::Error> {
+            // The events' namespaces one index probe each (the next one
+            // after the last found), not a scan of every event; the paused
+            // types are few.
+            const EVENTS: &str = concat!(
+                "WITH RECURSIVE found (namespace, n) AS ( \
+                   SELECT MIN(namespace), 1 FROM ",
+                table!(),
+                " UNION ALL \
+                   SELECT (SELECT MIN(e.namespace) FROM ",
+                table!(),
+                " e WHERE e.namespace > found.namespace), found.n + 1 \
+                   FROM found WHERE found.namespace IS NOT NULL AND found.n < $1) \
+                 SELECT namespace FROM found WHERE namespace IS NOT NULL"
+            );
+            const PAUSED: &str = concat!(
+                "SELECT DISTINCT namespace FROM ",
+                paused_table!(),
+                " ORDER BY namespace LIMIT $1"
+            );
+            let mut names = Vec::new();
+            for (sql, optional) in [(EVENTS, false), (PAUSED, true)] {
+                let rows = match sqlx::query(sql).bind(limit).fetch_all(&db.pool).await {
+                    Ok(rows) => rows,
+                    Err(sqlx::Error::Database(err)) if optional && is_missing_table(err.as_ref()) => Vec::new(),
+                    Err(err) => return Err(err),
+                };
+                for row in &rows {
+                    names.push(row.try_get::<String, _>("namespace")?);
+                }
+            }
+            names.sort_unstable();
+            names.dedup();
+            names.truncate(usize::try_from(limit).unwrap_or(0));
+            Ok(names)
         }
 
         async fn show<'a>(db: &'a Database<Self>, namespace: &'a str, event_id: &'a str) -> Result<Option<StoredEvent>, sqlx::Error> {

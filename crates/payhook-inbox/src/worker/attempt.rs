@@ -292,7 +292,13 @@ pub(super) async fn record_failure<DB: Backend>(
     let config = &inbox.config;
     let attempts = u32::try_from(claimed.attempts).unwrap_or(u32::MAX);
     let dead = attempts >= config.max_attempts;
-    let due = now_ms().saturating_add(millis(backoff(config, attempts)));
+    // A dead event is never due: its `due_at` keeps when it died.
+    let now = now_ms();
+    let due = if dead {
+        now
+    } else {
+        now.saturating_add(millis(backoff(config, attempts)))
+    };
     let message: String = message.chars().take(2000).collect();
     let recorded = inbox
         .db

@@ -1,0 +1,214 @@
+//! The bulk actions of [`Admin`]: the count first, then the run over what was
+//! counted, in short batches.
+
+use std::time::{Duration, Instant};
+
+use super::Admin;
+use crate::backend::Backend;
+use crate::bulk::{selected_states, Position, Scope};
+use crate::clock::now_ms;
+use crate::error::InboxError;
+use crate::model::{BulkAction, BulkCount, BulkReport, Selection, MAX_BULK_IDS};
+
+/// Rows changed per statement of a bulk action: each statement is its own
+/// short transaction, whatever the selection's size. Each changed row writes
+/// every index of the inbox table (on PostgreSQL a retried row's new version
+/// enters all eight), so a statement's time grows with its rows; at this many
+/// a PostgreSQL batch takes about a millisecond of a core, short enough that
+/// deliveries arriving beside it keep their acknowledgement time, while each
+/// statement's fixed cost stays small beside its rows.
+pub const BULK_BATCH: i64 = 25;
+
+/// How long a bulk action rests after a batch, as a multiple of that batch's
+/// time: the database (SQLite's one writer, PostgreSQL's share of the CPU)
+/// is the action's a fifth of the time at most, and deliveries and workers
+/// have it the rest.
+const BULK_REST: u32 = 4;
+
+/// The shortest rest between two batches: a batch of a few hundred
+/// microseconds still leaves the writer free for a delivery's commit or two.
+const BULK_MIN_REST: Duration = Duration::from_millis(2);
+
+impl<DB: Backend> Admin<DB> {
+    /// How many events `action` would touch in `selection` now, and the most
+    /// common types among them: what the CLI and the dashboard show before
+    /// anything changes. Pass the count on to [`bulk_run`](Self::bulk_run).
+    ///
+    /// With `as_of` (an earlier count's [`BulkCount::as_of`]) it counts the
+    /// events that were selected then and have not changed since: what a run
+    /// given that time would act on.
+    ///
+    /// # Errors
+    /// [`InvalidSetting`](InboxError::InvalidSetting) for a selection the
+    /// action cannot act on (a state it does not change, more than
+    /// [`MAX_BULK_IDS`] ids, an id or type longer than
+    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES)), an `as_of` in the future, or
+    /// a database error.
+    pub async fn bulk_count(
+        &self,
+        action: BulkAction,
+        selection: &Selection,
+        as_of: Option<i64>,
+    ) -> Result<BulkCount, InboxError> {
+        check_selection(action, selection)?;
+        let now = now_ms();
+        let as_of = as_of.unwrap_or(now);
+        if as_of > now {
+            return Err(InboxError::InvalidSetting(
+                "a bulk action's as_of time is in the future",
+            ));
+        }
+        let (events, types) = DB::count(&self.db, self.scope(action, selection, as_of)).await?;
+        Ok(BulkCount { events, types, as_of })
+    }
+
+    /// Runs `action` over what `count` (from [`bulk_count`](Self::bulk_count)
+    /// with the same action and selection) selected: the events that match
+    /// and whose last change of state came before [`BulkCount::as_of`]. It
+    /// acts on those events or fewer, never more: an event that died,
+    /// finished, was retried, replayed or handled after the count, or arrived
+    /// after it, is left alone, and the run stops once it has acted on
+    /// [`BulkCount::events`]. The report says how many were selected, acted
+    /// on, and no longer qualified ([`BulkReport`]).
+    ///
+    /// It goes in batches of at most [`BULK_BATCH`] rows, each its own short
+    /// statement, resting between batches four times as long as the last one
+    /// took (2 ms at least), so that deliveries and workers keep their pace
+    /// (on SQLite the rest also checkpoints the WAL the batches wrote). Run
+    /// again with the same count after an interruption, it changes only what
+    /// the first run did not. [`BulkAction::Pause`] pauses the event types
+    /// the count showed (at most 20) that still have a selected event.
+    ///
+    /// The times compared are each writer's clock: keep the hosts' clocks in
+    /// step (NTP), as the lease already needs.
+    ///
+    /// # Errors
+    /// As [`bulk_count`](Self::bulk_count) (the batches before a database
+    /// error stay done).
+    pub async fn bulk_run(
+        &self,
+        action: BulkAction,
+        selection: &Selection,
+        count: &BulkCount,
+    ) -> Result<BulkReport, InboxError> {
+        check_selection(action, selection)?;
+        let as_of = count.as_of;
+        if as_of > now_ms() {
+            return Err(InboxError::InvalidSetting(
+                "a bulk action's as_of time is in the future",
+            ));
+        }
+        let mut report = BulkReport {
+            selected: count.events,
+            ..BulkReport::default()
+        };
+        if action == BulkAction::Pause {
+            self.pause_counted(selection, count, &mut report).await?;
+            return Ok(report);
+        }
+        'states: for state in selected_states(action, selection) {
+            let mut after = Position::START;
+            loop {
+                // Never more than the count selected.
+                let left = count.events.saturating_sub(report.events);
+                let limit = BULK_BATCH.min(i64::try_from(left).unwrap_or(i64::MAX));
+                if limit == 0 {
+                    break 'states;
+                }
+                let started = Instant::now();
+                let (changed, last) = DB::batch(
+                    &self.db,
+                    self.scope(action, selection, as_of),
+                    state,
+                    after,
+                    limit,
+                )
+                .await?;
+                // A read that found no row left ends the run; it is no batch.
+                let Some(last) = last else { break };
+                let took = started.elapsed();
+                report.batches += 1;
+                report.longest_batch = report.longest_batch.max(took);
+                report.events += changed;
+                after = last;
+                // Not a transaction and holding no write lock, so not a
+                // batch; a failed one is made up by the next.
+                let _ = DB::checkpoint(&self.db).await;
+                tokio::time::sleep(
+                    took.saturating_mul(BULK_REST)
+                        .clamp(BULK_MIN_REST, Duration::from_millis(300)),
+                )
+                .await;
+            }
+        }
+        report.no_longer_qualified = report.selected.saturating_sub(report.events);
+        Ok(report)
+    }
+
+    /// A bulk pause: each type the count showed that still has a selected
+    /// event (the selection counted again at the count's time) is paused;
+    /// its events then are acted on, at most as many as were counted of it.
+    async fn pause_counted(
+        &self,
+        selection: &Selection,
+        count: &BulkCount,
+        report: &mut BulkReport,
+    ) -> Result<(), InboxError> {
+        let (_, now) = DB::count(&self.db, self.scope(BulkAction::Pause, selection, count.as_of)).await?;
+        for (event_type, counted) in &count.types {
+            let still = now
+                .iter()
+                .find(|(now_type, _)| now_type == event_type)
+                .map_or(0, |(_, events)| *events)
+                .min(*counted);
+            report.no_longer_qualified += counted - still;
+            if still == 0 {
+                continue;
+            }
+            let started = Instant::now();
+            if DB::pause(&self.db, &self.namespace, event_type).await? {
+                report.paused_types.push(event_type.clone());
+            }
+            report.events += still;
+            report.batches += 1;
+            report.longest_batch = report.longest_batch.max(started.elapsed());
+            self.park_all(event_type, true).await?;
+        }
+        Ok(())
+    }
+
+    fn scope<'a>(&'a self, action: BulkAction, selection: &'a Selection, as_of: i64) -> Scope<'a> {
+        Scope {
+            namespace: &self.namespace,
+            action,
+            selection,
+            as_of,
+        }
+    }
+}
+
+/// A selection `action` can act on, within the bounds the statements take.
+fn check_selection(action: BulkAction, selection: &Selection) -> Result<(), InboxError> {
+    if selected_states(action, selection).is_empty() {
+        return Err(InboxError::InvalidSetting(match action {
+            BulkAction::Retry => "retry acts on dead events only",
+            BulkAction::Replay => "replay acts on done events only",
+            _ => "purge acts on done and dead events only",
+        }));
+    }
+    if selection.ids.len() > MAX_BULK_IDS {
+        return Err(InboxError::InvalidSetting(
+            "at most 1000 ids; select more by prefix, type or age",
+        ));
+    }
+    let too_long = |text: &str| text.is_empty() || text.len() > crate::MAX_ID_BYTES;
+    if selection.ids.iter().any(|id| too_long(id))
+        || selection.id_prefix.as_deref().is_some_and(too_long)
+        || selection.event_type.as_deref().is_some_and(too_long)
+    {
+        return Err(InboxError::InvalidSetting(
+            "an id, id prefix or event type is 1 to 255 bytes long",
+        ));
+    }
+    Ok(())
+}
