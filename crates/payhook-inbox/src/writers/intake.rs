@@ -67,8 +67,12 @@ pub(crate) async fn write_batches<DB: Backend>(
             let _ = pending.done.send(answer);
         }
         if stored {
-            // After the replies: a database that stalls now delays no one.
-            let _ = tokio::time::timeout(db.timeout, DB::notify(&db, &namespace)).await;
+            // After the replies, and beside the next batch: a NOTIFY that
+            // stalls delays neither these deliveries nor the ones after.
+            let (db, namespace) = (db.clone(), namespace.clone());
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(db.timeout, DB::notify(&db, &namespace)).await;
+            });
         }
         if !duplicates.is_empty() {
             tokio::spawn(record_duplicates(db.clone(), namespace.clone(), duplicates));
