@@ -25,6 +25,8 @@ use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
 use crate::operations::{PARK_BATCH, PURGE_BATCH};
 
 mod bulk;
+#[cfg(feature = "reconcile")]
+mod reconcile;
 
 pub use self::bulk::BULK_BATCH;
 pub use crate::attempts::MAX_ATTEMPT_RECORDS;

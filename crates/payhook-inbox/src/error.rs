@@ -40,6 +40,10 @@ pub enum InboxError {
     /// No event with this id in the namespace.
     #[error("no event {0} in the inbox")]
     NotFound(String),
+    /// An event the inbox cannot store (from the service's events list: an
+    /// id or type over the bound, a NUL character); the text says which.
+    #[error("an event cannot be stored: {0}")]
+    InvalidEvent(String),
 }
 
 impl InboxError {
@@ -58,7 +62,8 @@ impl InboxError {
             | Self::InvalidSetting(_)
             | Self::Committed(_)
             | Self::NoInbox(_)
-            | Self::NotFound(_) => StoreErrorKind::Invalid,
+            | Self::NotFound(_)
+            | Self::InvalidEvent(_) => StoreErrorKind::Invalid,
         }
     }
 }

@@ -89,6 +89,7 @@
 mod api;
 mod metrics;
 mod pass;
+pub(crate) mod store;
 
 use std::sync::Arc;
 use std::time::Duration;

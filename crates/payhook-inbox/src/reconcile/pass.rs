@@ -8,11 +8,11 @@ use std::time::Duration;
 use crate::backend::Backend;
 use crate::clock::{millis, now_ms};
 use crate::error::payhook_escape;
-use crate::inbox::intake::row_of;
 use crate::inner::Inner;
-use crate::model::{NewRow, Source};
+use crate::model::Source;
 
 use super::api::{ApiError, EventsQuery, ListedEvent, PAGE_LIMIT};
+use super::store::{self, StoreError};
 use super::Reconcile;
 
 /// What a pass did.
@@ -163,43 +163,26 @@ async fn take_turn<DB: Backend>(
 async fn store_missing<DB: Backend>(inner: &Inner<DB>, events: &[ListedEvent]) -> Result<usize, PassError> {
     let db = &inner.db;
     let namespace = inner.config.namespace.as_str();
-    let ids: Vec<&str> = events.iter().map(|listed| listed.event.id()).collect();
-    let present = db.bounded(DB::present_ids(db, namespace, &ids)).await?;
-    let missing: Vec<NewRow> = events
-        .iter()
-        .filter(|listed| !present.contains(listed.event.id()))
-        .map(|listed| {
-            row_of(&listed.event, listed.body.as_bytes()).map_err(|err| {
-                PassError::Unstorable(format!(
-                    "event {}: {}",
-                    payhook_escape(listed.event.id()),
-                    payhook_core::untrusted::Untrusted::message(&err.to_string())
-                ))
-            })
-        })
-        .collect::<Result<_, _>>()?;
-    if missing.is_empty() {
-        return Ok(0);
-    }
-    let rows: Vec<&NewRow> = missing.iter().collect();
-    let new = db
-        .write(DB::insert(db, namespace, &rows, Source::Reconciled))
-        .await?;
+    let missing = store::missing(db, namespace, events).await?;
+    let rows = store::store(db, namespace, &missing)
+        .await
+        .map_err(|err| match err {
+            StoreError::Unstorable(reason) => PassError::Unstorable(reason),
+            StoreError::Database(err) => PassError::Database(err),
+        })?;
     let mut stored = 0;
-    for (row, new) in missing.iter().zip(new) {
-        if new {
-            stored += 1;
-            super::metrics::reconciled(namespace, &row.event_type);
-            tracing::info!(
-                target: "payhook",
-                event_id = %payhook_escape(&row.event_id),
-                event_type = %payhook_escape(&row.event_type),
-                source = Source::Reconciled.as_str(),
-                "event stored from the service's events list: no delivery of it arrived"
-            );
-        }
-        // Not new: its delivery arrived between the check and the insert,
-        // and the delivery's row stands.
+    // A row that was not new: its delivery arrived between the check and the
+    // insert, and the delivery's row stands.
+    for (row, _) in rows.iter().filter(|(_, new)| *new) {
+        stored += 1;
+        super::metrics::reconciled(namespace, &row.event_type);
+        tracing::info!(
+            target: "payhook",
+            event_id = %payhook_escape(&row.event_id),
+            event_type = %payhook_escape(&row.event_type),
+            source = Source::Reconciled.as_str(),
+            "event stored from the service's events list: no delivery of it arrived"
+        );
     }
     if stored > 0 {
         inner.arrived.notify_one();
