@@ -10,8 +10,10 @@
 //! README.md and PROTOCOL.md (a test compares them with [`CATALOGUE`]).
 //!
 //! The table is the macro `event_catalogue!` below; each user of it passes a
-//! macro that turns the entries into its own items (the adapters generate their
-//! per-kind handler methods that way).
+//! macro that turns the entries into its own items. Per-kind items elsewhere
+//! (the handler methods of `HandlerTable` and of both adapters'
+//! `EventHandlers`) go through `for_each_event_kind!`, which calls a one-kind
+//! template once per kind.
 
 use serde::de::MapAccess;
 
@@ -33,11 +35,20 @@ use crate::error::Error;
 ///
 /// Adding an event type is one entry here (and, for a data type of its own,
 /// that type's file and its line under `data`).
+///
+/// `event_catalogue!(@call [path::to::callback] args…)` calls a macro by its
+/// path (`$crate::…` included), with `args` before the entries: how
+/// [`for_each_event_kind!`](crate::for_each_event_kind) reaches its own
+/// per-kind arm from another crate.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! event_catalogue {
     ($callback:ident) => {
-        $callback! {
+        $crate::event_catalogue! { @call [$callback] }
+    };
+    (@call [$($callback:tt)+] $($args:tt)*) => {
+        $($callback)+! {
+            $($args)*
             data [
                 /// A payment intent, read with exact amounts.
                 PaymentIntent "payment intent",
@@ -70,6 +81,45 @@ macro_rules! event_catalogue {
                 }
             ]
         }
+    };
+}
+
+/// Expands the macro it is given once per kind of the catalogue, with
+/// `Variant => handler_method [ "type" … ]`: the kind's
+/// [`EventKind`](crate::event::EventKind) variant, its handler method, and
+/// every type name (canonical first). The per-kind items outside this file
+/// (the handler methods of [`HandlerTable`] and of both adapters'
+/// `EventHandlers`) are each one such template, so a kind added to the
+/// catalogue reaches all of them.
+///
+/// It may be called where items or associated items go (inside an `impl`):
+///
+/// ```text
+/// macro_rules! kind_method {
+///     ($Variant:ident => $handler:ident [ $($name:literal)+ ]) => {
+///         pub fn $handler(&mut self) { /* … */ }
+///     };
+/// }
+/// impl Handlers {
+///     payhook_core::for_each_event_kind!(kind_method);
+/// }
+/// ```
+///
+/// [`HandlerTable`]: crate::adapter::HandlerTable
+#[doc(hidden)]
+#[macro_export]
+macro_rules! for_each_event_kind {
+    ($each:ident) => {
+        $crate::event_catalogue! { @call [$crate::for_each_event_kind] @kinds $each }
+    };
+    (@kinds $each:ident data [ $($data:tt)* ] kinds [ $( {
+        $(#[doc = $doc:literal])*
+        $Variant:ident($Data:ident) => $handler:ident [
+            $( $(#[doc = $name_doc:literal])* $CONST:ident = $name:literal, emitted: $emitted:literal; )+
+        ]
+        $($fields:tt)*
+    } )* ]) => {
+        $( $each! { $Variant => $handler [ $($name)+ ] } )*
     };
 }
 
