@@ -255,37 +255,28 @@ impl EventHandlers {
     }
 }
 
-/// One method per kind of the event catalogue (`payment_succeeded`, …), so a
-/// kind added to the catalogue needs no change here.
-macro_rules! kind_methods {
-    (
-        data [ $($data:tt)* ]
-        kinds [ $( {
-            $(#[doc = $doc:literal])*
-            $Variant:ident($Data:ident) => $handler:ident [
-                $( $(#[doc = $name_doc:literal])* $CONST:ident = $name:literal, emitted: $emitted:literal; )+
-            ]
-            $($rest:tt)*
-        } )* ]
-    ) => {
-        impl EventHandlers {
-            $(
-                #[doc = concat!("Handles the [`", stringify!($Variant), "`](payhook_core::EventKind::", stringify!($Variant), ") kind: ")]
-                #[doc = concat!($("`", $name, "` ",)+ "(every name the event catalogue gives it).")]
-                pub fn $handler<F, Args>(mut self, handler: F) -> Self
-                where
-                    F: Handler<Args> + Send + Sync,
-                    Args: FromRequest + 'static,
-                    F::Output: Responder + 'static,
-                {
-                    self.table.$handler(boxed(handler));
-                    self
-                }
-            )*
+/// The method of one kind of the event catalogue (`payment_succeeded`, …),
+/// expanded for every kind by the core's `for_each_event_kind!`, so a kind
+/// added to the catalogue needs no change here.
+macro_rules! kind_method {
+    ($Variant:ident => $handler:ident [ $($name:literal)+ ]) => {
+        #[doc = concat!("Handles the [`", stringify!($Variant), "`](payhook_core::EventKind::", stringify!($Variant), ") kind: ")]
+        #[doc = concat!($("`", $name, "` ",)+ "(every name the event catalogue gives it).")]
+        pub fn $handler<F, Args>(mut self, handler: F) -> Self
+        where
+            F: Handler<Args> + Send + Sync,
+            Args: FromRequest + 'static,
+            F::Output: Responder + 'static,
+        {
+            self.table.$handler(boxed(handler));
+            self
         }
     };
 }
-payhook_core::event_catalogue!(kind_methods);
+
+impl EventHandlers {
+    payhook_core::for_each_event_kind!(kind_method);
+}
 
 impl Handler<(HttpRequest, Webhook)> for EventHandlers {
     type Output = HttpResponse;

@@ -79,6 +79,17 @@
 //! two of these files import each other. ARCHITECTURE.md in the repository has
 //! the invariants every change must keep.
 //!
+//! Four words name the database layer, one thing each:
+//!
+//! - **backend** (`backend.rs`) — the trait bound the crate names: `Backend`,
+//!   every layer's trait at once (`Inbox<DB: Backend>`).
+//! - **driver** (`driver.rs`) — what only the concrete sqlx type knows: which
+//!   dialect it is, how it counts rows affected, and the bounds it must meet.
+//! - **database** (`database.rs`) — the pool at run time, with the deadline
+//!   each piece of work on it is held to and, on SQLite, the write turns.
+//! - **dialect** (`dialect/`) — the SQL text that differs per database, and
+//!   its migrations.
+//!
 //! **Model — what the inbox is about, no SQL, no sqlx, no database**
 //!
 //! - `model/state.rs` — `State` (`#[non_exhaustive]`, listed in `State::ALL`,

@@ -73,30 +73,21 @@ impl<H: Clone> HandlerTable<H> {
     }
 }
 
-/// One method per kind of the event catalogue: `HandlerTable::payment_succeeded`, …
-macro_rules! kind_methods {
-    (
-        data [ $($data:tt)* ]
-        kinds [ $( {
-            $(#[doc = $doc:literal])*
-            $Variant:ident($Data:ident) => $handler:ident [
-                $( $(#[doc = $name_doc:literal])* $CONST:ident = $name:literal, emitted: $emitted:literal; )+
-            ]
-            $($rest:tt)*
-        } )* ]
-    ) => {
-        impl<H: Clone> HandlerTable<H> {
-            $(
-                #[doc = concat!("Routes the [`", stringify!($Variant), "`](crate::EventKind::", stringify!($Variant), ") kind without an exact-type handler: ")]
-                #[doc = concat!($("`", $name, "` ",)+ "(every name the catalogue gives it).")]
-                pub fn $handler(&mut self, handler: H) {
-                    self.by_kind[KindIndex::$Variant as usize] = Some(handler);
-                }
-            )*
+/// The method of one kind of the event catalogue (`HandlerTable::payment_succeeded`,
+/// …), expanded for every kind by `for_each_event_kind!`.
+macro_rules! kind_method {
+    ($Variant:ident => $handler:ident [ $($name:literal)+ ]) => {
+        #[doc = concat!("Routes the [`", stringify!($Variant), "`](crate::EventKind::", stringify!($Variant), ") kind without an exact-type handler: ")]
+        #[doc = concat!($("`", $name, "` ",)+ "(every name the catalogue gives it).")]
+        pub fn $handler(&mut self, handler: H) {
+            self.by_kind[KindIndex::$Variant as usize] = Some(handler);
         }
     };
 }
-crate::event_catalogue!(kind_methods);
+
+impl<H: Clone> HandlerTable<H> {
+    crate::for_each_event_kind!(kind_method);
+}
 
 impl<H> HandlerTable<H> {
     /// The handler for `event` (see the type's docs for the order), if any.

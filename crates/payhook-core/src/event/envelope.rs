@@ -138,6 +138,27 @@ impl Event {
         self.kind.payment_intent()
     }
 
+    /// The id of the payment intent this event is about, if its kind's data
+    /// names one: a payment event's intent id, or the intent a data type of
+    /// the catalogue names (say a refund's `payment_intent`). `None` for a
+    /// type outside the catalogue. The durable inbox orders events by it:
+    /// an event waits for its intent's earlier events.
+    ///
+    /// ```
+    /// use payhook::Event;
+    ///
+    /// let body = br#"{"id":"evt_1","type":"payment_intent.succeeded","data":{"object":
+    ///   {"id":"pi_1","amount":5,"currency":"btc","status":"succeeded"}}}"#;
+    /// assert_eq!(Event::from_slice(body).unwrap().payment_intent_id(), Some("pi_1"));
+    ///
+    /// let body = br#"{"id":"evt_2","type":"kyc.check.completed","data":{"object":
+    ///   {"id":"chk_1","payment_intent":"pi_1"}}}"#;
+    /// assert_eq!(Event::from_slice(body).unwrap().payment_intent_id(), None);
+    /// ```
+    pub fn payment_intent_id(&self) -> Option<&str> {
+        self.kind.payment_intent_id()
+    }
+
     /// Another top-level field (for example `created`, `livemode`,
     /// `api_version`, Standard Webhooks' `timestamp`), exactly as it was sent.
     ///

@@ -54,9 +54,9 @@
 //! | file | role |
 //! |---|---|
 //! | `event/mod.rs` | these docs and the re-exports (`Event`, `EventKind`, the type-name constants, `CATALOGUE`, `EventType`), the two payload-error helpers |
-//! | `event/catalogue.rs` | **the event catalogue**: the macro `event_catalogue!` that lists every data type and every kind (type names with aliases, data, per-kind handler method, emitted or alias-only, emulator test helper, example status), and what the core generates from it: the constants (`event::names`), `EventKind`, `Carries`, `CATALOGUE`, the kind-to-data dispatch of the parser |
+//! | `event/catalogue.rs` | **the event catalogue**: the macro `event_catalogue!` that lists every data type and every kind (type names with aliases, data, per-kind handler method, emitted or alias-only, emulator test helper, example status), `for_each_event_kind!` that expands a one-kind template per kind (the handler methods), and what the core generates from it: the constants (`event::names`), `EventKind`, `Carries`, `CATALOGUE`, the kind-to-data dispatch of the parser and of `payment_intent_id` |
 //! | `event/catalogue/<module>.rs` | one file per data type of its own (none today: an entry such as `Payout in payout` under `data` declares `catalogue/payout.rs`) |
-//! | `event/data.rs` | the `EventData` contract a data type keeps (read in the envelope's pass, or from raw `data`), `DataField`, and its implementation for `PaymentIntent` |
+//! | `event/data.rs` | the `EventData` contract a data type keeps (read in the envelope's pass, or from raw `data`; the payment intent it names, for per-intent order), `DataField`, and its implementation for `PaymentIntent` |
 //! | `event/envelope.rs` | `Event` and the one-pass parse: `id`, `type` (looked up in the catalogue once), `data` read straight into the kind's data type, other fields kept raw |
 //! | `event/intent.rs` | the payment intent model: `PaymentIntent`, status, methods, metadata, exact amounts |
 //! | `event/packed.rs` | the packed map behind `Metadata` and the kept top-level fields (one buffer, no per-field allocation) |

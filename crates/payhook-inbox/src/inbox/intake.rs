@@ -66,7 +66,7 @@ pub(crate) fn row_of(event: &Event, body: &[u8]) -> Result<NewRow, Error> {
     let body = std::str::from_utf8(body)
         .map_err(|_| Error::InvalidPayload("body is not UTF-8".to_owned()))?
         .to_owned();
-    let intent_id = event.payment_intent().map(|intent| intent.id.clone());
+    let intent_id = event.payment_intent_id().map(str::to_owned);
     for (field, value) in [
         ("id", Some(event.id())),
         ("type", Some(event.event_type())),

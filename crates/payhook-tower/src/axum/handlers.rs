@@ -100,39 +100,30 @@ where
     }
 }
 
-/// One method per kind of the event catalogue (`payment_succeeded`, …), so a
-/// kind added to the catalogue needs no change here.
-macro_rules! kind_methods {
-    (
-        data [ $($data:tt)* ]
-        kinds [ $( {
-            $(#[doc = $doc:literal])*
-            $Variant:ident($Data:ident) => $handler:ident [
-                $( $(#[doc = $name_doc:literal])* $CONST:ident = $name:literal, emitted: $emitted:literal; )+
-            ]
-            $($rest:tt)*
-        } )* ]
-    ) => {
-        impl<S> EventHandlers<S>
+/// The method of one kind of the event catalogue (`payment_succeeded`, …),
+/// expanded for every kind by the core's `for_each_event_kind!`, so a kind
+/// added to the catalogue needs no change here.
+macro_rules! kind_method {
+    ($Variant:ident => $handler:ident [ $($name:literal)+ ]) => {
+        #[doc = concat!("Handles the [`", stringify!($Variant), "`](payhook_core::EventKind::", stringify!($Variant), ") kind: ")]
+        #[doc = concat!($("`", $name, "` ",)+ "(every name the event catalogue gives it).")]
+        pub fn $handler<H, T>(mut self, handler: H) -> Self
         where
-            S: Clone + Send + Sync + 'static,
+            H: Handler<T, S>,
+            T: 'static,
         {
-            $(
-                #[doc = concat!("Handles the [`", stringify!($Variant), "`](payhook_core::EventKind::", stringify!($Variant), ") kind: ")]
-                #[doc = concat!($("`", $name, "` ",)+ "(every name the event catalogue gives it).")]
-                pub fn $handler<H, T>(mut self, handler: H) -> Self
-                where
-                    H: Handler<T, S>,
-                    T: 'static,
-                {
-                    self.table.$handler(boxed(handler));
-                    self
-                }
-            )*
+            self.table.$handler(boxed(handler));
+            self
         }
     };
 }
-payhook_core::event_catalogue!(kind_methods);
+
+impl<S> EventHandlers<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    payhook_core::for_each_event_kind!(kind_method);
+}
 
 fn boxed<H, T, S>(handler: H) -> BoxedHandler<S>
 where
