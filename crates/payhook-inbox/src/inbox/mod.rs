@@ -132,7 +132,7 @@ impl<DB: Backend> Inbox<DB> {
     /// * not signed correctly, or not a valid event → the core's `400`/`413`
     ///   reply, and nothing is written;
     /// * an event the inbox cannot store as it is — an id, type or
-    ///   payment-intent id longer than [`MAX_ID_BYTES`],
+    ///   payment-intent id longer than [`MAX_ID_BYTES`](crate::MAX_ID_BYTES),
     ///   or a NUL character in any of them or in the body → `400 Webhook
     ///   Error: …` naming the field, before any database work, the same on
     ///   every backend (counted `verified`, then `rejected` with reason
