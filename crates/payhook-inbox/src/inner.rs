@@ -42,7 +42,7 @@ pub(crate) struct Config {
     pub(crate) database_timeout: Duration,
     /// The reconciler's settings, when it runs beside the workers.
     #[cfg(feature = "reconcile")]
-    pub(crate) reconcile: Option<crate::reconcile::Reconcile>,
+    pub(crate) reconcile: Option<crate::reconcile::settings::Reconcile>,
 }
 
 /// One delivery waiting for its ingest commit.

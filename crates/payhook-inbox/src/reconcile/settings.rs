@@ -1,0 +1,87 @@
+//! [`Reconcile`]: the reconciler's settings, their defaults and the waits
+//! they imply. Kept apart from the passes, so that the inbox's shared state
+//! can hold them without knowing how a pass runs.
+
+use std::time::Duration;
+
+use crate::error::InboxError;
+
+use super::api::{ApiKey, EventsApi};
+
+/// How often a pass runs unless configured otherwise.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+/// How much of the previous window a pass lists again unless configured
+/// otherwise.
+pub const DEFAULT_OVERLAP: Duration = Duration::from_secs(60);
+/// The shortest interval accepted.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// The longest wait between failed passes.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
+
+/// The reconciler's settings: the service's API and how often to compare.
+/// Give them to [`InboxBuilder::reconcile`](crate::InboxBuilder::reconcile).
+#[derive(Debug, Clone)]
+pub struct Reconcile {
+    pub(super) api: EventsApi,
+    pub(super) interval: Duration,
+    pub(super) overlap: Duration,
+    /// How old an event must be before a pass takes it: one interval.
+    pub(super) settle: Duration,
+}
+
+impl Reconcile {
+    /// Reconciles with the API at `api_base` (`https://…`, or `http://` on
+    /// loopback, such as the emulator's `http://127.0.0.1:12111`), using
+    /// `api_key`.
+    ///
+    /// # Errors
+    /// [`InboxError::InvalidSetting`] saying what is wrong with the base or
+    /// the key (never the key itself).
+    pub fn new(api_base: &str, api_key: &str) -> Result<Self, InboxError> {
+        let key = ApiKey::new(api_key).map_err(InboxError::InvalidSetting)?;
+        let api = EventsApi::new(api_base, key).map_err(InboxError::InvalidSetting)?;
+        Ok(Self {
+            api,
+            interval: DEFAULT_INTERVAL,
+            overlap: DEFAULT_OVERLAP,
+            settle: DEFAULT_INTERVAL,
+        })
+    }
+
+    /// How often a pass runs (default [`DEFAULT_INTERVAL`], at least
+    /// [`MIN_INTERVAL`]). An event is taken once it is one interval old, so a
+    /// missed delivery is stored within two intervals of its creation.
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = interval.clamp(MIN_INTERVAL, payhook_core::defaults::MAX_DURATION);
+        self.settle = self.interval;
+        self
+    }
+
+    /// How much of the previous window a pass lists again (default
+    /// [`DEFAULT_OVERLAP`]): the longest an event may appear in the list
+    /// after its `created` time, or the service's clock run ahead of this
+    /// one, and still be found.
+    pub fn overlap(mut self, overlap: Duration) -> Self {
+        self.overlap = overlap.min(payhook_core::defaults::MAX_DURATION);
+        self
+    }
+
+    /// The events list this reconciles with.
+    pub fn api(&self) -> &EventsApi {
+        &self.api
+    }
+
+    /// How long a turn lasts without renewal: three intervals, at least 10 s.
+    pub(super) fn turn(&self) -> Duration {
+        (self.interval * 3).max(Duration::from_secs(10))
+    }
+
+    /// The wait after `failures` failed passes in a row.
+    pub(super) fn backoff(&self, failures: u32) -> Duration {
+        let doubled = self
+            .interval
+            .checked_mul(1 << failures.saturating_sub(1).min(16))
+            .unwrap_or(MAX_BACKOFF);
+        doubled.min(MAX_BACKOFF).max(self.interval.min(MAX_BACKOFF))
+    }
+}
