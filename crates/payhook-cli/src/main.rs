@@ -19,16 +19,18 @@
 //! `main.rs` dispatches; `cli.rs` holds the clap definitions; one file per
 //! command family (`sign.rs`, `verify.rs`, `send.rs`, `trigger.rs`,
 //! `events.rs`, `emulate.rs`, `inbox.rs` with `inbox_bulk.rs`), with
-//! `scheme.rs` (the `--scheme service|standard` value `sign`, `verify` and
-//! `emulate` share), `secret.rs` (reading secrets from flags, files or the
-//! environment, never echoing them), `input.rs` (bodies from stdin and files,
-//! byte for byte), `output.rs`, `failure.rs` (exit codes), `runtime.rs` and
-//! `emulator_api.rs` (the emulator's HTTP API as a client). The CLI holds no
-//! protocol rule: it signs with `payhook::sender`, verifies with the core's
-//! receiver, lists event types from the catalogue and reads the inbox through
-//! `Admin`.
+//! `client.rs` (the HTTP client that POSTs signed deliveries), `scheme.rs` (the
+//! `--scheme service|standard` value `sign`, `verify` and `emulate` share),
+//! `secret.rs` (reading secrets from flags, files or the environment, never
+//! echoing them), `urls.rs` (the URLs options take), `input.rs` (bodies from
+//! stdin and files, byte for byte), `output.rs`, `failure.rs` (exit codes),
+//! `runtime.rs` and `emulator_api.rs` (the emulator's HTTP API as a client).
+//! The CLI holds no protocol rule: it signs with `payhook::sender`, verifies
+//! with the core's receiver, lists event types from the catalogue and reads
+//! the inbox through `Admin`.
 
 mod cli;
+mod client;
 #[cfg(feature = "emulate")]
 mod emulate;
 #[cfg(feature = "emulate")]
@@ -49,6 +51,7 @@ mod send;
 mod sign;
 #[cfg(feature = "emulate")]
 mod trigger;
+mod urls;
 mod verify;
 
 use std::process::ExitCode;
