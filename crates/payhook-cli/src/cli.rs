@@ -89,6 +89,25 @@ pub enum Command {
     /// Look into a durable inbox: list, show, retry, replay and purge events.
     #[cfg(feature = "inbox")]
     Inbox(crate::inbox::InboxArgs),
+    /// Find the events the payment service created that no delivery brought, and
+    /// store them in an inbox (or send them to a receiver).
+    ///
+    /// Lists the events the service created in the last --since (every page of
+    /// GET /v1/events, with the secret API key), compares them with the inbox at
+    /// --database-url and prints how many it does not have (a line with
+    /// `N event(s)`) and their types, one line per type. Nothing changes unless
+    /// --yes is given: then they are stored in the inbox marked `reconciled`, and
+    /// handled when a worker of the app runs, like any delivery.
+    ///
+    /// With --forward-to URL --secret-file FILE instead of --database-url, the
+    /// events no endpoint acknowledged (delivery_success=false) are counted the
+    /// same way; with --yes each is POSTed to that receiver (inline or inbox),
+    /// its listed body signed as the service signs (x-service-signature), and
+    /// each reply's status is printed, then a summary. The receiver deduplicates
+    /// as usual: an event it already has runs once.
+    #[cfg(feature = "inbox")]
+    #[command(after_help = crate::reconcile::AFTER_HELP)]
+    Reconcile(crate::reconcile::ReconcileArgs),
 }
 
 /// `payhook sign`.

@@ -1,4 +1,5 @@
-//! The HTTP client that POSTs signed deliveries, for `payhook send`.
+//! The HTTP client that POSTs signed deliveries: `payhook send`'s, and
+//! `payhook reconcile --forward-to`'s.
 //!
 //! hyper's pooled client with rustls (on the `ring` provider, no C toolchain)
 //! for `https://`, trusting the platform's root certificates (`SSL_CERT_FILE`

@@ -1,4 +1,4 @@
-//! URLs typed on the command line (`send --to`):
+//! URLs typed on the command line (`send --to`, `reconcile --forward-to`):
 //! checked by clap, so a mistake is a usage error naming the option.
 
 use reqwest::Url;
