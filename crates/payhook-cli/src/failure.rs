@@ -11,6 +11,10 @@ pub enum Failure {
     /// The check failed: a signature did not verify or a reply was not what a
     /// healthy receiver sends. The details are already on stdout. Exit code 1.
     Rejected,
+    /// The command's work failed for a reason it prints on stderr (the
+    /// payment service answered an error). Exit code 1.
+    #[cfg(feature = "inbox")]
+    Failed(String),
     /// The command could not do its work: bad arguments or unreadable input.
     /// Exit code 2, as for the usage errors clap reports.
     Usage(String),
@@ -30,6 +34,11 @@ impl Failure {
     pub fn report(self) -> ExitCode {
         match self {
             Self::Rejected => ExitCode::from(1),
+            #[cfg(feature = "inbox")]
+            Self::Failed(message) => {
+                note!("{}: {message}", paint_stderr("error", Colour::Red));
+                ExitCode::from(1)
+            }
             Self::Usage(message) => {
                 note!("{}: {message}", paint_stderr("error", Colour::Red));
                 ExitCode::from(2)

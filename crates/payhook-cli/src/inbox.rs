@@ -270,7 +270,7 @@ const NAMESPACES_SHOWN: u32 = 20;
 /// (an inbox whose events were all purged looks the same), after the same
 /// words as a warning, so that an empty listing is not taken for an empty
 /// inbox.
-async fn check_namespace(admin: &Admin, changes: bool) -> Result<(), Failure> {
+pub(crate) async fn check_namespace(admin: &Admin, changes: bool) -> Result<(), Failure> {
     if admin.namespace_seen().await.map_err(failure)? {
         return Ok(());
     }
@@ -352,7 +352,7 @@ async fn purge(admin: &Admin, namespace: &str, done_before: i64, yes: bool) -> R
     Ok(())
 }
 
-fn failure(err: InboxError) -> Failure {
+pub(crate) fn failure(err: InboxError) -> Failure {
     match err {
         InboxError::NotFound(_) => {
             crate::output::note!("error: {}", Untrusted::message(&err.to_string()));
@@ -549,7 +549,7 @@ fn parse_source(value: &str) -> Result<Source, String> {
 }
 
 /// `90s`, `30m`, `2h`, `7d`: the inbox's one form of an age.
-fn parse_age(value: &str) -> Result<Duration, String> {
+pub(crate) fn parse_age(value: &str) -> Result<Duration, String> {
     payhook_inbox::admin::parse_age(value)
         .ok_or_else(|| format!("{value:?} is not an age like 90s, 30m, 2h or 7d"))
 }

@@ -9,7 +9,9 @@
 //! * `payhook trigger` and `payhook events resend` (feature `emulate`) produce
 //!   and resend events through a running emulator, and follow their deliveries;
 //! * `payhook inbox` lists, shows, retries, replays and purges durable-inbox
-//!   events, pauses and resumes event types, and acts on events in bulk.
+//!   events, pauses and resumes event types, and acts on events in bulk;
+//! * `payhook reconcile` lists the payment service's events and stores the
+//!   ones an inbox lacks (or sends the undelivered ones to a receiver).
 //!
 //! All protocol work (signing, verifying, parsing, the reply texts) is done by
 //! `payhook-core`; this crate only reads input, talks HTTP and reports.
@@ -18,17 +20,20 @@
 //!
 //! `main.rs` dispatches; `cli.rs` holds the clap definitions; one file per
 //! command family (`sign.rs`, `verify.rs`, `send.rs`, `trigger.rs`,
-//! `events.rs`, `emulate.rs`, `inbox.rs` with `inbox_bulk.rs`), with
-//! `scheme.rs` (the `--scheme service|standard` value `sign`, `verify` and
-//! `emulate` share), `secret.rs` (reading secrets from flags, files or the
-//! environment, never echoing them), `input.rs` (bodies from stdin and files,
-//! byte for byte), `output.rs`, `failure.rs` (exit codes), `runtime.rs` and
-//! `emulator_api.rs` (the emulator's HTTP API as a client). The CLI holds no
-//! protocol rule: it signs with `payhook::sender`, verifies with the core's
-//! receiver, lists event types from the catalogue and reads the inbox through
-//! `Admin`.
+//! `events.rs`, `emulate.rs`, `inbox.rs` with `inbox_bulk.rs`, and
+//! `reconcile/`), with `client.rs` (the HTTP client that POSTs signed
+//! deliveries, for `send` and `reconcile --forward-to`), `scheme.rs` (the
+//! `--scheme service|standard` value `sign`, `verify` and `emulate` share),
+//! `secret.rs` (reading secrets from flags, files or the environment, never
+//! echoing them), `urls.rs` (the URLs options take), `input.rs` (bodies from
+//! stdin and files, byte for byte), `output.rs`, `failure.rs` (exit codes),
+//! `runtime.rs` and `emulator_api.rs` (the emulator's HTTP API as a client).
+//! The CLI holds no protocol rule: it signs with `payhook::sender`, verifies
+//! with the core's receiver, lists event types from the catalogue and reads
+//! the inbox through `Admin`.
 
 mod cli;
+mod client;
 #[cfg(feature = "emulate")]
 mod emulate;
 #[cfg(feature = "emulate")]
@@ -42,6 +47,8 @@ mod inbox;
 mod inbox_bulk;
 mod input;
 mod output;
+#[cfg(feature = "inbox")]
+mod reconcile;
 mod runtime;
 mod scheme;
 mod secret;
@@ -49,6 +56,7 @@ mod send;
 mod sign;
 #[cfg(feature = "emulate")]
 mod trigger;
+mod urls;
 mod verify;
 
 use std::process::ExitCode;
@@ -71,6 +79,8 @@ fn main() -> ExitCode {
         Command::Events(args) => events::run(&args),
         #[cfg(feature = "inbox")]
         Command::Inbox(args) => inbox::run(&args),
+        #[cfg(feature = "inbox")]
+        Command::Reconcile(args) => reconcile::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

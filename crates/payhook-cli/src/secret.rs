@@ -87,13 +87,15 @@ fn from_env() -> Result<String, Failure> {
 }
 
 fn from_file(path: &Path) -> Result<String, Failure> {
-    let text = std::fs::read_to_string(path).map_err(|err| {
-        Failure::usage(format_args!(
-            "cannot read the secret file {}: {err}",
-            path.display()
-        ))
-    })?;
-    one_line(&text, &format!("the secret file {}", path.display()))
+    line_of_file(path, "the secret file")
+}
+
+/// The one line of a file holding a secret value (a signing secret, an API
+/// key), `what` naming it in messages; the value itself never appears in one.
+pub fn line_of_file(path: &Path, what: &str) -> Result<String, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| Failure::usage(format_args!("cannot read {what} {}: {err}", path.display())))?;
+    one_line(&text, &format!("{what} {}", path.display()))
 }
 
 fn from_stdin(stdin: Stdin) -> Result<String, Failure> {

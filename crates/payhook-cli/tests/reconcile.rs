@@ -1,0 +1,745 @@
+//! `payhook reconcile`, run as the real binary against a real `payhook
+//! emulate` process: events the service created and no delivery brought are
+//! counted, then stored in an inbox (SQLite file and PostgreSQL, from
+//! `PAYHOOK_TEST_DATABASE_URL`; the PostgreSQL test fails when it is unset)
+//! or sent, signed, to a real loopback receiver; and every bad input gets
+//! the exit code the command documents, without the API key ever printed.
+#![cfg(feature = "inbox")]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use support::{payhook_with_env, Run};
+#[cfg(feature = "emulate")]
+use {
+    bytes::Bytes,
+    payhook_core::sender::unix_now,
+    payhook_core::{sign, Receiver, Secret},
+    payhook_test_support::unique,
+    std::collections::HashMap,
+    std::time::Duration,
+};
+
+/// The key a test's emulator is started with (`--key`): the only one it takes.
+const KEY: &str = "sk_test_reconcile_key_never_printed";
+
+/// A key file holding `key`, in a fresh directory.
+fn key_file(dir: &Path, key: &str) -> PathBuf {
+    let path = dir.join("api-key");
+    std::fs::write(&path, format!("{key}\n")).expect("write the key file");
+    path
+}
+
+/// Runs `payhook reconcile ARGS` on a blocking thread (the test's runtime
+/// keeps serving the receiver and the inbox meanwhile).
+async fn reconcile(args: &[&str]) -> Run {
+    reconcile_with_env(args, &[]).await
+}
+
+async fn reconcile_with_env(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut full = vec!["reconcile".to_owned()];
+    full.extend(args.iter().map(|arg| (*arg).to_owned()));
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = full.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        payhook_with_env(&args, b"", &env)
+    })
+    .await
+    .expect("the run finishes")
+}
+
+/// The count of the `N event(s)` line: the first line of stdout must hold it.
+#[cfg(feature = "emulate")]
+fn count_line(run: &Run) -> (usize, &str) {
+    let first = run
+        .stdout
+        .lines()
+        .next()
+        .unwrap_or_else(|| panic!("no output: {run:?}"));
+    let count = first
+        .split_once(" event(s) ")
+        .and_then(|(count, _)| count.parse().ok())
+        .unwrap_or_else(|| panic!("the first line names no count: {run:?}"));
+    (count, first)
+}
+
+/// The `  TYPE: COUNT` lines.
+#[cfg(feature = "emulate")]
+fn type_lines(run: &Run) -> Vec<&str> {
+    run.stdout.lines().filter(|line| line.starts_with("  ")).collect()
+}
+
+fn assert_no_key(run: &Run) {
+    assert!(
+        !run.stdout.contains(KEY) && !run.stderr.contains(KEY),
+        "the API key was printed: {run:?}"
+    );
+}
+
+#[cfg(feature = "emulate")]
+mod emulator {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Child, Command, Stdio};
+    use std::sync::{mpsc, Arc, Mutex};
+    use std::time::Duration;
+
+    use payhook_inbox::reconcile::{ApiKey, EventsApi, EventsQuery, ListedEvent};
+
+    /// A running `payhook emulate` process, killed when dropped.
+    pub struct Emulate {
+        child: Child,
+        pub base: String,
+        stderr: Arc<Mutex<String>>,
+    }
+
+    impl Emulate {
+        pub fn start(args: &[&str]) -> Self {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_payhook"))
+                .args(["emulate", "--addr", "127.0.0.1:0", "--key", super::KEY])
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("the payhook binary runs");
+            let stdout = child.stdout.take().expect("piped stdout");
+            let (send, lines) = mpsc::channel();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    if send.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+            let stderr = Arc::new(Mutex::new(String::new()));
+            let mut pipe = child.stderr.take().expect("piped stderr");
+            let sink = Arc::clone(&stderr);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = pipe.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    sink.lock()
+                        .expect("not poisoned")
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            });
+            let line = lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no line from the emulator: {}", stderr.lock().unwrap()));
+            let base = line
+                .strip_prefix("listening on ")
+                .unwrap_or_else(|| panic!("first line is {line:?}"))
+                .to_owned();
+            // Keep reading (and dropping) stdout so the emulator never blocks on it.
+            std::thread::spawn(move || while lines.recv().is_ok() {});
+            Self { child, base, stderr }
+        }
+
+        pub fn stderr(&self) -> String {
+            self.stderr.lock().expect("not poisoned").clone()
+        }
+
+        async fn post(&self, path: &str) -> serde_json::Value {
+            let body = if path == "/v1/payment_intents" {
+                "amount=5000&currency=btc"
+            } else {
+                ""
+            };
+            let response = reqwest::Client::new()
+                .post(format!("{}{path}", self.base))
+                .bearer_auth(super::KEY)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(body)
+                .send()
+                .await
+                .expect("the emulator answers");
+            assert_eq!(response.status().as_u16(), 200, "POST {path}");
+            let text = response.text().await.expect("a body");
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))
+        }
+
+        /// Creates a payment intent and drives it to `succeed` or `fail`:
+        /// one event of the matching type.
+        pub async fn pay(&self, helper: &str) {
+            let intent = self.post("/v1/payment_intents").await;
+            let id = intent["id"].as_str().expect("an intent id");
+            self.post(&format!("/v1/test_helpers/payment_intents/{id}/{helper}"))
+                .await;
+        }
+
+        /// Every event of the emulator, newest first, exactly as listed.
+        pub async fn events(&self, delivery_success: Option<bool>) -> Vec<ListedEvent> {
+            let api = EventsApi::new(&self.base, ApiKey::new(super::KEY).unwrap()).unwrap();
+            let page = api
+                .page(&EventsQuery {
+                    delivery_success,
+                    ..EventsQuery::default()
+                })
+                .await
+                .expect("a page of events");
+            assert!(!page.has_more, "the tests create fewer than a page");
+            page.events
+        }
+    }
+
+    impl Drop for Emulate {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Three events no delivery brought (the emulator has no endpoint), one of
+/// them put in the inbox by its signed delivery: the dry run counts the other
+/// two and changes nothing, `--yes` stores exactly those two as reconciled, a
+/// second dry run counts none, and the app's workers handle each event once.
+#[cfg(feature = "emulate")]
+async fn missing_events_are_counted_then_stored(url: String, dir: &Path) {
+    use payhook_inbox::admin::{Admin, Filter};
+    use payhook_inbox::{HandlerError, Inbox, Job, Source};
+
+    let emulate = emulator::Emulate::start(&[]);
+    let secret = "whsec_reconcile_inbox";
+    let namespace = unique("reconcile");
+    let receiver = Receiver::builder().secret(secret).build().unwrap();
+    let inbox = Inbox::builder(receiver)
+        .namespace(&namespace)
+        .poll_interval(Duration::from_millis(20))
+        .connect(&url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot open the test inbox: {err}"));
+    let admin = Admin::connect(&url, &namespace).await.unwrap();
+    let key_file = key_file(dir, KEY);
+    let key_file = key_file.to_str().unwrap();
+    let args = [
+        "--api-base",
+        &emulate.base,
+        "--api-key-file",
+        key_file,
+        "--namespace",
+        &namespace,
+    ];
+    let env = [("PAYHOOK_DATABASE_URL", url.as_str())];
+
+    // The service has created nothing yet.
+    let empty = reconcile_with_env(&args, &env).await;
+    assert_eq!(empty.code, 0, "{empty:?}");
+    assert!(empty.stdout.starts_with("0 event(s) "), "{empty:?}");
+
+    emulate.pay("succeed").await;
+    emulate.pay("succeed").await;
+    emulate.pay("fail").await;
+    let events = emulate.events(None).await;
+    assert_eq!(events.len(), 3);
+    // One succeeded event arrived as a delivery.
+    let delivered = events
+        .iter()
+        .find(|listed| listed.event.event_type() == "payment_intent.succeeded")
+        .unwrap();
+    let body = Bytes::from(delivered.body.clone());
+    let mut headers = http::HeaderMap::new();
+    let signature = sign(&body, &Secret::new(secret).unwrap(), unix_now());
+    headers.insert("x-service-signature", signature.parse().unwrap());
+    assert_eq!(inbox.ingest(&headers, body).await.status().as_u16(), 200);
+
+    let dry = reconcile_with_env(&args, &env).await;
+    assert_eq!(dry.code, 0, "{dry:?}");
+    let (count, line) = count_line(&dry);
+    assert_eq!(count, 2, "{line}");
+    assert!(line.contains("not in the inbox"), "{line}");
+    assert_eq!(
+        type_lines(&dry),
+        ["  payment_intent.failed: 1", "  payment_intent.succeeded: 1"],
+        "{dry:?}"
+    );
+    assert!(dry.stdout.contains("run again with --yes"), "{dry:?}");
+    assert_no_key(&dry);
+    let stored = admin.list(&Filter::default()).await.unwrap();
+    assert_eq!(stored.len(), 1, "a dry run changes nothing: {stored:?}");
+
+    // A namespace the database never saw: --yes is refused, nothing stored.
+    let elsewhere = [
+        "--api-base",
+        &emulate.base,
+        "--api-key-file",
+        key_file,
+        "--namespace",
+        "not-the-apps",
+        "--yes",
+    ];
+    let refused = reconcile_with_env(&elsewhere, &env).await;
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused.stderr.contains("Pass the inbox's namespace"),
+        "{refused:?}"
+    );
+
+    let mut yes = args.to_vec();
+    yes.push("--yes");
+    let run = reconcile_with_env(&yes, &env).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(count_line(&run).0, 2, "{run:?}");
+    assert!(
+        run.stdout.contains("2 event(s) stored in the inbox")
+            && run.stdout.contains("handled when a worker of the app runs"),
+        "{run:?}"
+    );
+    assert_no_key(&run);
+    let stored = admin.list(&Filter::default()).await.unwrap();
+    let sources: HashMap<String, Source> = stored
+        .iter()
+        .map(|event| (event.event_id.clone(), event.source))
+        .collect();
+    let expected: HashMap<String, Source> = events
+        .iter()
+        .map(|listed| {
+            let id = listed.event.id().to_owned();
+            let source = if id == delivered.event.id() {
+                Source::Delivered
+            } else {
+                Source::Reconciled
+            };
+            (id, source)
+        })
+        .collect();
+    assert_eq!(sources, expected);
+    for event in &stored {
+        let listed = events.iter().find(|l| l.event.id() == event.event_id).unwrap();
+        let shown = admin.show(&event.event_id).await.unwrap();
+        assert_eq!(
+            shown.body.as_deref(),
+            Some(listed.body.as_str()),
+            "stored as listed"
+        );
+    }
+
+    let again = reconcile_with_env(&args, &env).await;
+    assert_eq!(again.code, 0, "{again:?}");
+    assert_eq!(count_line(&again).0, 0, "{again:?}");
+    assert!(again.stdout.starts_with("0 event(s) "), "{again:?}");
+    assert!(type_lines(&again).is_empty(), "{again:?}");
+
+    // The app's workers handle every event once, whatever its source.
+    let handled = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&handled);
+    let workers = inbox.start(move |job: Job| {
+        let seen = std::sync::Arc::clone(&seen);
+        async move {
+            seen.lock()
+                .unwrap()
+                .push((job.event().id().to_owned(), job.source()));
+            Ok::<(), HandlerError>(())
+        }
+    });
+    inbox.wait_idle(Duration::from_secs(30)).await.unwrap();
+    workers.shutdown().await;
+    let mut handled = handled.lock().unwrap().clone();
+    handled.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut expected: Vec<(String, Source)> = expected.into_iter().collect();
+    expected.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(handled, expected);
+    drop(emulate);
+}
+
+#[cfg(feature = "emulate")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_sqlite_stores_exactly_the_missing_events() {
+    let dir = support::temp_dir("reconcile-sqlite");
+    let url = format!("sqlite://{}", dir.join("inbox.db").display());
+    missing_events_are_counted_then_stored(url, &dir).await;
+}
+
+#[cfg(feature = "emulate")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_postgres_stores_exactly_the_missing_events() {
+    let dir = support::temp_dir("reconcile-postgres");
+    missing_events_are_counted_then_stored(payhook_test_support::postgres_url(), &dir).await;
+}
+
+/// Half the events are undeliverable: `--forward-to` counts exactly those,
+/// refuses to call a wrong secret's 400 a success (exit 1) and an absent
+/// receiver reachable (exit 3), then sends each one once, validly signed;
+/// the delivered ones are not sent again.
+#[cfg(feature = "emulate")]
+#[test]
+fn reconcile_forwards_the_undelivered_events_signed_once_each() {
+    // The receiver runs on a runtime of its own, started outside the test's.
+    let receiver = support::TestReceiver::start();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(forward_undelivered(&receiver));
+}
+
+#[cfg(feature = "emulate")]
+async fn forward_undelivered(receiver: &support::TestReceiver) {
+    let dir = support::temp_dir("reconcile-forward");
+    let emulate = emulator::Emulate::start(&[
+        "--forward-to",
+        &receiver.url,
+        "--secret",
+        support::SECRET,
+        "--undeliverable",
+        "0.5",
+        "--seed",
+        "7",
+    ]);
+    for helper in ["succeed", "succeed", "fail", "succeed", "fail", "succeed"] {
+        emulate.pay(helper).await;
+    }
+    let total = 6;
+    // Settled: every event either acknowledged by the receiver or undeliverable.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let undelivered = loop {
+        let undelivered = emulate.events(Some(false)).await;
+        let acknowledged = emulate.events(Some(true)).await.len();
+        let handled = receiver.handled().len();
+        if handled + undelivered.len() == total && acknowledged == handled {
+            break undelivered;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the deliverable events were never all acknowledged: {}",
+            emulate.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let missed = undelivered.len();
+    assert!(
+        missed > 0 && missed < total,
+        "seed 7 must make some but not all events undeliverable: {missed}"
+    );
+    let requests_before = receiver.requests();
+    let mut missed_types: HashMap<String, usize> = HashMap::new();
+    for listed in &undelivered {
+        *missed_types
+            .entry(listed.event.event_type().to_owned())
+            .or_default() += 1;
+    }
+    let mut expected_types: Vec<String> = missed_types
+        .iter()
+        .map(|(event_type, count)| format!("  {event_type}: {count}"))
+        .collect();
+    expected_types.sort();
+
+    let key_file = key_file(&dir, KEY);
+    let secret_file = dir.join("secret");
+    std::fs::write(&secret_file, format!("{}\n", support::SECRET)).unwrap();
+    let wrong_secret = dir.join("wrong-secret");
+    std::fs::write(&wrong_secret, "whsec_not_the_receivers\n").unwrap();
+    let base = [
+        "--api-base",
+        &emulate.base,
+        "--api-key-file",
+        key_file.to_str().unwrap(),
+    ];
+    let with = |to: &str, secret: &Path, yes: bool| {
+        let mut args: Vec<String> = base.iter().map(|arg| (*arg).to_owned()).collect();
+        args.extend(["--forward-to".to_owned(), to.to_owned()]);
+        args.extend(["--secret-file".to_owned(), secret.display().to_string()]);
+        if yes {
+            args.push("--yes".to_owned());
+        }
+        args
+    };
+    let run = |args: Vec<String>| async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        reconcile(&args).await
+    };
+
+    let dry = run(with(&receiver.url, &secret_file, false)).await;
+    assert_eq!(dry.code, 0, "{dry:?}");
+    assert_eq!(count_line(&dry).0, missed, "{dry:?}");
+    assert!(count_line(&dry).1.contains("delivery_success=false"), "{dry:?}");
+    assert_eq!(type_lines(&dry), expected_types, "{dry:?}");
+    assert!(dry.stdout.contains("nothing sent"), "{dry:?}");
+    assert_eq!(receiver.requests(), requests_before, "a dry run sends nothing");
+
+    // Nothing listens there: exit 3, before anything is sent.
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/webhooks", listener.local_addr().unwrap())
+    };
+    let unreachable = run(with(&dead, &secret_file, true)).await;
+    assert_eq!(unreachable.code, 3, "{unreachable:?}");
+    assert!(
+        unreachable.stderr.contains("connection refused"),
+        "{unreachable:?}"
+    );
+    assert!(unreachable.stderr.contains("fix --forward-to"), "{unreachable:?}");
+
+    // The wrong secret: every reply is a 400, so exit 1; nothing is handled.
+    let refused = run(with(&receiver.url, &wrong_secret, true)).await;
+    assert_eq!(refused.code, 1, "{refused:?}");
+    let replies: Vec<&str> = refused.stdout.lines().filter(|l| l.starts_with("evt_")).collect();
+    assert_eq!(replies.len(), missed, "{refused:?}");
+    assert!(
+        replies.iter().all(|line| line.contains(": 400 Webhook Error: ")),
+        "{refused:?}"
+    );
+    assert!(
+        refused.stdout.contains(&format!("{missed} not 2xx")),
+        "{refused:?}"
+    );
+    assert!(
+        !refused.stdout.contains("whsec_"),
+        "no secret printed: {refused:?}"
+    );
+    assert_eq!(receiver.handled().len(), total - missed);
+
+    let sent = run(with(&receiver.url, &secret_file, true)).await;
+    assert_eq!(sent.code, 0, "{sent:?}");
+    assert_no_key(&sent);
+    assert!(!sent.stdout.contains(support::SECRET), "{sent:?}");
+    let replies: Vec<&str> = sent.stdout.lines().filter(|l| l.starts_with("evt_")).collect();
+    assert_eq!(replies.len(), missed, "{sent:?}");
+    assert!(
+        replies
+            .iter()
+            .all(|line| line.ends_with(": 200 {\"received\":true}")),
+        "{sent:?}"
+    );
+    assert!(
+        sent.stdout
+            .contains(&format!("summary: {missed} event(s) sent to "))
+            && sent.stdout.contains("every reply 2xx"),
+        "{sent:?}"
+    );
+    // Exactly the undelivered events arrived, once each and validly signed
+    // (the receiver verified them): each event of the service handled once.
+    assert_eq!(receiver.requests(), requests_before + 2 * missed);
+    let handled = receiver.handled();
+    let mut ids: Vec<&str> = handled.iter().map(|h| h.id.as_str()).collect();
+    ids.sort_unstable();
+    let mut all: Vec<String> = emulate
+        .events(None)
+        .await
+        .iter()
+        .map(|listed| listed.event.id().to_owned())
+        .collect();
+    all.sort();
+    assert_eq!(ids, all, "every event handled exactly once");
+    for listed in &undelivered {
+        let line = replies
+            .iter()
+            .find(|line| line.starts_with(listed.event.id()))
+            .unwrap_or_else(|| panic!("{} not sent: {sent:?}", listed.event.id()));
+        assert!(line.contains(listed.event.event_type()), "{line}");
+    }
+    assert!(!emulate.stderr().contains(KEY));
+}
+
+/// A key the service refuses (401) is a usage error naming the key file,
+/// never the key.
+#[cfg(feature = "emulate")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_with_a_refused_key_exits_2_without_printing_it() {
+    let dir = support::temp_dir("reconcile-key");
+    let emulate = emulator::Emulate::start(&[]);
+    let wrong = "sk_test_wrong_key_never_printed";
+    let key_file = key_file(&dir, wrong);
+    let secret_file = dir.join("secret");
+    std::fs::write(&secret_file, "whsec_x\n").unwrap();
+    let run = reconcile(&[
+        "--api-base",
+        &emulate.base,
+        "--api-key-file",
+        key_file.to_str().unwrap(),
+        "--forward-to",
+        "http://127.0.0.1:9/webhooks",
+        "--secret-file",
+        secret_file.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("refused the API key"), "{run:?}");
+    assert!(run.stderr.contains(key_file.to_str().unwrap()), "{run:?}");
+    assert!(run.stderr.contains("401"), "{run:?}");
+    assert!(
+        !run.stdout.contains(wrong) && !run.stderr.contains(wrong),
+        "{run:?}"
+    );
+    assert!(run.stdout.is_empty(), "nothing counted: {run:?}");
+}
+
+/// The service answers 503 (asking to wait 1 s): one more request after the
+/// wait, then exit 1 naming the status; nothing stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_exits_1_on_a_throttled_service_after_one_retry() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&requests);
+    let app = axum::Router::new().route(
+        "/v1/events",
+        axum::routing::get(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async {
+                (
+                    http::StatusCode::SERVICE_UNAVAILABLE,
+                    [("retry-after", "1")],
+                    "busy",
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let dir = support::temp_dir("reconcile-throttled");
+    let key_file = key_file(&dir, KEY);
+    let secret_file = dir.join("secret");
+    std::fs::write(&secret_file, "whsec_x\n").unwrap();
+    let run = reconcile(&[
+        "--api-base",
+        &base,
+        "--api-key-file",
+        key_file.to_str().unwrap(),
+        "--forward-to",
+        "http://127.0.0.1:9/webhooks",
+        "--secret-file",
+        secret_file.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("answered 503"), "{run:?}");
+    assert!(run.stderr.contains("nothing was changed"), "{run:?}");
+    assert_eq!(requests.load(Ordering::SeqCst), 2, "one retry, no loop");
+    assert_no_key(&run);
+}
+
+/// Bad input before the service is asked: exit 2 with a clear message; a
+/// service nobody answers for: exit 3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_refuses_bad_input() {
+    let dir = support::temp_dir("reconcile-input");
+    let key_file = key_file(&dir, KEY);
+    let key_file = key_file.to_str().unwrap();
+    let secret_file = dir.join("secret");
+    std::fs::write(&secret_file, "whsec_x\n").unwrap();
+    let secret_file = secret_file.to_str().unwrap();
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let forward = [
+        "--forward-to",
+        "http://127.0.0.1:9/webhooks",
+        "--secret-file",
+        secret_file,
+    ];
+    let with = |extra: &[&str]| {
+        let mut args = vec!["--api-key-file", key_file];
+        args.extend_from_slice(extra);
+        args.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>()
+    };
+    let run = |args: Vec<String>| async move {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        reconcile(&args).await
+    };
+
+    // Plain http:// to a host that is not loopback: the key would cross in clear.
+    let mut args = vec!["--api-base", "http://api.service.example"];
+    args.extend_from_slice(&forward);
+    let clear = run(with(&args)).await;
+    assert_eq!(clear.code, 2, "{clear:?}");
+    assert!(clear.stderr.contains("except on loopback"), "{clear:?}");
+
+    // The same from PAYHOOK_API_BASE.
+    let from_env = reconcile_with_env(
+        &[
+            "--api-key-file",
+            key_file,
+            "--forward-to",
+            "http://127.0.0.1:9/",
+            "--secret-file",
+            secret_file,
+        ],
+        &[("PAYHOOK_API_BASE", "http://10.0.0.1:12111")],
+    )
+    .await;
+    assert_eq!(from_env.code, 2, "{from_env:?}");
+    assert!(from_env.stderr.contains("except on loopback"), "{from_env:?}");
+
+    // Further back than the default retention, unless --retention says so.
+    let mut args = vec!["--api-base", &dead, "--since", "30d"];
+    args.extend_from_slice(&forward);
+    let far = run(with(&args)).await;
+    assert_eq!(far.code, 2, "{far:?}");
+    assert!(
+        far.stderr.contains("--since 30d")
+            && far.stderr.contains("retention")
+            && far.stderr.contains("--retention"),
+        "{far:?}"
+    );
+    args.extend(["--retention", "30d"]);
+    let named = run(with(&args)).await;
+    assert_eq!(named.code, 3, "past the check, to the absent service: {named:?}");
+    let mut args = vec!["--api-base", &dead, "--since", "30d", "--retention", "14d"];
+    args.extend_from_slice(&forward);
+    assert_eq!(run(with(&args)).await.code, 2);
+
+    // Both targets, or none.
+    let mut args = vec!["--api-base", &dead, "--database-url", "sqlite://unused.db"];
+    args.extend_from_slice(&forward);
+    let both = run(with(&args)).await;
+    assert_eq!(both.code, 2, "{both:?}");
+    assert!(both.stderr.contains("cannot be used with"), "{both:?}");
+    let none = reconcile_with_env(&["--api-base", &dead, "--api-key-file", key_file], &[]).await;
+    assert_eq!(none.code, 2, "{none:?}");
+    assert!(none.stderr.contains("--forward-to"), "{none:?}");
+    // PAYHOOK_DATABASE_URL in the environment does not stand in the way of --forward-to.
+    let mut args = vec!["--api-base", dead.as_str(), "--api-key-file", key_file];
+    args.extend_from_slice(&forward);
+    let env_and_forward = reconcile_with_env(&args, &[("PAYHOOK_DATABASE_URL", "sqlite://unused.db")]).await;
+    assert_eq!(env_and_forward.code, 3, "{env_and_forward:?}");
+    let no_secret = run(with(&[
+        "--api-base",
+        &dead,
+        "--forward-to",
+        "http://127.0.0.1:9/",
+    ]))
+    .await;
+    assert_eq!(no_secret.code, 2, "{no_secret:?}");
+
+    // A service nobody answers for: exit 3, nothing changed.
+    let mut args = vec!["--api-base", &dead];
+    args.extend_from_slice(&forward);
+    let unreachable = run(with(&args)).await;
+    assert_eq!(unreachable.code, 3, "{unreachable:?}");
+    assert!(
+        unreachable.stderr.contains("cannot reach the service")
+            && unreachable.stderr.contains("nothing was changed"),
+        "{unreachable:?}"
+    );
+    assert_no_key(&unreachable);
+
+    // An unreadable or empty key file.
+    let missing = run(vec![
+        "--api-base".into(),
+        dead.clone(),
+        "--api-key-file".into(),
+        dir.join("absent").display().to_string(),
+        "--forward-to".into(),
+        "http://127.0.0.1:9/".into(),
+        "--secret-file".into(),
+        secret_file.into(),
+    ])
+    .await;
+    assert_eq!(missing.code, 2, "{missing:?}");
+    assert!(
+        missing.stderr.contains("cannot read the API key file"),
+        "{missing:?}"
+    );
+}
