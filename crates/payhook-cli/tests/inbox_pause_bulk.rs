@@ -91,7 +91,7 @@ async fn pause_resume_and_bulk(url: String, sqlite: bool) {
     let run = inbox_cli(&url, &wrong, &["list"]);
     assert_eq!(
         (run.code, run.stdout.as_str()),
-        (0, "EVENT\tSTATE\tTYPE\tATTEMPTS\tAGE\tLAST ERROR\n"),
+        (0, "EVENT\tSTATE\tTYPE\tATTEMPTS\tAGE\tSOURCE\tLAST ERROR\n"),
         "{run:?}"
     );
     assert!(
