@@ -339,6 +339,7 @@ macro_rules! guide_page {
             "[inbox.md]: crate::guide::inbox\n",
             "[inbox.md#configuration]: crate::guide::inbox#configuration\n",
             "[inbox.md#what-the-inbox-guarantees]: crate::guide::inbox#what-the-inbox-guarantees\n",
+            "[inbox.md#no-event-missed-reconciliation]: crate::guide::inbox#no-event-missed-reconciliation\n",
             "[operating.md]: crate::guide::operating\n",
             "[operating.md#the-dashboard]: crate::guide::operating#the-dashboard\n",
             "[operating.md#the-command-line-payhook-inbox]: crate::guide::operating#the-command-line-payhook-inbox\n",
@@ -373,7 +374,8 @@ macro_rules! guide_page {
         feature = "inbox-postgres",
         feature = "ed25519",
         feature = "otel",
-        feature = "dashboard"
+        feature = "dashboard",
+        feature = "reconcile"
     )
 ))]
 #[doc = guide_page!("README.md")]
