@@ -5,7 +5,7 @@
 //! the service retries, a rotated secret made every attempt `400`, a deploy
 //! broke the route, an allowlist was too tight. Every interval the reconciler
 //! lists the events the service created since its mark, with the API key,
-//! and stores the ones the inbox lacks — marked [`Source::Reconciled`] —
+//! and stores the ones the inbox lacks — marked [`Source::Reconciled`](crate::Source::Reconciled) —
 //! where they are handled like any other event: same handlers, per-intent
 //! order, retries, dead letters, traces. An event already delivered is in the
 //! inbox under its id and is left alone: the event id dedupes, so nothing
