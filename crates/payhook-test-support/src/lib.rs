@@ -1,7 +1,10 @@
 //! The workspace's own test helpers, written once: names no other test (or
 //! earlier run) uses, a fresh SQLite file per test, the PostgreSQL server the
-//! tests share, and the Standard Webhooks conformance fixture. Not published;
-//! the crates' tests take it as a path dev-dependency.
+//! tests share, the Standard Webhooks conformance fixture, waiting for a
+//! condition ([`eventually`]), one test per database ([`on_every_backend!`]),
+//! a log captured in memory ([`CapturedLog`]) and the samples of a Prometheus
+//! scrape ([`prometheus_samples`]). Not published; the crates' tests take it
+//! as a path dev-dependency.
 //!
 //! The tests never skip: without `PAYHOOK_TEST_DATABASE_URL`, the PostgreSQL
 //! helpers panic with how to start a server (`.ci/start-postgres`, which the
@@ -9,10 +12,16 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod captured_log;
+mod prometheus;
 pub mod standard_webhooks;
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub use captured_log::CapturedLog;
+pub use prometheus::prometheus_samples;
 
 /// The variable that names the test PostgreSQL server.
 pub const DATABASE_URL_VAR: &str = "PAYHOOK_TEST_DATABASE_URL";
@@ -60,6 +69,79 @@ pub fn postgres_url_of(database: &str) -> String {
         .rsplit_once('/')
         .unwrap_or_else(|| panic!("{DATABASE_URL_VAR} names no database: {base}"));
     format!("{server}/{database}")
+}
+
+/// How long [`eventually`] and [`eventually_async`] wait before they look
+/// again the first time; the wait then doubles, up to [`LONGEST_POLL`], so
+/// that a long wait does not keep a loaded machine busy looking.
+const FIRST_POLL: Duration = Duration::from_millis(10);
+/// The longest wait between two looks of [`eventually`].
+const LONGEST_POLL: Duration = Duration::from_millis(50);
+
+/// Waits until `check` holds, looking again after 10 ms, then less and less
+/// often (every 50 ms at the most); fails the test, naming `what`, when it
+/// still does not hold after `timeout`.
+pub async fn eventually(timeout: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    eventually_async(timeout, what, || std::future::ready(check())).await;
+}
+
+/// [`eventually`] for a check that awaits (a database query, a request).
+pub async fn eventually_async<F, Fut>(timeout: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut poll = FIRST_POLL;
+    while !check().await {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting: {what}"
+        );
+        tokio::time::sleep(poll).await;
+        poll = (poll * 2).min(LONGEST_POLL);
+    }
+}
+
+/// One `#[tokio::test]` per database for each of the async functions named:
+/// `sqlite::<test>` calls `<test>(<sqlite>)`, `postgres::<test>` calls
+/// `<test>(<postgres>)`, each on a multi-thread runtime with
+/// `worker_threads` workers. The two expressions are written as in the
+/// module that invokes the macro (the tests `use super::*`).
+///
+/// ```text
+/// payhook_test_support::on_every_backend! {
+///     sqlite: Backend::Sqlite, postgres: Backend::Postgres, worker_threads: 2;
+///     retries_after_a_failure, keeps_the_order,
+/// }
+/// ```
+#[macro_export]
+macro_rules! on_every_backend {
+    (
+        sqlite: $sqlite:expr, postgres: $postgres:expr, worker_threads: $threads:literal;
+        $($test:ident),* $(,)?
+    ) => {
+        mod sqlite {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = $threads)]
+                async fn $test() {
+                    super::$test($sqlite).await;
+                }
+            )*
+        }
+        mod postgres {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = $threads)]
+                async fn $test() {
+                    super::$test($postgres).await;
+                }
+            )*
+        }
+    };
 }
 
 #[cfg(test)]
