@@ -4,32 +4,17 @@
 //! inbox counts what it stored, its claims and the events they took, and the
 //! deliveries it could not store. Read back as a scraper reads them.
 //!
-//! One test in this binary, so the process-wide recorder sees only its deliveries.
-
-use std::collections::BTreeMap;
+//! One test in this binary (the others are in `tests/integration/`), so the
+//! process-wide recorder sees only its deliveries.
 
 use bytes::Bytes;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use payhook_core::sender::SignedDelivery;
 use payhook_core::Receiver;
 use payhook_inbox::Inbox;
+use payhook_test_support::prometheus_samples as samples;
 
 const SECRET: &str = "whsec_inbox_metrics";
-
-/// Every sample of `name` in a Prometheus text rendering, by its labels.
-fn samples(text: &str, name: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|line| !line.starts_with('#'))
-        .filter_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            let (series_name, labels) = match series.split_once('{') {
-                Some((n, rest)) => (n, rest.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            (series_name == name).then(|| (labels.to_owned(), value.parse().unwrap()))
-        })
-        .collect()
-}
 
 /// An inbox metric of the default namespace, 0 when absent.
 fn inbox_count(text: &str, name: &str) -> f64 {

@@ -18,7 +18,7 @@ use payhook_core::sender::SignedDelivery;
 use payhook_core::Receiver;
 use payhook_inbox::admin::{Admin, BulkAction, PausedType, Selection};
 use payhook_inbox::{HandlerError, Inbox, InboxError, Job};
-use payhook_test_support::unique;
+use payhook_test_support::{on_every_backend, unique};
 
 const SECRET: &str = "whsec_pause";
 const PAUSED: &str = "payment_intent.payment_failed";
@@ -80,12 +80,9 @@ fn start(inbox: &Inbox, handled: &Handled) -> payhook_inbox::Workers {
     })
 }
 
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// Waits until `check` holds, for 20 s at the most.
+async fn eventually(what: &str, check: impl FnMut() -> bool) {
+    payhook_test_support::eventually(Duration::from_secs(20), what, check).await;
 }
 
 fn handled_of(handled: &Handled, prefix: &str) -> Vec<String> {
@@ -366,28 +363,8 @@ async fn a_paused_types_event_waiting_by_another_route_is_not_claimed(backend: B
     workers.shutdown().await;
 }
 
-macro_rules! on_every_backend {
-    ($($test:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $test() {
-                    super::$test(super::Backend::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $test() {
-                    super::$test(super::Backend::Postgres).await;
-                }
-            )*
-        }
-    };
-}
-
 on_every_backend!(
+    sqlite: Backend::Sqlite, postgres: Backend::Postgres, worker_threads: 4;
     paused_type_waits_on_every_replica_and_resumes_in_order,
     a_paused_types_events_are_out_of_the_claims_range,
     an_event_type_is_checked_before_it_is_paused,

@@ -42,19 +42,21 @@
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use payhook_core::sender::SignedDelivery;
 use payhook_core::{Receiver, Reply};
 use payhook_inbox::admin::{Admin, StoredEvent};
 use payhook_inbox::metrics::{DIFFERING_DUPLICATES, DUPLICATES, INGESTED};
 use payhook_inbox::sqlx::{self, AnyPool, Row};
 use payhook_inbox::{HandlerError, Inbox, InboxBuilder, InboxError, Job};
-use payhook_test_support::unique;
+use payhook_test_support::{on_every_backend, unique};
 use tokio::sync::watch;
+
+use crate::eventually;
+use crate::telemetry::{namespace_sample, telemetry};
 
 /// The inbox type under test.
 type TestInbox = Inbox;
@@ -86,62 +88,18 @@ fn url_of(backend: Backend) -> String {
     }
 }
 
-/// What the inbox records for an operator, captured once per test binary:
-/// its metrics through a Prometheus recorder, its log lines through a
-/// subscriber. Every test has its own namespace and event ids, so tests
-/// running at once read only their own series and lines.
-struct Telemetry {
-    prometheus: PrometheusHandle,
-    log: Arc<Mutex<Vec<u8>>>,
-}
-
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn telemetry() -> &'static Telemetry {
-    static TELEMETRY: OnceLock<Telemetry> = OnceLock::new();
-    TELEMETRY.get_or_init(|| {
-        let recorder = PrometheusBuilder::new().build_recorder();
-        let prometheus = recorder.handle();
-        metrics::set_global_recorder(recorder).expect("the only recorder of this test binary");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&log);
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("payhook=debug"))
-            .with_ansi(false)
-            .with_writer(move || LogWriter(Arc::clone(&sink)))
-            .try_init()
-            .expect("the only subscriber of this test binary");
-        Telemetry { prometheus, log }
-    })
-}
-
 /// A counter's value for one namespace, as a scraper reads it.
 fn counter(name: &str, namespace: &str) -> f64 {
-    let text = telemetry().prometheus.render();
-    let series = format!("{name}{{namespace=\"{namespace}\"}} ");
-    text.lines()
-        .find_map(|line| line.strip_prefix(&series))
-        .map_or(0.0, |value| value.trim().parse().unwrap())
+    namespace_sample(&telemetry().prometheus.render(), name, namespace).unwrap_or(0.0)
 }
 
 /// How many captured log lines say `message` about `event_id`.
 fn log_lines(message: &str, event_id: &str) -> usize {
-    let log = telemetry().log.lock().unwrap();
     let field = format!("event_id={event_id}");
-    String::from_utf8_lossy(&log)
-        .lines()
-        .filter(|line| line.contains(message) && line.split(' ').any(|word| word == field))
-        .count()
+    telemetry()
+        .log
+        .lines(|line| line.contains(message) && line.split(' ').any(|word| word == field))
+        .len()
 }
 
 /// One test's inbox on one database: its namespace, its ledger table (the
@@ -357,19 +315,6 @@ async fn write_effect(job: &TestJob, table: &str, note: &str) -> Result<(), Hand
         .execute(&mut *tx)
         .await?;
     Ok(())
-}
-
-/// Polls until `check` holds, or fails the test after 20 s.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// Holds handlers until the test opens it, and counts those that reached it.
@@ -1408,11 +1353,11 @@ async fn handled_event_is_logged_at_info(backend: Backend) {
     workers.shutdown().await;
     for id in [&batched, &in_transaction] {
         assert_eq!(log_lines("inbox event handled", id), 1, "{id}");
-        let log = telemetry().log.lock().unwrap();
-        let text = String::from_utf8_lossy(&log);
-        let line = text
-            .lines()
-            .find(|line| line.contains("inbox event handled") && line.contains(&format!("event_id={id} ")))
+        let line = telemetry()
+            .log
+            .lines(|line| line.contains("inbox event handled") && line.contains(&format!("event_id={id} ")))
+            .into_iter()
+            .next()
             .unwrap();
         assert!(line.contains(" INFO "), "{line}");
         assert!(line.contains("event_type=payment_intent.succeeded"), "{line}");
@@ -1421,28 +1366,8 @@ async fn handled_event_is_logged_at_info(backend: Backend) {
     }
 }
 
-macro_rules! on_every_backend {
-    ($($test:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $test() {
-                    super::$test(super::Backend::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $test() {
-                    super::$test(super::Backend::Postgres).await;
-                }
-            )*
-        }
-    };
-}
-
 on_every_backend!(
+    sqlite: Backend::Sqlite, postgres: Backend::Postgres, worker_threads: 4;
     taken_over_worker_cannot_commit,
     repeated_delivery_is_counted_as_a_duplicate,
     handler_longer_than_its_lease_is_never_taken_over,

@@ -20,7 +20,9 @@ use payhook_core::Receiver;
 use payhook_inbox::admin::{Admin, BulkAction, BulkCount, Selection, State, BULK_BATCH};
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, InboxError, Job};
-use payhook_test_support::unique;
+use payhook_test_support::{on_every_backend, unique};
+
+use crate::eventually as until;
 
 const SECRET: &str = "whsec_bulk";
 const TYPE_A: &str = "payment_intent.succeeded";
@@ -332,19 +334,6 @@ async fn bulk_pause_pauses_the_selected_types(backend: Backend) {
     assert_eq!(count_in(&inbox, "evt_b", "dead").await, 2, "no event changed");
 }
 
-/// Waits (at most 20 s) until `check` holds.
-async fn until<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 /// Events die and finish between the count and the run, by the workers'
 /// own paths: the run acts on what the count saw, never more.
 async fn bulk_runs_act_on_what_was_counted(backend: Backend) {
@@ -492,28 +481,8 @@ async fn bulk_pause_leaves_what_arrived_after_the_count_alone(backend: Backend) 
     assert_eq!(count_in(&inbox, "evt_later_", "pending").await, 2);
 }
 
-macro_rules! on_every_backend {
-    ($($test:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    super::$test(super::Backend::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    super::$test(super::Backend::Postgres).await;
-                }
-            )*
-        }
-    };
-}
-
 on_every_backend!(
+    sqlite: Backend::Sqlite, postgres: Backend::Postgres, worker_threads: 2;
     retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest,
     replay_and_purge_act_on_their_states_only_once,
     bulk_pause_pauses_the_selected_types,

@@ -1,12 +1,12 @@
 //! The paused types' gauges, read back as a scraper reads them: the workers
 //! report how many types are paused and how many of their events wait.
 //!
-//! One test in this binary, so the process-wide recorder sees only its inbox.
+//! Read from the process-wide recorder ([`crate::telemetry`]), by the test's
+//! own namespace.
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use metrics_exporter_prometheus::PrometheusBuilder;
 use payhook_core::sender::SignedDelivery;
 use payhook_core::Receiver;
 use payhook_inbox::admin::Admin;
@@ -14,21 +14,13 @@ use payhook_inbox::metrics::{PAUSED_PENDING, PAUSED_TYPES};
 use payhook_inbox::{Inbox, Job};
 use payhook_test_support::unique;
 
-const SECRET: &str = "whsec_pause_metrics";
+use crate::telemetry::{namespace_sample as sample, telemetry};
 
-/// The sample of `name` for `namespace`, if rendered.
-fn sample(text: &str, name: &str, namespace: &str) -> Option<f64> {
-    let series = format!("{name}{{namespace=\"{namespace}\"}} ");
-    text.lines()
-        .find_map(|line| line.strip_prefix(&series))
-        .map(|value| value.parse().unwrap())
-}
+const SECRET: &str = "whsec_pause_metrics";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_types_and_their_waiting_events_are_gauges() {
-    let recorder = PrometheusBuilder::new().build_recorder();
-    let prometheus = recorder.handle();
-    metrics::set_global_recorder(recorder).unwrap();
+    let prometheus = &telemetry().prometheus;
 
     let dir = std::env::temp_dir().join(unique("payhook-pause-metrics"));
     std::fs::create_dir_all(&dir).unwrap();

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use payhook_core::sender::SignedDelivery;
@@ -15,7 +15,9 @@ use payhook_core::Receiver;
 use payhook_inbox::admin::{Admin, Filter, State, StoredEvent};
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, InboxError, Job};
-use payhook_test_support::{postgres_url, sqlite_url, unique};
+use payhook_test_support::{on_every_backend, postgres_url, sqlite_url, unique};
+
+use crate::eventually;
 
 const SECRET: &str = "whsec_conformance";
 
@@ -89,19 +91,6 @@ async fn ingest_ok(inbox: &Inbox, body: &Bytes) {
     let reply = inbox.ingest(&signed(body), body.clone()).await;
     assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
     assert_eq!(reply.body(), r#"{"received":true}"#);
-}
-
-/// Polls until `check` holds or 20 s pass.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
 }
 
 /// The events of the test's namespace in `state`.
@@ -901,28 +890,8 @@ async fn retention_purges_old_done_events_only(url: String) {
     );
 }
 
-macro_rules! conformance {
-    ($($test:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $test() {
-                    super::$test(super::sqlite_url("payhook-inbox-test")).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $test() {
-                    super::$test(super::postgres_url()).await;
-                }
-            )*
-        }
-    };
-}
-
-conformance!(
+on_every_backend!(
+    sqlite: sqlite_url("payhook-inbox-test"), postgres: postgres_url(), worker_threads: 4;
     ingest_verifies_first_and_dedupes,
     concurrent_ingests_store_every_column,
     handler_writes_commit_with_the_mark,

@@ -1,0 +1,34 @@
+//! The inbox's integration tests, in one test binary: each module below was
+//! a test file of its own (`tests/<module>.rs`), and is run alone with
+//! `cargo test -p payhook-inbox --test integration <module>::`.
+//!
+//! The metrics and log lines a test reads come from [`telemetry`], the one
+//! recorder and subscriber of this process, by the test's own namespace and
+//! event ids. `tests/metrics.rs` has a test binary of its own: it reads
+//! series no namespace tells apart (`payhook_deliveries_total`, the default
+//! namespace's counters from 0), which every other test here would add to.
+
+mod telemetry;
+
+mod attempts;
+mod bulk;
+mod conformance;
+mod guarantees;
+mod operations;
+mod pause;
+mod pause_metrics;
+mod upgrade;
+mod wal;
+
+use std::future::Future;
+use std::time::Duration;
+
+/// Waits until `check` holds, for 20 s at the most: the wait of the tests
+/// here (see [`payhook_test_support::eventually_async`]).
+async fn eventually<F, Fut>(what: &str, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    payhook_test_support::eventually_async(Duration::from_secs(20), what, check).await;
+}
