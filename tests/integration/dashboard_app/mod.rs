@@ -2,9 +2,6 @@
 //! loopback by axum (or actix-web) on SQLite or PostgreSQL, for the dashboard's
 //! tests.
 
-// Each test binary that includes this module uses a different part of it.
-#![allow(dead_code)]
-
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -7,9 +7,8 @@
 //! * actix-web `EventHandlers` whose handlers take actix extractors;
 //! * axum `EventHandlers` whose handlers take axum extractors.
 
-mod actix_loopback;
-mod axum_loopback;
-mod support;
+use crate::actix_loopback;
+use crate::support;
 
 use actix_loopback::serve as serve_actix;
 use std::net::SocketAddr;

@@ -1,7 +1,7 @@
 //! axum-specific behaviour of `WebhookLayer`, `Webhook<T>`, `Received` and
 //! `EventHandlers`, each over real HTTP on loopback.
 
-mod axum_loopback;
+use crate::axum_loopback;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

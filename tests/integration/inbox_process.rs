@@ -8,7 +8,7 @@
 //! unset or unreachable.
 
 // Shared with the other example tests; this file uses part of it.
-mod example_process;
+use crate::example_process;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -17,7 +17,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use example_process::Example;
 use payhook::inbox::sqlx::{self, AnyPool, Row};
 use payhook::{sign, Secret};
-use payhook_test_support::{postgres_url, postgres_url_of, sqlite_url, unique};
+use payhook_test_support::{
+    eventually_async as eventually, postgres_url, postgres_url_of, sqlite_url, unique,
+};
 
 const SECRET: &str = "whsec_inbox_process";
 const EXAMPLE: &str = "inbox_receiver";
@@ -157,21 +159,6 @@ async fn assert_each_applied_once(pool: &AnyPool, expected: &BTreeSet<String>) {
     );
     let applied: BTreeSet<String> = counts.into_keys().collect();
     assert_eq!(&applied, expected, "the ledger holds other events than were sent");
-}
-
-async fn eventually<F, Fut>(timeout: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    while !check().await {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn sigkill_then_restart(url: String) {

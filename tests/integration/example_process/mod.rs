@@ -1,9 +1,6 @@
 //! Runs a receiver example (`examples/<name>.rs`) as its own process, the way
 //! `cargo run --example <name>` does, and reads what it prints.
 
-// Each test binary that includes this module uses a different part of it.
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -151,8 +148,6 @@ impl Example {
 
     /// Waits until the process exits by itself (it is not killed); its exit
     /// status, or `None` when it still runs after `timeout`.
-    // Only the inbox's crash-loop test waits for an exit; other users of this module don't.
-    #[allow(dead_code)]
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -187,8 +182,6 @@ impl Example {
 
     /// POSTs a body with these headers (a Standard Webhooks delivery's);
     /// returns the status and body.
-    // Only the Standard Webhooks cases send other headers than the service's.
-    #[allow(dead_code)]
     pub async fn post_with(&self, body: impl Into<reqwest::Body>, headers: http::HeaderMap) -> (u16, String) {
         let response = reqwest::Client::new()
             .post(self.url())
@@ -243,3 +236,28 @@ impl Drop for Example {
         let _ = self.child.wait();
     }
 }
+
+/// Runs the case `$case(example: &str)` against the three receiver examples,
+/// as the tests `$case::axum_receiver`, `$case::actix_receiver` and
+/// `$case::inbox_receiver`.
+macro_rules! for_each_receiver {
+    ($case:ident) => {
+        mod $case {
+            #[tokio::test]
+            async fn axum_receiver() {
+                super::$case("axum_receiver").await
+            }
+
+            #[tokio::test]
+            async fn actix_receiver() {
+                super::$case("actix_receiver").await
+            }
+
+            #[tokio::test]
+            async fn inbox_receiver() {
+                super::$case("inbox_receiver").await
+            }
+        }
+    };
+}
+pub(crate) use for_each_receiver;

@@ -2,7 +2,7 @@
 //! `/payhook/` when `PAYHOOK_DASHBOARD_TOKEN` is set, and not at all (`404`)
 //! when it is not; a token too short to be safe stops the example at start.
 
-mod example_process;
+use crate::example_process;
 
 use std::time::Duration;
 

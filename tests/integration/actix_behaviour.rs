@@ -4,8 +4,8 @@
 //! actix-web app on loopback and talks to it over HTTP. (Custom payload types
 //! and the `testing` helper are tested in the adapter crate itself.)
 
-mod actix_loopback;
-mod support;
+use crate::actix_loopback;
+use crate::support;
 
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;

@@ -4,8 +4,8 @@
 //! `webhook-id` header is the event id the handler sees and the one deliveries
 //! are deduplicated (and stored) by; bad deliveries get the core's `400`s.
 
-mod actix_loopback;
-mod axum_loopback;
+use crate::actix_loopback;
+use crate::axum_loopback;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

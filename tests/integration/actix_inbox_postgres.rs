@@ -8,7 +8,7 @@
 //! PostgreSQL comes from `PAYHOOK_TEST_DATABASE_URL` (`.ci/start-postgres`);
 //! the tests fail, never skip, when it is unset or unreachable.
 
-mod example_process;
+use crate::example_process;
 
 use std::time::Duration;
 

@@ -22,6 +22,7 @@ use payhook::store::{Claim, ClaimToken};
 use payhook::tower::axum::{Received, Webhook};
 use payhook::tower::WebhookLayer;
 use payhook::{Receiver, Store};
+use payhook_test_support::CapturedLog;
 
 const SECRET: &str = "whsec_replicas";
 const RECEIVED: &str = r#"{"received":true}"#;
@@ -465,50 +466,17 @@ async fn redis_frozen_killed_and_restarted_under_the_replicas() {
 /// payhook's ERROR lines in this test binary from now on, as plain text, for the
 /// tests that check what was logged about their own event ids.
 ///
-/// Every test installs it before anything else (`shared_redis_url` and
-/// `OwnRedis::start` call it), so that no test creates spans while another
-/// installs the subscriber: one run logged a failed delivery's lines without
-/// its `delivery` span, so without its event id, when the subscriber came
-/// while the other tests were already delivering.
-fn captured_log() -> Arc<Mutex<Vec<u8>>> {
-    static LOG: std::sync::OnceLock<Arc<Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
-    Arc::clone(LOG.get_or_init(|| {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&log);
-        use tracing_subscriber::layer::SubscriberExt;
-        // payhook's spans (they carry the event id) and its ERROR lines only: the
-        // other tests of this binary then pay next to nothing for the capture.
-        let only = tracing_subscriber::filter::filter_fn(|meta| {
-            meta.target() == "payhook" && (meta.is_span() || *meta.level() == tracing::Level::ERROR)
-        });
-        let layer = tracing_subscriber::fmt::layer()
-            .with_ansi(false)
-            .with_writer(move || CapturedWriter(Arc::clone(&sink)));
-        let subscriber =
-            tracing_subscriber::registry().with(tracing_subscriber::Layer::with_filter(layer, only));
-        tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
-        log
-    }))
+/// Every test installs the capture before anything else (`shared_redis_url`
+/// and `OwnRedis::start` call this), so that no test creates spans while
+/// another installs the subscriber: one run logged a failed delivery's lines
+/// without its `delivery` span, so without its event id, when the subscriber
+/// came while the other tests were already delivering.
+fn captured_log() -> &'static CapturedLog {
+    &crate::captured().payhook_errors
 }
 
-struct CapturedWriter(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for CapturedWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn log_lines_about(log: &Mutex<Vec<u8>>, id: &str) -> Vec<String> {
-    String::from_utf8_lossy(&log.lock().unwrap())
-        .lines()
-        .filter(|line| line.contains(id))
-        .map(str::to_owned)
-        .collect()
+fn log_lines_about(log: &CapturedLog, id: &str) -> Vec<String> {
+    log.lines(|line| line.contains(id))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -555,7 +523,7 @@ async fn redis_killed_while_handlers_run_still_acknowledges_success_and_keeps_th
     let wait_for_line = |id: &str, text: &str| {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            let lines = log_lines_about(&log, id);
+            let lines = log_lines_about(log, id);
             if let Some(line) = lines.iter().find(|line| line.contains(text)) {
                 return line.clone();
             }

@@ -2,30 +2,16 @@
 //! then a scrape of `GET /metrics` in Prometheus text format, whose counts must
 //! match what was sent.
 
-mod example_process;
+use crate::example_process;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use example_process::Example;
 use payhook::sender::{unix_now, EventBuilder, SignedDelivery};
+use payhook_test_support::prometheus_samples as samples;
 
 const SECRET: &str = "whsec_metrics_example";
-
-/// The samples of `name`, by their label text.
-fn samples(text: &str, name: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|line| !line.starts_with('#'))
-        .filter_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            let (series_name, labels) = match series.split_once('{') {
-                Some((n, rest)) => (n, rest.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            (series_name == name).then(|| (labels.to_owned(), value.parse().unwrap()))
-        })
-        .collect()
-}
 
 async fn scrape(example: &Example) -> String {
     let response = reqwest::get(format!("http://{}/metrics", example.addr))

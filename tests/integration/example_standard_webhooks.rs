@@ -8,39 +8,17 @@
 //! `handled <id> <type>` line carries the `webhook-id` as the id. Without
 //! `PAYHOOK_SCHEME` the examples behave as before (tests/example_receivers.rs).
 
-mod example_process;
+use crate::example_process;
 
 use std::time::Duration;
 
-use example_process::Example;
+use example_process::{for_each_receiver, Example};
 use payhook::sender::{
     generate_standard_keypair, generate_standard_secret, EventBuilder, SignedDelivery, StandardDelivery,
 };
 
 const RECEIVED: &str = r#"{"received":true}"#;
 const LOG_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Runs `$case(example: &str)` against the three receiver examples.
-macro_rules! for_each_receiver {
-    ($case:ident) => {
-        mod $case {
-            #[tokio::test]
-            async fn axum_receiver() {
-                super::$case("axum_receiver").await
-            }
-
-            #[tokio::test]
-            async fn actix_receiver() {
-                super::$case("actix_receiver").await
-            }
-
-            #[tokio::test]
-            async fn inbox_receiver() {
-                super::$case("inbox_receiver").await
-            }
-        }
-    };
-}
 
 /// `env` plus, for `inbox_receiver`, a database of its own.
 fn with_database(example: &str, mut env: Vec<(&'static str, String)>) -> Vec<(&'static str, String)> {

@@ -22,8 +22,8 @@
 //! `PAYHOOK_OUTAGE_HANDLER_MS` (default 12 000); the figures in BENCHMARKS.md
 //! were taken with 45, 10 and 40 000.
 
-mod example_process;
-mod own_postgres;
+use crate::example_process;
+use crate::own_postgres;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,7 +35,7 @@ use own_postgres::OwnPostgres;
 use payhook::inbox::sqlx::{self, AnyPool, Connection as _, Executor as _, Row};
 use payhook::inbox::DEFAULT_DATABASE_TIMEOUT;
 use payhook::{sign, Secret};
-use payhook_test_support::{postgres_url, sqlite_url, unique};
+use payhook_test_support::{eventually_async as eventually, postgres_url, sqlite_url, unique};
 
 const SECRET: &str = "whsec_inbox_outage";
 const EXAMPLE: &str = "inbox_receiver";
@@ -144,21 +144,6 @@ async fn count_in_state(pool: &AnyPool, state: &str) -> i64 {
         .await
         .unwrap()
         .get::<i64, _>(0)
-}
-
-async fn eventually<F, Fut>(timeout: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    while !check().await {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Six events asleep in 3 s handlers when their process is killed; a second
@@ -349,6 +334,9 @@ async fn sqlite_write_locked_by_another_process_bounds_every_reply_and_recovers(
     let locker_url = format!("{url}?mode=rw");
     let (locked, is_locked) = tokio::sync::oneshot::channel();
     let during = outage();
+    // The locker connects before any pool of this test: it installs the
+    // drivers itself rather than count on another test to have done it.
+    sqlx::any::install_default_drivers();
     let locker = tokio::spawn(async move {
         let mut conn = sqlx::AnyConnection::connect(&locker_url).await.unwrap();
         conn.execute("BEGIN IMMEDIATE").await.unwrap();

@@ -5,8 +5,8 @@
 //! the reply and handler runs the protocol prescribes — not taken from the
 //! demo's `ok` flags (which must agree).
 
-#[path = "../examples/demo.rs"]
-mod demo;
+#[path = "../../examples/demo.rs"]
+mod example;
 
 const RECEIVED: &str = r#"200 {"received":true}"#;
 
@@ -130,7 +130,9 @@ async fn every_demo_row_gets_the_prescribed_reply() {
         ),
     ];
 
-    let rows = demo::run().await.expect("the demo's service and receiver start");
+    let rows = example::run()
+        .await
+        .expect("the demo's service and receiver start");
     let sent: Vec<&str> = rows.iter().map(|row| row.sent.as_str()).collect();
     let want: Vec<&str> = expected.iter().map(|(sent, _, _)| *sent).collect();
     assert_eq!(sent, want, "exactly these rows, in this order");

@@ -16,7 +16,7 @@
 //! `PAYHOOK_CHROMEDRIVER`); `.ci/test` installs them. Without them it fails,
 //! never skips.
 
-mod dashboard_app;
+use crate::dashboard_app;
 
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt as _;

@@ -3,13 +3,14 @@
 //! escaping of hostile values, bad input, the actions and their
 //! anti-forgery checks, keyset pagination, and the actix-web scope.
 
-mod dashboard_app;
+use crate::dashboard_app;
 
 use std::collections::HashSet;
 
 use dashboard_app::{assert_security_headers, App, Db, TOKEN};
 use payhook::inbox::sqlx;
 use payhook::sender::EventBuilder;
+use payhook_test_support::on_every_backend;
 
 /// Form fields or headers, as (name, value).
 type Pairs<'a> = &'a [(&'a str, &'a str)];
@@ -748,29 +749,9 @@ async fn actix_scope_serves_the_dashboard_under_its_path() {
     handle.stop(true).await;
 }
 
-/// Each test on both backends: `sqlite::<test>` and `postgres::<test>`.
-macro_rules! on_both_backends {
-    ($($test:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    super::$test(super::Db::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    super::$test(super::Db::Postgres).await;
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+// Each test on both backends: `sqlite::<test>` and `postgres::<test>`.
+on_every_backend!(
+    sqlite: Db::Sqlite, postgres: Db::Postgres, worker_threads: 2;
     running_event_shows_its_lease,
     access_and_headers,
     hostile_values_render_as_text,

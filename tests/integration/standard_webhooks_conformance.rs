@@ -9,8 +9,8 @@
 //! and run nothing. (The specification's example, whose body is not an event,
 //! goes through the core and the CLI only.)
 
-mod actix_loopback;
-mod axum_loopback;
+use crate::actix_loopback;
+use crate::axum_loopback;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -1,8 +1,8 @@
 //! The shared behaviour table against an axum app with `WebhookLayer` on
 //! `POST /webhooks`, over real HTTP on loopback.
 
-mod axum_loopback;
-mod support;
+use crate::axum_loopback;
+use crate::support;
 
 use std::net::SocketAddr;
 

@@ -19,12 +19,12 @@
 //! The Redis case needs the Redis 7 server named by `PAYHOOK_TEST_REDIS_URL`
 //! (`eval "$(.ci/start-redis)"` starts one) and fails without it.
 
-mod example_process;
+use crate::example_process;
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use example_process::Example;
+use example_process::{for_each_receiver, Example};
 use payhook::sender::{EventBuilder, SignedDelivery};
 
 const RECEIVED: &str = r#"{"received":true}"#;
@@ -260,28 +260,6 @@ async fn a_signed_event_id_with_a_newline_and_esc_stays_on_its_own_log_line(exam
         !lines.iter().any(|line| line.contains('\u{1b}')),
         "a raw ESC: {lines:#?}"
     );
-}
-
-/// Runs `$case(example: &str)` against the three receiver examples.
-macro_rules! for_each_receiver {
-    ($case:ident) => {
-        mod $case {
-            #[tokio::test]
-            async fn axum_receiver() {
-                super::$case("axum_receiver").await
-            }
-
-            #[tokio::test]
-            async fn actix_receiver() {
-                super::$case("actix_receiver").await
-            }
-
-            #[tokio::test]
-            async fn inbox_receiver() {
-                super::$case("inbox_receiver").await
-            }
-        }
-    };
 }
 
 /// `env` plus, for `inbox_receiver`, a database of its own.

@@ -6,13 +6,14 @@
 //! selected, acted on and no longer qualified, and changes nothing more
 //! when the confirmation is sent again.
 
-mod dashboard_app;
+use crate::dashboard_app;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use dashboard_app::{App, Db, TOKEN};
 use payhook::sender::EventBuilder;
+use payhook_test_support::on_every_backend;
 
 fn client() -> reqwest::Client {
     reqwest::Client::builder()
@@ -234,28 +235,9 @@ async fn bulk_retry_counts_first_then_runs_once(db: Db) {
     app.stop().await;
 }
 
-macro_rules! on_both_backends {
-    ($($test:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    super::$test(super::Db::Sqlite).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $test() {
-                    super::$test(super::Db::Postgres).await;
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+// Each test on both backends: `sqlite::<test>` and `postgres::<test>`.
+on_every_backend!(
+    sqlite: Db::Sqlite, postgres: Db::Postgres, worker_threads: 2;
     pause_and_resume_are_confirmed,
-    bulk_retry_counts_first_then_runs_once
+    bulk_retry_counts_first_then_runs_once,
 );

@@ -1,39 +1,17 @@
 //! A receiver built inside actix-web's per-worker app factory gets one in-memory
 //! store per worker: the dedupe splits, and payhook says so in the log. Built
 //! once outside and cloned in, one store serves every worker. Real two-worker
-//! servers on loopback; the log is captured process-wide (this file is its own
-//! test binary for that reason).
+//! servers on loopback; the log is captured process-wide (hence this test
+//! binary, `captured_log`, of its own).
 
-mod support;
+use crate::support;
 
-use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::{Arc, Mutex};
 
 use actix_web::{web, App, HttpResponse, HttpServer};
 use payhook::actix::{Webhook, WebhookConfig};
 use payhook::sender::{EventBuilder, SignedDelivery};
 use support::{Calls, SECRET};
-
-/// Everything logged, as text.
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Log {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Log {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
 
 async fn handler(webhook: Webhook, calls: web::Data<Calls>) -> HttpResponse {
     calls.record_run(webhook.event_id());
@@ -88,13 +66,8 @@ const WARNING: &str = "this route is served by several receivers, each with its 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receiver_per_worker_is_warned_about_and_one_built_outside_dedupes_across_workers() {
-    let log = Log::default();
-    let writer = log.clone();
-    tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::WARN)
-        .init();
+    // Every WARN line of the process, as text.
+    let log = &crate::captured().warnings;
 
     // Built once outside and cloned into every worker: one store, one run.
     let calls = Calls::default();
