@@ -1,10 +1,10 @@
 //! What the receiver records through the `metrics` facade, read back the way a
 //! scraper reads it: from a Prometheus recorder's text rendering.
 //!
-//! One test in this binary, so the process-wide recorder sees only its deliveries.
+//! One test in this binary (the others are in `tests/integration/`), so the
+//! process-wide recorder sees only its deliveries.
 #![cfg(feature = "testing")]
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use http::HeaderMap;
@@ -14,6 +14,7 @@ use payhook_core::sender::{unix_now, EventBuilder, SignedDelivery};
 use payhook_core::store::{Claim, ClaimToken, Completion, Store};
 use payhook_core::testing::FailingStore;
 use payhook_core::{MemoryStore, Receiver, Reply, StoreError};
+use payhook_test_support::prometheus_samples as samples;
 
 const SECRET: &str = "whsec_metrics";
 
@@ -21,21 +22,6 @@ fn headers(signature: &str) -> HeaderMap {
     let mut headers = HeaderMap::new();
     headers.insert("x-service-signature", signature.parse().unwrap());
     headers
-}
-
-/// Every sample of `name` in a Prometheus text rendering, by its labels.
-fn samples(text: &str, name: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|line| !line.starts_with('#'))
-        .filter_map(|line| {
-            let (series, value) = line.rsplit_once(' ')?;
-            let (series_name, labels) = match series.split_once('{') {
-                Some((n, rest)) => (n, rest.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            (series_name == name).then(|| (labels.to_owned(), value.parse().unwrap()))
-        })
-        .collect()
 }
 
 fn count(text: &str, name: &str, labels: &str) -> f64 {

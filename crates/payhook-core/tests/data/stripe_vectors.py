@@ -1,5 +1,5 @@
 """Regenerates stripe_vectors.json: signature headers judged by Stripe's official
-Python library (`pip install stripe`), for tests/stripe_compat.rs.
+Python library (`pip install stripe`), for tests/integration/stripe_compat.rs.
 
     python3 stripe_vectors.py > stripe_vectors.json
 

@@ -3,7 +3,7 @@
 # official verifiers, the npm `stripe` and PyPI `stripe` packages at the pinned
 # versions below, installed into a temporary directory. Needs node, npm and
 # python3 with venv; nothing else is changed. The Rust test
-# (tests/signature_differential.rs) reads only the fixture.
+# (tests/integration/signature_differential.rs) reads only the fixture.
 set -euo pipefail
 
 NODE_STRIPE=23.1.0

@@ -1,7 +1,7 @@
 //! `payhook send` to an `https://` receiver: a real TLS server on loopback with
 //! a certificate from a throwaway CA made by `openssl`.
 
-mod support;
+use crate::support;
 
 use support::{make_certificates, payhook_with_env, reply_lines, temp_dir, Config, TestReceiver, SECRET};
 

@@ -4,7 +4,7 @@
 //! (`docs/guide/emulator.md`), with a fixed signing secret.
 #![cfg(feature = "emulate")]
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

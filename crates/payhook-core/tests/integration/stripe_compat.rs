@@ -11,7 +11,7 @@ use payhook_core::Secret;
 use serde_json::Value;
 
 fn vectors() -> Value {
-    serde_json::from_str(include_str!("data/stripe_vectors.json")).expect("valid vector file")
+    serde_json::from_str(include_str!("../data/stripe_vectors.json")).expect("valid vector file")
 }
 
 #[test]

@@ -6,10 +6,10 @@
 //! the bulk hint, run as printed, acts on what was counted.
 #![cfg(feature = "inbox")]
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use payhook_core::sender::unix_now;
@@ -17,6 +17,8 @@ use payhook_core::{sign, Receiver, Secret};
 use payhook_inbox::{HandlerError, Inbox, Job};
 use payhook_test_support::unique;
 use support::{payhook_with_env, Run};
+
+use crate::eventually;
 
 const SECRET: &str = "whsec_cli_pause";
 const PAUSED: &str = "payment_intent.payment_failed";
@@ -36,14 +38,6 @@ async fn ingest(inbox: &Inbox, id: &str, event_type: &str) {
     headers.insert("x-service-signature", header.parse().unwrap());
     let reply = inbox.ingest(&headers, body).await;
     assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
-}
-
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The command a hint prints after `prefix` (`payhook inbox …`), as the

@@ -5,7 +5,7 @@
 //! brings a dead one back, replays and purges.
 #![cfg(feature = "inbox")]
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

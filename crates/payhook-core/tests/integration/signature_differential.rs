@@ -35,7 +35,7 @@ struct Case {
 }
 
 fn fixture() -> Fixture {
-    serde_json::from_str(include_str!("data/signature_differential.json")).expect("valid fixture")
+    serde_json::from_str(include_str!("../data/signature_differential.json")).expect("valid fixture")
 }
 
 /// The header as a log would show it: escaped, and cut short.

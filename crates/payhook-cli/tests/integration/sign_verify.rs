@@ -1,6 +1,6 @@
 //! `payhook sign` and `payhook verify`, run as the real binary.
 
-mod support;
+use crate::support;
 
 use hmac::{Hmac, Mac};
 use payhook_core::sender::{unix_now, EventBuilder};

@@ -13,7 +13,7 @@
 //!   the case's `now`, and verified with the timestamp check on: the verdict
 //!   must be the reference's `genuine`.
 
-mod support;
+use crate::support;
 
 use payhook_core::sender::unix_now;
 use payhook_test_support::standard_webhooks::{cases, Case};

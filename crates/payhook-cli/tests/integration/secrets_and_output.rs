@@ -1,7 +1,7 @@
 //! Where the secret comes from (file, stdin, environment, flag), and how the
 //! tool's output behaves: colour, warnings, exit codes. Run as the real binary.
 
-mod support;
+use crate::support;
 
 use support::{payhook, payhook_with_env, reply_lines, temp_dir, TestReceiver, SECRET};
 

@@ -1,6 +1,6 @@
 //! `payhook send` against a real receiver on a loopback port.
 
-mod support;
+use crate::support;
 
 use std::net::TcpListener;
 use std::time::Duration;

@@ -14,6 +14,8 @@ use payhook_core::{Event, Receiver};
 use payhook_tower::axum::{Received, Webhook};
 use payhook_tower::WebhookLayer;
 
+use crate::eventually as wait_until;
+
 /// A running `payhook emulate` process, killed when dropped.
 struct Emulate {
     child: Child,
@@ -181,14 +183,6 @@ async fn api(base: &str, key: &str, path: &str, form: Option<&str>) -> (u16, ser
         status,
         serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}")),
     )
-}
-
-async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

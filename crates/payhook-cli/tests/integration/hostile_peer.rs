@@ -3,7 +3,7 @@
 //! U+202E, U+2028 and C1 controls never reach the terminal raw, and no line can
 //! be forged), and `send` reads a bounded prefix of a reply that never ends.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
