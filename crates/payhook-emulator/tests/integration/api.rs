@@ -1,7 +1,7 @@
 //! The emulator's HTTP API over real loopback HTTP: every endpoint, every error,
 //! pagination edges and idempotency.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

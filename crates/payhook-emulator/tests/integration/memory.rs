@@ -1,7 +1,7 @@
 //! Memory bounds: objects held once, idempotency replies kept by reference,
 //! and the byte budget of `Limits::stored_bytes` holding with large objects.
 
-mod support;
+use crate::support;
 
 use payhook_emulator::{Emulator, Limits};
 use support::Api;

@@ -1,7 +1,7 @@
 //! Signed deliveries over real loopback HTTP: to a real payhook receiver, with
 //! retries, timeouts, `Retry-After`, a rolled secret, and every fault.
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! loopback HTTP; one receiver holds the endpoint's `whsec_` secret, the other
 //! only its `whpk_` public key.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -18,6 +18,8 @@ use axum::Router;
 use hmac::{Hmac, Mac};
 use payhook_core::{Event, Receiver};
 use payhook_emulator::Emulator;
+/// Waits until a condition holds (the tests' one polling loop).
+pub use payhook_test_support::eventually;
 use payhook_tower::axum::{Received, Webhook};
 use payhook_tower::WebhookLayer;
 use sha2::Sha256;
@@ -392,13 +394,4 @@ pub fn unix_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("after 1970")
         .as_secs()
-}
-
-/// Polls `condition` every 10 ms until it holds; fails the test after `timeout`.
-pub async fn eventually(timeout: Duration, what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }

@@ -1,7 +1,7 @@
 //! Settings: out-of-range ones are refused at start with a message naming
 //! them; extreme but valid ones work without overflow.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
