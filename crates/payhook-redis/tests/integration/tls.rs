@@ -2,8 +2,9 @@
 //! certificate from a throwaway CA, made with the `openssl` command.
 //!
 //! The CA is trusted through `SSL_CERT_FILE`, which the platform certificate
-//! loader reads; the tests of this binary take turns (one lock), so changing
-//! the variable races with nothing.
+//! loader reads; the tests here take turns (one lock), so changing the
+//! variable races with nothing: no other test of this binary reads it (they
+//! speak plain `redis://` to `127.0.0.1`, an address, not a name to look up).
 #![cfg(feature = "tls")]
 
 use std::path::{Path, PathBuf};

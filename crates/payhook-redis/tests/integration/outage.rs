@@ -4,7 +4,7 @@
 //!
 //! Each test runs its own `redis-server` on a free loopback port.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

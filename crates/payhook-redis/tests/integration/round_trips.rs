@@ -3,7 +3,7 @@
 //!
 //! Runs against a private `redis-server` so no other test's commands are counted.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

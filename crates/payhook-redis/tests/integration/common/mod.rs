@@ -1,6 +1,5 @@
 //! Redis servers for the tests: the shared one named by `PAYHOOK_TEST_REDIS_URL`,
 //! and private `redis-server` processes that a test may stop, pause and restart.
-#![allow(dead_code)] // each test binary uses its own part of this module
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
