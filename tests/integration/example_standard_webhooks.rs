@@ -6,7 +6,7 @@
 //! key (`v1`) and `PAYHOOK_PUBLIC_KEYS` comma-separated `whpk_` keys (`v1a`), at
 //! least one of them set; deliveries are deduplicated by `webhook-id`, and the
 //! `handled <id> <type>` line carries the `webhook-id` as the id. Without
-//! `PAYHOOK_SCHEME` the examples behave as before (tests/example_receivers.rs).
+//! `PAYHOOK_SCHEME` the examples behave as before (example_receivers.rs).
 
 use crate::example_process;
 

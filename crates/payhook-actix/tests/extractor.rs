@@ -1,7 +1,7 @@
 //! The extractor in-process, through `actix_web::test`: custom payload types,
 //! explicit release, rejections seen by the handler, per-resource configuration
 //! and the `testing` helper. (Real-server behaviour is tested at the workspace
-//! root, in `tests/actix_behaviour.rs`.)
+//! root, in `tests/integration/actix_behaviour.rs`.)
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

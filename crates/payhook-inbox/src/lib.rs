@@ -14,8 +14,9 @@
 //!   attempt (see [`admin`] to list, retry or replay events).
 //! * Events of one payment intent run one at a time, in `created` order.
 //!
-//! What the queue guarantees, each kept by a test in `tests/guarantees.rs`
-//! (and `tests/conformance.rs`) on both backends:
+//! What the queue guarantees, each kept by a test in
+//! `tests/integration/guarantees.rs` (and `conformance.rs` beside it) on both
+//! backends:
 //!
 //! * a repeated delivery is acknowledged and counted as a duplicate, one row;
 //! * a failed database write answers `503` and stores nothing;
