@@ -35,17 +35,7 @@ const LOG_TIMEOUT: Duration = Duration::from_secs(5);
 /// tests `$case::axum_receiver` and `$case::actix_receiver`.
 macro_rules! for_each_example {
     ($case:ident) => {
-        mod $case {
-            #[tokio::test]
-            async fn axum_receiver() {
-                super::$case("axum_receiver").await
-            }
-
-            #[tokio::test]
-            async fn actix_receiver() {
-                super::$case("actix_receiver").await
-            }
-        }
+        for_each_receiver!($case: axum_receiver, actix_receiver);
     };
 }
 

@@ -237,26 +237,21 @@ impl Drop for Example {
     }
 }
 
-/// Runs the case `$case(example: &str)` against the three receiver examples,
-/// as the tests `$case::axum_receiver`, `$case::actix_receiver` and
-/// `$case::inbox_receiver`.
+/// Runs the case `$case(example: &str)` against each example named, as the
+/// tests `$case::<example>`; with no names, against the three receiver
+/// examples (`axum_receiver`, `actix_receiver`, `inbox_receiver`).
 macro_rules! for_each_receiver {
     ($case:ident) => {
+        $crate::example_process::for_each_receiver!($case: axum_receiver, actix_receiver, inbox_receiver);
+    };
+    ($case:ident: $($example:ident),+ $(,)?) => {
         mod $case {
-            #[tokio::test]
-            async fn axum_receiver() {
-                super::$case("axum_receiver").await
-            }
-
-            #[tokio::test]
-            async fn actix_receiver() {
-                super::$case("actix_receiver").await
-            }
-
-            #[tokio::test]
-            async fn inbox_receiver() {
-                super::$case("inbox_receiver").await
-            }
+            $(
+                #[tokio::test]
+                async fn $example() {
+                    super::$case(stringify!($example)).await
+                }
+            )+
         }
     };
 }
