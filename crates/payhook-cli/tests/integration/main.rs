@@ -11,6 +11,7 @@ mod hostile_peer;
 mod https;
 mod inbox;
 mod inbox_pause_bulk;
+mod reconcile;
 mod secrets_and_output;
 mod send;
 mod sign_verify;

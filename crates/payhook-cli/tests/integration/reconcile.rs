@@ -6,7 +6,7 @@
 //! the exit code the command documents, without the API key ever printed.
 #![cfg(feature = "inbox")]
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 
