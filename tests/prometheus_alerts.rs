@@ -69,7 +69,7 @@ fn promtool_accepts_the_rules() {
         "{stdout}{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(stdout.contains("SUCCESS: 7 rules found"), "{stdout}");
+    assert!(stdout.contains("SUCCESS: 9 rules found"), "{stdout}");
 }
 
 #[test]

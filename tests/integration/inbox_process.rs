@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use example_process::Example;
+use example_process::{payhook_command, Example};
 use payhook::inbox::sqlx::{self, AnyPool, Row};
 use payhook::{sign, Secret};
 use payhook_test_support::{
@@ -64,36 +64,6 @@ fn event_with_metadata(id: &str, intent: &str, created: u64, metadata: &str) -> 
     format!(
         r#"{{"id":"{id}","type":"payment_intent.succeeded","created":{created},"data":{{"object":{{"id":"{intent}","object":"payment_intent","amount":123456789012345678901234567890,"currency":"eth","status":"succeeded","created":1,"metadata":{{{metadata}}}}}}}}}"#
     )
-}
-
-/// The `payhook` command, built once per test binary.
-fn payhook_command() -> std::path::PathBuf {
-    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let output = Command::new(cargo)
-                .args([
-                    "build",
-                    "-p",
-                    "payhook-cli",
-                    "--bin",
-                    "payhook",
-                    "--message-format=json-render-diagnostics",
-                ])
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .stderr(std::process::Stdio::inherit())
-                .output()
-                .expect("run cargo build -p payhook-cli");
-            assert!(output.status.success(), "cargo build -p payhook-cli failed");
-            String::from_utf8_lossy(&output.stdout)
-                .lines()
-                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-                .filter(|message| message["target"]["name"] == "payhook")
-                .find_map(|message| message["executable"].as_str().map(std::path::PathBuf::from))
-                .expect("cargo reports the payhook executable")
-        })
-        .clone()
 }
 
 /// `payhook inbox show ID` on the inbox at `url`: its exit code and output.

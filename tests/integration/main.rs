@@ -46,6 +46,8 @@ mod inbox_process;
 mod inbox_typed_pool;
 mod interop;
 mod metrics_example;
+mod reconcile_bounds;
+mod reconcile_e2e;
 mod settle_by_status;
 mod source_allowlist;
 mod standard_webhooks;

@@ -66,6 +66,36 @@ pub fn command(example: &str, env: &[(&str, &str)]) -> Command {
     command
 }
 
+/// The `payhook` command, built once per test binary.
+pub fn payhook_command() -> std::path::PathBuf {
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let output = Command::new(cargo)
+                .args([
+                    "build",
+                    "-p",
+                    "payhook-cli",
+                    "--bin",
+                    "payhook",
+                    "--message-format=json-render-diagnostics",
+                ])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .stderr(std::process::Stdio::inherit())
+                .output()
+                .expect("run cargo build -p payhook-cli");
+            assert!(output.status.success(), "cargo build -p payhook-cli failed");
+            String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                .filter(|message| message["target"]["name"] == "payhook")
+                .find_map(|message| message["executable"].as_str().map(std::path::PathBuf::from))
+                .expect("cargo reports the payhook executable")
+        })
+        .clone()
+}
+
 /// A running example; killed when dropped.
 pub struct Example {
     child: Child,

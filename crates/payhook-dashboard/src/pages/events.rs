@@ -97,12 +97,13 @@ pub(crate) fn render_events<DB: Backend>(
             let _ = write!(
                 out,
                 "<tr><td>{} <span class=\"muted\">{} ago</span></td><td class=\"id\">{}</td><td class=\"mono\">{}</td>\
-                 <td>{}</td><td>{}</td><td class=\"error\">{}</td></tr>",
+                 <td>{}{}</td><td>{}</td><td class=\"error\">{}</td></tr>",
                 escape(&format_utc(event.received_at)),
                 escape(&span(now - event.received_at)),
                 ctx.event_link(&event.event_id),
                 value(&event.event_type),
-                format!("{}{}", state_badge(&event.state), source_badge(event.source)),
+                state_badge(&event.state),
+                source_badge(event.source),
                 event.attempts,
                 event.last_error.as_deref().map(message).unwrap_or_default(),
             );

@@ -453,6 +453,9 @@ async fn bulk_pause_leaves_what_arrived_after_the_count_alone(backend: Backend) 
     let inbox = inbox(backend).await;
     let admin = Admin::of_inbox(&inbox);
     store(&inbox, "evt_a", TYPE_A, 1).await;
+    // A count selects what changed strictly before its time: not within the
+    // millisecond the event was stored in.
+    tokio::time::sleep(Duration::from_millis(5)).await;
     let everything = Selection::default();
     let count = admin
         .bulk_count(BulkAction::Pause, &everything, None)

@@ -1,0 +1,429 @@
+//! The reconciler against a fake events list on loopback, whose replies each
+//! test chooses: a pass that finds nothing missing costs one request and
+//! stores nothing; missed events are stored once, as reconciled, and handed
+//! to the handler once; a backlog is paged; `401` stops the reconciler,
+//! `429` waits its `Retry-After`; a page with an event that does not parse
+//! stores nothing; the window never reaches past the retention; two inboxes
+//! on one database take turns.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use bytes::Bytes;
+use payhook::inbox::sqlx::{self, Row};
+use payhook::inbox::{Inbox, InboxBuilder, Job, Reconcile, Source};
+use payhook::sender::SignedDelivery;
+use payhook::Receiver;
+use payhook_test_support::{eventually, sqlite_url};
+
+use crate::axum_loopback;
+
+const SECRET: &str = "whsec_reconcile_bounds";
+const KEY: &str = "sk_test_reconcile_bounds_key";
+
+fn now_s() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+/// One event of the service, `age` seconds old.
+fn event(id: &str, age: i64) -> String {
+    format!(
+        r#"{{"id":"{id}","object":"event","api_version":"v1","created":{},"data":{{"object":{{"id":"pi_{id}","object":"payment_intent","amount":1500,"currency":"btc","status":"succeeded"}}}},"livemode":false,"type":"payment_intent.succeeded"}}"#,
+        now_s() - age
+    )
+}
+
+/// A reply the fake gives once: status, headers, body.
+type Scripted = (u16, Vec<(&'static str, String)>, String);
+
+/// The fake events list: a list of events (newest first) it pages through
+/// as the service does, scripted replies that come first, and every request
+/// it got (when, the query, the authorization header).
+#[derive(Default)]
+struct FakeApi {
+    events: Mutex<Vec<String>>,
+    scripted: Mutex<VecDeque<Scripted>>,
+    requests: Mutex<Vec<(Instant, String, String)>>,
+}
+
+impl FakeApi {
+    fn requests(&self) -> Vec<(Instant, String, String)> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    /// The page after `starting_after`, at most `limit` events.
+    fn page(&self, query: &str) -> String {
+        let param = |name: &str| {
+            form_urlencoded::parse(query.as_bytes())
+                .find(|(key, _)| key == name)
+                .map(|(_, value)| value.into_owned())
+        };
+        let limit: usize = param("limit").and_then(|limit| limit.parse().ok()).unwrap_or(10);
+        let events = self.events.lock().unwrap();
+        let start = match param("starting_after") {
+            Some(after) => events
+                .iter()
+                .position(|event| event.contains(&format!(r#""id":"{after}""#)))
+                .map_or(events.len(), |at| at + 1),
+            None => 0,
+        };
+        let page: Vec<&str> = events
+            .iter()
+            .skip(start)
+            .take(limit)
+            .map(String::as_str)
+            .collect();
+        let has_more = start + page.len() < events.len();
+        format!(
+            r#"{{"object":"list","url":"/v1/events","has_more":{has_more},"data":[{}]}}"#,
+            page.join(",")
+        )
+    }
+}
+
+async fn list(
+    State(api): State<Arc<FakeApi>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> impl IntoResponse {
+    let query = query.unwrap_or_default();
+    let auth = headers
+        .get("authorization")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    api.requests
+        .lock()
+        .unwrap()
+        .push((Instant::now(), query.clone(), auth));
+    let scripted = api.scripted.lock().unwrap().pop_front();
+    let (status, extra, body) = scripted.unwrap_or_else(|| (200, Vec::new(), api.page(&query)));
+    let mut reply_headers = HeaderMap::new();
+    reply_headers.insert("content-type", "application/json".parse().unwrap());
+    for (name, value) in extra {
+        reply_headers.insert(name, value.parse().unwrap());
+    }
+    (StatusCode::from_u16(status).unwrap(), reply_headers, body)
+}
+
+async fn fake_api() -> (Arc<FakeApi>, String) {
+    let api = Arc::new(FakeApi::default());
+    let app = axum::Router::new()
+        .route("/v1/events", get(list))
+        .with_state(Arc::clone(&api));
+    let addr = axum_loopback::serve(app).await;
+    (api, format!("http://{addr}"))
+}
+
+/// The events each handler call saw: (id, source).
+type Handled = Arc<Mutex<Vec<(String, Source)>>>;
+
+async fn inbox(
+    url: &str,
+    base: &str,
+    interval_ms: u64,
+    configure: impl FnOnce(InboxBuilder) -> InboxBuilder,
+) -> Inbox {
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let reconcile = Reconcile::new(base, KEY)
+        .unwrap()
+        .interval(Duration::from_millis(interval_ms));
+    configure(
+        Inbox::builder(receiver)
+            .namespace("reconcile-bounds")
+            .poll_interval(Duration::from_millis(20))
+            .reconcile(reconcile),
+    )
+    .connect(url)
+    .await
+    .unwrap()
+}
+
+fn start(inbox: &Inbox, handled: &Handled) -> payhook::inbox::Workers {
+    let handled = Arc::clone(handled);
+    inbox.start(move |job: Job| {
+        let handled = Arc::clone(&handled);
+        async move {
+            handled
+                .lock()
+                .unwrap()
+                .push((job.event().id().to_owned(), job.source()));
+            Ok(())
+        }
+    })
+}
+
+async fn deliver(inbox: &Inbox, body: &str) {
+    let delivery = SignedDelivery::now(Bytes::from(body.to_owned()), SECRET).unwrap();
+    let reply = inbox.ingest(&delivery.headers(), delivery.body).await;
+    assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
+}
+
+/// The reconciler's row: failures and the last error.
+async fn reconciler_row(inbox: &Inbox) -> (i64, Option<String>, Option<String>) {
+    let row =
+        sqlx::query("SELECT failures, last_error, owner FROM payhook_inbox_reconciler WHERE namespace = $1")
+            .bind("reconcile-bounds")
+            .fetch_one(inbox.pool())
+            .await
+            .unwrap();
+    (row.get(0), row.get(1), row.get(2))
+}
+
+async fn sources(inbox: &Inbox) -> Vec<(String, Option<String>)> {
+    let mut rows: Vec<(String, Option<String>)> = sqlx::query("SELECT event_id, source FROM payhook_inbox")
+        .fetch_all(inbox.pool())
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_when_nothing_was_missed_costs_one_request_and_stores_nothing() {
+    let (api, base) = fake_api().await;
+    let events: Vec<String> = (0..3).map(|i| event(&format!("evt_seen_{i}"), 30 + i)).collect();
+    *api.events.lock().unwrap() = events.clone();
+    let inbox = inbox(&sqlite_url("payhook-reconcile-quiet"), &base, 200, |b| b).await;
+    for body in &events {
+        deliver(&inbox, body).await;
+    }
+    let handled = Handled::default();
+    let workers = start(&inbox, &handled);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    workers.shutdown().await;
+    let requests = api.requests();
+    assert!(requests.len() >= 4, "passes ran: {}", requests.len());
+    for (_, query, auth) in &requests {
+        // One request a pass: no pass asked for a second page.
+        assert!(!query.contains("starting_after"), "{query}");
+        assert_eq!(auth, &format!("Bearer {KEY}"));
+    }
+    assert!(sources(&inbox).await.iter().all(|(_, source)| source.is_none()));
+    let mut ids: Vec<String> = handled.lock().unwrap().iter().map(|(id, _)| id.clone()).collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        ["evt_seen_0", "evt_seen_1", "evt_seen_2"],
+        "only the deliveries ran"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_of_missed_events_is_paged_stored_once_and_handled_once() {
+    let (api, base) = fake_api().await;
+    // 150 events, newest first: two pages of the list.
+    let events: Vec<String> = (0..150)
+        .map(|i| event(&format!("evt_backlog_{i:03}"), 10 + i))
+        .collect();
+    *api.events.lock().unwrap() = events.clone();
+    let inbox = inbox(&sqlite_url("payhook-reconcile-backlog"), &base, 300, |b| b).await;
+    deliver(&inbox, &events[7]).await;
+    let handled = Handled::default();
+    let workers = start(&inbox, &handled);
+    eventually(Duration::from_secs(20), "every listed event handled", || {
+        handled.lock().unwrap().len() >= 150
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(900)).await; // more passes: nothing more runs
+    workers.shutdown().await;
+    let handled = handled.lock().unwrap().clone();
+    assert_eq!(handled.len(), 150, "each event handled once");
+    for (id, source) in &handled {
+        let expected = if id == "evt_backlog_007" {
+            Source::Delivered
+        } else {
+            Source::Reconciled
+        };
+        assert_eq!(*source, expected, "{id}");
+    }
+    let stored = sources(&inbox).await;
+    assert_eq!(stored.len(), 150);
+    assert_eq!(
+        stored
+            .iter()
+            .filter(|(_, source)| source.as_deref() == Some("reconciled"))
+            .count(),
+        149
+    );
+    assert!(api
+        .requests()
+        .iter()
+        .any(|(_, query, _)| query.contains("starting_after=evt_backlog_099")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_key_stops_the_reconciler_with_a_clear_error() {
+    let (api, base) = fake_api().await;
+    for _ in 0..5 {
+        api.scripted.lock().unwrap().push_back((
+            401,
+            Vec::new(),
+            r#"{"error":{"type":"authentication_error","message":"Invalid API key provided"}}"#.to_owned(),
+        ));
+    }
+    let inbox = inbox(&sqlite_url("payhook-reconcile-401"), &base, 150, |b| b).await;
+    let workers = start(&inbox, &Handled::default());
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(api.requests().len(), 1, "stopped after the refusal, no retry");
+    let (failures, error, _) = reconciler_row(&inbox).await;
+    assert_eq!(failures, 1);
+    let error = error.unwrap();
+    assert!(
+        error.contains("refused the API key") && error.contains("401"),
+        "{error}"
+    );
+    assert!(!error.contains(KEY), "the key is never shown: {error}");
+    workers.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttling_waits_its_retry_after_then_goes_on() {
+    let (api, base) = fake_api().await;
+    *api.events.lock().unwrap() = vec![event("evt_throttled", 20)];
+    api.scripted.lock().unwrap().push_back((
+        429,
+        vec![("retry-after", "2".to_owned())],
+        r#"{"error":{"message":"slow down"}}"#.to_owned(),
+    ));
+    let inbox = inbox(&sqlite_url("payhook-reconcile-429"), &base, 100, |b| b).await;
+    let handled = Handled::default();
+    let workers = start(&inbox, &handled);
+    eventually(
+        Duration::from_secs(10),
+        "the event handled after the wait",
+        || !handled.lock().unwrap().is_empty(),
+    )
+    .await;
+    workers.shutdown().await;
+    let requests = api.requests();
+    let waited = requests[1].0 - requests[0].0;
+    assert!(
+        waited >= Duration::from_secs(2),
+        "the second request came {waited:?} after the 429"
+    );
+    let (failures, _, _) = reconciler_row(&inbox).await;
+    assert_eq!(failures, 0, "a pass that reached its end clears the failures");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_with_an_event_that_does_not_parse_stores_nothing_until_it_does() {
+    let (api, base) = fake_api().await;
+    let good = event("evt_page_good", 20);
+    let bad =
+        r#"{"object":"event","type":"payment_intent.succeeded","created":1,"data":{"object":{}}}"#.to_owned();
+    *api.events.lock().unwrap() = vec![good.clone(), bad];
+    let inbox = inbox(&sqlite_url("payhook-reconcile-bad-page"), &base, 200, |b| b).await;
+    let handled = Handled::default();
+    let workers = start(&inbox, &handled);
+    eventually(Duration::from_secs(10), "a failed pass recorded", || {
+        api.requests().len() >= 2
+    })
+    .await;
+    assert!(sources(&inbox).await.is_empty(), "nothing of the page was stored");
+    let (failures, error, _) = reconciler_row(&inbox).await;
+    assert!(failures >= 1);
+    assert!(error.unwrap().contains("event #2"));
+    // The service fixes its list: the next pass takes the whole window again.
+    *api.events.lock().unwrap() = vec![good];
+    eventually(Duration::from_secs(10), "the good event handled", || {
+        !handled.lock().unwrap().is_empty()
+    })
+    .await;
+    workers.shutdown().await;
+    assert_eq!(
+        sources(&inbox).await,
+        [("evt_page_good".to_owned(), Some("reconciled".to_owned()))]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_window_never_reaches_past_the_retention_and_overlaps_the_last() {
+    let (api, base) = fake_api().await;
+    let inbox = inbox(&sqlite_url("payhook-reconcile-window"), &base, 1000, |b| {
+        b.retention(Duration::from_secs(3600))
+    })
+    .await;
+    let started = now_s();
+    let workers = start(&inbox, &Handled::default());
+    eventually(Duration::from_secs(10), "two passes", || {
+        api.requests().len() >= 2
+    })
+    .await;
+    workers.shutdown().await;
+    let bound = |query: &str, name: &str| -> i64 {
+        form_urlencoded::parse(query.as_bytes())
+            .find(|(key, _)| key == name)
+            .unwrap_or_else(|| panic!("no {name} in {query}"))
+            .1
+            .parse()
+            .unwrap()
+    };
+    let requests = api.requests();
+    let (first, second) = (&requests[0].1, &requests[1].1);
+    // The first pass: back to the retention, less the 60 s overlap, no further.
+    let floor = bound(first, "created[gte]");
+    assert!(
+        floor >= started - 3600 + 60 - 2 && floor <= now_s() - 3600 + 60,
+        "{first}"
+    );
+    // Then from the last window's end, less the overlap.
+    assert_eq!(
+        bound(second, "created[gte]"),
+        bound(first, "created[lt]") - 60,
+        "{second}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_inboxes_on_one_database_take_turns_and_one_takes_over() {
+    let (api, base) = fake_api().await;
+    *api.events.lock().unwrap() = vec![event("evt_turns", 20)];
+    let url = sqlite_url("payhook-reconcile-turns");
+    let (first, second) = (
+        inbox(&url, &base, 200, |b| b).await,
+        inbox(&url, &base, 200, |b| b).await,
+    );
+    let handled = Handled::default();
+    let (a, b) = (start(&first, &handled), start(&second, &handled));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let requests = api.requests().len();
+    // One reconciles: about one request per interval, not two.
+    assert!(
+        (4..=9).contains(&requests),
+        "{requests} requests in 1.5 s at 200 ms"
+    );
+    let (_, _, owner) = reconciler_row(&first).await;
+    assert!(owner.is_some());
+    assert_eq!(handled.lock().unwrap().len(), 1, "stored and handled once");
+    // The holder stops and gives its turn up; the other takes over at once.
+    let (_, _, holder) = reconciler_row(&first).await;
+    a.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let (_, _, after_a) = reconciler_row(&first).await;
+    assert!(after_a.is_some(), "a turn is held while an inbox runs");
+    if after_a == holder {
+        // The second inbox held it: stop that one, start the first again.
+        b.shutdown().await;
+        let again = start(&first, &handled);
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let (_, _, taken) = reconciler_row(&first).await;
+        assert!(taken.is_some() && taken != holder, "the turn was taken over");
+        again.shutdown().await;
+    } else {
+        b.shutdown().await;
+    }
+    assert_eq!(
+        handled.lock().unwrap().len(),
+        1,
+        "handled once whoever reconciled"
+    );
+}

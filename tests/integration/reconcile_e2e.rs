@@ -1,0 +1,353 @@
+//! Reconciliation end to end, with real processes: `payhook emulate` makes a
+//! share of its events undeliverable (every attempt fails without reaching
+//! the receiver), and `examples/inbox_receiver.rs` reconciles against its
+//! events list every 2 s. Every event the service created is handled exactly
+//! once — the undeliverable ones within two intervals of their creation —
+//! across a `kill -9` of the receiver (SQLite), and with two replicas on one
+//! PostgreSQL.
+
+use crate::example_process::{payhook_command, Example};
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use payhook::inbox::sqlx::{self, AnyPool, Row};
+use payhook_test_support::{
+    eventually_async as eventually, postgres_url, postgres_url_of, sqlite_url, unique,
+};
+
+const SECRET: &str = "whsec_reconcile_e2e";
+const KEY: &str = "sk_test_reconcile_e2e";
+/// The reconciler's interval in these tests.
+const INTERVAL_MS: i64 = 2000;
+
+/// `payhook emulate` on a free loopback port, forwarding to `forward_to`.
+struct Emulator {
+    child: Child,
+    api: String,
+}
+
+impl Emulator {
+    fn start(forward_to: &str, undeliverable: &str, seed: &str) -> Self {
+        let mut child = Command::new(payhook_command())
+            .args([
+                "emulate",
+                "--addr",
+                "127.0.0.1:0",
+                "--key",
+                KEY,
+                "--forward-to",
+                forward_to,
+                "--secret",
+                SECRET,
+                "--undeliverable",
+                undeliverable,
+                "--seed",
+                seed,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start payhook emulate");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next().and_then(Result::ok).unwrap_or_default();
+        let api = first
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("the emulator's first line: {first:?}"))
+            .to_owned();
+        // Keep reading, so the emulator never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+        Self { child, api }
+    }
+
+    fn client() -> reqwest::Client {
+        reqwest::Client::new()
+    }
+
+    /// `n` payment intents, each driven to succeeded or failed (one event
+    /// each), `pause` apart.
+    async fn drive(&self, tag: &str, n: usize, pause: Duration) {
+        Self::drive_at(&self.api, tag, n, pause).await;
+    }
+
+    /// [`drive`](Self::drive) on the emulator at `api`.
+    async fn drive_at(api: &str, tag: &str, n: usize, pause: Duration) {
+        let client = Self::client();
+        for i in 0..n {
+            let created: serde_json::Value = client
+                .post(format!("{api}/v1/payment_intents"))
+                .basic_auth(KEY, Some(""))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!(
+                    "amount=1500&currency=btc&metadata%5Brun%5D={}",
+                    tag.replace(' ', "+")
+                ))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .map(|text| serde_json::from_str(&text).expect("a JSON reply"))
+                .unwrap();
+            let id = created["id"].as_str().expect("an intent id").to_owned();
+            let helper = if i % 3 == 0 { "fail" } else { "succeed" };
+            let reply = client
+                .post(format!("{api}/v1/test_helpers/payment_intents/{id}/{helper}"))
+                .basic_auth(KEY, Some(""))
+                .send()
+                .await
+                .unwrap();
+            assert!(reply.status().is_success(), "{helper}: {}", reply.status());
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// Every event the emulator created: id → (created, delivered).
+    async fn events(&self) -> BTreeMap<String, (i64, bool)> {
+        let client = Self::client();
+        let mut events = BTreeMap::new();
+        let mut after: Option<String> = None;
+        loop {
+            let mut url = format!("{}/v1/events?limit=100", self.api);
+            if let Some(after) = &after {
+                url.push_str(&format!("&starting_after={after}"));
+            }
+            let page: serde_json::Value = client
+                .get(url)
+                .basic_auth(KEY, Some(""))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .map(|text| serde_json::from_str(&text).expect("a JSON page"))
+                .unwrap();
+            let data = page["data"].as_array().expect("a list");
+            for event in data {
+                events.insert(
+                    event["id"].as_str().unwrap().to_owned(),
+                    (event["created"].as_i64().unwrap(), false),
+                );
+            }
+            if !page["has_more"].as_bool().unwrap_or(false) || data.is_empty() {
+                break;
+            }
+            after = data
+                .last()
+                .and_then(|event| event["id"].as_str())
+                .map(str::to_owned);
+        }
+        // Which ones a delivery reached.
+        let delivered: serde_json::Value = client
+            .get(format!("{}/v1/events?limit=100&delivery_success=true", self.api))
+            .basic_auth(KEY, Some(""))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .map(|text| serde_json::from_str(&text).expect("a JSON page"))
+            .unwrap();
+        for event in delivered["data"].as_array().unwrap() {
+            if let Some(entry) = events.get_mut(event["id"].as_str().unwrap()) {
+                entry.1 = true;
+            }
+        }
+        events
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A loopback port free now (the receiver binds it next; the emulator
+/// forwards to it from its start).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn pool(url: &str) -> AnyPool {
+    sqlx::any::install_default_drivers();
+    let url = if url.starts_with("sqlite:") {
+        format!("{url}?mode=rwc")
+    } else {
+        url.to_owned()
+    };
+    sqlx::any::AnyPoolOptions::new()
+        .max_connections(2)
+        .connect(&url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"))
+}
+
+async fn fresh_postgres_database() -> String {
+    let name = unique("payhook_rc");
+    let admin = pool(&postgres_url()).await;
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&admin)
+        .await
+        .unwrap_or_else(|err| panic!("cannot create a test database on PostgreSQL: {err}"));
+    admin.close().await;
+    postgres_url_of(&name)
+}
+
+fn receiver(port: u16, database: &str, api: &str) -> Example {
+    let addr = format!("127.0.0.1:{port}");
+    let interval = INTERVAL_MS.to_string();
+    Example::start(
+        "inbox_receiver",
+        &[
+            ("PAYHOOK_ADDR", addr.as_str()),
+            ("PAYHOOK_SECRET", SECRET),
+            ("PAYHOOK_DATABASE_URL", database),
+            ("PAYHOOK_API_BASE", api),
+            ("PAYHOOK_API_KEY", KEY),
+            ("PAYHOOK_RECONCILE_INTERVAL_MS", interval.as_str()),
+        ],
+    )
+}
+
+/// Ledger rows per event id (the handler writes one per event it handles).
+async fn ledger(db: &AnyPool) -> BTreeMap<String, i64> {
+    match sqlx::query("SELECT event_id, COUNT(*) AS n FROM ledger GROUP BY event_id")
+        .fetch_all(db)
+        .await
+    {
+        Ok(rows) => rows
+            .iter()
+            .map(|row| (row.get::<String, _>("event_id"), row.get::<i64, _>("n")))
+            .collect(),
+        Err(_) => BTreeMap::new(), // the table is made by the receiver at start
+    }
+}
+
+/// Each stored event's source and when it was stored (Unix ms).
+async fn stored(db: &AnyPool) -> BTreeMap<String, (Option<String>, i64)> {
+    sqlx::query("SELECT event_id, source, received_at FROM payhook_inbox")
+        .fetch_all(db)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row.get::<String, _>("event_id"),
+                (
+                    row.get::<Option<String>, _>("source"),
+                    row.get::<i64, _>("received_at"),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Waits until every event the emulator created is handled, then checks:
+/// each exactly once; the ones no delivery reached stored as reconciled;
+/// and those among `timed` within two intervals of their creation.
+async fn every_event_handled_once(emulator: &Emulator, db: &AnyPool, timed: &BTreeSet<String>) -> usize {
+    eventually(
+        Duration::from_secs(90),
+        "every event the service created handled",
+        || async {
+            let created = emulator.events().await;
+            let handled = ledger(db).await;
+            !created.is_empty() && created.keys().all(|id| handled.contains_key(id))
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(2 * INTERVAL_MS as u64)).await;
+    let created = emulator.events().await;
+    let handled = ledger(db).await;
+    let twice: Vec<_> = handled.iter().filter(|(_, &n)| n != 1).collect();
+    assert!(twice.is_empty(), "handled more than once: {twice:?}");
+    let created_ids: BTreeSet<&String> = created.keys().collect();
+    let handled_ids: BTreeSet<&String> = handled.keys().collect();
+    assert_eq!(
+        handled_ids, created_ids,
+        "handled events other than the service created"
+    );
+    let stored = stored(db).await;
+    let undelivered: Vec<&String> = created
+        .iter()
+        .filter(|(_, (_, delivered))| !delivered)
+        .map(|(id, _)| id)
+        .collect();
+    assert!(!undelivered.is_empty(), "the fault made no event undeliverable");
+    for id in &undelivered {
+        let (source, stored_at) = &stored[*id];
+        assert_eq!(source.as_deref(), Some("reconciled"), "{id} was never delivered");
+        if timed.contains(*id) {
+            let created_ms = created[*id].0 * 1000;
+            // `created` is whole seconds: up to a second early.
+            let late = stored_at - created_ms;
+            assert!(
+                late <= 2 * INTERVAL_MS + 1000,
+                "{id} stored {late} ms after its creation, over two intervals"
+            );
+        }
+    }
+    undelivered.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_every_created_event_is_handled_once_across_a_sigkill() {
+    let database = sqlite_url("payhook-reconcile-e2e");
+    let port = free_port();
+    let emulator = Emulator::start(&format!("http://127.0.0.1:{port}/webhooks"), "0.3", "11");
+    let db = pool(&database).await;
+    let first = receiver(port, &database, &emulator.api);
+    emulator.drive("before", 24, Duration::from_millis(50)).await;
+    // Those are timed: each undeliverable one must be stored within two
+    // intervals, while this receiver runs.
+    let timed: BTreeSet<String> = emulator.events().await.into_keys().collect();
+    tokio::time::sleep(Duration::from_millis(2 * INTERVAL_MS as u64 + 1500)).await;
+    // Killed mid-run, events being created, delivered and reconciled.
+    let driving = {
+        let api = emulator.api.clone();
+        tokio::spawn(async move { Emulator::drive_at(&api, "killed", 12, Duration::from_millis(50)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(first);
+    driving.await.unwrap();
+    emulator.drive("while down", 6, Duration::from_millis(20)).await;
+    let _second = receiver(port, &database, &emulator.api);
+    emulator.drive("after", 12, Duration::from_millis(50)).await;
+    let reconciled = every_event_handled_once(&emulator, &db, &timed).await;
+    assert!(reconciled >= 5, "only {reconciled} events were undeliverable");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_two_replicas_handle_every_created_event_once() {
+    let database = fresh_postgres_database().await;
+    let port = free_port();
+    let emulator = Emulator::start(&format!("http://127.0.0.1:{port}/webhooks"), "0.3", "12");
+    let db = pool(&database).await;
+    // Deliveries reach the first; both reconcile, one at a time.
+    let _first = receiver(port, &database, &emulator.api);
+    let _second = receiver(free_port(), &database, &emulator.api);
+    emulator.drive("replicas", 42, Duration::from_millis(40)).await;
+    let timed: BTreeSet<String> = emulator.events().await.into_keys().collect();
+    let reconciled = every_event_handled_once(&emulator, &db, &timed).await;
+    assert!(reconciled >= 5, "only {reconciled} events were undeliverable");
+    // One namespace, one turn: a single row, held by one of the two.
+    let owners: Vec<Option<String>> = sqlx::query("SELECT owner FROM payhook_inbox_reconciler")
+        .fetch_all(&db)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert!(owners[0].is_some(), "a replica holds the turn");
+}
