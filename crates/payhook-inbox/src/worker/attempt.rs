@@ -191,6 +191,7 @@ pub(super) async fn process<DB: Backend>(
                 event_type = %event_type,
                 attempt = claimed.attempts,
                 elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+                source = claimed.source.as_str(),
                 "inbox event handled"
             );
         }

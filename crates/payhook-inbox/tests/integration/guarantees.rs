@@ -1363,6 +1363,8 @@ async fn handled_event_is_logged_at_info(backend: Backend) {
         assert!(line.contains("event_type=payment_intent.succeeded"), "{line}");
         assert!(line.contains("attempt=1"), "{line}");
         assert!(line.contains("elapsed_ms="), "{line}");
+        // Delivered, not reconciled: the line says where the event came from.
+        assert!(line.contains("source=\"delivered\""), "{line}");
     }
 }
 
