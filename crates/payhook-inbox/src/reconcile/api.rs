@@ -258,14 +258,22 @@ impl EventsApi {
             200 => parse_page(&body),
             401 | 403 => Err(ApiError::Unauthorized {
                 status,
-                message: error_message(&body),
+                message: self.without_key(error_message(&body)),
             }),
             429 | 500..=599 => Err(ApiError::Throttled { status, retry_after }),
             other => Err(ApiError::BadReply(format!(
                 "status {other}: {}",
-                error_message(&body)
+                self.without_key(error_message(&body))
             ))),
         }
+    }
+}
+
+impl EventsApi {
+    /// A message from the service with the key cut out, should the service
+    /// echo it: what is logged and stored never carries it.
+    fn without_key(&self, message: String) -> String {
+        message.replace(&*self.key.0, "<redacted>")
     }
 }
 
@@ -465,6 +473,15 @@ mod tests {
         assert!(!format!("{api:?}").contains("sk_test_secret_value"));
         assert!(ApiKey::new("  ").is_err());
         assert!(ApiKey::new("sk_test_\nx").is_err());
+    }
+
+    #[test]
+    fn a_message_echoing_the_key_is_stored_without_it() {
+        let api = EventsApi::new("http://127.0.0.1:1", ApiKey::new("sk_test_echoed").unwrap()).unwrap();
+        let message = api.without_key(error_message(
+            br#"{"error":{"message":"Invalid API key: sk_test_echoed"}}"#,
+        ));
+        assert_eq!(message, "Invalid API key: <redacted>");
     }
 
     #[test]
