@@ -16,15 +16,16 @@ use payhook_tower::WebhookLayer;
 
 use crate::eventually as wait_until;
 
-/// A running `payhook emulate` process, killed when dropped.
-struct Emulate {
+/// A running `payhook emulate` process, killed when dropped (the reconcile
+/// tests start theirs through it too).
+pub(crate) struct Emulate {
     child: Child,
     lines: mpsc::Receiver<String>,
     stderr: Arc<Mutex<String>>,
 }
 
 impl Emulate {
-    fn start(args: &[&str]) -> Self {
+    pub(crate) fn start(args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_payhook"))
             .arg("emulate")
             .args(args)
@@ -66,12 +67,12 @@ impl Emulate {
             .unwrap_or_else(|_| panic!("no stdout line; stderr: {}", self.stderr()))
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().expect("not poisoned").clone()
     }
 
     /// Reads the contract line and returns the base URL.
-    fn listening(&self) -> String {
+    pub(crate) fn listening(&self) -> String {
         let line = self.line();
         let addr = line
             .strip_prefix("listening on http://")

@@ -83,67 +83,27 @@ fn assert_no_key(run: &Run) {
 
 #[cfg(feature = "emulate")]
 mod emulator {
-    use std::io::{BufRead, BufReader, Read};
-    use std::process::{Child, Command, Stdio};
-    use std::sync::{mpsc, Arc, Mutex};
-    use std::time::Duration;
 
     use payhook_inbox::reconcile::{ApiKey, EventsApi, EventsQuery, ListedEvent};
 
-    /// A running `payhook emulate` process, killed when dropped.
+    /// A running `payhook emulate` with a fixed key, on a free port (the
+    /// process helper of the emulate tests), and where its API is.
     pub struct Emulate {
-        child: Child,
+        process: crate::emulate::Emulate,
         pub base: String,
-        stderr: Arc<Mutex<String>>,
     }
 
     impl Emulate {
         pub fn start(args: &[&str]) -> Self {
-            let mut child = Command::new(env!("CARGO_BIN_EXE_payhook"))
-                .args(["emulate", "--addr", "127.0.0.1:0", "--key", super::KEY])
-                .args(args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("the payhook binary runs");
-            let stdout = child.stdout.take().expect("piped stdout");
-            let (send, lines) = mpsc::channel();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    if send.send(line).is_err() {
-                        break;
-                    }
-                }
-            });
-            let stderr = Arc::new(Mutex::new(String::new()));
-            let mut pipe = child.stderr.take().expect("piped stderr");
-            let sink = Arc::clone(&stderr);
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = pipe.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    sink.lock()
-                        .expect("not poisoned")
-                        .push_str(&String::from_utf8_lossy(&buf[..n]));
-                }
-            });
-            let line = lines
-                .recv_timeout(Duration::from_secs(30))
-                .unwrap_or_else(|_| panic!("no line from the emulator: {}", stderr.lock().unwrap()));
-            let base = line
-                .strip_prefix("listening on ")
-                .unwrap_or_else(|| panic!("first line is {line:?}"))
-                .to_owned();
-            // Keep reading (and dropping) stdout so the emulator never blocks on it.
-            std::thread::spawn(move || while lines.recv().is_ok() {});
-            Self { child, base, stderr }
+            let mut all = vec!["--addr", "127.0.0.1:0", "--key", super::KEY];
+            all.extend_from_slice(args);
+            let process = crate::emulate::Emulate::start(&all);
+            let base = process.listening();
+            Self { process, base }
         }
 
         pub fn stderr(&self) -> String {
-            self.stderr.lock().expect("not poisoned").clone()
+            self.process.stderr()
         }
 
         async fn post(&self, path: &str) -> serde_json::Value {
@@ -186,13 +146,6 @@ mod emulator {
                 .expect("a page of events");
             assert!(!page.has_more, "the tests create fewer than a page");
             page.events
-        }
-    }
-
-    impl Drop for Emulate {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
         }
     }
 }
