@@ -13,7 +13,6 @@ use crate::dialect::migrations::MIGRATIONS;
 use crate::dialect::{table, Dialect};
 use crate::driver::{sql_bounds, Driver};
 use crate::error::InboxError;
-use crate::model::State;
 
 /// The advisory lock key the migrations serialize on where the dialect takes
 /// one (PostgreSQL): "payhook" in ASCII, so that it is recognisable in
@@ -31,8 +30,6 @@ const RECORD_MIGRATION: &str = concat!(
     table!(),
     "_schema (version, applied_at) VALUES ($1, $2) ON CONFLICT (version) DO NOTHING"
 );
-
-const CLEAR_DONE_ERRORS: &str = concat!("UPDATE ", table!(), " SET last_error = NULL WHERE state = $1");
 
 /// The migrations on one backend. Not nameable outside the crate.
 pub trait Migrate: Driver {
@@ -79,9 +76,9 @@ where
         for statement in migration.statements(dialect) {
             (&mut *tx).execute(statement.as_str()).await?;
         }
-        if migration.clears_done_errors {
-            sqlx::query(CLEAR_DONE_ERRORS)
-                .bind(State::Done.as_str())
+        if let Some((statement, state)) = migration.then {
+            sqlx::query(statement)
+                .bind(state.as_str())
                 .execute(&mut *tx)
                 .await?;
         }

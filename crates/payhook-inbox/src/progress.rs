@@ -6,12 +6,14 @@
 //!
 //! A claim takes events ahead of the handlers (see the `worker` module): it marks
 //! them `running` under its lease token but does not count an attempt. An
-//! attempt counts when it starts ([`progress`](Progress::progress)'s start
-//! marks: `attempts + 1`, `last_attempt_at`), before its handler runs, so an
-//! attempt that kills the process is counted and an event that only waited
-//! in a dead process's local queue is not. Every statement names each row's
-//! lease token and `state = running`, so a claim that was taken over changes
-//! nothing here either.
+//! attempt is counted with its end: the done mark writes its number and
+//! start time. Only a *suspect* (an event taken back from a process that died
+//! holding it) has its attempt counted when it starts
+//! ([`progress`](Progress::progress)'s start marks: `attempts + 1`,
+//! `last_attempt_at`), before its handler runs, so an attempt that kills the
+//! process again is counted. Every statement names each row's lease token
+//! and `state = running`, so a claim that was taken over changes nothing
+//! here either.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -22,7 +24,7 @@ use crate::attempts::{MAX_ATTEMPT_RECORDS, TRIM_ATTEMPTS};
 use crate::database::Database;
 use crate::dialect::{attempts_table, table, Dialect};
 use crate::driver::{sql_bounds, Driver};
-use crate::model::{AttemptOutcome, State};
+use crate::model::{AttemptOutcome, ClaimedAttempt, State};
 
 /// A row under one claim: its arrival and the claim's lease token.
 pub(crate) type Lease = (i64, i64);
@@ -38,14 +40,15 @@ pub struct Progressed {
 /// The batched writes of the workers on one backend. Not nameable outside
 /// the crate.
 pub trait Progress: Driver {
-    /// In one statement: starts an attempt of each `started` row
-    /// (`attempts + 1`, `last_attempt_at`) and marks each `done` row done, recording its
-    /// attempt (`done` outcome, from its start mark to now) in the attempts
-    /// record. Each row at most once over both lists, each under its token.
+    /// In one statement: starts an attempt of each `started` row (a suspect:
+    /// `attempts + 1`, `last_attempt_at`) and marks each `done` row done with
+    /// its attempt's number and start, recording the attempt (`done`
+    /// outcome, from its start to now) in the attempts record. Each row at
+    /// most once over both lists, each under its token.
     fn progress<'a>(
         db: &'a Database<Self>,
         namespace: &'a str,
-        done: &'a [Lease],
+        done: &'a [ClaimedAttempt],
         started: &'a [Lease],
         now: i64,
     ) -> impl Future<Output = Result<Progressed, sqlx::Error>> + Send + 'a;
@@ -70,7 +73,7 @@ sql_bounds! {
         async fn progress<'a>(
             db: &'a Database<Self>,
             namespace: &'a str,
-            done: &'a [Lease],
+            done: &'a [ClaimedAttempt],
             started: &'a [Lease],
             now: i64,
         ) -> Result<Progressed, sqlx::Error> {
@@ -225,17 +228,20 @@ fn leases_json(leases: &[Lease]) -> String {
 }
 
 /// The marks of one batch as the JSON array the progress statement reads:
-/// `[arrival, token, 1]` per done mark, `[arrival, token, 0]` per start mark.
-fn marks_json(done: &[Lease], started: &[Lease]) -> String {
-    let mut json = String::with_capacity((done.len() + started.len()) * 32 + 2);
+/// `[arrival, token, 1, attempt, started_at]` per done mark, `[arrival,
+/// token, 0, 0, 0]` per start mark.
+fn marks_json(done: &[ClaimedAttempt], started: &[Lease]) -> String {
+    let mut json = String::with_capacity(done.len() * 56 + started.len() * 32 + 2);
     json.push('[');
-    for (leases, is_done) in [(done, 1), (started, 0)] {
-        for (arrival, token) in leases {
-            if json.len() > 1 {
-                json.push(',');
-            }
-            json.push_str(&format!("[{arrival},{token},{is_done}]"));
+    let marks = done
+        .iter()
+        .map(|done| (done.arrival, done.token, 1, done.number, done.started_at))
+        .chain(started.iter().map(|&(arrival, token)| (arrival, token, 0, 0, 0)));
+    for (arrival, token, is_done, attempt, started_at) in marks {
+        if json.len() > 1 {
+            json.push(',');
         }
+        json.push_str(&format!("[{arrival},{token},{is_done},{attempt},{started_at}]"));
     }
     json.push(']');
     json
@@ -244,13 +250,13 @@ fn marks_json(done: &[Lease], started: &[Lease]) -> String {
 /// The start marks and done marks of one batch: `$1` done, `$2` running, `$3`
 /// now, `$4` the namespace, `$5` the done outcome, `$6` the marks (see
 /// [`marks_json`]). A row is marked only under its own lease token and while
-/// it is `running`. A done row's `last_error` is cleared; `attempts` and
-/// `last_attempt_at` keep its history. With `in_one_statement` (PostgreSQL)
+/// it is `running`. A done row's `last_error` is cleared; its `attempts` and
+/// `last_attempt_at` become the attempt's number and start. With `in_one_statement` (PostgreSQL)
 /// the done rows' attempts are recorded by the same statement; otherwise the
 /// caller records them from what it returns. `durable` ends the `WHERE`
 /// ([`Dialect::durable_commit`](crate::dialect::Dialect::durable_commit)).
 fn progress_statement(dialect: Dialect, in_one_statement: bool, durable: &str) -> String {
-    let marks = dialect.json_rows(6, &["arrival", "token", "done"]);
+    let marks = dialect.json_rows(6, &["arrival", "token", "done", "attempt", "started_at"]);
     let update = format!(
         concat!(
             "UPDATE ",
@@ -262,8 +268,8 @@ fn progress_statement(dialect: Dialect, in_one_statement: bool, durable: &str) -
              lease_token = CASE WHEN mark.done = 1 THEN NULL ELSE lease_token END, \
              lease_until = CASE WHEN mark.done = 1 THEN NULL ELSE lease_until END, \
              last_error = CASE WHEN mark.done = 1 THEN NULL ELSE last_error END, \
-             attempts = CASE WHEN mark.done = 1 THEN attempts ELSE attempts + 1 END, \
-             last_attempt_at = CASE WHEN mark.done = 1 THEN last_attempt_at ELSE $3 END \
+             attempts = CASE WHEN mark.done = 1 THEN mark.attempt ELSE attempts + 1 END, \
+             last_attempt_at = CASE WHEN mark.done = 1 THEN mark.started_at ELSE $3 END \
              FROM {marks} AS mark \
              WHERE ",
             table!(),
@@ -327,9 +333,15 @@ mod tests {
 
     #[test]
     fn marks_are_one_json_array() {
+        let done = ClaimedAttempt {
+            arrival: 1,
+            token: 10,
+            number: 2,
+            started_at: 99,
+        };
         assert_eq!(
-            marks_json(&[(1, 10)], &[(2, 20), (3, 30)]),
-            "[[1,10,1],[2,20,0],[3,30,0]]"
+            marks_json(&[done], &[(2, 20), (3, 30)]),
+            "[[1,10,1,2,99],[2,20,0,0,0],[3,30,0,0,0]]"
         );
         assert_eq!(marks_json(&[], &[]), "[]");
         for dialect in [Dialect::Sqlite, Dialect::Postgres] {

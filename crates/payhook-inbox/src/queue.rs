@@ -74,7 +74,7 @@ use crate::clock::now_ms;
 use crate::database::Database;
 use crate::dialect::{parked, paused_table, table, Dialect};
 use crate::driver::{sql_bounds, Driver};
-use crate::model::{ClaimRequest, ClaimResult, Claimed, NewRow, Source, State};
+use crate::model::{ClaimRequest, ClaimResult, Claimed, ClaimedAttempt, NewRow, Source, State};
 
 /// The first half of the two-part advisory lock key that guards a payment
 /// intent during a claim ("phi!" in ASCII); the second half is a hash of the
@@ -82,6 +82,11 @@ use crate::model::{ClaimRequest, ClaimResult, Claimed, NewRow, Source, State};
 /// apart: this never meets the migrations' one-part key. Two intents whose
 /// hashes collide only skip each other in a claim that overlaps, never more.)
 const PG_INTENT_GUARD_CLASS: i32 = 0x7068_6921;
+
+/// The last error of an event taken back uncounted from a process that died
+/// (or hung) holding it.
+pub(crate) const UNCOUNTED: &str = "the process holding it stopped or lost its lease before the event was done; \
+     not counted as an attempt (it may only have waited in that process's queue): its next attempt is counted before it runs";
 
 /// The queue's state changes on one backend. Not nameable outside the crate.
 pub trait Queue: Driver {
@@ -101,12 +106,12 @@ pub trait Queue: Driver {
         request: ClaimRequest<'a>,
     ) -> impl Future<Output = Result<ClaimResult, sqlx::Error>> + Send + 'a;
     /// `running` → `done` in the handler's transaction, which then commits
-    /// synchronously ([`Dialect::durable_commit`]); whether the claim held.
+    /// synchronously ([`Dialect::durable_commit`]), the attempt counted;
+    /// whether the claim held.
     fn mark_done_in(
         conn: &mut Self::Connection,
         dialect: Dialect,
-        arrival: i64,
-        token: i64,
+        attempt: ClaimedAttempt,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + '_;
     /// Extends a lease; whether the claim still held.
     fn renew(
@@ -115,13 +120,13 @@ pub trait Queue: Driver {
         token: i64,
         until: i64,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + '_;
-    /// A failed attempt: `running` → `pending` again at `due`, or `dead`
-    /// (then `due` is the time it died: a dead event is never due, and the
-    /// bulk actions' count reads when it died there); whether the claim held.
+    /// A failed attempt, counted: `running` → `pending` again at `due`, no
+    /// longer a suspect, or `dead` (then `due` is the time it died: a dead
+    /// event is never due, and the bulk actions' count reads when it died
+    /// there); whether the claim held.
     fn record_failure<'a>(
         db: &'a Database<Self>,
-        arrival: i64,
-        token: i64,
+        attempt: ClaimedAttempt,
         dead: bool,
         due: i64,
         message: &'a str,
@@ -191,10 +196,12 @@ sql_bounds! {
         }
 
         async fn claim<'a>(db: &'a Database<Self>, request: ClaimRequest<'a>) -> Result<ClaimResult, sqlx::Error> {
-            /// Events whose lease ran out on their last attempt (the worker died while
-            /// handling them, more than once if they crash it): dead, so that one such
-            /// event cannot take the service down in a loop. A dead event's `due_at`
-            /// is when it died (the bulk actions' count reads it).
+            /// Suspects whose lease ran out on their last attempt (counted by
+            /// their start mark: they were running, not waiting, when their
+            /// process died or hung, more than once if they crash it): dead,
+            /// so that one such event cannot take the service down in a loop.
+            /// A dead event's `due_at` is when it died (the bulk actions'
+            /// count reads it).
             const KILL_EXPIRED: &str = concat!(
                 "UPDATE ",
                 table!(),
@@ -203,24 +210,39 @@ sql_bounds! {
                  WHERE arrival IN ( \
                    SELECT arrival FROM ",
                 table!(),
-                " WHERE namespace = $3 AND state = $4 AND lease_until < $5 AND attempts >= $6 {lock}) \
+                " WHERE namespace = $3 AND state = $4 AND lease_until < $5 AND suspect = 1 AND attempts >= $6 {lock}) \
                  RETURNING arrival, event_id, attempts, last_attempt_at"
             );
 
-            /// Gives the other events whose lease ran out (their worker crashed, hung or
-            /// lost the database) back to the queue, as they were due before. Their old
-            /// token no longer matches, so the late worker changes nothing. `{lock}` is
-            /// the PostgreSQL row-locking clause: rows a worker is marking right now are
-            /// skipped rather than waited for.
-            const REQUEUE_EXPIRED: &str = concat!(
+            /// Gives the other suspects whose lease ran out back to the queue, as
+            /// they were due before; their attempt, counted by its start mark,
+            /// was cut short. The old token no longer matches, so the late
+            /// worker changes nothing. `{lock}` is the PostgreSQL row-locking
+            /// clause: rows a worker is marking right now are skipped rather
+            /// than waited for.
+            const REQUEUE_SUSPECTS: &str = concat!(
                 "UPDATE ",
                 table!(),
                 " SET state = $1, lease_token = NULL, lease_until = NULL \
                  WHERE arrival IN ( \
                    SELECT arrival FROM ",
                 table!(),
-                " WHERE namespace = $2 AND state = $3 AND lease_until < $4 {lock}) \
+                " WHERE namespace = $2 AND state = $3 AND lease_until < $4 AND suspect = 1 {lock}) \
                  RETURNING arrival, attempts, last_attempt_at"
+            );
+
+            /// Gives back the events held without a start mark whose lease ran
+            /// out (their process crashed, hung or lost the database): nothing
+            /// says whether each one ran or only waited in that process's
+            /// queue, so none is charged an attempt; each becomes a suspect.
+            const REQUEUE_UNCOUNTED: &str = concat!(
+                "UPDATE ",
+                table!(),
+                " SET state = $1, lease_token = NULL, lease_until = NULL, suspect = 1, last_error = $5 \
+                 WHERE arrival IN ( \
+                   SELECT arrival FROM ",
+                table!(),
+                " WHERE namespace = $2 AND state = $3 AND lease_until < $4 AND suspect = 0 {lock})"
             );
 
             let lock = db.dialect.skip_locked();
@@ -243,17 +265,25 @@ sql_bounds! {
                     .iter()
                     .map(|row| Ok((row.try_get("event_id")?, row.try_get("attempts")?)))
                     .collect::<Result<_, sqlx::Error>>()?;
-                let requeued = sqlx::query(&REQUEUE_EXPIRED.replace("{lock}", lock))
+                let requeued = sqlx::query(&REQUEUE_SUSPECTS.replace("{lock}", lock))
                     .bind(State::Pending.as_str())
                     .bind(request.namespace)
                     .bind(State::Running.as_str())
                     .bind(request.now)
                     .fetch_all(&mut *tx)
                     .await?;
-                // Exactly the rows taken back: their attempts were cut short.
-                // A row claimed ahead and never started had no attempt under
-                // that claim: its number is its last attempt's, already
-                // recorded (kept by the insert), or 0 when it never ran.
+                sqlx::query(&REQUEUE_UNCOUNTED.replace("{lock}", lock))
+                    .bind(State::Pending.as_str())
+                    .bind(request.namespace)
+                    .bind(State::Running.as_str())
+                    .bind(request.now)
+                    .bind(UNCOUNTED)
+                    .execute(&mut *tx)
+                    .await?;
+                // Exactly the suspects taken back: their attempts were cut
+                // short. A suspect claimed ahead and never started had no
+                // attempt under that claim: its number is its last attempt's,
+                // already recorded (kept by the insert), or 0 when it never ran.
                 let interrupted = killed
                     .iter()
                     .chain(&requeued)
@@ -312,6 +342,7 @@ sql_bounds! {
                         token: request.token,
                         trace_context: row.try_get("trace_context")?,
                         source: Source::of_column(row.try_get::<Option<String>, _>("source")?.as_deref()),
+                        suspect: row.try_get::<i64, _>("suspect")? != 0,
                     })
                 })
                 .collect::<Result<_, sqlx::Error>>()?;
@@ -323,15 +354,16 @@ sql_bounds! {
         async fn mark_done_in(
             conn: &mut Self::Connection,
             dialect: Dialect,
-            arrival: i64,
-            token: i64,
+            attempt: ClaimedAttempt,
         ) -> Result<bool, sqlx::Error> {
-            /// The done mark inside the handler's transaction; `{durable}`
-            /// makes that transaction's commit synchronous.
+            /// The done mark inside the handler's transaction, with the
+            /// attempt's number and start; `{durable}` makes that
+            /// transaction's commit synchronous.
             const MARK_DONE: &str = concat!(
                 "UPDATE ",
                 table!(),
-                " SET state = $1, done_at = $2, lease_token = NULL, lease_until = NULL, last_error = NULL \
+                " SET state = $1, done_at = $2, lease_token = NULL, lease_until = NULL, last_error = NULL, \
+                 attempts = $6, last_attempt_at = $7 \
                  WHERE arrival = $3 AND lease_token = $4 AND state = $5{durable}"
             );
 
@@ -339,9 +371,11 @@ sql_bounds! {
             let marked = sqlx::query(&sql)
                 .bind(State::Done.as_str())
                 .bind(now_ms())
-                .bind(arrival)
-                .bind(token)
+                .bind(attempt.arrival)
+                .bind(attempt.token)
                 .bind(State::Running.as_str())
+                .bind(attempt.number)
+                .bind(attempt.started_at)
                 .execute(&mut *conn)
                 .await?;
             Ok(DB::rows_affected(&marked) > 0)
@@ -366,8 +400,7 @@ sql_bounds! {
 
         async fn record_failure<'a>(
             db: &'a Database<Self>,
-            arrival: i64,
-            token: i64,
+            attempt: ClaimedAttempt,
             dead: bool,
             due: i64,
             message: &'a str,
@@ -375,7 +408,8 @@ sql_bounds! {
             const RECORD_FAILURE: &str = concat!(
                 "UPDATE ",
                 table!(),
-                " SET state = $1, due_at = $2, last_error = $3, lease_token = NULL, lease_until = NULL \
+                " SET state = $1, due_at = $2, last_error = $3, lease_token = NULL, lease_until = NULL, \
+                 attempts = $7, last_attempt_at = $8, suspect = 0 \
                  WHERE arrival = $4 AND lease_token = $5 AND state = $6"
             );
 
@@ -384,9 +418,11 @@ sql_bounds! {
                 .bind(state.as_str())
                 .bind(due)
                 .bind(message)
-                .bind(arrival)
-                .bind(token)
+                .bind(attempt.arrival)
+                .bind(attempt.token)
                 .bind(State::Running.as_str())
+                .bind(attempt.number)
+                .bind(attempt.started_at)
                 .execute(&db.pool)
                 .await?;
             Ok(DB::rows_affected(&recorded) > 0)
@@ -444,7 +480,7 @@ const CLAIM: &str = concat!(
     due_in_order!("$6", "$7"),
     " ORDER BY c.due_at, c.arrival \
        LIMIT $5) \
-     RETURNING arrival, event_id, body, attempts, trace_context, source"
+     RETURNING arrival, event_id, body, attempts, trace_context, source, suspect"
 );
 
 /// The first statement of a PostgreSQL claim (see the module docs): the
@@ -480,7 +516,7 @@ const CLAIM_PICKED: &str = concat!(
      WHERE c.arrival = picked.arrival AND {namespace} = $1 AND {state} = $7 AND c.due_at <= $2 \
        AND $5 > 0",
     due_in_order!("$6", "$7"),
-    " RETURNING c.arrival, c.event_id, c.body, c.attempts, c.trace_context, c.source"
+    " RETURNING c.arrival, c.event_id, c.body, c.attempts, c.trace_context, c.source, c.suspect"
 );
 
 /// The claim statement of a dialect: on PostgreSQL [`CLAIM_PICKED`], on

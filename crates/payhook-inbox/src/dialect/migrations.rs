@@ -4,80 +4,96 @@
 //! [`SCHEMA_TABLE`](crate::SCHEMA_TABLE) by its version. Never edit one that
 //! has shipped: add the next.
 
-use crate::dialect::Dialect;
+use crate::dialect::{table, Dialect};
+use crate::model::State;
 
 /// One version: its statements on each database.
 pub(crate) struct Migration {
     pub(crate) version: i64,
     sqlite: &'static str,
     postgres: &'static str,
-    /// Also sets `last_error` of done events to NULL: the state is a bound
-    /// parameter, which a `.sql` file cannot hold.
-    pub(crate) clears_done_errors: bool,
+    /// A statement run after the file's, with one state bound as `$1`: a
+    /// state is written from [`State`]'s own names, never typed into a
+    /// `.sql` file.
+    pub(crate) then: Option<(&'static str, State)>,
 }
 
+/// Done events no longer keep a last error (version 2).
+const CLEAR_DONE_ERRORS: &str = concat!("UPDATE ", table!(), " SET last_error = NULL WHERE state = $1");
+
+/// Events held when the inbox is upgraded to version 11 had their attempt
+/// counted by the start mark of the release before: they are suspects, so
+/// that an attempt already counted is not counted again or left out.
+const HELD_ARE_SUSPECTS: &str = concat!("UPDATE ", table!(), " SET suspect = 1 WHERE state = $1");
+
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 10] = [
+pub(crate) const MIGRATIONS: [Migration; 11] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../migrations/sqlite/0001_inbox_table.sql"),
         postgres: include_str!("../../migrations/postgres/0001_inbox_table.sql"),
-        clears_done_errors: false,
+        then: None,
     },
     // Done events no longer keep a last error: the ones that did are cleared.
     Migration {
         version: 2,
         sqlite: include_str!("../../migrations/sqlite/0002_purge_index.sql"),
         postgres: include_str!("../../migrations/postgres/0002_purge_index.sql"),
-        clears_done_errors: true,
+        then: Some((CLEAR_DONE_ERRORS, State::Done)),
     },
     Migration {
         version: 3,
         sqlite: include_str!("../../migrations/sqlite/0003_attempts.sql"),
         postgres: include_str!("../../migrations/postgres/0003_attempts.sql"),
-        clears_done_errors: false,
+        then: None,
     },
     Migration {
         version: 4,
         sqlite: include_str!("../../migrations/sqlite/0004_type_index.sql"),
         postgres: include_str!("../../migrations/postgres/0004_type_index.sql"),
-        clears_done_errors: false,
+        then: None,
     },
     Migration {
         version: 5,
         sqlite: include_str!("../../migrations/sqlite/0005_paused_types.sql"),
         postgres: include_str!("../../migrations/postgres/0005_paused_types.sql"),
-        clears_done_errors: false,
+        then: None,
     },
     Migration {
         version: 6,
         sqlite: include_str!("../../migrations/sqlite/0006_trace_context.sql"),
         postgres: include_str!("../../migrations/postgres/0006_trace_context.sql"),
-        clears_done_errors: false,
+        then: None,
     },
     Migration {
         version: 7,
         sqlite: include_str!("../../migrations/sqlite/0007_duplicates.sql"),
         postgres: include_str!("../../migrations/postgres/0007_duplicates.sql"),
-        clears_done_errors: false,
+        then: None,
     },
     Migration {
         version: 8,
         sqlite: include_str!("../../migrations/sqlite/0008_fill_factor.sql"),
         postgres: include_str!("../../migrations/postgres/0008_fill_factor.sql"),
-        clears_done_errors: false,
+        then: None,
     },
     Migration {
         version: 9,
         sqlite: include_str!("../../migrations/sqlite/0009_differing_copies.sql"),
         postgres: include_str!("../../migrations/postgres/0009_differing_copies.sql"),
-        clears_done_errors: false,
+        then: None,
     },
     Migration {
         version: 10,
         sqlite: include_str!("../../migrations/sqlite/0010_reconciler.sql"),
         postgres: include_str!("../../migrations/postgres/0010_reconciler.sql"),
-        clears_done_errors: false,
+        then: None,
+    },
+    Migration {
+        version: 11,
+        sqlite: include_str!("../../migrations/sqlite/0011_suspects.sql"),
+        postgres: include_str!("../../migrations/postgres/0011_suspects.sql"),
+        then: Some((HELD_ARE_SUSPECTS, State::Running)),
     },
 ];
 

@@ -28,6 +28,21 @@ pub struct Claimed {
     pub(crate) trace_context: Option<String>,
     /// Whether a delivery or the reconciler stored it.
     pub(crate) source: Source,
+    /// Taken back from a process that died holding it: its attempt is
+    /// counted by a start mark before its handler runs (see `worker`).
+    pub(crate) suspect: bool,
+}
+
+/// One attempt at a claimed event, as the writes that end it name it: the
+/// row, the claim's lease token, the attempt's number and when it started.
+/// The claim counted nothing: the number and start time are written with the
+/// attempt's end (the done mark or the failure).
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimedAttempt {
+    pub(crate) arrival: i64,
+    pub(crate) token: i64,
+    pub(crate) number: i64,
+    pub(crate) started_at: i64,
 }
 
 /// What one claim statement did.

@@ -18,7 +18,7 @@ use crate::clock::{millis, now_ms, random_u64};
 use crate::error::{describe, payhook_escape};
 use crate::inner::{Config, Inner};
 use crate::metrics as m;
-use crate::model::{AttemptOutcome, AttemptRecord, Claimed};
+use crate::model::{AttemptOutcome, AttemptRecord, Claimed, ClaimedAttempt};
 use crate::writers::marks::{AttemptEnded, Mark, Step};
 
 /// Where an attempt's results go: the writers' queues, and the count of
@@ -30,10 +30,14 @@ pub(super) struct Writers {
     /// Handlers finished whose done mark is not written yet: their events
     /// still hold their payment intents.
     pub(super) marking: AtomicUsize,
+    /// Whether a suspect runs here now (one at a time: see the module docs),
+    /// and the wake-up of the dispatcher when it ends.
+    pub(super) suspect_running: AtomicBool,
+    pub(super) suspect_ended: tokio::sync::Notify,
 }
 
-/// One started attempt (its start mark written, `claimed.attempts` its
-/// number): runs the handler, renewing the lease meanwhile, then marks the
+/// One started attempt (`claimed.attempts` its number; a suspect's start
+/// mark written): runs the handler, renewing the lease meanwhile, then marks the
 /// event done or records the failure. `permit` (the handler's place among
 /// the concurrent ones) is given back once the handler and its transaction
 /// are over, before a batched done mark is awaited.
@@ -51,8 +55,7 @@ pub(super) async fn process<DB: Backend>(
     let started_at = now_ms();
     let claim = Arc::new(ClaimRef {
         db: db.clone(),
-        arrival: claimed.arrival,
-        token: claimed.token,
+        attempt: claimed_attempt(&claimed, started_at),
         event_id: claimed.event_id.clone(),
         opened: AtomicBool::new(false),
     });
@@ -72,7 +75,7 @@ pub(super) async fn process<DB: Backend>(
                 Some(&message),
             )
             .await;
-            record_failure(inbox, &claimed, &message, started).await;
+            record_failure(inbox, &claimed, &message, started, started_at).await;
             return;
         }
     };
@@ -129,7 +132,10 @@ pub(super) async fn process<DB: Backend>(
             let mark = Mark {
                 arrival: claimed.arrival,
                 token: claimed.token,
-                step: Step::Done,
+                step: Step::Done {
+                    attempt: claimed.attempts,
+                    started_at,
+                },
                 answer,
             };
             writers.marking.fetch_add(1, Ordering::AcqRel);
@@ -195,7 +201,7 @@ pub(super) async fn process<DB: Backend>(
                 "inbox event handled"
             );
         }
-        Some(message) => record_failure(inbox, &claimed, &message, started).await,
+        Some(message) => record_failure(inbox, &claimed, &message, started, started_at).await,
     }
 }
 
@@ -248,7 +254,12 @@ async fn renew<DB: Backend>(claim: &ClaimRef<DB>, lease: Duration) {
         let until = now_ms().saturating_add(millis(lease));
         match claim
             .db
-            .write(DB::renew(&claim.db, claim.arrival, claim.token, until))
+            .write(DB::renew(
+                &claim.db,
+                claim.attempt.arrival,
+                claim.attempt.token,
+                until,
+            ))
             .await
         {
             Ok(false) if !claim.opened.load(Ordering::Acquire) => {
@@ -284,11 +295,25 @@ pub(crate) fn backoff(config: &Config, failed: u32) -> Duration {
     half.saturating_add(Duration::from_millis(jitter))
 }
 
+/// The attempt `claimed` is at (its number in `claimed.attempts`), started
+/// at `started_at`.
+fn claimed_attempt(claimed: &Claimed, started_at: i64) -> ClaimedAttempt {
+    ClaimedAttempt {
+        arrival: claimed.arrival,
+        token: claimed.token,
+        number: claimed.attempts,
+        started_at,
+    }
+}
+
+/// A failed attempt, counted: a retry after its backoff, or dead after the
+/// last one.
 pub(super) async fn record_failure<DB: Backend>(
     inbox: &Inner<DB>,
     claimed: &Claimed,
     message: &str,
     started: Instant,
+    started_at: i64,
 ) {
     let config = &inbox.config;
     let attempts = u32::try_from(claimed.attempts).unwrap_or(u32::MAX);
@@ -305,8 +330,7 @@ pub(super) async fn record_failure<DB: Backend>(
         .db
         .write(DB::record_failure(
             &inbox.db,
-            claimed.arrival,
-            claimed.token,
+            claimed_attempt(claimed, started_at),
             dead,
             due,
             &message,

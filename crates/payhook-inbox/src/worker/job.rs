@@ -13,7 +13,7 @@ use tokio::sync::{Mutex, OwnedMappedMutexGuard, OwnedMutexGuard};
 use crate::backend::Backend;
 use crate::database::Database;
 use crate::error::{payhook_escape, InboxError};
-use crate::model::Source;
+use crate::model::{ClaimedAttempt, Source};
 
 /// What a handler returns when it fails: any error, boxed. Its text is kept as
 /// the event's last error.
@@ -60,11 +60,10 @@ impl<DB: Backend> std::fmt::Debug for Job<DB> {
     }
 }
 
-/// What identifies a claim: the row and the lease token.
+/// What identifies a claim: the row, the lease token and the attempt.
 pub(super) struct ClaimRef<DB: Backend> {
     pub(super) db: Database<DB>,
-    pub(super) arrival: i64,
-    pub(super) token: i64,
+    pub(super) attempt: ClaimedAttempt,
     pub(super) event_id: String,
     /// Set once the transaction is open: the row is then locked by it, and the
     /// lease no longer needs renewing.
@@ -158,8 +157,7 @@ impl<DB: Backend> Job<DB> {
             let (tx, marked) = db
                 .bounded(async {
                     let mut tx = db.pool.begin().await?;
-                    let marked =
-                        DB::mark_done_in(&mut tx, db.dialect, self.claim.arrival, self.claim.token).await?;
+                    let marked = DB::mark_done_in(&mut tx, db.dialect, self.claim.attempt).await?;
                     Ok((tx, marked))
                 })
                 .await?;

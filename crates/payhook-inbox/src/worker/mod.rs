@@ -19,10 +19,27 @@
 //! replica never waits long for events another replica holds. Events waiting
 //! in the local queue keep their lease (renewed together, a statement per
 //! renewal for all of them); when the workers stop, the ones never started
-//! are handed back to the queue at once. A claim counts no attempt: the
-//! attempt is counted when the event leaves the local queue (its start mark,
-//! written before the handler runs), so an attempt that kills the process is
-//! counted and an event that only waited in a dead process's queue is not.
+//! are handed back to the queue at once.
+//!
+//! # Counting attempts: suspects
+//!
+//! A claim counts no attempt, and nothing is written between the claim and
+//! the handler: an attempt is counted with its end, by the done mark (which
+//! also writes its record) or the failure. When a process dies (or hangs
+//! past its leases), the events it held come back when their lease runs out,
+//! uncounted: nothing says which of them ran and which only waited in its
+//! queue. Those, and only those, are *suspects*. A suspect's attempt is
+//! counted by a start mark committed before its handler runs, as every
+//! attempt was before this rule, and one process runs one suspect at a time
+//! (the others wait in its local queue; events that are not suspects run
+//! beside it). So an event that crashes the process every time is counted
+//! once per crash from its second crash on, and ends `dead` after
+//! max-attempts + 1 crashes; the events that ran or waited beside it in the
+//! crashed process are never charged, as they run as suspects one at a time
+//! and none of them was running when a suspect crashed the process; an
+//! interrupted suspect's attempt is recorded by the claim that takes its
+//! lease over ([`attempts`](crate::attempts)); and a healthy process pays
+//! nothing for crash accounting.
 //!
 //! Start marks and batched done marks go through one writer
 //! ([`writer`]), many in one statement; a done mark also writes the attempt's
@@ -162,6 +179,8 @@ async fn dispatch<DB: Backend>(
         attempts,
         finished: std::sync::atomic::AtomicUsize::new(0),
         marking: std::sync::atomic::AtomicUsize::new(0),
+        suspect_running: std::sync::atomic::AtomicBool::new(false),
+        suspect_ended: tokio::sync::Notify::new(),
     });
     // Other replicas' new events wake this one (PostgreSQL); polling stays
     // the fallback when a notification is lost.
@@ -280,12 +299,16 @@ async fn dispatch<DB: Backend>(
             }
             continue;
         }
+        // Suspects wait while one runs: only the events held here that
+        // never start can be waiting, and a crash then charges the one
+        // suspect it ran.
+        let suspect_running = writers.suspect_running.load(Ordering::Acquire);
         tokio::select! {
             biased;
             () = stop_requested(&mut stopped) => {}
-            permit = Arc::clone(&permits).acquire_owned() => {
+            permit = Arc::clone(&permits).acquire_owned(), if !suspect_running || local.iter().any(|c| !c.suspect) => {
                 let Ok(mut permit) = permit else { break };
-                while let Some(claimed) = local.pop_front() {
+                while let Some(claimed) = next_to_start(&mut local, &writers) {
                     started_since += 1;
                     start(&inbox, &handler, &writers, &mut running, claimed, permit).await;
                     match Arc::clone(&permits).try_acquire_owned() {
@@ -294,6 +317,7 @@ async fn dispatch<DB: Backend>(
                     }
                 }
             }
+            () = writers.suspect_ended.notified(), if suspect_running => {}
             () = tokio::time::sleep_until(next_renew.into()) => {}
             // The depth is reported while every handler is busy too: that is
             // when the backlog grows.
@@ -330,8 +354,20 @@ async fn stop_requested(stopped: &mut watch::Receiver<bool>) {
     }
 }
 
-/// Starts one claimed event: its start mark joins the writer's next batch,
-/// and once written (the attempt counted) its handler runs.
+/// The next event of the local queue to start: the first one, except that
+/// a suspect waits while another suspect runs here (then the first event
+/// that is not a suspect).
+fn next_to_start(local: &mut VecDeque<Claimed>, writers: &Writers) -> Option<Claimed> {
+    if !writers.suspect_running.load(Ordering::Acquire) {
+        return local.pop_front();
+    }
+    let index = local.iter().position(|claimed| !claimed.suspect)?;
+    local.remove(index)
+}
+
+/// Starts one claimed event. Its handler runs at once, the attempt counted
+/// with its end; a suspect's attempt is counted first, by a start mark in
+/// the writer's next batch, and its handler runs once that is written.
 async fn start<DB: Backend>(
     inbox: &Arc<Inner<DB>>,
     handler: &Arc<dyn Handler<DB>>,
@@ -340,6 +376,17 @@ async fn start<DB: Backend>(
     mut claimed: Claimed,
     permit: OwnedSemaphorePermit,
 ) {
+    let inbox = Arc::clone(inbox);
+    let handler = Arc::clone(handler);
+    let writers = Arc::clone(writers);
+    if !claimed.suspect {
+        claimed.attempts += 1;
+        running.spawn(async move {
+            process(&inbox, handler.as_ref(), &writers, claimed, permit).await;
+        });
+        return;
+    }
+    writers.suspect_running.store(true, Ordering::Release);
     let (answer, marked) = oneshot::channel();
     let mark = Mark {
         arrival: claimed.arrival,
@@ -348,11 +395,9 @@ async fn start<DB: Backend>(
         answer,
     };
     if writers.marks.send(mark).await.is_err() {
+        suspect_ended(&writers);
         return;
     }
-    let inbox = Arc::clone(inbox);
-    let handler = Arc::clone(handler);
-    let writers = Arc::clone(writers);
     running.spawn(async move {
         let id = payhook_escape(&claimed.event_id);
         match marked.await {
@@ -371,7 +416,14 @@ async fn start<DB: Backend>(
                 tracing::warn!(target: "payhook", event_id = %id, %reason, "could not start a claimed event; it is taken up again after its lease");
             }
         }
+        suspect_ended(&writers);
     });
+}
+
+/// The suspect running here has ended: the next one may start.
+fn suspect_ended(writers: &Writers) {
+    writers.suspect_running.store(false, Ordering::Release);
+    writers.suspect_ended.notify_one();
 }
 
 /// Claims up to `limit` due events; first, with `requeue`, puts expired ones
@@ -534,7 +586,10 @@ mod tests {
             Mark {
                 arrival,
                 token,
-                step: Step::Done,
+                step: Step::Done {
+                    attempt: 3,
+                    started_at: 1,
+                },
                 answer,
             }
         };

@@ -1,5 +1,5 @@
 //! The workers' two writers, each a task that writes everything waiting in
-//! its queue in one statement: the marks (attempts starting and events done,
+//! its queue in one statement: the marks (suspects' attempts starting and events done,
 //! [`Progress::progress`](crate::progress::Progress)) and the attempts record
 //! of attempts that did not end in a batched done mark.
 //!
@@ -14,7 +14,7 @@ use crate::backend::Backend;
 use crate::clock::now_ms;
 use crate::database::Database;
 use crate::error::describe;
-use crate::model::AttemptRecord;
+use crate::model::{AttemptRecord, ClaimedAttempt};
 
 /// Most marks (or attempt records) written by one statement.
 pub(crate) const MARK_BATCH: usize = 512;
@@ -22,10 +22,11 @@ pub(crate) const MARK_BATCH: usize = 512;
 /// Which mark an event waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Step {
-    /// Its attempt starts (counted before the handler runs).
+    /// A suspect's attempt starts (counted before the handler runs).
     Start,
-    /// Its handler succeeded without opening its transaction: done.
-    Done,
+    /// Its handler succeeded without opening its transaction: done, the
+    /// attempt (this number, started then) counted.
+    Done { attempt: i64, started_at: i64 },
 }
 
 /// One event's mark, waiting to be written with others.
@@ -101,21 +102,30 @@ pub(crate) async fn mark_all<DB: Backend>(
                 round.push(index);
             }
         }
-        let leases = |step: Step| -> Vec<(i64, i64)> {
-            round
-                .iter()
-                .filter(|&&index| batch[index].step == step)
-                .map(|&index| (batch[index].arrival, batch[index].token))
-                .collect()
-        };
-        let (done, started) = (leases(Step::Done), leases(Step::Start));
+        let done: Vec<ClaimedAttempt> = round
+            .iter()
+            .filter_map(|&index| match batch[index].step {
+                Step::Done { attempt, started_at } => Some(ClaimedAttempt {
+                    arrival: batch[index].arrival,
+                    token: batch[index].token,
+                    number: attempt,
+                    started_at,
+                }),
+                Step::Start => None,
+            })
+            .collect();
+        let started: Vec<(i64, i64)> = round
+            .iter()
+            .filter(|&&index| batch[index].step == Step::Start)
+            .map(|&index| (batch[index].arrival, batch[index].token))
+            .collect();
         let progressed = db
             .write(DB::progress(db, namespace, &done, &started, now_ms()))
             .await?;
         for index in round {
             let arrival = batch[index].arrival;
             marked[index] = match batch[index].step {
-                Step::Done => progressed.done.get(&arrival).copied(),
+                Step::Done { .. } => progressed.done.get(&arrival).copied(),
                 Step::Start => progressed.started.get(&arrival).copied(),
             };
         }

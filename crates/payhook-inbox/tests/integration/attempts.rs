@@ -177,11 +177,15 @@ async fn postgres_attempts_are_recorded_bounded_and_deleted_with_their_event() {
     attempts_are_recorded_bounded_and_deleted_with_their_event(url).await;
 }
 
-/// An attempt cut short (its process killed mid-handler: here its row is left
-/// `running` under a lease that ran out, as a crash leaves it) is recorded as
-/// `interrupted` by the claim that takes the event back, and counted among the
-/// failed attempts; the attempt after it is recorded as usual. One whose lease
-/// ran out on its last attempt is recorded too, and the event is dead.
+/// A suspect's attempt cut short (its process killed mid-handler: here its
+/// row is left `running` under a lease that ran out, its attempt counted by
+/// its start mark, as a crash leaves it) is recorded as `interrupted` by the
+/// claim that takes the event back, and counted among the failed attempts;
+/// the attempt after it is recorded as usual. One whose lease ran out on its
+/// last attempt is recorded too, and the event is dead. An event held
+/// without a start mark (not a suspect: it ran or only waited, nothing
+/// says) is taken back uncounted, even at its last attempt, and becomes a
+/// suspect.
 async fn cut_short_attempts_are_recorded_as_interrupted(url: String) {
     let receiver = Receiver::builder().secret(SECRET).build().unwrap();
     let inbox = Inbox::builder(receiver)
@@ -195,20 +199,27 @@ async fn cut_short_attempts_are_recorded_as_interrupted(url: String) {
     ingest(&inbox, "evt_cut", "pi_cut").await;
     ingest(&inbox, "evt_cut_last", "pi_cut_last").await;
     ingest(&inbox, "evt_never_started", "pi_never_started").await;
+    ingest(&inbox, "evt_uncounted", "pi_uncounted").await;
     let now = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap();
-    // What a process killed in its handler leaves: running, the attempt
-    // counted at the claim, the lease run out.
+    // What a process killed in its handler leaves: running, a suspect's
+    // attempt counted by its start mark, the lease run out.
     // (A claim lost before its handler started has no attempt to record.)
-    for (id, attempts) in [("evt_cut", 1), ("evt_cut_last", 2), ("evt_never_started", 0)] {
+    for (id, attempts, suspect) in [
+        ("evt_cut", 1, 1),
+        ("evt_cut_last", 2, 1),
+        ("evt_never_started", 0, 1),
+        ("evt_uncounted", 2, 0),
+    ] {
         sqlx::query(
             "UPDATE payhook_inbox SET state = 'running', lease_token = 7, lease_until = $1, \
-             attempts = $2, last_attempt_at = $3 WHERE namespace = $4 AND event_id = $5",
+             attempts = $2, last_attempt_at = $3, suspect = $6 WHERE namespace = $4 AND event_id = $5",
         )
         .bind(now - 1_000)
         .bind(attempts)
         .bind(now - 5_000)
         .bind(inbox.namespace())
         .bind(id)
+        .bind(suspect)
         .execute(inbox.pool())
         .await
         .unwrap();
@@ -217,6 +228,7 @@ async fn cut_short_attempts_are_recorded_as_interrupted(url: String) {
     wait_for(&admin, "evt_cut", "done").await;
     wait_for(&admin, "evt_cut_last", "dead").await;
     wait_for(&admin, "evt_never_started", "done").await;
+    wait_for(&admin, "evt_uncounted", "done").await;
     workers.shutdown().await;
 
     let cut = admin.attempts("evt_cut").await.unwrap();
@@ -244,12 +256,17 @@ async fn cut_short_attempts_are_recorded_as_interrupted(url: String) {
     assert_eq!(summary(&last), [(2, "interrupted".to_owned())]);
     let never = admin.attempts("evt_never_started").await.unwrap();
     assert_eq!(summary(&never), [(1, "done".to_owned())]);
+    // Its two failed attempts are in the record of a real run; its
+    // uncounted one is not: the third attempt is the one that ran to the end.
+    let uncounted = admin.attempts("evt_uncounted").await.unwrap();
+    assert_eq!(summary(&uncounted), [(3, "done".to_owned())]);
+    assert_eq!(admin.show("evt_uncounted").await.unwrap().attempts, 3);
     // The overview counts them with the failed attempts.
     let activity = admin.activity(Duration::from_secs(300), 12).await.unwrap();
     let total = activity
         .iter()
         .fold((0, 0), |(h, f), slot| (h + slot.handled, f + slot.failed));
-    assert_eq!(total, (2, 2));
+    assert_eq!(total, (3, 2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -505,8 +505,11 @@ async fn lost_lease_rolls_back_the_late_commit(url: String) {
         setup.ledger(&slow).await,
         vec![("evt_lease".to_owned(), "fast".to_owned())]
     );
+    // The stalled attempt was never counted (nothing is written before a
+    // handler runs, and its end could not commit): the worker that took the
+    // event over ran it as a suspect's first counted attempt.
     let shown = admin.show("evt_lease").await.unwrap();
-    assert_eq!((shown.state.as_str(), shown.attempts), ("done", 2));
+    assert_eq!((shown.state.as_str(), shown.attempts), ("done", 1));
 }
 
 async fn lost_lease_voids_the_late_mark_of_a_handler_without_transaction(url: String) {
@@ -553,7 +556,7 @@ async fn lost_lease_voids_the_late_mark_of_a_handler_without_transaction(url: St
     slow_go.send(true).unwrap();
     slow_workers.shutdown().await;
     let shown = admin.show("evt_mark").await.unwrap();
-    assert_eq!((shown.state.as_str(), shown.attempts), ("running", 2));
+    assert_eq!((shown.state.as_str(), shown.attempts), ("running", 1));
 
     fast_go.send(true).unwrap();
     eventually("done by the worker that took it over", || async {
@@ -561,8 +564,9 @@ async fn lost_lease_voids_the_late_mark_of_a_handler_without_transaction(url: St
     })
     .await;
     fast_workers.shutdown().await;
+    // Only the attempt that ended is counted.
     let shown = admin.show("evt_mark").await.unwrap();
-    assert_eq!((shown.state.as_str(), shown.attempts), ("done", 2));
+    assert_eq!((shown.state.as_str(), shown.attempts), ("done", 1));
 }
 
 async fn unreachable_database_is_a_clear_error(url: String) {
@@ -746,9 +750,10 @@ async fn a_row_the_database_refuses_fails_alone_with_a_plain_503(url: String) {
     sqlx::query(&drop).execute(inbox.pool()).await.unwrap();
 }
 
-/// A claim whose lease ran out on the event's last attempt (the worker died)
-/// makes it dead with a message saying so; one with attempts left is taken up
-/// again; `wait_idle` returns once nothing is waiting.
+/// A claim whose lease ran out on a suspect's last attempt (counted by its
+/// start mark; the worker died) makes it dead with a message saying so; one
+/// with attempts left is taken up again; `wait_idle` returns once nothing is
+/// waiting.
 async fn an_expired_last_attempt_is_dead_and_wait_idle_waits(url: String) {
     let setup = Setup::new(url);
     let inbox = setup.inbox(|b| b.max_attempts(2)).await;
@@ -756,10 +761,11 @@ async fn an_expired_last_attempt_is_dead_and_wait_idle_waits(url: String) {
     for id in ["evt_died_last", "evt_died_first", "evt_fresh"] {
         ingest_ok(&inbox, &event(id, &format!("pi_{id}"), 1)).await;
     }
-    // Two events claimed by a worker that died: one on its last attempt.
+    // Two suspects' attempts, counted, cut short by a worker that died: one
+    // on its last attempt.
     for (id, attempts) in [("evt_died_last", 2), ("evt_died_first", 1)] {
         sqlx::query(
-            "UPDATE payhook_inbox SET state = 'running', attempts = $1, lease_token = 7, lease_until = 1 \
+            "UPDATE payhook_inbox SET state = 'running', attempts = $1, lease_token = 7, lease_until = 1, suspect = 1 \
              WHERE namespace = $2 AND event_id = $3",
         )
         .bind(attempts)

@@ -17,6 +17,7 @@ mod guarantees;
 mod operations;
 mod pause;
 mod pause_metrics;
+mod suspects;
 mod upgrade;
 mod wal;
 
