@@ -5,11 +5,14 @@
 //! dashboard and `payhook inbox show` ([`reads::dashboard`](crate::reads::dashboard)).
 //!
 //! An attempt that never ended — its process was killed, or lost the
-//! event's lease — has no worker left to record it. The claim that finds its
-//! lease run out and takes the event back records it instead, as
+//! event's lease — has no worker left to record it. For a suspect (whose
+//! attempt is counted before it runs; see the queue's docs) the claim that
+//! finds its lease run out and takes the event back records it instead, as
 //! `interrupted` ([`record_interrupted_in`](AttemptsRecord::record_interrupted_in),
 //! in the claim's own transaction), so the record and the failed-attempts
-//! count show every attempt made, not only the ones that finished.
+//! count show every counted attempt, not only the ones that finished. Any
+//! other event a dead process held is given back uncounted and unrecorded
+//! (it may only have waited), with a `last_error` that says so.
 
 use std::future::Future;
 
@@ -112,8 +115,9 @@ sql_bounds! {
 pub(crate) const INTERRUPTED: &str =
     "the process handling it stopped or lost the lease before the attempt ended";
 
-/// The record of an attempt a claim found cut short, from a row the claim
-/// took back: its `arrival`, its `attempts` (the attempt's number) and its
+/// The record of a suspect's attempt a claim found cut short (only a
+/// suspect's attempt is counted before it ends: see the queue's docs), from
+/// a row the claim took back: its `arrival`, its `attempts` (the attempt's number) and its
 /// `last_attempt_at` (when the attempt started). It is taken to end `now`,
 /// when its lease was found run out: the handler stopped at some time
 /// before, which nothing recorded. `None` for an event never started (no

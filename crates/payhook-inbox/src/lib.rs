@@ -140,12 +140,15 @@
 //! handler, worker loop or metrics, and none uses another**
 //!
 //! - `queue.rs` — the queue's state changes: `insert` (new → pending), `claim`
-//!   (expired leases requeued or made dead, then pending → running under a lease
-//!   token, no attempt counted), `renew`, `mark_done_in` (running → done in the
-//!   handler's transaction), `record_failure` (running → pending later, or dead).
+//!   (expired leases requeued as suspects or, a suspect's last attempt, made
+//!   dead, then pending → running under a lease token, no attempt counted),
+//!   `renew`, `mark_done_in` (running → done in the handler's transaction, the
+//!   attempt counted), `record_failure` (running → pending later, or dead, the
+//!   attempt counted).
 //! - `progress.rs` — the workers' batched writes after a claim: `progress`
-//!   (start marks, which count the attempt, and done marks with their attempt
-//!   record, in one statement on PostgreSQL, one transaction on SQLite),
+//!   (suspects' start marks, which count their attempt first, and done marks
+//!   with their attempt's number and record, in one statement on PostgreSQL,
+//!   one transaction on SQLite),
 //!   `renew_claims` (the leases of a claim's events waiting in the local queue),
 //!   `hand_back` (claimed, never started → pending, uncounted).
 //! - `operations.rs` — the operator's state changes: `retry`, `retry_dead`,

@@ -10,8 +10,8 @@
 //! start time. Only a *suspect* (an event taken back from a process that died
 //! holding it) has its attempt counted when it starts
 //! ([`progress`](Progress::progress)'s start marks: `attempts + 1`,
-//! `last_attempt_at`), before its handler runs, so an attempt that kills the
-//! process again is counted. Every statement names each row's lease token
+//! `last_attempt_at`, `suspect` 2: started), before its handler runs, so an
+//! attempt that kills the process again is counted. Every statement names each row's lease token
 //! and `state = running`, so a claim that was taken over changes nothing
 //! here either.
 
@@ -269,7 +269,8 @@ fn progress_statement(dialect: Dialect, in_one_statement: bool, durable: &str) -
              lease_until = CASE WHEN mark.done = 1 THEN NULL ELSE lease_until END, \
              last_error = CASE WHEN mark.done = 1 THEN NULL ELSE last_error END, \
              attempts = CASE WHEN mark.done = 1 THEN mark.attempt ELSE attempts + 1 END, \
-             last_attempt_at = CASE WHEN mark.done = 1 THEN mark.started_at ELSE $3 END \
+             last_attempt_at = CASE WHEN mark.done = 1 THEN mark.started_at ELSE $3 END, \
+             suspect = CASE WHEN mark.done = 1 THEN suspect ELSE 2 END \
              FROM {marks} AS mark \
              WHERE ",
             table!(),

@@ -7,9 +7,24 @@
 //! transaction (the batched start and done marks are in
 //! [`progress`](crate::progress)), and
 //! [`record_failure`](Queue::record_failure) `pending` again (later) or
-//! `dead`. Every write after the claim names the lease token, so a worker whose
-//! lease was taken over changes nothing; the state is always a bound
-//! parameter, never a literal in the SQL.
+//! `dead`; these two count the attempt, with its number and start. Every
+//! write after the claim names the lease token, so a worker whose lease was
+//! taken over changes nothing; the state is always a bound parameter, never
+//! a literal in the SQL.
+//!
+//! # Suspects
+//!
+//! Nothing is written between a claim and its handler, so when a claim's
+//! lease runs out (its process died or hung), nothing says which of its
+//! events ran and which only waited in that process's queue. The claim that
+//! finds them gives them back uncounted and marks them suspect
+//! (`REQUEUE_UNCOUNTED`: `suspect` 1). A suspect's attempt is counted by a
+//! start mark before its handler runs (see the `worker` module), which also
+//! makes it `suspect` 2, so when such a suspect's lease runs out its attempt
+//! was made: it is recorded as interrupted and the event given back a
+//! *repeat* suspect (`REQUEUE_SUSPECTS`), or made dead on its last attempt
+//! (`KILL_EXPIRED`); a suspect that only waited stays 1. A failed attempt
+//! clears the mark.
 //!
 //! # Claims on PostgreSQL: a guard per payment intent, none per namespace
 //!
@@ -210,13 +225,13 @@ sql_bounds! {
                  WHERE arrival IN ( \
                    SELECT arrival FROM ",
                 table!(),
-                " WHERE namespace = $3 AND state = $4 AND lease_until < $5 AND suspect = 1 AND attempts >= $6 {lock}) \
+                " WHERE namespace = $3 AND state = $4 AND lease_until < $5 AND suspect > 1 AND attempts >= $6 {lock}) \
                  RETURNING arrival, event_id, attempts, last_attempt_at"
             );
 
             /// Gives the other suspects whose lease ran out back to the queue, as
-            /// they were due before; their attempt, counted by its start mark,
-            /// was cut short. The old token no longer matches, so the late
+            /// they were due before; the attempt of each one that started
+            /// (`suspect` 2), counted by its start mark, was cut short. The old token no longer matches, so the late
             /// worker changes nothing. `{lock}` is the PostgreSQL row-locking
             /// clause: rows a worker is marking right now are skipped rather
             /// than waited for.
@@ -227,8 +242,8 @@ sql_bounds! {
                  WHERE arrival IN ( \
                    SELECT arrival FROM ",
                 table!(),
-                " WHERE namespace = $2 AND state = $3 AND lease_until < $4 AND suspect = 1 {lock}) \
-                 RETURNING arrival, attempts, last_attempt_at"
+                " WHERE namespace = $2 AND state = $3 AND lease_until < $4 AND suspect > 0 {lock}) \
+                 RETURNING arrival, attempts, last_attempt_at, suspect"
             );
 
             /// Gives back the events held without a start mark whose lease ran
@@ -284,9 +299,12 @@ sql_bounds! {
                 // short. A suspect claimed ahead and never started had no
                 // attempt under that claim: its number is its last attempt's,
                 // already recorded (kept by the insert), or 0 when it never ran.
+                let started = requeued
+                    .iter()
+                    .filter(|row| row.try_get::<i64, _>("suspect").is_ok_and(|suspect| suspect > 1));
                 let interrupted = killed
                     .iter()
-                    .chain(&requeued)
+                    .chain(started)
                     .filter_map(|row| interrupted_attempt(row, request.now).transpose())
                     .collect::<Result<Vec<_>, sqlx::Error>>()?;
                 DB::record_interrupted_in(&mut tx, request.namespace, &interrupted).await?;
@@ -342,7 +360,7 @@ sql_bounds! {
                         token: request.token,
                         trace_context: row.try_get("trace_context")?,
                         source: Source::of_column(row.try_get::<Option<String>, _>("source")?.as_deref()),
-                        suspect: row.try_get::<i64, _>("suspect")? != 0,
+                        suspect: row.try_get("suspect")?,
                     })
                 })
                 .collect::<Result<_, sqlx::Error>>()?;
@@ -463,10 +481,9 @@ macro_rules! due_in_order {
 /// the scan follows the `(namespace, state, due_at, arrival)` index in claim
 /// order and stops after `LIMIT` rows, however many done rows the table
 /// keeps. No attempt is counted here: a claimed event may wait in the
-/// worker's local queue; its attempt is counted when it starts
-/// ([`progress`](crate::progress)), before its handler runs, so an attempt
-/// that kills the process is counted and a wait in a dead process's queue is
-/// not. This is SQLite's claim, under its one writer; PostgreSQL's is
+/// worker's local queue; its attempt is counted with its end, or for a
+/// suspect when it starts ([`progress`](crate::progress)), so a wait in a
+/// dead process's queue is never counted. This is SQLite's claim, under its one writer; PostgreSQL's is
 /// [`PICK`] then [`CLAIM_PICKED`].
 const CLAIM: &str = concat!(
     "UPDATE ",

@@ -2,8 +2,10 @@
 -- claim writes nothing more before the handler: the attempt is counted with
 -- its end (the done mark or the failure). When a process dies, the events it
 -- held come back when their lease runs out, uncounted — each may only have
--- waited in its queue — and marked suspect (1); a suspect's next attempt is
--- counted by a start mark committed before its handler runs, so an event
--- that crashes the process every time still ends dead. The migration marks
--- the events held right now suspect (see dialect/migrations.rs).
+-- waited in its queue — as suspects (1); a suspect's next attempt is counted
+-- by a start mark committed before its handler runs, so an event that
+-- crashes the process every time still ends dead; the start mark makes it
+-- 2, so one whose counted attempt is cut short comes back a repeat suspect
+-- (it then runs alone). A failed attempt resets it to 0. The migration makes
+-- the events held right now started suspects (see dialect/migrations.rs).
 ALTER TABLE payhook_inbox ADD COLUMN suspect BIGINT NOT NULL DEFAULT 0;

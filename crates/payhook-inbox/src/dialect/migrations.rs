@@ -21,10 +21,12 @@ pub(crate) struct Migration {
 /// Done events no longer keep a last error (version 2).
 const CLEAR_DONE_ERRORS: &str = concat!("UPDATE ", table!(), " SET last_error = NULL WHERE state = $1");
 
-/// Events held when the inbox is upgraded to version 11 had their attempt
-/// counted by the start mark of the release before: they are suspects, so
-/// that an attempt already counted is not counted again or left out.
-const HELD_ARE_SUSPECTS: &str = concat!("UPDATE ", table!(), " SET suspect = 1 WHERE state = $1");
+/// Events held when the inbox is upgraded to version 11 may have had their
+/// attempt counted by the start mark of the release before: they are taken
+/// as suspects whose attempt started (2), so that a lease that runs out is
+/// handled as that release did (the attempt recorded as interrupted, the
+/// event dead on its last attempt).
+const HELD_ARE_SUSPECTS: &str = concat!("UPDATE ", table!(), " SET suspect = 2 WHERE state = $1");
 
 /// Every migration, oldest first.
 pub(crate) const MIGRATIONS: [Migration; 11] = [

@@ -28,9 +28,12 @@ pub struct Claimed {
     pub(crate) trace_context: Option<String>,
     /// Whether a delivery or the reconciler stored it.
     pub(crate) source: Source,
-    /// Taken back from a process that died holding it: its attempt is
-    /// counted by a start mark before its handler runs (see `worker`).
-    pub(crate) suspect: bool,
+    /// 0 for most events; 1 when taken back uncounted from a process that
+    /// died or hung holding it: its attempt is counted by a start mark
+    /// before its handler runs; 2 when such a counted attempt started (and,
+    /// claimed again, was cut short: a repeat suspect, which runs alone).
+    /// See the queue's and the worker's docs.
+    pub(crate) suspect: i64,
 }
 
 /// One attempt at a claimed event, as the writes that end it name it: the

@@ -30,8 +30,8 @@ pub(super) struct Writers {
     /// Handlers finished whose done mark is not written yet: their events
     /// still hold their payment intents.
     pub(super) marking: AtomicUsize,
-    /// Whether a suspect runs here now (one at a time: see the module docs),
-    /// and the wake-up of the dispatcher when it ends.
+    /// Whether a repeat suspect runs here now (one at a time: see the module
+    /// docs), and the wake-up of the dispatcher when it ends.
     pub(super) suspect_running: AtomicBool,
     pub(super) suspect_ended: tokio::sync::Notify,
 }

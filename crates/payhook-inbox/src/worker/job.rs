@@ -129,7 +129,9 @@ impl<DB: Backend> Job<DB> {
         self.source
     }
 
-    /// Which attempt this is: 1 for the first.
+    /// Which attempt this is: 1 for the first. Counted attempts only: a run
+    /// cut short by a process that died before it ended (uncounted, see the
+    /// inbox's crash rules) is run again under the same number.
     pub fn attempt(&self) -> u32 {
         self.attempt
     }

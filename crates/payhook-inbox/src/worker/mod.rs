@@ -30,13 +30,16 @@
 //! uncounted: nothing says which of them ran and which only waited in its
 //! queue. Those, and only those, are *suspects*. A suspect's attempt is
 //! counted by a start mark committed before its handler runs, as every
-//! attempt was before this rule, and one process runs one suspect at a time
-//! (the others wait in its local queue; events that are not suspects run
-//! beside it). So an event that crashes the process every time is counted
-//! once per crash from its second crash on, and ends `dead` after
-//! max-attempts + 1 crashes; the events that ran or waited beside it in the
-//! crashed process are never charged, as they run as suspects one at a time
-//! and none of them was running when a suspect crashed the process; an
+//! attempt was before this rule; suspects run side by side, so a process
+//! that dies once is recovered from at full speed. A suspect whose counted
+//! attempt was cut short again is a *repeat suspect*, and a process runs one
+//! repeat suspect at a time (beside other events).
+//!
+//! So an event that crashes the process every time is counted from its
+//! second crash on and ends `dead` after max-attempts + 1 crashes; an event
+//! that only waited in a dead process's queue is never charged; an event
+//! that ran beside a crashing one is charged at most once (at the crash it
+//! shared as a suspect; as a repeat suspect it then runs alone); an
 //! interrupted suspect's attempt is recorded by the claim that takes its
 //! lease over ([`attempts`](crate::attempts)); and a healthy process pays
 //! nothing for crash accounting.
@@ -299,14 +302,12 @@ async fn dispatch<DB: Backend>(
             }
             continue;
         }
-        // Suspects wait while one runs: only the events held here that
-        // never start can be waiting, and a crash then charges the one
-        // suspect it ran.
+        // Repeat suspects wait while one runs (see the module docs).
         let suspect_running = writers.suspect_running.load(Ordering::Acquire);
         tokio::select! {
             biased;
             () = stop_requested(&mut stopped) => {}
-            permit = Arc::clone(&permits).acquire_owned(), if !suspect_running || local.iter().any(|c| !c.suspect) => {
+            permit = Arc::clone(&permits).acquire_owned(), if !suspect_running || local.iter().any(|c| c.suspect < REPEAT_SUSPECT) => {
                 let Ok(mut permit) = permit else { break };
                 while let Some(claimed) = next_to_start(&mut local, &writers) {
                     started_since += 1;
@@ -354,20 +355,28 @@ async fn stop_requested(stopped: &mut watch::Receiver<bool>) {
     }
 }
 
+/// How many times an event was taken back from a dead process (its
+/// `suspect` count) before it runs alone: taken back once more after an
+/// attempt counted as a suspect.
+const REPEAT_SUSPECT: i64 = 2;
+
 /// The next event of the local queue to start: the first one, except that
-/// a suspect waits while another suspect runs here (then the first event
-/// that is not a suspect).
+/// a repeat suspect waits while another one runs here (then the first event
+/// that is not a repeat suspect).
 fn next_to_start(local: &mut VecDeque<Claimed>, writers: &Writers) -> Option<Claimed> {
     if !writers.suspect_running.load(Ordering::Acquire) {
         return local.pop_front();
     }
-    let index = local.iter().position(|claimed| !claimed.suspect)?;
+    let index = local
+        .iter()
+        .position(|claimed| claimed.suspect < REPEAT_SUSPECT)?;
     local.remove(index)
 }
 
 /// Starts one claimed event. Its handler runs at once, the attempt counted
 /// with its end; a suspect's attempt is counted first, by a start mark in
-/// the writer's next batch, and its handler runs once that is written.
+/// the writer's next batch, and its handler runs once that is written (a
+/// repeat suspect's alone).
 async fn start<DB: Backend>(
     inbox: &Arc<Inner<DB>>,
     handler: &Arc<dyn Handler<DB>>,
@@ -379,14 +388,17 @@ async fn start<DB: Backend>(
     let inbox = Arc::clone(inbox);
     let handler = Arc::clone(handler);
     let writers = Arc::clone(writers);
-    if !claimed.suspect {
+    if claimed.suspect == 0 {
         claimed.attempts += 1;
         running.spawn(async move {
             process(&inbox, handler.as_ref(), &writers, claimed, permit).await;
         });
         return;
     }
-    writers.suspect_running.store(true, Ordering::Release);
+    let alone = claimed.suspect >= REPEAT_SUSPECT;
+    if alone {
+        writers.suspect_running.store(true, Ordering::Release);
+    }
     let (answer, marked) = oneshot::channel();
     let mark = Mark {
         arrival: claimed.arrival,
@@ -395,7 +407,9 @@ async fn start<DB: Backend>(
         answer,
     };
     if writers.marks.send(mark).await.is_err() {
-        suspect_ended(&writers);
+        if alone {
+            suspect_ended(&writers);
+        }
         return;
     }
     running.spawn(async move {
@@ -416,11 +430,13 @@ async fn start<DB: Backend>(
                 tracing::warn!(target: "payhook", event_id = %id, %reason, "could not start a claimed event; it is taken up again after its lease");
             }
         }
-        suspect_ended(&writers);
+        if alone {
+            suspect_ended(&writers);
+        }
     });
 }
 
-/// The suspect running here has ended: the next one may start.
+/// The repeat suspect running here has ended: the next one may start.
 fn suspect_ended(writers: &Writers) {
     writers.suspect_running.store(false, Ordering::Release);
     writers.suspect_ended.notify_one();

@@ -202,11 +202,11 @@ async fn cut_short_attempts_are_recorded_as_interrupted(url: String) {
     ingest(&inbox, "evt_uncounted", "pi_uncounted").await;
     let now = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap();
     // What a process killed in its handler leaves: running, a suspect's
-    // attempt counted by its start mark, the lease run out.
+    // attempt counted by its start mark (`suspect` 2), the lease run out.
     // (A claim lost before its handler started has no attempt to record.)
     for (id, attempts, suspect) in [
-        ("evt_cut", 1, 1),
-        ("evt_cut_last", 2, 1),
+        ("evt_cut", 1, 2),
+        ("evt_cut_last", 2, 2),
         ("evt_never_started", 0, 1),
         ("evt_uncounted", 2, 0),
     ] {

@@ -765,7 +765,7 @@ async fn an_expired_last_attempt_is_dead_and_wait_idle_waits(url: String) {
     // on its last attempt.
     for (id, attempts) in [("evt_died_last", 2), ("evt_died_first", 1)] {
         sqlx::query(
-            "UPDATE payhook_inbox SET state = 'running', attempts = $1, lease_token = 7, lease_until = 1, suspect = 1 \
+            "UPDATE payhook_inbox SET state = 'running', attempts = $1, lease_token = 7, lease_until = 1, suspect = 2 \
              WHERE namespace = $2 AND event_id = $3",
         )
         .bind(attempts)
