@@ -17,8 +17,9 @@
 //!   passes every 100 ms. Per pass: wall time (from the reconciler's row:
 //!   its turn taken to its mark recorded), requests to the events list
 //!   (`payhook_inbox_reconcile_requests_total`), events stored and handlers
-//!   run, this process's CPU (the emulator's reply included), and on
-//!   PostgreSQL the rows inserted and updated (`pg_stat_user_tables`).
+//!   run (the reconciled rows counted in the table), this process's CPU
+//!   (the emulator's reply included), and on PostgreSQL the reconciler's
+//!   row updates (`pg_stat_user_tables`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
