@@ -51,6 +51,14 @@
 //!     `pg_stat_statements` when loaded). `PAYHOOK_BENCH_DRAIN_FLOORS=off`
 //!     runs the inbox's drain only (as
 //!     `benches/peers/graphile/run.sh` does).
+//! 15. reconciling (`inbox/reconcile.rs`, feature `reconcile`), against the
+//!     emulator in this process: 10 000 events it created and never
+//!     delivered (`PAYHOOK_BENCH_RECONCILE_EVENTS`), taken by a fresh inbox
+//!     with 16 no-op workers from its reconciler ÷ as signed deliveries over
+//!     loopback HTTP from 16 clients, in `PAYHOOK_BENCH_ROUNDS` alternating
+//!     rounds: until all stored and until all handled; then a pass when every
+//!     event was delivered: wall time, requests, events stored, CPU and rows
+//!     written per pass.
 //!
 //! ```text
 //! cargo bench --bench inbox                        # SQLite in a temp dir
@@ -84,6 +92,9 @@ mod dashboard_load;
 
 #[path = "inbox/otel.rs"]
 mod otel;
+
+#[path = "inbox/reconcile.rs"]
+mod reconcile;
 
 const SECRET: &str = "whsec_bench_inbox";
 const CLIENTS: usize = 16;
@@ -1116,6 +1127,9 @@ async fn run(name: &str, url: impl Fn() -> String) {
     // when no other section installed one.
     if section(14) {
         drain::drain_floors(&url(), name.starts_with("PostgreSQL")).await;
+    }
+    if section(15) {
+        reconcile::reconciling(&url(), name.starts_with("PostgreSQL")).await;
     }
 }
 
