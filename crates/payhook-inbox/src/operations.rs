@@ -227,16 +227,7 @@ sql_bounds! {
         }
 
         async fn purge<'a>(db: &'a Database<Self>, namespace: &'a str, before: i64, limit: i64) -> Result<u64, sqlx::Error> {
-            // One bounded batch: at most `$3` done rows, found through the
-            // `(namespace, state, done_at)` index, so each statement is short.
-            const PURGE: &str = concat!(
-                "DELETE FROM ",
-                table!(),
-                " WHERE arrival IN ( \
-                   SELECT arrival FROM ",
-                table!(),
-                " WHERE namespace = $1 AND state = $4 AND done_at < $2 LIMIT $3)"
-            );
+
             let purged = sqlx::query(PURGE)
                 .bind(namespace)
                 .bind(before)
@@ -284,6 +275,22 @@ fn park_statement(dialect: crate::dialect::Dialect, park: bool, keys: usize) -> 
         .replace("{keys}", &marks.join(", "))
 }
 
+/// One bounded batch: at most `$3` done rows, found through the
+/// `(namespace, state, received_at)` index, so each statement is
+/// short: an event is received before it is done, so every row
+/// done before the cutoff was received before it too. (A replica
+/// whose clock runs behind may mark an event done "before" it was
+/// received: that row waits for its `received_at` to pass the
+/// cutoff, kept longer, never purged early.)
+const PURGE: &str = concat!(
+    "DELETE FROM ",
+    table!(),
+    " WHERE arrival IN ( \
+       SELECT arrival FROM ",
+    table!(),
+    " WHERE namespace = $1 AND state = $4 AND received_at < $2 AND done_at < $2 LIMIT $3)"
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,5 +307,16 @@ mod tests {
                     .await;
             crate::migrate::assert_rows_found_by_key(&plan);
         }
+    }
+
+    /// The retention purge reads old done rows through the index by state
+    /// and arrival time (it has none of its own), from the oldest.
+    #[tokio::test]
+    async fn sqlite_purge_reads_done_rows_by_arrival_time() {
+        let plan = crate::migrate::sqlite_plan(PURGE).await;
+        assert!(
+            plan.contains("payhook_inbox_state_received (namespace=? AND state=? AND received_at<?)"),
+            "{plan}"
+        );
     }
 }
