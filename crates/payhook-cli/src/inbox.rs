@@ -447,7 +447,7 @@ async fn show_history(admin: &Admin, event: &StoredEvent) {
                     say!(
                         "  {}\t{}\t{}",
                         Untrusted::value(&other.event_id),
-                        Untrusted::value(&other.state),
+                        other.state,
                         Untrusted::value(&other.event_type)
                     );
                 }

@@ -12,6 +12,7 @@
 pub(crate) mod migrations;
 
 use crate::error::InboxError;
+use crate::model::State;
 
 /// The inbox table's name, for `concat!` into the statements.
 macro_rules! table {
@@ -351,4 +352,20 @@ mod tests {
         let far = 1000 * 365 * 24 * 3_600_000_i64;
         assert!(far.checked_add(super::PARKED).is_some());
     }
+}
+
+/// A group of states as statement text: `$first, $first+1, …`, one
+/// parameter for each state of `group` ([`State`]'s group methods), and the
+/// names to bind to them in order. A group with no state binds one name no
+/// row holds (`IN ()` is no SQL), so the statement selects nothing.
+pub(crate) fn states_in(first: usize, group: fn(State) -> bool) -> (String, Vec<&'static str>) {
+    let mut names: Vec<&'static str> = State::members(group).into_iter().map(State::as_str).collect();
+    if names.is_empty() {
+        names.push("");
+    }
+    let marks = (first..first + names.len())
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (marks, names)
 }
