@@ -176,6 +176,17 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
         );
     }
     out.push_str("<h2>Attempts</h2>");
+    // The history says where the event came from, so that attempts read on
+    // their own are not taken for a delivery's.
+    out.push_str(match event.source {
+        Source::Delivered => {
+            "<p class=\"muted\" id=\"attempts-source\">Delivered: a signed delivery stored this event.</p>"
+        }
+        Source::Reconciled => {
+            "<p class=\"notice\" id=\"attempts-source\">Reconciled: no delivery arrived. The reconciler \
+             stored this event from the service's events list; its attempts handle that copy.</p>"
+        }
+    });
     if attempts.is_empty() {
         out.push_str("<p class=\"muted\">No attempt has ended yet.</p>");
     } else {
