@@ -343,17 +343,6 @@ pub(crate) fn is_missing_table(err: &dyn sqlx::error::DatabaseError) -> bool {
     err.message().contains("no such table") || err.code().as_deref() == Some("42P01")
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_parked_offset_is_one_number_in_statements_and_code() {
-        assert_eq!(parked!().parse::<i64>(), Ok(super::PARKED));
-        // A due time a thousand years out stays an i64 when parked.
-        let far = 1000 * 365 * 24 * 3_600_000_i64;
-        assert!(far.checked_add(super::PARKED).is_some());
-    }
-}
-
 /// A group of states as statement text: `$first, $first+1, …`, one
 /// parameter for each state of `group` ([`State`]'s group methods), and the
 /// names to bind to them in order. A group with no state binds one name no
@@ -368,4 +357,15 @@ pub(crate) fn states_in(first: usize, group: fn(State) -> bool) -> (String, Vec<
         .collect::<Vec<_>>()
         .join(", ");
     (marks, names)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_parked_offset_is_one_number_in_statements_and_code() {
+        assert_eq!(parked!().parse::<i64>(), Ok(super::PARKED));
+        // A due time a thousand years out stays an i64 when parked.
+        let far = 1000 * 365 * 24 * 3_600_000_i64;
+        assert!(far.checked_add(super::PARKED).is_some());
+    }
 }
