@@ -321,15 +321,18 @@ mod tests {
     #[test]
     fn an_unknown_stored_state_is_a_decode_error_naming_it() {
         assert_eq!(state_of("dead".to_owned()).ok(), Some(State::Dead));
-        let err = state_of("cancelled\n".to_owned()).err();
+        let err = state_of("finished\n".to_owned()).err();
         let Some(sqlx::Error::ColumnDecode { index, source }) = err else {
             panic!("{err:?}");
         };
         assert_eq!(index, "state");
+        let expected = "finished".parse::<State>().unwrap_err();
         assert_eq!(
             source.to_string(),
-            "the stored state \"cancelled\\n\" is not one this version of payhook knows \
-             (expected pending, running, dead or done): was the row written by a newer version?"
+            format!(
+                "the stored state \"finished\\n\" is not one this version of payhook knows \
+                 ({expected}): was the row written by a newer version?"
+            )
         );
     }
 }

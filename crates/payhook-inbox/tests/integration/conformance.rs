@@ -184,14 +184,14 @@ async fn ingest_verifies_first_and_dedupes(url: String) {
     // A state this version does not know (a newer one wrote it) fails the
     // read with an error naming it, never a panic or another state; the
     // counts by state leave it out.
-    sqlx::query("UPDATE payhook_inbox SET state = 'cancelled' WHERE namespace = $1 AND event_id = 'evt_a'")
+    sqlx::query("UPDATE payhook_inbox SET state = 'finished' WHERE namespace = $1 AND event_id = 'evt_a'")
         .bind(&setup.namespace)
         .execute(inbox.pool())
         .await
         .unwrap();
     let err = admin.show("evt_a").await.unwrap_err().to_string();
     assert!(
-        err.contains("the stored state \"cancelled\" is not one this version of payhook knows"),
+        err.contains("the stored state \"finished\" is not one this version of payhook knows"),
         "{err}"
     );
     assert!(admin.list(&Filter::default()).await.is_err());
