@@ -413,10 +413,16 @@ async fn show_differing(admin: &Admin, event: &StoredEvent) {
 }
 
 async fn show_history(admin: &Admin, event: &StoredEvent) {
+    // The heading names the source, so that a history read on its own still
+    // says whether a delivery brought the event or the reconciler did.
+    let heading = match event.source {
+        Source::Delivered => "attempt history (delivered)",
+        Source::Reconciled => "attempt history (reconciled: no delivery arrived, the reconciler stored it)",
+    };
     match admin.attempts(&event.event_id).await {
-        Ok(attempts) if attempts.is_empty() => say!("attempt history: none recorded"),
+        Ok(attempts) if attempts.is_empty() => say!("{heading}: none recorded"),
         Ok(attempts) => {
-            say!("attempt history:");
+            say!("{heading}:");
             for attempt in attempts {
                 let error = attempt
                     .error
@@ -432,7 +438,7 @@ async fn show_history(admin: &Admin, event: &StoredEvent) {
             }
         }
         Err(_) => {
-            say!("attempt history: not recorded by this inbox's schema (the app adds it when it next starts)")
+            say!("{heading}: not recorded by this inbox's schema (the app adds it when it next starts)")
         }
     }
     if let Some(intent) = &event.intent_id {
@@ -447,7 +453,7 @@ async fn show_history(admin: &Admin, event: &StoredEvent) {
                     say!(
                         "  {}\t{}\t{}",
                         Untrusted::value(&other.event_id),
-                        Untrusted::value(&other.state),
+                        other.state,
                         Untrusted::value(&other.event_type)
                     );
                 }

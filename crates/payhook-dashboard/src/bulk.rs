@@ -19,6 +19,16 @@ use crate::forms::{bulk_form, params, Form};
 use crate::html::{escape, value, Nav};
 use crate::pages::{problem, unavailable, Ctx};
 
+/// The states `action` acts on, in words: `done and dead`.
+fn states_of(action: BulkAction) -> String {
+    let names: Vec<&str> = action.states().iter().map(|state| state.as_str()).collect();
+    match names.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => "no".to_owned(),
+    }
+}
+
 /// The filter form, its fields filled from the query string (so that a page
 /// can link to a prepared filter).
 pub(crate) fn form_page<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Response<String> {
@@ -70,13 +80,16 @@ pub(crate) fn form_page<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Response
          <label>Id starts with <input name=\"id_prefix\" value=\"{}\" placeholder=\"evt_1A\"></label>\
          <label>Ids <textarea name=\"ids\" rows=\"3\" placeholder=\"evt_…, one per line\">{}</textarea></label>\
          <button type=\"submit\" id=\"bulk-count\">Count…</button></form>\
-         <p>Retry acts on dead events, replay on done ones, purge deletes done and dead ones \
+         <p>Retry acts on {} events, replay on {} ones, purge deletes {} ones \
          (their ids are forgotten: a redelivery runs again), pause pauses the selected events' types.</p>",
         given("type"),
         given("older"),
         given("newer"),
         given("id_prefix"),
         given("ids"),
+        states_of(BulkAction::Retry),
+        states_of(BulkAction::Replay),
+        states_of(BulkAction::Purge),
     );
     ctx.page("Bulk actions", Nav::None, None, &out)
 }

@@ -96,17 +96,23 @@ pub(crate) fn page(
     out
 }
 
-/// A state (or an attempt's outcome) as a badge. Its CSS class is its name
-/// when it is one of the inbox's states or an attempt's `failed` or
-/// `interrupted` (the names the stylesheet colours) and `other` otherwise, so
-/// a value read from the database never becomes a class name unchecked.
-pub(crate) fn state_badge(state: &str) -> String {
+/// A state as a badge, its CSS class its name (the names the stylesheet
+/// colours).
+pub(crate) fn state_badge(state: State) -> String {
+    format!("<span class=\"state {state}\">{state}</span>")
+}
+
+/// An attempt's outcome as a badge. Its CSS class is its name when it is
+/// one the stylesheet colours (an attempt's `failed` or `interrupted`, or
+/// the name of a state: `done`, `dead`) and `other` otherwise, so a value
+/// read from the database never becomes a class name unchecked.
+pub(crate) fn outcome_badge(outcome: &str) -> String {
     let known = [AttemptOutcome::Failed, AttemptOutcome::Interrupted]
         .iter()
-        .any(|outcome| outcome.as_str() == state)
-        || State::ALL.iter().any(|known| known.as_str() == state);
-    let class = if known { state } else { "other" };
-    format!("<span class=\"state {class}\">{}</span>", value(state))
+        .any(|known| known.as_str() == outcome)
+        || State::ALL.iter().any(|known| known.as_str() == outcome);
+    let class = if known { outcome } else { "other" };
+    format!("<span class=\"state {class}\">{}</span>", value(outcome))
 }
 
 /// The badge of an event no delivery brought (the reconciler stored it from
@@ -148,15 +154,21 @@ mod tests {
     }
 
     #[test]
-    fn state_badges_take_their_class_from_known_states_only() {
-        for state in ["pending", "running", "done", "dead", "failed", "interrupted"] {
+    fn badges_take_their_class_from_known_states_and_outcomes_only() {
+        for &state in State::ALL {
             assert_eq!(
                 state_badge(state),
                 format!("<span class=\"state {state}\">{state}</span>")
             );
         }
+        for outcome in ["done", "dead", "failed", "interrupted"] {
+            assert_eq!(
+                outcome_badge(outcome),
+                format!("<span class=\"state {outcome}\">{outcome}</span>")
+            );
+        }
         assert_eq!(
-            state_badge("x\" onclick=\"y"),
+            outcome_badge("x\" onclick=\"y"),
             "<span class=\"state other\">x&quot; onclick=&quot;y</span>"
         );
     }

@@ -99,8 +99,9 @@
 //! | `assets/` | the stylesheet and the refresh script, embedded |
 //!
 //! It renders only through `html.rs`, reads and changes the inbox only through
-//! `Admin` (no SQL of its own), and takes state names and their CSS classes from
-//! `State::ALL` (a value that is not one of them is shown with class `other`).
+//! `Admin` (no SQL of its own), takes state names and their CSS classes from
+//! `State` (an attempt's outcome that is not a known name is shown with class
+//! `other`), and which actions an event offers from `State`'s groups.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -230,3 +230,53 @@ async fn an_action_on_a_namespace_the_database_never_saw_is_refused() {
     }
     assert_eq!(Admin::of_inbox(&inbox).paused().await.unwrap().len(), 1);
 }
+
+/// The event page's attempt history says whether a delivery brought the
+/// event or the reconciler did, where the attempts are listed.
+#[tokio::test]
+async fn the_attempt_history_names_the_events_source() {
+    use payhook_core::sender::unix_now;
+    use payhook_core::{sign, Secret};
+
+    let inbox = inbox("history-source").await;
+    for id in ["evt_hist_delivered", "evt_hist_reconciled"] {
+        let body = format!(
+            r#"{{"id":"{id}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"pi_{id}","amount":5,"currency":"usd","status":"succeeded"}}}}}}"#
+        );
+        let mut headers = HeaderMap::new();
+        let signature = sign(body.as_bytes(), &Secret::new("whsec_core").unwrap(), unix_now());
+        headers.insert("x-service-signature", signature.parse().unwrap());
+        assert_eq!(inbox.ingest(&headers, body.into()).await.status().as_u16(), 200);
+    }
+    let workers = inbox.start(|_job: payhook_inbox::Job| async { Ok::<(), payhook_inbox::HandlerError>(()) });
+    inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
+    workers.shutdown().await;
+    // As the reconciler stores it: the `source` column set.
+    payhook_inbox::sqlx::query(
+        "UPDATE payhook_inbox SET source = 'reconciled' WHERE event_id = 'evt_hist_reconciled'",
+    )
+    .execute(inbox.pool())
+    .await
+    .unwrap();
+    let dashboard = Dashboard::for_inbox(&inbox, TOKEN).unwrap();
+    let history = |page: &str| {
+        let start = page.find("<h2>Attempts</h2>").unwrap_or_else(|| panic!("{page}"));
+        let end = page[start..].find("</table>").unwrap_or_else(|| panic!("{page}"));
+        page[start..start + end].to_owned()
+    };
+    let page = get(&dashboard, "", "/event", Some("id=evt_hist_reconciled")).await;
+    assert_eq!(page.status(), 200);
+    let shown = history(page.body());
+    assert!(
+        shown.contains("<p class=\"notice\" id=\"attempts-source\">Reconciled: no delivery arrived."),
+        "{shown}"
+    );
+    assert!(shown.contains("<table id=\"attempts\">"), "{shown}");
+    let page = get(&dashboard, "", "/event", Some("id=evt_hist_delivered")).await;
+    let shown = history(page.body());
+    assert!(
+        shown.contains("id=\"attempts-source\">Delivered: a signed delivery stored this event.</p>"),
+        "{shown}"
+    );
+    assert!(!shown.contains("Reconciled"), "{shown}");
+}

@@ -94,7 +94,9 @@
 //! **Model — what the inbox is about, no SQL, no sqlx, no database**
 //!
 //! - `model/state.rs` — `State` (`#[non_exhaustive]`, listed in `State::ALL`,
-//!   stored by `as_str`) and `AttemptOutcome` (how one attempt ended).
+//!   stored by `as_str`, its groups — waiting, retryable, purgeable… — as
+//!   exhaustive methods the reads, actions and tools use) and `AttemptOutcome`
+//!   (how one attempt ended).
 //! - `model/event.rs` — `StoredEvent`, `Filter`, `Attempt`, `IntentEvent`,
 //!   `MAX_ID_BYTES`: what the operator's tools see.
 //! - `model/page.rs` — `PageQuery`, `Page`, `Cursor`, `MAX_PAGE`: keyset pages.

@@ -10,10 +10,11 @@
 //! ([`checkpoint`](Operations::checkpoint)).
 
 use std::future::Future;
+use std::sync::LazyLock;
 
 use crate::clock::now_ms;
 use crate::database::Database;
-use crate::dialect::{parked, paused_table, table};
+use crate::dialect::{parked, paused_table, states_in, table};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::State;
 
@@ -91,52 +92,80 @@ sql_bounds! {
         }
 
         async fn retry<'a>(db: &'a Database<Self>, namespace: &'a str, event_id: &'a str) -> Result<bool, sqlx::Error> {
-            const RETRY: &str = concat!(
-                "UPDATE ",
-                table!(),
-                " SET state = $1, due_at = $2 WHERE namespace = $3 AND event_id = $4 AND state IN ($5, $1)"
-            );
-            let updated = sqlx::query(RETRY)
+            static RETRY: LazyLock<(String, Vec<&'static str>)> = LazyLock::new(|| {
+                let (states, names) = states_in(5, State::can_be_made_due);
+                let sql = format!(
+                    concat!(
+                        "UPDATE ",
+                        table!(),
+                        " SET state = $1, due_at = $2 WHERE namespace = $3 AND event_id = $4 AND state IN ({})"
+                    ),
+                    states
+                );
+                (sql, names)
+            });
+            let (sql, states) = &*RETRY;
+            let mut query = sqlx::query(sql)
                 .bind(State::Pending.as_str())
                 .bind(now_ms())
                 .bind(namespace)
-                .bind(event_id)
-                .bind(State::Dead.as_str())
-                .execute(&db.pool)
-                .await?;
+                .bind(event_id);
+            for &state in states {
+                query = query.bind(state);
+            }
+            let updated = query.execute(&db.pool).await?;
             Ok(DB::rows_affected(&updated) > 0)
         }
 
         async fn retry_dead<'a>(db: &'a Database<Self>, namespace: &'a str) -> Result<u64, sqlx::Error> {
-            const RETRY_DEAD: &str = concat!(
-                "UPDATE ",
-                table!(),
-                " SET state = $1, due_at = $2 WHERE namespace = $3 AND state = $4"
-            );
-            let updated = sqlx::query(RETRY_DEAD)
+            static RETRY_DEAD: LazyLock<(String, Vec<&'static str>)> = LazyLock::new(|| {
+                let (states, names) = states_in(4, State::is_retryable);
+                let sql = format!(
+                    concat!(
+                        "UPDATE ",
+                        table!(),
+                        " SET state = $1, due_at = $2 WHERE namespace = $3 AND state IN ({})"
+                    ),
+                    states
+                );
+                (sql, names)
+            });
+            let (sql, states) = &*RETRY_DEAD;
+            let mut query = sqlx::query(sql)
                 .bind(State::Pending.as_str())
                 .bind(now_ms())
-                .bind(namespace)
-                .bind(State::Dead.as_str())
-                .execute(&db.pool)
-                .await?;
+                .bind(namespace);
+            for &state in states {
+                query = query.bind(state);
+            }
+            let updated = query.execute(&db.pool).await?;
             Ok(DB::rows_affected(&updated))
         }
 
         async fn replay<'a>(db: &'a Database<Self>, namespace: &'a str, since: i64) -> Result<u64, sqlx::Error> {
-            const REPLAY: &str = concat!(
-                "UPDATE ",
-                table!(),
-                " SET state = $1, due_at = $2, done_at = NULL WHERE namespace = $3 AND state = $4 AND received_at >= $5"
-            );
-            let updated = sqlx::query(REPLAY)
+            static REPLAY: LazyLock<(String, Vec<&'static str>)> = LazyLock::new(|| {
+                let (states, names) = states_in(5, State::is_replayable);
+                let sql = format!(
+                    concat!(
+                        "UPDATE ",
+                        table!(),
+                        " SET state = $1, due_at = $2, done_at = NULL \
+                         WHERE namespace = $3 AND received_at >= $4 AND state IN ({})"
+                    ),
+                    states
+                );
+                (sql, names)
+            });
+            let (sql, states) = &*REPLAY;
+            let mut query = sqlx::query(sql)
                 .bind(State::Pending.as_str())
                 .bind(now_ms())
                 .bind(namespace)
-                .bind(State::Done.as_str())
-                .bind(since)
-                .execute(&db.pool)
-                .await?;
+                .bind(since);
+            for &state in states {
+                query = query.bind(state);
+            }
+            let updated = query.execute(&db.pool).await?;
             Ok(DB::rows_affected(&updated))
         }
 

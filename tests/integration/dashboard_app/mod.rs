@@ -130,7 +130,11 @@ impl App {
     pub async fn wait_for_state(&self, id: &str, state: &str) {
         let admin = payhook::inbox::admin::Admin::of_inbox(&self.inbox);
         for _ in 0..500 {
-            if admin.show(id).await.map(|event| event.state).ok().as_deref() == Some(state) {
+            if admin
+                .show(id)
+                .await
+                .is_ok_and(|event| event.state.as_str() == state)
+            {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

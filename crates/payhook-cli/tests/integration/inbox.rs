@@ -118,7 +118,7 @@ async fn dead_event_is_brought_back(url: String) {
     );
     // show: every recorded attempt, latest first, and the history's errors
     // on one line each.
-    let history = "attempt history:\n  #2 ";
+    let history = "attempt history (delivered):\n  #2 ";
     let at = run.stdout.find(history).unwrap_or_else(|| panic!("{run:?}"));
     let lines: Vec<&str> = run.stdout[at..].lines().skip(1).take(2).collect();
     assert!(

@@ -299,6 +299,19 @@ async fn missing_events_are_counted_then_stored(url: String, dir: &Path) {
     let mut expected: Vec<(String, Source)> = expected.into_iter().collect();
     expected.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(handled, expected);
+
+    // `payhook inbox show`: the attempt history names each event's source.
+    for (id, source) in &expected {
+        let show = payhook_with_env(&["inbox", "--namespace", &namespace, "show", id], b"", &env);
+        assert_eq!(show.code, 0, "{show:?}");
+        let heading = match source {
+            Source::Delivered => "attempt history (delivered):\n  #1 ",
+            Source::Reconciled => {
+                "attempt history (reconciled: no delivery arrived, the reconciler stored it):\n  #1 "
+            }
+        };
+        assert!(show.stdout.contains(heading), "{show:?}");
+    }
     drop(emulate);
 }
 

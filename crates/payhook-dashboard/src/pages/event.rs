@@ -11,7 +11,7 @@ use payhook_inbox::{Backend, InboxError};
 
 use super::{problem, unavailable, Ctx};
 use crate::forms::{param, params, Quoted};
-use crate::html::{escape, message, source_badge, span, state_badge, value, Nav};
+use crate::html::{escape, message, outcome_badge, source_badge, span, state_badge, value, Nav};
 
 /// One event: its facts, actions, attempts, the other events of its payment
 /// intent, and its body.
@@ -82,7 +82,7 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
     );
     fact(
         "State",
-        format!("<span id=\"event-state\">{}</span>", state_badge(&event.state)),
+        format!("<span id=\"event-state\">{}</span>", state_badge(event.state)),
     );
     fact("Attempts", event.attempts.to_string());
     fact(
@@ -108,7 +108,7 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
         "Created (UTC)",
         escape(&format_utc(event.created.saturating_mul(1000))),
     );
-    if event.state == State::Pending.as_str() {
+    if event.state == State::Pending {
         let due = if event.due_at <= now {
             "now".to_owned()
         } else {
@@ -116,10 +116,7 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
         };
         fact("Due", escape(&due));
     }
-    if let Some(until) = event
-        .lease_until
-        .filter(|_| event.state == State::Running.as_str())
-    {
+    if let Some(until) = event.lease_until.filter(|_| event.state == State::Running) {
         let lease = if until > now {
             format!("held until {} (in {})", format_utc(until), span(until - now))
         } else {
@@ -153,7 +150,7 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
         );
     }
     out.push_str("</table>");
-    if event.state == State::Dead.as_str() || event.state == State::Pending.as_str() {
+    if event.state.can_be_made_due() {
         let _ = write!(
             out,
             "<h2>Actions</h2><form method=\"post\" action=\"{base}/retry\">{}\
@@ -179,6 +176,17 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
         );
     }
     out.push_str("<h2>Attempts</h2>");
+    // The history says where the event came from, so that attempts read on
+    // their own are not taken for a delivery's.
+    out.push_str(match event.source {
+        Source::Delivered => {
+            "<p class=\"muted\" id=\"attempts-source\">Delivered: a signed delivery stored this event.</p>"
+        }
+        Source::Reconciled => {
+            "<p class=\"notice\" id=\"attempts-source\">Reconciled: no delivery arrived. The reconciler \
+             stored this event from the service's events list; its attempts handle that copy.</p>"
+        }
+    });
     if attempts.is_empty() {
         out.push_str("<p class=\"muted\">No attempt has ended yet.</p>");
     } else {
@@ -193,7 +201,7 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
                 attempt.attempt,
                 escape(&format_utc(attempt.started_at)),
                 attempt.duration_ms,
-                state_badge(&attempt.outcome),
+                outcome_badge(&attempt.outcome),
                 attempt.error.as_deref().map(message).unwrap_or_default()
             );
         }
@@ -218,7 +226,7 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
                 "<tr><td>{}</td><td class=\"id\">{id}</td><td class=\"mono\">{}</td><td>{}</td></tr>",
                 escape(&format_utc(other.created.saturating_mul(1000))),
                 value(&other.event_type),
-                state_badge(&other.state)
+                state_badge(other.state)
             );
         }
         out.push_str("</tbody></table>");

@@ -102,7 +102,7 @@ pub(crate) fn render_events<DB: Backend>(
                 escape(&span(now - event.received_at)),
                 ctx.event_link(&event.event_id),
                 value(&event.event_type),
-                state_badge(&event.state),
+                state_badge(event.state),
                 source_badge(event.source),
                 event.attempts,
                 event.last_error.as_deref().map(message).unwrap_or_default(),

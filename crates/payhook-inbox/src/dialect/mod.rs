@@ -12,6 +12,7 @@
 pub(crate) mod migrations;
 
 use crate::error::InboxError;
+use crate::model::State;
 
 /// The inbox table's name, for `concat!` into the statements.
 macro_rules! table {
@@ -340,6 +341,22 @@ impl Dialect {
 /// such table", PostgreSQL answers SQLSTATE `42P01`.
 pub(crate) fn is_missing_table(err: &dyn sqlx::error::DatabaseError) -> bool {
     err.message().contains("no such table") || err.code().as_deref() == Some("42P01")
+}
+
+/// A group of states as statement text: `$first, $first+1, …`, one
+/// parameter for each state of `group` ([`State`]'s group methods), and the
+/// names to bind to them in order. A group with no state binds one name no
+/// row holds (`IN ()` is no SQL), so the statement selects nothing.
+pub(crate) fn states_in(first: usize, group: fn(State) -> bool) -> (String, Vec<&'static str>) {
+    let mut names: Vec<&'static str> = State::members(group).into_iter().map(State::as_str).collect();
+    if names.is_empty() {
+        names.push("");
+    }
+    let marks = (first..first + names.len())
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (marks, names)
 }
 
 #[cfg(test)]

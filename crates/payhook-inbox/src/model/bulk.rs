@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use super::State;
@@ -56,11 +57,18 @@ impl BulkAction {
 
     /// The states it acts on; a [`Selection::state`] outside them selects
     /// nothing and is refused. Pausing looks at events in any state.
+    /// They are the states of its group, in [`State::ALL`] order: retry the
+    /// [retryable](State::is_retryable) ones, replay the
+    /// [replayable](State::is_replayable) ones, purge the
+    /// [purgeable](State::is_purgeable) ones.
     pub fn states(self) -> &'static [State] {
+        static RETRYABLE: LazyLock<Vec<State>> = LazyLock::new(|| State::members(State::is_retryable));
+        static REPLAYABLE: LazyLock<Vec<State>> = LazyLock::new(|| State::members(State::is_replayable));
+        static PURGEABLE: LazyLock<Vec<State>> = LazyLock::new(|| State::members(State::is_purgeable));
         match self {
-            Self::Retry => &[State::Dead],
-            Self::Replay => &[State::Done],
-            Self::Purge => &[State::Done, State::Dead],
+            Self::Retry => &RETRYABLE,
+            Self::Replay => &REPLAYABLE,
+            Self::Purge => &PURGEABLE,
             Self::Pause => State::ALL,
         }
     }

@@ -38,8 +38,9 @@ pub struct StoredEvent {
     pub event_type: String,
     /// The payment intent it is about, if any.
     pub intent_id: Option<String>,
-    /// Its state.
-    pub state: String,
+    /// Its state (one this version does not know fails the read: see
+    /// [`State`]).
+    pub state: State,
     /// Attempts so far.
     pub attempts: i64,
     /// The event's `created` (Unix seconds), or its arrival when it had none.
@@ -89,8 +90,9 @@ pub struct IntentEvent {
     pub event_id: String,
     /// The event type.
     pub event_type: String,
-    /// Its state.
-    pub state: String,
+    /// Its state (one this version does not know fails the read: see
+    /// [`State`]).
+    pub state: State,
     /// Its `created` (Unix seconds).
     pub created: i64,
 }

@@ -7,6 +7,20 @@ use std::str::FromStr;
 ///
 /// Stored by name ([`as_str`](Self::as_str)); [`State::ALL`] lists every
 /// state, so that tools showing counts or filters need not spell them out.
+/// The groups of states that the reads, the operator's actions and the tools
+/// act on are methods ([`is_waiting`](Self::is_waiting),
+/// [`is_retryable`](Self::is_retryable),
+/// [`can_be_made_due`](Self::can_be_made_due),
+/// [`is_replayable`](Self::is_replayable),
+/// [`is_purgeable`](Self::is_purgeable)), each an exhaustive `match`: a new
+/// state does not build until it is placed in every group.
+///
+/// Reading an event whose stored state this version does not know (a newer
+/// version wrote it, or someone edited the row) is a decode error naming the
+/// value (`sqlx::Error::ColumnDecode` on the `state` column, which
+/// [`Admin`](crate::admin::Admin) returns as a database error): the event is
+/// never shown under another state, and nothing panics. The counts by state
+/// ([`Stats`](crate::admin::Stats)) leave such rows out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum State {
@@ -33,6 +47,64 @@ impl State {
             Self::Dead => "dead",
             Self::Done => "done",
         }
+    }
+
+    /// Waiting: not finished, so it still counts in the inbox's depth (the
+    /// `payhook_inbox_pending` gauge, [`Inbox::wait_idle`](crate::Inbox::wait_idle)):
+    /// `pending` and `running`.
+    pub const fn is_waiting(self) -> bool {
+        match self {
+            Self::Pending | Self::Running => true,
+            Self::Dead | Self::Done => false,
+        }
+    }
+
+    /// A retry gives it another attempt: `dead`. What
+    /// [`Admin::retry_dead`](crate::admin::Admin::retry_dead) and
+    /// [`BulkAction::Retry`](crate::admin::BulkAction::Retry) act on.
+    pub const fn is_retryable(self) -> bool {
+        match self {
+            Self::Dead => true,
+            Self::Pending | Self::Running | Self::Done => false,
+        }
+    }
+
+    /// [`Admin::retry`](crate::admin::Admin::retry) makes one event in it
+    /// due now: a retryable one ([`is_retryable`](Self::is_retryable)) gets
+    /// another attempt, a `pending` one runs without waiting out its backoff
+    /// (the dashboard's event page offers the retry for these). A `running`
+    /// one is a worker's until its attempt ends.
+    pub const fn can_be_made_due(self) -> bool {
+        match self {
+            Self::Dead | Self::Pending => true,
+            Self::Running | Self::Done => false,
+        }
+    }
+
+    /// A replay runs its handler once more: `done`. What
+    /// [`Admin::replay_since`](crate::admin::Admin::replay_since) and
+    /// [`BulkAction::Replay`](crate::admin::BulkAction::Replay) act on.
+    pub const fn is_replayable(self) -> bool {
+        match self {
+            Self::Done => true,
+            Self::Pending | Self::Running | Self::Dead => false,
+        }
+    }
+
+    /// An operator's purge may delete it: finished, no worker will take it
+    /// again (`done` and `dead`). What [`BulkAction::Purge`](crate::admin::BulkAction::Purge)
+    /// acts on; the retention purge deletes only `done` events, whose ids
+    /// the inbox keeps for deduplication.
+    pub const fn is_purgeable(self) -> bool {
+        match self {
+            Self::Done | Self::Dead => true,
+            Self::Pending | Self::Running => false,
+        }
+    }
+
+    /// The states in `group`, in [`State::ALL`] order.
+    pub(crate) fn members(group: fn(Self) -> bool) -> Vec<Self> {
+        Self::ALL.iter().copied().filter(|&state| group(state)).collect()
     }
 
     /// Its place in [`State::ALL`].
@@ -110,5 +182,16 @@ mod tests {
             "finished".parse::<State>(),
             Err("expected pending, running, dead or done".to_owned())
         );
+    }
+
+    /// The groups the reads, the operator's actions and the tools act on.
+    #[test]
+    fn each_group_holds_its_states() {
+        use State::{Dead, Done, Pending, Running};
+        assert_eq!(State::members(State::is_waiting), [Pending, Running]);
+        assert_eq!(State::members(State::is_retryable), [Dead]);
+        assert_eq!(State::members(State::can_be_made_due), [Pending, Dead]);
+        assert_eq!(State::members(State::is_replayable), [Done]);
+        assert_eq!(State::members(State::is_purgeable), [Dead, Done]);
     }
 }

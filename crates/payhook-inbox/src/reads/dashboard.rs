@@ -334,7 +334,7 @@ sql_bounds! {
                     Ok(IntentEvent {
                         event_id: row.try_get("event_id")?,
                         event_type: row.try_get("event_type")?,
-                        state: row.try_get("state")?,
+                        state: super::state_of(row.try_get("state")?)?,
                         created: row.try_get("created")?,
                     })
                 })

@@ -7,12 +7,13 @@ pub(crate) mod dashboard;
 pub(crate) mod plans;
 
 use std::future::Future;
+use std::sync::LazyLock;
 
 use sqlx::Row as _;
 
 use crate::clock::{millis, now_ms};
 use crate::database::Database;
-use crate::dialect::{is_missing_table, paused_table, table, PARKED};
+use crate::dialect::{is_missing_table, paused_table, states_in, table, PARKED};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{Filter, PausedType, Source, State, StoredEvent};
 
@@ -97,17 +98,24 @@ sql_bounds! {
         }
 
         async fn depth<'a>(db: &'a Database<Self>, namespace: &'a str) -> Result<(i64, Option<i64>), sqlx::Error> {
-            const DEPTH: &str = concat!(
-                "SELECT COUNT(*) AS waiting, MIN(received_at) AS oldest FROM ",
-                table!(),
-                " WHERE namespace = $1 AND state IN ($2, $3)"
-            );
-            let row = sqlx::query(DEPTH)
-                .bind(namespace)
-                .bind(State::Pending.as_str())
-                .bind(State::Running.as_str())
-                .fetch_one(&db.pool)
-                .await?;
+            static DEPTH: LazyLock<(String, Vec<&'static str>)> = LazyLock::new(|| {
+                let (waiting, names) = states_in(2, State::is_waiting);
+                let sql = format!(
+                    concat!(
+                        "SELECT COUNT(*) AS waiting, MIN(received_at) AS oldest FROM ",
+                        table!(),
+                        " WHERE namespace = $1 AND state IN ({})"
+                    ),
+                    waiting
+                );
+                (sql, names)
+            });
+            let (sql, waiting) = &*DEPTH;
+            let mut query = sqlx::query(sql).bind(namespace);
+            for &state in waiting {
+                query = query.bind(state);
+            }
+            let row = query.fetch_one(&db.pool).await?;
             Ok((row.try_get("waiting")?, row.try_get("oldest")?))
         }
 
@@ -252,6 +260,23 @@ sql_bounds! {
     }
 }
 
+/// The state a `state` column holds. One this version does not know is a
+/// decode error naming the value (escaped and capped: it is read from the
+/// database), never a panic nor another state (see [`State`]).
+pub(crate) fn state_of(stored: String) -> Result<State, sqlx::Error> {
+    stored
+        .parse()
+        .map_err(|expected: String| sqlx::Error::ColumnDecode {
+            index: "state".to_owned(),
+            source: format!(
+                "the stored state \"{}\" is not one this version of payhook knows ({expected}): \
+             was the row written by a newer version?",
+                crate::error::payhook_escape(&stored)
+            )
+            .into(),
+        })
+}
+
 /// A stored due time without the parked offset.
 fn unparked(due_at: i64) -> i64 {
     if due_at >= PARKED {
@@ -273,7 +298,7 @@ where
         event_id: row.try_get("event_id")?,
         event_type: row.try_get("event_type")?,
         intent_id: row.try_get("intent_id")?,
-        state: row.try_get("state")?,
+        state: state_of(row.try_get("state")?)?,
         attempts: row.try_get("attempts")?,
         created: row.try_get("created")?,
         received_at: row.try_get("received_at")?,
@@ -287,4 +312,27 @@ where
         body,
         source: Source::of_column(row.try_get::<Option<String>, _>("source")?.as_deref()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_stored_state_is_a_decode_error_naming_it() {
+        assert_eq!(state_of("dead".to_owned()).ok(), Some(State::Dead));
+        let err = state_of("finished\n".to_owned()).err();
+        let Some(sqlx::Error::ColumnDecode { index, source }) = err else {
+            panic!("{err:?}");
+        };
+        assert_eq!(index, "state");
+        let expected = "finished".parse::<State>().unwrap_err();
+        assert_eq!(
+            source.to_string(),
+            format!(
+                "the stored state \"finished\\n\" is not one this version of payhook knows \
+                 ({expected}): was the row written by a newer version?"
+            )
+        );
+    }
 }

@@ -27,7 +27,11 @@ async fn ingest(inbox: &Inbox, id: &str, intent: &str) {
 
 async fn wait_for(admin: &Admin, id: &str, state: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while admin.show(id).await.map(|event| event.state).ok().as_deref() != Some(state) {
+    while !admin
+        .show(id)
+        .await
+        .is_ok_and(|event| event.state.as_str() == state)
+    {
         assert!(Instant::now() < deadline, "{id} never became {state}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -105,7 +105,7 @@ async fn in_state(admin: &Admin, state: State) -> Vec<StoredEvent> {
 }
 
 async fn state_of(admin: &Admin, id: &str) -> String {
-    admin.show(id).await.unwrap().state
+    admin.show(id).await.unwrap().state.to_string()
 }
 
 /// Writes one ledger row through the job's transaction.
@@ -157,7 +157,7 @@ async fn ingest_verifies_first_and_dedupes(url: String) {
     assert_eq!(rows[0].event_id, "evt_a");
     assert_eq!(rows[0].intent_id.as_deref(), Some("pi_a"));
     assert_eq!(rows[0].created, 10);
-    assert_eq!(rows[0].state, "pending");
+    assert_eq!(rows[0].state, State::Pending);
     assert_eq!(
         admin.show("evt_a").await.unwrap().body.as_deref(),
         Some(std::str::from_utf8(&body).unwrap())
@@ -180,6 +180,23 @@ async fn ingest_verifies_first_and_dedupes(url: String) {
     let mut ids: Vec<&str> = rows.iter().map(|row| row.event_id.as_str()).collect();
     ids.sort_unstable();
     assert_eq!(ids, ["evt_a", "evt_c0", "evt_c1", "evt_c2", "evt_c3", "evt_c4"]);
+
+    // A state this version does not know (a newer one wrote it) fails the
+    // read with an error naming it, never a panic or another state; the
+    // counts by state leave it out.
+    sqlx::query("UPDATE payhook_inbox SET state = 'finished' WHERE namespace = $1 AND event_id = 'evt_a'")
+        .bind(&setup.namespace)
+        .execute(inbox.pool())
+        .await
+        .unwrap();
+    let err = admin.show("evt_a").await.unwrap_err().to_string();
+    assert!(
+        err.contains("the stored state \"finished\" is not one this version of payhook knows"),
+        "{err}"
+    );
+    assert!(admin.list(&Filter::default()).await.is_err());
+    let stats = admin.stats().await.unwrap();
+    assert_eq!(stats.counts().map(|(_, n)| n).sum::<i64>(), 5);
 }
 
 async fn concurrent_ingests_store_every_column(url: String) {
@@ -216,7 +233,7 @@ async fn concurrent_ingests_store_every_column(url: String) {
             Some(std::str::from_utf8(&body_of(i)).unwrap())
         );
         assert_eq!(shown.created, i as i64);
-        assert_eq!(shown.state, "pending");
+        assert_eq!(shown.state, State::Pending);
         if i % 2 == 0 {
             assert_eq!(shown.event_type, "payment_intent.succeeded");
             assert_eq!(shown.intent_id, Some(format!("pi_b{i}")));
@@ -882,7 +899,7 @@ async fn retention_purges_old_done_events_only(url: String) {
         .unwrap()
         .into_iter()
         .filter(|event| event.event_id.as_str() <= "evt_r2402")
-        .map(|event| (event.event_id, event.state))
+        .map(|event| (event.event_id, event.state.to_string()))
         .collect();
     let mut left = left;
     left.sort();

@@ -48,7 +48,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use payhook_core::sender::SignedDelivery;
 use payhook_core::{Receiver, Reply};
-use payhook_inbox::admin::{Admin, StoredEvent};
+use payhook_inbox::admin::{Admin, State, StoredEvent};
 use payhook_inbox::metrics::{DIFFERING_DUPLICATES, DUPLICATES, INGESTED};
 use payhook_inbox::sqlx::{self, AnyPool, Row};
 use payhook_inbox::{HandlerError, Inbox, InboxBuilder, InboxError, Job};
@@ -229,7 +229,7 @@ impl Setup {
 
     async fn state(&self, event_id: &str) -> (String, i64) {
         let shown = self.show(event_id).await;
-        (shown.state, shown.attempts)
+        (shown.state.to_string(), shown.attempts)
     }
 
     /// The rows of this namespace, by event id and state.
@@ -674,7 +674,7 @@ async fn failed_attempt_waits_its_backoff(backend: Backend) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let shown = setup.show("evt_retry").await;
-            if shown.state == "pending" && shown.attempts == failed && shown.last_error.is_some() {
+            if shown.state == State::Pending && shown.attempts == failed && shown.last_error.is_some() {
                 due.push(shown.due_at);
                 break;
             }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use payhook_core::sender::SignedDelivery;
 use payhook_core::Receiver;
-use payhook_inbox::admin::{Admin, BulkAction, PausedType, Selection};
+use payhook_inbox::admin::{Admin, BulkAction, PausedType, Selection, State};
 use payhook_inbox::{HandlerError, Inbox, InboxError, Job};
 use payhook_test_support::{on_every_backend, unique};
 
@@ -95,7 +95,7 @@ fn handled_of(handled: &Handled, prefix: &str) -> Vec<String> {
 }
 
 async fn state_of(admin: &Admin, event_id: &str) -> String {
-    admin.show(event_id).await.unwrap().state
+    admin.show(event_id).await.unwrap().state.to_string()
 }
 
 async fn paused_type_waits_on_every_replica_and_resumes_in_order(backend: Backend) {
@@ -224,7 +224,7 @@ async fn a_paused_types_events_are_out_of_the_claims_range(backend: Backend) {
     // and is shown with its own due time.
     assert_eq!(due_now(&inbox).await, vec!["evt_running".to_owned()]);
     let shown = admin.show("evt_parked2").await.unwrap();
-    assert_eq!(shown.state, "pending");
+    assert_eq!(shown.state, State::Pending);
     assert!(shown.due_at <= shown.received_at + 1000, "{shown:?}");
     assert_eq!(admin.paused().await.unwrap()[0].waiting, 3);
     // A second pause parks nothing twice.

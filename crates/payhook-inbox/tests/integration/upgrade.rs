@@ -171,7 +171,7 @@ async fn upgrade_in_place(url: String, arrival: &str) {
         .await
         .unwrap()
         .into_iter()
-        .map(|event| (event.event_id, event.state))
+        .map(|event| (event.event_id, event.state.to_string()))
         .collect();
     states.sort();
     assert_eq!(
