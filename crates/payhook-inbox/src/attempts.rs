@@ -1,14 +1,17 @@
 //! The attempts record: each ended attempt of an event (when, how long, how
-//! it ended, its error), written by the workers in batches (a successful
-//! attempt by the statement that marks its event done,
-//! [`progress`](crate::progress)), read by the
+//! it ended, its error), written by the workers with what ends it: a
+//! successful attempt by the statement that marks its event done
+//! ([`progress`](crate::progress)), or after its handler's transaction
+//! committed the done mark; a failure in the transaction that changes its
+//! event's state ([`Queue::record_failure`](crate::queue::Queue)), so a
+//! worker whose claim was taken over records nothing; read by the
 //! dashboard and `payhook inbox show` ([`reads::dashboard`](crate::reads::dashboard)).
 //!
 //! An attempt that never ended — its process was killed, or lost the
 //! event's lease — has no worker left to record it. For a suspect (whose
 //! attempt is counted before it runs; see the queue's docs) the claim that
 //! finds its lease run out and takes the event back records it instead, as
-//! `interrupted` ([`record_interrupted_in`](AttemptsRecord::record_interrupted_in),
+//! `interrupted` ([`record_attempts_in`](AttemptsRecord::record_attempts_in),
 //! in the claim's own transaction), so the record and the failed-attempts
 //! count show every counted attempt, not only the ones that finished. Any
 //! other event a dead process held is given back uncounted and unrecorded
@@ -34,10 +37,11 @@ pub trait AttemptsRecord: Driver {
         namespace: &'a str,
         records: &'a [AttemptRecord],
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
-    /// Records, inside the claim's transaction `conn`, the attempts that a
-    /// claim found cut short ([`interrupted_attempt`]). An attempt already
-    /// recorded (its worker finished after all) keeps its own record.
-    fn record_interrupted_in<'a>(
+    /// Records ended attempts inside the transaction `conn`: those a claim
+    /// found cut short ([`interrupted_attempt`]) in the claim's, a failure in
+    /// the one that changes its event's state. An attempt already recorded
+    /// keeps its own record.
+    fn record_attempts_in<'a>(
         conn: &'a mut Self::Connection,
         namespace: &'a str,
         records: &'a [AttemptRecord],
@@ -83,13 +87,13 @@ sql_bounds! {
             Ok(())
         }
 
-        async fn record_interrupted_in<'a>(
+        async fn record_attempts_in<'a>(
             conn: &'a mut Self::Connection,
             namespace: &'a str,
             records: &'a [AttemptRecord],
         ) -> Result<(), sqlx::Error> {
-            // Rare (a crash, a lost lease): prepared per use, in chunks that
-            // stay far below every backend's parameter limit.
+            // Rare (a crash, a lost lease, a failure): prepared per use, in
+            // chunks that stay far below every backend's parameter limit.
             for chunk in records.chunks(64) {
                 let sql = record_attempts_statement(chunk.len());
                 let mut query = sqlx::query(&sql).persistent(false).bind(namespace);

@@ -84,12 +84,15 @@ use std::future::Future;
 
 use sqlx::Row as _;
 
-use crate::attempts::{interrupted_attempt, AttemptsRecord};
+use crate::attempts::{interrupted_attempt, AttemptsRecord, MAX_ATTEMPT_RECORDS, TRIM_ATTEMPTS};
 use crate::clock::now_ms;
 use crate::database::Database;
 use crate::dialect::{parked, paused_table, table, Dialect};
 use crate::driver::{sql_bounds, Driver};
-use crate::model::{ClaimRequest, ClaimResult, Claimed, ClaimedAttempt, NewRow, Source, State};
+use crate::model::{
+    AttemptOutcome, AttemptRecord, ClaimRequest, ClaimResult, Claimed, ClaimedAttempt, Failure, NewRow,
+    Source, State,
+};
 
 /// The first half of the two-part advisory lock key that guards a payment
 /// intent during a claim ("phi!" in ASCII); the second half is a hash of the
@@ -135,16 +138,16 @@ pub trait Queue: Driver {
         token: i64,
         until: i64,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + '_;
-    /// A failed attempt, counted: `running` → `pending` again at `due`, no
-    /// longer a suspect, or `dead` (then `due` is the time it died: a dead
-    /// event is never due, and the bulk actions' count reads when it died
-    /// there); whether the claim held.
+    /// A failed attempt, counted and recorded in the attempts record in one
+    /// transaction: `running` → `pending` again at `due`, no longer a
+    /// suspect, or `dead` (then `due` is the time it died: a dead event is
+    /// never due, and the bulk actions' count reads when it died there);
+    /// whether the claim held (when it did not, nothing is written).
     fn record_failure<'a>(
         db: &'a Database<Self>,
+        namespace: &'a str,
         attempt: ClaimedAttempt,
-        dead: bool,
-        due: i64,
-        message: &'a str,
+        failure: Failure<'a>,
     ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'a;
 }
 
@@ -307,7 +310,7 @@ sql_bounds! {
                     .chain(started)
                     .filter_map(|row| interrupted_attempt(row, request.now).transpose())
                     .collect::<Result<Vec<_>, sqlx::Error>>()?;
-                DB::record_interrupted_in(&mut tx, request.namespace, &interrupted).await?;
+                DB::record_attempts_in(&mut tx, request.namespace, &interrupted).await?;
             }
             let picked: Vec<i64> = if !db.dialect.guards_intents() {
                 Vec::new()
@@ -418,10 +421,9 @@ sql_bounds! {
 
         async fn record_failure<'a>(
             db: &'a Database<Self>,
+            namespace: &'a str,
             attempt: ClaimedAttempt,
-            dead: bool,
-            due: i64,
-            message: &'a str,
+            failure: Failure<'a>,
         ) -> Result<bool, sqlx::Error> {
             const RECORD_FAILURE: &str = concat!(
                 "UPDATE ",
@@ -431,19 +433,40 @@ sql_bounds! {
                  WHERE arrival = $4 AND lease_token = $5 AND state = $6"
             );
 
-            let state = if dead { State::Dead } else { State::Pending };
+            let state = if failure.dead { State::Dead } else { State::Pending };
+            let mut tx = db.pool.begin().await?;
             let recorded = sqlx::query(RECORD_FAILURE)
                 .bind(state.as_str())
-                .bind(due)
-                .bind(message)
+                .bind(failure.due)
+                .bind(failure.message)
                 .bind(attempt.arrival)
                 .bind(attempt.token)
                 .bind(State::Running.as_str())
                 .bind(attempt.number)
                 .bind(attempt.started_at)
-                .execute(&db.pool)
+                .execute(&mut *tx)
                 .await?;
-            Ok(DB::rows_affected(&recorded) > 0)
+            let held = DB::rows_affected(&recorded) > 0;
+            if held {
+                let record = AttemptRecord {
+                    arrival: attempt.arrival,
+                    attempt: attempt.number,
+                    started_at: attempt.started_at,
+                    duration_ms: failure.ended_at.saturating_sub(attempt.started_at).max(0),
+                    outcome: if failure.dead { AttemptOutcome::Dead } else { AttemptOutcome::Failed },
+                    error: Some(failure.message.to_owned()),
+                };
+                DB::record_attempts_in(&mut tx, namespace, std::slice::from_ref(&record)).await?;
+                if attempt.number > MAX_ATTEMPT_RECORDS {
+                    sqlx::query(TRIM_ATTEMPTS)
+                        .bind(attempt.arrival)
+                        .bind(attempt.number - MAX_ATTEMPT_RECORDS)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            tx.commit().await?;
+            Ok(held)
         }
     }
 }

@@ -18,7 +18,7 @@ pub use bulk::{BulkAction, BulkCount, BulkReport, Selection, MAX_BULK_IDS};
 pub use event::{Attempt, DifferingCopies, Filter, IntentEvent, StoredEvent, MAX_ID_BYTES};
 pub use page::{Cursor, Page, PageQuery, MAX_PAGE};
 pub use pause::PausedType;
-pub(crate) use rows::{AttemptRecord, ClaimRequest, ClaimResult, Claimed, ClaimedAttempt, NewRow};
+pub(crate) use rows::{AttemptRecord, ClaimRequest, ClaimResult, Claimed, ClaimedAttempt, Failure, NewRow};
 pub use source::Source;
 pub use state::{AttemptOutcome, State};
 pub use stats::{ActivitySlot, Stats};

@@ -48,6 +48,16 @@ pub struct ClaimedAttempt {
     pub(crate) started_at: i64,
 }
 
+/// How a failed attempt ends: dead (its last), or due again at `due` (for a
+/// dead event, when it died), at `ended_at`, with its error.
+#[derive(Debug, Clone, Copy)]
+pub struct Failure<'a> {
+    pub(crate) dead: bool,
+    pub(crate) due: i64,
+    pub(crate) ended_at: i64,
+    pub(crate) message: &'a str,
+}
+
 /// What one claim statement did.
 #[derive(Debug, Default)]
 pub struct ClaimResult {

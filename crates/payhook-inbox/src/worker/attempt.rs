@@ -18,21 +18,23 @@ use crate::clock::{millis, now_ms, random_u64};
 use crate::error::{describe, payhook_escape};
 use crate::inner::{Config, Inner};
 use crate::metrics as m;
-use crate::model::{AttemptOutcome, AttemptRecord, Claimed, ClaimedAttempt};
-use crate::writers::marks::{AttemptEnded, Mark, Step};
+use crate::model::{AttemptOutcome, AttemptRecord, Claimed, ClaimedAttempt, Failure};
+use crate::writers::marks::{Mark, Step};
 
 /// Where an attempt's results go: the writers' queues, and the count of
 /// handlers finished (the workers' pace).
 pub(super) struct Writers {
     pub(super) marks: mpsc::Sender<Mark>,
-    pub(super) attempts: mpsc::Sender<AttemptEnded>,
+    pub(super) attempts: mpsc::Sender<AttemptRecord>,
     pub(super) finished: AtomicUsize,
     /// Handlers finished whose done mark is not written yet: their events
     /// still hold their payment intents.
     pub(super) marking: AtomicUsize,
-    /// Whether a repeat suspect runs here now (one at a time: see the module
-    /// docs), and the wake-up of the dispatcher when it ends.
-    pub(super) suspect_running: AtomicBool,
+    /// How many suspects run here now, and whether one of them is a repeat
+    /// suspect (which runs with no other suspect: see the module docs); the
+    /// dispatcher is woken when one ends.
+    pub(super) suspects_running: AtomicUsize,
+    pub(super) repeat_running: AtomicBool,
     pub(super) suspect_ended: tokio::sync::Notify,
 }
 
@@ -66,15 +68,6 @@ pub(super) async fn process<DB: Backend>(
         Err(err) => {
             // Only verified, parsed events are stored; this needs a changed parser.
             let message = format!("stored body does not parse: {err}");
-            record_attempt(
-                attempts,
-                &claimed,
-                config.max_attempts,
-                started_at,
-                started,
-                Some(&message),
-            )
-            .await;
             record_failure(inbox, &claimed, &message, started, started_at).await;
             return;
         }
@@ -174,16 +167,11 @@ pub(super) async fn process<DB: Backend>(
     if let Some(message) = &failure {
         payhook_core::trace::record_error(&span, message);
     }
-    if !recorded {
-        record_attempt(
-            attempts,
-            &claimed,
-            config.max_attempts,
-            started_at,
-            started,
-            failure.as_deref(),
-        )
-        .await;
+    // A done mark in the handler's transaction has committed: its record
+    // follows. A failure's record is written with the failure, and only
+    // while the claim holds (`record_failure`).
+    if failure.is_none() && !recorded {
+        record_done_attempt(attempts, &claimed, started_at, started).await;
     }
     match failure {
         None => {
@@ -205,40 +193,25 @@ pub(super) async fn process<DB: Backend>(
     }
 }
 
-/// Adds the ended attempt to the attempts record (what the dashboard and
-/// `payhook inbox show` list). A failure waits until it is written, so the
-/// record is complete when the event is seen pending or dead again; a success
-/// does not wait (its record follows the done mark by a moment).
-async fn record_attempt(
-    attempts: &mpsc::Sender<AttemptEnded>,
+/// Adds an attempt that ended in a done mark committed with the handler's
+/// transaction to the attempts record (what the dashboard and `payhook inbox
+/// show` list). It does not wait: the record follows the done mark by a
+/// moment.
+async fn record_done_attempt(
+    attempts: &mpsc::Sender<AttemptRecord>,
     claimed: &Claimed,
-    max_attempts: u32,
     started_at: i64,
     started: Instant,
-    failure: Option<&str>,
 ) {
-    let dead = u32::try_from(claimed.attempts).unwrap_or(u32::MAX) >= max_attempts;
-    let outcome = match failure {
-        None => AttemptOutcome::Done,
-        Some(_) if dead => AttemptOutcome::Dead,
-        Some(_) => AttemptOutcome::Failed,
-    };
     let record = AttemptRecord {
         arrival: claimed.arrival,
         attempt: claimed.attempts,
         started_at,
         duration_ms: millis(started.elapsed()),
-        outcome,
-        error: failure.map(|message| message.chars().take(2000).collect()),
+        outcome: AttemptOutcome::Done,
+        error: None,
     };
-    if failure.is_some() {
-        let (written, wait) = oneshot::channel();
-        if attempts.send((record, Some(written))).await.is_ok() {
-            let _ = wait.await;
-        }
-    } else {
-        let _ = attempts.send((record, None)).await;
-    }
+    let _ = attempts.send(record).await;
 }
 
 /// Renews the lease every third of it until the transaction is open; never
@@ -306,8 +279,11 @@ fn claimed_attempt(claimed: &Claimed, started_at: i64) -> ClaimedAttempt {
     }
 }
 
-/// A failed attempt, counted: a retry after its backoff, or dead after the
-/// last one.
+/// A failed attempt, counted and recorded in one transaction, while the
+/// claim holds: a retry after its backoff, or dead after the last one. When
+/// the claim was taken over, nothing is written: the attempt was not this
+/// claim's to count (the worker that took the event over counts it, or
+/// records it as interrupted when it was a suspect's).
 pub(super) async fn record_failure<DB: Backend>(
     inbox: &Inner<DB>,
     claimed: &Claimed,
@@ -330,10 +306,14 @@ pub(super) async fn record_failure<DB: Backend>(
         .db
         .write(DB::record_failure(
             &inbox.db,
+            &config.namespace,
             claimed_attempt(claimed, started_at),
-            dead,
-            due,
-            &message,
+            Failure {
+                dead,
+                due,
+                ended_at: now,
+                message: &message,
+            },
         ))
         .await;
     let id = payhook_escape(&claimed.event_id);

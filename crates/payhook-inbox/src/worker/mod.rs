@@ -32,17 +32,18 @@
 //! counted by a start mark committed before its handler runs, as every
 //! attempt was before this rule; suspects run side by side, so a process
 //! that dies once is recovered from at full speed. A suspect whose counted
-//! attempt was cut short again is a *repeat suspect*, and a process runs one
-//! repeat suspect at a time (beside other events).
+//! attempt was cut short again is a *repeat suspect*: a process runs it with
+//! no other suspect (events that are not suspects run beside it, uncounted).
 //!
 //! So an event that crashes the process every time is counted from its
 //! second crash on and ends `dead` after max-attempts + 1 crashes; an event
-//! that only waited in a dead process's queue is never charged; an event
-//! that ran beside a crashing one is charged at most once (at the crash it
-//! shared as a suspect; as a repeat suspect it then runs alone); an
-//! interrupted suspect's attempt is recorded by the claim that takes its
-//! lease over ([`attempts`](crate::attempts)); and a healthy process pays
-//! nothing for crash accounting.
+//! that only waited in a dead process's queue is never charged; the events
+//! that ran beside it as suspects at its second crash (fewer than the
+//! handlers) are charged for that crash alone, and no other crash charges
+//! anything but the crashing event; an interrupted suspect's attempt is
+//! recorded by the claim that takes its lease over
+//! ([`attempts`](crate::attempts)); and a healthy process pays nothing for
+//! crash accounting.
 //!
 //! Start marks and batched done marks go through one writer
 //! ([`writer`]), many in one statement; a done mark also writes the attempt's
@@ -182,7 +183,8 @@ async fn dispatch<DB: Backend>(
         attempts,
         finished: std::sync::atomic::AtomicUsize::new(0),
         marking: std::sync::atomic::AtomicUsize::new(0),
-        suspect_running: std::sync::atomic::AtomicBool::new(false),
+        suspects_running: std::sync::atomic::AtomicUsize::new(0),
+        repeat_running: std::sync::atomic::AtomicBool::new(false),
         suspect_ended: tokio::sync::Notify::new(),
     });
     // Other replicas' new events wake this one (PostgreSQL); polling stays
@@ -302,12 +304,14 @@ async fn dispatch<DB: Backend>(
             }
             continue;
         }
-        // Repeat suspects wait while one runs (see the module docs).
-        let suspect_running = writers.suspect_running.load(Ordering::Acquire);
+        // Suspects wait for a repeat suspect, and a repeat suspect for every
+        // other suspect (see the module docs).
+        let startable = local.iter().any(|claimed| may_start(claimed, &writers));
+        let suspects_running = writers.suspects_running.load(Ordering::Acquire) > 0;
         tokio::select! {
             biased;
             () = stop_requested(&mut stopped) => {}
-            permit = Arc::clone(&permits).acquire_owned(), if !suspect_running || local.iter().any(|c| c.suspect < REPEAT_SUSPECT) => {
+            permit = Arc::clone(&permits).acquire_owned(), if startable => {
                 let Ok(mut permit) = permit else { break };
                 while let Some(claimed) = next_to_start(&mut local, &writers) {
                     started_since += 1;
@@ -318,7 +322,7 @@ async fn dispatch<DB: Backend>(
                     }
                 }
             }
-            () = writers.suspect_ended.notified(), if suspect_running => {}
+            () = writers.suspect_ended.notified(), if suspects_running => {}
             () = tokio::time::sleep_until(next_renew.into()) => {}
             // The depth is reported while every handler is busy too: that is
             // when the backlog grows.
@@ -355,28 +359,31 @@ async fn stop_requested(stopped: &mut watch::Receiver<bool>) {
     }
 }
 
-/// How many times an event was taken back from a dead process (its
-/// `suspect` count) before it runs alone: taken back once more after an
-/// attempt counted as a suspect.
+/// The `suspect` mark of a suspect whose counted attempt started: taken back
+/// again, it is a repeat suspect.
 const REPEAT_SUSPECT: i64 = 2;
 
-/// The next event of the local queue to start: the first one, except that
-/// a repeat suspect waits while another one runs here (then the first event
-/// that is not a repeat suspect).
-fn next_to_start(local: &mut VecDeque<Claimed>, writers: &Writers) -> Option<Claimed> {
-    if !writers.suspect_running.load(Ordering::Acquire) {
-        return local.pop_front();
+/// Whether `claimed` may start now: any event that is not a suspect; a
+/// suspect while no repeat suspect runs here; a repeat suspect while no
+/// other suspect runs here. So a crash while a repeat suspect runs charges
+/// it alone (the events beside it are not suspects, and go uncounted).
+fn may_start(claimed: &Claimed, writers: &Writers) -> bool {
+    match claimed.suspect {
+        0 => true,
+        level if level < REPEAT_SUSPECT => !writers.repeat_running.load(Ordering::Acquire),
+        _ => writers.suspects_running.load(Ordering::Acquire) == 0,
     }
-    let index = local
-        .iter()
-        .position(|claimed| claimed.suspect < REPEAT_SUSPECT)?;
+}
+
+/// The first event of the local queue that [may start](may_start).
+fn next_to_start(local: &mut VecDeque<Claimed>, writers: &Writers) -> Option<Claimed> {
+    let index = local.iter().position(|claimed| may_start(claimed, writers))?;
     local.remove(index)
 }
 
 /// Starts one claimed event. Its handler runs at once, the attempt counted
 /// with its end; a suspect's attempt is counted first, by a start mark in
-/// the writer's next batch, and its handler runs once that is written (a
-/// repeat suspect's alone).
+/// the writer's next batch, and its handler runs once that is written.
 async fn start<DB: Backend>(
     inbox: &Arc<Inner<DB>>,
     handler: &Arc<dyn Handler<DB>>,
@@ -395,9 +402,10 @@ async fn start<DB: Backend>(
         });
         return;
     }
-    let alone = claimed.suspect >= REPEAT_SUSPECT;
-    if alone {
-        writers.suspect_running.store(true, Ordering::Release);
+    let repeat = claimed.suspect >= REPEAT_SUSPECT;
+    writers.suspects_running.fetch_add(1, Ordering::AcqRel);
+    if repeat {
+        writers.repeat_running.store(true, Ordering::Release);
     }
     let (answer, marked) = oneshot::channel();
     let mark = Mark {
@@ -407,9 +415,7 @@ async fn start<DB: Backend>(
         answer,
     };
     if writers.marks.send(mark).await.is_err() {
-        if alone {
-            suspect_ended(&writers);
-        }
+        suspect_ended(&writers, repeat);
         return;
     }
     running.spawn(async move {
@@ -430,15 +436,17 @@ async fn start<DB: Backend>(
                 tracing::warn!(target: "payhook", event_id = %id, %reason, "could not start a claimed event; it is taken up again after its lease");
             }
         }
-        if alone {
-            suspect_ended(&writers);
-        }
+        suspect_ended(&writers, repeat);
     });
 }
 
-/// The repeat suspect running here has ended: the next one may start.
-fn suspect_ended(writers: &Writers) {
-    writers.suspect_running.store(false, Ordering::Release);
+/// A suspect running here has ended (a `repeat` one or not): the suspects
+/// waiting for it may start.
+fn suspect_ended(writers: &Writers, repeat: bool) {
+    if repeat {
+        writers.repeat_running.store(false, Ordering::Release);
+    }
+    writers.suspects_running.fetch_sub(1, Ordering::AcqRel);
     writers.suspect_ended.notify_one();
 }
 

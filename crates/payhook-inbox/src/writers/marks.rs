@@ -1,7 +1,8 @@
 //! The workers' two writers, each a task that writes everything waiting in
 //! its queue in one statement: the marks (suspects' attempts starting and events done,
 //! [`Progress::progress`](crate::progress::Progress)) and the attempts record
-//! of attempts that did not end in a batched done mark.
+//! of attempts done in their handler's transaction (a failure is recorded
+//! with its state change: [`Queue::record_failure`](crate::queue::Queue)).
 //!
 //! Batching is what the writers are for: every handler that starts or
 //! finishes while one statement runs joins the next one, so the statements
@@ -134,27 +135,19 @@ pub(crate) async fn mark_all<DB: Backend>(
     Ok(marked)
 }
 
-/// An ended attempt on its way to the attempts record, and who waits for it
-/// to be written (a failed attempt is recorded before the event's new state).
-pub(crate) type AttemptEnded = (AttemptRecord, Option<oneshot::Sender<()>>);
-
 /// Writes ended attempts, all that are waiting in one statement; a failure
 /// to write them is logged, never fatal. Ends when every sender is gone.
 pub(crate) async fn record_attempts<DB: Backend>(
     db: Database<DB>,
     namespace: String,
-    mut queue: mpsc::Receiver<AttemptEnded>,
+    mut queue: mpsc::Receiver<AttemptRecord>,
 ) {
-    let mut batch = Vec::with_capacity(MARK_BATCH);
-    while queue.recv_many(&mut batch, MARK_BATCH).await > 0 {
-        let (records, waiting): (Vec<AttemptRecord>, Vec<Option<oneshot::Sender<()>>>) =
-            batch.drain(..).unzip();
+    let mut records = Vec::with_capacity(MARK_BATCH);
+    while queue.recv_many(&mut records, MARK_BATCH).await > 0 {
         if let Err(err) = db.write(DB::record_attempts(&db, &namespace, &records)).await {
             let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
             tracing::warn!(target: "payhook", %reason, "could not write to the attempts record");
         }
-        for written in waiting.into_iter().flatten() {
-            let _ = written.send(());
-        }
+        records.clear();
     }
 }

@@ -527,6 +527,17 @@ async fn lost_lease_rolls_back_the_late_commit(url: String) {
     // event over ran it as a suspect's first counted attempt.
     let shown = admin.show("evt_lease").await.unwrap();
     assert_eq!((shown.state.as_str(), shown.attempts), ("done", 1));
+    // The late worker recorded nothing: the one attempt in the record is the
+    // one that ended (a record of the lost one under the same number would
+    // have hidden it).
+    let record: Vec<(i64, String)> = admin
+        .attempts("evt_lease")
+        .await
+        .unwrap()
+        .iter()
+        .map(|attempt| (attempt.attempt, attempt.outcome.clone()))
+        .collect();
+    assert_eq!(record, [(1, "done".to_owned())]);
 }
 
 async fn lost_lease_voids_the_late_mark_of_a_handler_without_transaction(url: String) {
@@ -584,6 +595,14 @@ async fn lost_lease_voids_the_late_mark_of_a_handler_without_transaction(url: St
     // Only the attempt that ended is counted.
     let shown = admin.show("evt_mark").await.unwrap();
     assert_eq!((shown.state.as_str(), shown.attempts), ("done", 1));
+    let record: Vec<(i64, String)> = admin
+        .attempts("evt_mark")
+        .await
+        .unwrap()
+        .iter()
+        .map(|attempt| (attempt.attempt, attempt.outcome.clone()))
+        .collect();
+    assert_eq!(record, [(1, "done".to_owned())]);
 }
 
 async fn unreachable_database_is_a_clear_error(url: String) {
@@ -849,9 +868,10 @@ async fn retention_purges_old_done_events_only(url: String) {
         task.await.unwrap();
     }
     let hour_ago = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64 - 3_700_000;
-    // 2 400 old done rows (more than one purge batch), one young done row,
-    // and old rows in the other states.
-    sqlx::query("UPDATE payhook_inbox SET state = 'done', done_at = $1 WHERE namespace = $2 AND event_id < 'evt_r2400'")
+    // 2 400 old done rows (more than one purge batch; received, then done, an
+    // hour ago), one young done row (received an hour ago, done within the
+    // retention), and old rows in the other states.
+    sqlx::query("UPDATE payhook_inbox SET state = 'done', done_at = $1, received_at = $1 WHERE namespace = $2 AND event_id < 'evt_r2400'")
         .bind(hour_ago)
         .bind(&setup.namespace)
         .execute(inbox.pool())

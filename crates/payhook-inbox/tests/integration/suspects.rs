@@ -238,6 +238,9 @@ async fn a_crashing_event_ends_dead_and_its_neighbours_are_never_charged(url: St
             process.stop();
             break;
         }
+        // Time for the other handler to start whatever it may beside the
+        // crashing event, before the crash.
+        std::thread::sleep(Duration::from_millis(100));
         process.crash();
         crashes += 1;
         assert!(

@@ -201,10 +201,7 @@ async fn upgrade_in_place(url: String, arrival: &str) {
         .iter()
         .map(|attempt| (attempt.attempt, attempt.outcome.clone()))
         .collect();
-    assert_eq!(
-        held,
-        [(2, "done".to_owned()), (1, "interrupted".to_owned())]
-    );
+    assert_eq!(held, [(2, "done".to_owned()), (1, "interrupted".to_owned())]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
