@@ -29,7 +29,7 @@ const CLEAR_DONE_ERRORS: &str = concat!("UPDATE ", table!(), " SET last_error = 
 const HELD_ARE_SUSPECTS: &str = concat!("UPDATE ", table!(), " SET suspect = 2 WHERE state = $1");
 
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 12] = [
+pub(crate) const MIGRATIONS: [Migration; 11] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../migrations/sqlite/0001_inbox_table.sql"),
@@ -96,12 +96,6 @@ pub(crate) const MIGRATIONS: [Migration; 12] = [
         sqlite: include_str!("../../migrations/sqlite/0011_suspects.sql"),
         postgres: include_str!("../../migrations/postgres/0011_suspects.sql"),
         then: Some((HELD_ARE_SUSPECTS, State::Running)),
-    },
-    Migration {
-        version: 12,
-        sqlite: include_str!("../../migrations/sqlite/0012_purge_by_arrival_time.sql"),
-        postgres: include_str!("../../migrations/postgres/0012_purge_by_arrival_time.sql"),
-        then: None,
     },
 ];
 
