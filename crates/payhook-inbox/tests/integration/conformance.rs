@@ -109,6 +109,17 @@ async fn state_of(admin: &Admin, id: &str) -> String {
 }
 
 /// Writes one ledger row through the job's transaction.
+/// An event's attempts record, newest first: (attempt, outcome).
+async fn attempt_record(admin: &Admin, id: &str) -> Vec<(i64, String)> {
+    admin
+        .attempts(id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|attempt| (attempt.attempt, attempt.outcome.clone()))
+        .collect()
+}
+
 async fn write_ledger(job: &Job, table: &str, note: &str) -> Result<(), HandlerError> {
     let mut tx = job.transaction().await?;
     sqlx::query(&format!("INSERT INTO {table} (event_id, note) VALUES ($1, $2)"))
@@ -530,14 +541,10 @@ async fn lost_lease_rolls_back_the_late_commit(url: String) {
     // The late worker recorded nothing: the one attempt in the record is the
     // one that ended (a record of the lost one under the same number would
     // have hidden it).
-    let record: Vec<(i64, String)> = admin
-        .attempts("evt_lease")
-        .await
-        .unwrap()
-        .iter()
-        .map(|attempt| (attempt.attempt, attempt.outcome.clone()))
-        .collect();
-    assert_eq!(record, [(1, "done".to_owned())]);
+    assert_eq!(
+        attempt_record(&admin, "evt_lease").await,
+        [(1, "done".to_owned())]
+    );
 }
 
 async fn lost_lease_voids_the_late_mark_of_a_handler_without_transaction(url: String) {
@@ -595,14 +602,7 @@ async fn lost_lease_voids_the_late_mark_of_a_handler_without_transaction(url: St
     // Only the attempt that ended is counted.
     let shown = admin.show("evt_mark").await.unwrap();
     assert_eq!((shown.state.as_str(), shown.attempts), ("done", 1));
-    let record: Vec<(i64, String)> = admin
-        .attempts("evt_mark")
-        .await
-        .unwrap()
-        .iter()
-        .map(|attempt| (attempt.attempt, attempt.outcome.clone()))
-        .collect();
-    assert_eq!(record, [(1, "done".to_owned())]);
+    assert_eq!(attempt_record(&admin, "evt_mark").await, [(1, "done".to_owned())]);
 }
 
 async fn unreachable_database_is_a_clear_error(url: String) {

@@ -132,6 +132,17 @@ impl Process {
     }
 }
 
+/// An event's attempts record, newest first: (attempt, outcome).
+async fn attempt_record(admin: &Admin, id: &str) -> Vec<(i64, String)> {
+    admin
+        .attempts(id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|attempt| (attempt.attempt, attempt.outcome.clone()))
+        .collect()
+}
+
 async fn held(pool: &sqlx::AnyPool, namespace: &str) -> i64 {
     sqlx::query("SELECT COUNT(*) FROM payhook_inbox WHERE namespace = $1 AND state = 'running'")
         .bind(namespace)
@@ -259,15 +270,8 @@ async fn a_crashing_event_ends_dead_and_its_neighbours_are_never_charged(url: St
         (crashing.state.to_string().as_str(), crashing.attempts),
         ("dead", i64::from(MAX_ATTEMPTS))
     );
-    let record: Vec<(i64, String)> = admin
-        .attempts(CRASHING)
-        .await
-        .unwrap()
-        .iter()
-        .map(|attempt| (attempt.attempt, attempt.outcome.clone()))
-        .collect();
     assert_eq!(
-        record,
+        attempt_record(&admin, CRASHING).await,
         [(2, "interrupted".to_owned()), (1, "interrupted".to_owned())],
         "each counted crash is in the record"
     );
@@ -297,15 +301,8 @@ async fn a_crashing_event_ends_dead_and_its_neighbours_are_never_charged(url: St
         .collect();
     assert!(charged.len() <= 1, "charged: {charged:?}");
     for id in &charged {
-        let record: Vec<(i64, String)> = admin
-            .attempts(id)
-            .await
-            .unwrap()
-            .iter()
-            .map(|attempt| (attempt.attempt, attempt.outcome.clone()))
-            .collect();
         assert_eq!(
-            record,
+            attempt_record(&admin, id).await,
             [(2, "done".to_owned()), (1, "interrupted".to_owned())],
             "{id} was charged more than the one crash it ran beside"
         );
