@@ -402,11 +402,7 @@ async fn start<DB: Backend>(
         });
         return;
     }
-    let repeat = claimed.suspect >= REPEAT_SUSPECT;
-    writers.suspects_running.fetch_add(1, Ordering::AcqRel);
-    if repeat {
-        writers.repeat_running.store(true, Ordering::Release);
-    }
+    let running_suspect = RunningSuspect::new(&writers, claimed.suspect >= REPEAT_SUSPECT);
     let (answer, marked) = oneshot::channel();
     let mark = Mark {
         arrival: claimed.arrival,
@@ -415,7 +411,6 @@ async fn start<DB: Backend>(
         answer,
     };
     if writers.marks.send(mark).await.is_err() {
-        suspect_ended(&writers, repeat);
         return;
     }
     running.spawn(async move {
@@ -436,18 +431,39 @@ async fn start<DB: Backend>(
                 tracing::warn!(target: "payhook", event_id = %id, %reason, "could not start a claimed event; it is taken up again after its lease");
             }
         }
-        suspect_ended(&writers, repeat);
+        drop(running_suspect);
     });
 }
 
-/// A suspect running here has ended (a `repeat` one or not): the suspects
-/// waiting for it may start.
-fn suspect_ended(writers: &Writers, repeat: bool) {
-    if repeat {
-        writers.repeat_running.store(false, Ordering::Release);
+/// A suspect running here, counted in [`Writers`] from its start until this
+/// is dropped (however its task ends): then the suspects waiting for it may
+/// start.
+struct RunningSuspect {
+    writers: Arc<Writers>,
+    repeat: bool,
+}
+
+impl RunningSuspect {
+    fn new(writers: &Arc<Writers>, repeat: bool) -> Self {
+        writers.suspects_running.fetch_add(1, Ordering::AcqRel);
+        if repeat {
+            writers.repeat_running.store(true, Ordering::Release);
+        }
+        Self {
+            writers: Arc::clone(writers),
+            repeat,
+        }
     }
-    writers.suspects_running.fetch_sub(1, Ordering::AcqRel);
-    writers.suspect_ended.notify_one();
+}
+
+impl Drop for RunningSuspect {
+    fn drop(&mut self) {
+        if self.repeat {
+            self.writers.repeat_running.store(false, Ordering::Release);
+        }
+        self.writers.suspects_running.fetch_sub(1, Ordering::AcqRel);
+        self.writers.suspect_ended.notify_one();
+    }
 }
 
 /// Claims up to `limit` due events; first, with `requeue`, puts expired ones
