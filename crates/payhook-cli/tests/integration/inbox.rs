@@ -15,28 +15,9 @@ use payhook_core::sender::unix_now;
 use payhook_core::{sign, Receiver, Secret};
 use payhook_inbox::{HandlerError, Inbox, Job};
 use payhook_test_support::unique;
-use support::{payhook_with_env, Run};
+use support::inbox::{inbox_cli, ingest};
 
 const SECRET: &str = "whsec_cli_inbox";
-
-fn inbox_cli(url: &str, namespace: &str, args: &[&str]) -> Run {
-    let mut full = vec!["inbox", "--namespace", namespace];
-    full.extend_from_slice(args);
-    // The URL comes from the environment, as it would in production (it may
-    // hold a password).
-    payhook_with_env(&full, b"", &[("PAYHOOK_DATABASE_URL", url)])
-}
-
-async fn ingest(inbox: &Inbox, id: &str, event_type: &str) {
-    let body = Bytes::from(format!(
-        r#"{{"id":"{id}","type":"{event_type}","created":1,"data":{{"object":{{"id":"pi_{id}","amount":5,"currency":"btc","status":"x"}}}}}}"#
-    ));
-    let mut headers = http::HeaderMap::new();
-    let header = sign(&body, &Secret::new(SECRET).unwrap(), unix_now());
-    headers.insert("x-service-signature", header.parse().unwrap());
-    let reply = inbox.ingest(&headers, body).await;
-    assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
-}
 
 async fn wait_for(url: &str, namespace: &str, id: &str, state: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -72,8 +53,8 @@ async fn dead_event_is_brought_back(url: String) {
             Ok(())
         }
     });
-    ingest(&inbox, "evt_good", "payment_intent.succeeded").await;
-    ingest(&inbox, "evt_bad", "payment_intent.failed").await;
+    ingest(&inbox, SECRET, "evt_good", "payment_intent.succeeded").await;
+    ingest(&inbox, SECRET, "evt_bad", "payment_intent.failed").await;
     wait_for(&url, &namespace, "evt_bad", "dead").await;
     wait_for(&url, &namespace, "evt_good", "done").await;
 
@@ -224,7 +205,7 @@ async fn dead_event_is_brought_back(url: String) {
     // An event type from the request with a line break, a terminal escape and
     // a bidi override is shown escaped: it cannot forge a line or repaint.
     let hostile = r"payment_intent.succeeded\nevt_forged\tdone\u001b[2J\u202e";
-    ingest(&inbox, "evt_hostile", hostile).await;
+    ingest(&inbox, SECRET, "evt_hostile", hostile).await;
     let run = inbox_cli(&url, &namespace, &["list"]);
     assert_eq!(
         run.stdout.lines().count(),

@@ -11,34 +11,16 @@ use crate::support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use payhook_core::sender::unix_now;
-use payhook_core::{sign, Receiver, Secret};
+use payhook_core::Receiver;
 use payhook_inbox::{HandlerError, Inbox, Job};
 use payhook_test_support::unique;
-use support::{payhook_with_env, Run};
+use support::inbox::{inbox_cli, ingest};
+use support::payhook_with_env;
 
 use crate::eventually;
 
 const SECRET: &str = "whsec_cli_pause";
 const PAUSED: &str = "payment_intent.payment_failed";
-
-fn inbox_cli(url: &str, namespace: &str, args: &[&str]) -> Run {
-    let mut full = vec!["inbox", "--namespace", namespace];
-    full.extend_from_slice(args);
-    payhook_with_env(&full, b"", &[("PAYHOOK_DATABASE_URL", url)])
-}
-
-async fn ingest(inbox: &Inbox, id: &str, event_type: &str) {
-    let body = Bytes::from(format!(
-        r#"{{"id":"{id}","type":"{event_type}","created":1,"data":{{"object":{{"id":"pi_{id}","amount":5,"currency":"btc","status":"x"}}}}}}"#
-    ));
-    let mut headers = http::HeaderMap::new();
-    let header = sign(&body, &Secret::new(SECRET).unwrap(), unix_now());
-    headers.insert("x-service-signature", header.parse().unwrap());
-    let reply = inbox.ingest(&headers, body).await;
-    assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
-}
 
 /// The command a hint prints after `prefix` (`payhook inbox …`), as the
 /// arguments to run it with.
@@ -118,7 +100,7 @@ async fn pause_resume_and_bulk(url: String, sqlite: bool) {
         }
         assert_eq!(run.stdout, "", "{run:?}");
     }
-    ingest(&inbox, "evt_free", "payment_intent.succeeded").await;
+    ingest(&inbox, SECRET, "evt_free", "payment_intent.succeeded").await;
     eventually("the other type handled", || {
         handled.lock().unwrap().contains(&"evt_free".to_owned())
     })
@@ -159,7 +141,7 @@ async fn pause_resume_and_bulk(url: String, sqlite: bool) {
     let run = inbox_cli(&url, &namespace, &["pause", PAUSED]);
     assert!(run.stdout.contains("was already paused"), "{run:?}");
     for n in 0..3 {
-        ingest(&inbox, &format!("evt_held{n}"), PAUSED).await;
+        ingest(&inbox, SECRET, &format!("evt_held{n}"), PAUSED).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let run = inbox_cli(&url, &namespace, &["paused"]);
@@ -191,9 +173,15 @@ async fn pause_resume_and_bulk(url: String, sqlite: bool) {
     // bulk retry: counted first, nothing done without --yes (exit 2), then
     // done with --as-of and --yes, and a second run finds nothing.
     for n in 0..4 {
-        ingest(&inbox, &format!("evt_fail{n}"), "payment_intent.succeeded").await;
+        ingest(
+            &inbox,
+            SECRET,
+            &format!("evt_fail{n}"),
+            "payment_intent.succeeded",
+        )
+        .await;
     }
-    ingest(&inbox, "evt_failother", PAUSED).await;
+    ingest(&inbox, SECRET, "evt_failother", PAUSED).await;
     inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
     let filter = [
         "bulk",

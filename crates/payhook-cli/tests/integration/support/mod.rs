@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each test file uses its own part of this module
 
+pub mod inbox;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
