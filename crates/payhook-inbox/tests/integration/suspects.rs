@@ -28,10 +28,13 @@ const SECRET: &str = "whsec_suspects";
 const MAX_ATTEMPTS: u32 = 2;
 /// The events handled before the crashing one, so that the first process
 /// has a pace and claims ahead of its handlers.
-const QUICK: usize = 150;
+const QUICK: usize = 400;
 /// The events after the crashing one.
 const WAITING: usize = 200;
 const CRASHING: &str = "evt_crashing";
+/// Handlers per process: enough that the first one's pace makes it claim
+/// well over 40 events ahead even on a loaded machine.
+const HANDLERS: usize = 8;
 
 fn body(id: &str, intent: &str) -> Bytes {
     Bytes::from(format!(
@@ -44,7 +47,7 @@ async fn connect(url: &str, namespace: &str) -> Inbox {
     Inbox::builder(receiver)
         .namespace(namespace)
         .max_attempts(MAX_ATTEMPTS)
-        .concurrency(2)
+        .concurrency(HANDLERS)
         .lease(Duration::from_secs(1))
         .poll_interval(Duration::from_millis(10))
         .connect(url)
@@ -186,10 +189,10 @@ async fn a_crashing_event_ends_dead_and_its_neighbours_are_never_charged(url: St
         .recv_timeout(Duration::from_secs(30))
         .expect("the crashing event never started");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while held(&pool, &namespace).await < 42 {
+    while held(&pool, &namespace).await < 48 {
         assert!(
             Instant::now() < deadline,
-            "the first process holds {} events, not 42 or more",
+            "the first process holds {} events, not 48 or more (8 handlers and 40 waiting)",
             held(&pool, &namespace).await
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -205,7 +208,7 @@ async fn a_crashing_event_ends_dead_and_its_neighbours_are_never_charged(url: St
     .iter()
     .map(|row| row.get(0))
     .collect();
-    assert!(held_at_crash.len() >= 41, "{held_at_crash:?}");
+    assert!(held_at_crash.len() >= 47, "{held_at_crash:?}");
     first.crash();
     let mut crashes = 1;
 
@@ -299,7 +302,7 @@ async fn a_crashing_event_ends_dead_and_its_neighbours_are_never_charged(url: St
         .filter(|(_, (_, attempts))| *attempts != 1)
         .map(|(id, _)| id)
         .collect();
-    assert!(charged.len() <= 1, "charged: {charged:?}");
+    assert!(charged.len() < HANDLERS, "charged: {charged:?}");
     for id in &charged {
         assert_eq!(
             attempt_record(&admin, id).await,
