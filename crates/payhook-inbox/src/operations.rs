@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 
 use crate::clock::now_ms;
 use crate::database::Database;
-use crate::dialect::{parked, paused_table, states_in, table};
+use crate::dialect::{parked, paused_table, phase_in, states_in, table, waiting_phase};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::State;
 
@@ -124,8 +124,9 @@ sql_bounds! {
                     concat!(
                         "UPDATE ",
                         table!(),
-                        " SET state = $1, due_at = $2 WHERE namespace = $3 AND state IN ({})"
+                        " SET state = $1, due_at = $2 WHERE namespace = $3 AND {} AND state IN ({})"
                     ),
+                    phase_in("phase", State::is_retryable),
                     states
                 );
                 (sql, names)
@@ -150,8 +151,9 @@ sql_bounds! {
                         "UPDATE ",
                         table!(),
                         " SET state = $1, due_at = $2, done_at = NULL \
-                         WHERE namespace = $3 AND received_at >= $4 AND state IN ({})"
+                         WHERE namespace = $3 AND received_at >= $4 AND {} AND state IN ({})"
                     ),
+                    phase_in("phase", State::is_replayable),
                     states
                 );
                 (sql, names)
@@ -211,8 +213,8 @@ sql_bounds! {
             park: bool,
             limit: i64,
         ) -> Result<u64, sqlx::Error> {
-            // The batch's keys first, read from the claim's index (pending,
-            // by due time) outside any write; then the change by primary key
+            // The batch's keys first, read from the waiting events' index
+            // (by due time) outside any write; then the change by primary key
             // (`park_statement`), re-checked on each row (on PostgreSQL under
             // the row's lock), so
             // an event claimed meanwhile is left alone. On PostgreSQL the
@@ -221,14 +223,18 @@ sql_bounds! {
             const PICK_PARK: &str = concat!(
                 "SELECT arrival FROM ",
                 table!(),
-                " WHERE namespace = $1 AND state = $2 AND event_type = $3 AND due_at < ",
+                " WHERE namespace = $1 AND phase = ",
+                waiting_phase!(),
+                " AND state = $2 AND event_type = $3 AND due_at < ",
                 parked!(),
                 " ORDER BY due_at, arrival LIMIT $4"
             );
             const PICK_UNPARK: &str = concat!(
                 "SELECT arrival FROM ",
                 table!(),
-                " WHERE namespace = $1 AND state = $2 AND event_type = $3 AND due_at >= ",
+                " WHERE namespace = $1 AND phase = ",
+                waiting_phase!(),
+                " AND state = $2 AND event_type = $3 AND due_at >= ",
                 parked!(),
                 " ORDER BY due_at, arrival LIMIT $4"
             );
@@ -261,6 +267,7 @@ sql_bounds! {
                 .bind(namespace)
                 .bind(before)
                 .bind(limit)
+                .bind(State::Done.phase().as_str())
                 .bind(State::Done.as_str())
                 .execute(&db.pool)
                 .await?;
@@ -305,16 +312,17 @@ fn park_statement(dialect: crate::dialect::Dialect, park: bool, keys: usize) -> 
 }
 
 /// One bounded batch: at most `$3` done rows, found through the
-/// `(namespace, state, done_at)` index, so each statement is short. (That
-/// index is also the narrowest one the overview's counts by state read on
-/// PostgreSQL: without it the planner scans the table.)
+/// `(namespace, phase, done_at)` index (`$4` done's phase, `$5` done), so
+/// each statement is short. (That index is also the narrowest one the
+/// overview's counts by phase read on PostgreSQL: without it the planner
+/// scans the table.)
 const PURGE: &str = concat!(
     "DELETE FROM ",
     table!(),
     " WHERE arrival IN ( \
        SELECT arrival FROM ",
     table!(),
-    " WHERE namespace = $1 AND state = $4 AND done_at < $2 LIMIT $3)"
+    " WHERE namespace = $1 AND phase = $4 AND state = $5 AND done_at < $2 LIMIT $3)"
 );
 
 #[cfg(test)]
@@ -323,7 +331,7 @@ mod tests {
 
     /// Parking and unparking look each listed row up by its key. With
     /// `namespace` and `state` written plainly, SQLite drives them by the
-    /// claim's `(namespace, state, due_at)` index and walks every pending
+    /// waiting events' `(namespace, due_at)` index and walks every pending
     /// (or every parked) row of the namespace for each batch.
     #[tokio::test]
     async fn sqlite_parks_a_batchs_rows_by_their_keys() {
@@ -341,7 +349,7 @@ mod tests {
     async fn sqlite_purge_reads_old_done_rows_through_its_index() {
         let plan = crate::migrate::sqlite_plan(PURGE).await;
         assert!(
-            plan.contains("payhook_inbox_done (namespace=? AND state=? AND done_at<?)"),
+            plan.contains("payhook_inbox_phase_done (namespace=? AND phase=? AND done_at<?)"),
             "{plan}"
         );
     }

@@ -9,8 +9,24 @@
 //! [`record_failure`](Queue::record_failure) `pending` again (later) or
 //! `dead`; these two count the attempt, with its number and start. Every
 //! write after the claim names the lease token, so a worker whose lease was
-//! taken over changes nothing; the state is always a bound parameter, never
-//! a literal in the SQL.
+//! taken over changes nothing. A state is a bound parameter; the one literal
+//! is the waiting phase ([`waiting_phase!`](crate::dialect::waiting_phase),
+//! written from `State::Pending`'s name), which the partial index of waiting
+//! events needs a statement to name.
+//!
+//! # The layout: what a claim writes
+//!
+//! The indexes order events by *phase* ([`State::phase`], a column the
+//! database computes), not by state: `pending` and `running` are one phase,
+//! and the claims' index (`payhook_inbox_waiting`) holds the waiting events
+//! only. A claim and a requeue change `state` and the lease, which no index
+//! holds, so on PostgreSQL they are heap-only (HOT) updates that write no
+//! index entry (the fill factor leaves room on each page for the new
+//! version); only an event's end (done, dead, retried) moves it between
+//! indexes. The price: a claim skips the running events at the head of the
+//! waiting index by reading their rows, and the requeue of expired leases
+//! reads every waiting event of the namespace, which is why it runs every
+//! fifth of a lease rather than with each claim (see the `worker` module).
 //!
 //! # Suspects
 //!
@@ -87,7 +103,7 @@ use sqlx::Row as _;
 use crate::attempts::{interrupted_attempt, AttemptsRecord, MAX_ATTEMPT_RECORDS, TRIM_ATTEMPTS};
 use crate::clock::now_ms;
 use crate::database::Database;
-use crate::dialect::{parked, paused_table, table, Dialect};
+use crate::dialect::{parked, paused_table, table, waiting_phase, Dialect};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{
     AttemptOutcome, AttemptRecord, ClaimRequest, ClaimResult, Claimed, ClaimedAttempt, Failure, NewRow,
@@ -228,7 +244,9 @@ sql_bounds! {
                  WHERE arrival IN ( \
                    SELECT arrival FROM ",
                 table!(),
-                " WHERE namespace = $3 AND state = $4 AND lease_until < $5 AND suspect > 1 AND attempts >= $6 {lock}) \
+                " WHERE namespace = $3 AND phase = ",
+                waiting_phase!(),
+                " AND state = $4 AND lease_until < $5 AND suspect > 1 AND attempts >= $6 {lock}) \
                  RETURNING arrival, event_id, attempts, last_attempt_at"
             );
 
@@ -245,7 +263,9 @@ sql_bounds! {
                  WHERE arrival IN ( \
                    SELECT arrival FROM ",
                 table!(),
-                " WHERE namespace = $2 AND state = $3 AND lease_until < $4 AND suspect > 0 {lock}) \
+                " WHERE namespace = $2 AND phase = ",
+                waiting_phase!(),
+                " AND state = $3 AND lease_until < $4 AND suspect > 0 {lock}) \
                  RETURNING arrival, attempts, last_attempt_at, suspect"
             );
 
@@ -260,7 +280,9 @@ sql_bounds! {
                  WHERE arrival IN ( \
                    SELECT arrival FROM ",
                 table!(),
-                " WHERE namespace = $2 AND state = $3 AND lease_until < $4 AND suspect = 0 {lock})"
+                " WHERE namespace = $2 AND phase = ",
+                waiting_phase!(),
+                " AND state = $3 AND lease_until < $4 AND suspect = 0 {lock})"
             );
 
             let lock = db.dialect.skip_locked();
@@ -500,10 +522,10 @@ macro_rules! due_in_order {
 /// a primary-key probe of the paused types' table, per namespace; nothing
 /// earlier of the intent waiting, nothing of it running), oldest due first. A paused event
 /// stays `pending`, so it still holds back the later events of its intent
-/// (per-intent order is kept), and resuming its type needs no write to it. Only `pending` rows are candidates, so
-/// the scan follows the `(namespace, state, due_at, arrival)` index in claim
-/// order and stops after `LIMIT` rows, however many done rows the table
-/// keeps. No attempt is counted here: a claimed event may wait in the
+/// (per-intent order is kept), and resuming its type needs no write to it. Only waiting rows are in
+/// the partial `(namespace, due_at, arrival)` index the scan follows in claim
+/// order (skipping the running ones), and it stops after `LIMIT` rows,
+/// however many done rows the table keeps. No attempt is counted here: a claimed event may wait in the
 /// worker's local queue; its attempt is counted with its end, or for a
 /// suspect when it starts ([`progress`](crate::progress)), so a wait in a
 /// dead process's queue is never counted. This is SQLite's claim, under its one writer; PostgreSQL's is
@@ -516,7 +538,9 @@ const CLAIM: &str = concat!(
        SELECT c.arrival FROM ",
     table!(),
     " c \
-       WHERE c.namespace = $1 AND c.state = $7 AND c.due_at <= $2",
+       WHERE c.namespace = $1 AND c.phase = ",
+    waiting_phase!(),
+    " AND c.state = $7 AND c.due_at <= $2",
     due_in_order!("$6", "$7"),
     " ORDER BY c.due_at, c.arrival \
        LIMIT $5) \
@@ -533,7 +557,9 @@ const PICK: &str = concat!(
        SELECT c.arrival, c.namespace, c.intent_id FROM ",
     table!(),
     " c \
-       WHERE c.namespace = $1 AND c.state = $4 AND c.due_at <= $2",
+       WHERE c.namespace = $1 AND c.phase = ",
+    waiting_phase!(),
+    " AND c.state = $4 AND c.due_at <= $2",
     due_in_order!("$3", "$4"),
     " ORDER BY c.due_at, c.arrival \
        LIMIT $5 FOR UPDATE SKIP LOCKED) AS picked \

@@ -29,7 +29,7 @@ const CLEAR_DONE_ERRORS: &str = concat!("UPDATE ", table!(), " SET last_error = 
 const HELD_ARE_SUSPECTS: &str = concat!("UPDATE ", table!(), " SET suspect = 2 WHERE state = $1");
 
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 11] = [
+pub(crate) const MIGRATIONS: [Migration; 12] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../migrations/sqlite/0001_inbox_table.sql"),
@@ -97,12 +97,20 @@ pub(crate) const MIGRATIONS: [Migration; 11] = [
         postgres: include_str!("../../migrations/postgres/0011_suspects.sql"),
         then: Some((HELD_ARE_SUSPECTS, State::Running)),
     },
+    Migration {
+        version: 12,
+        sqlite: include_str!("../../migrations/sqlite/0012_waiting_phase.sql"),
+        postgres: include_str!("../../migrations/postgres/0012_waiting_phase.sql"),
+        then: None,
+    },
 ];
 
 impl Migration {
     /// Its statements on `dialect`, one at a time: the file split after each
     /// `;` that ends a line (a trigger's inner `;` does not), comment lines
-    /// left out.
+    /// left out, and each `{pending}` or `{running}` replaced by that state's
+    /// name as an SQL literal, so that a state is written from [`State`],
+    /// never typed into a `.sql` file.
     pub(crate) fn statements(&self, dialect: Dialect) -> impl Iterator<Item = String> + '_ {
         let file = match dialect {
             Dialect::Sqlite => self.sqlite,
@@ -115,7 +123,11 @@ impl Migration {
                 .collect();
             let statement = statement.join("\n");
             let statement = statement.trim().trim_end_matches(';').trim();
-            (!statement.is_empty()).then(|| statement.to_owned())
+            (!statement.is_empty()).then(|| {
+                statement
+                    .replace("{pending}", &format!("'{}'", State::Pending.as_str()))
+                    .replace("{running}", &format!("'{}'", State::Running.as_str()))
+            })
         })
     }
 }
@@ -156,5 +168,26 @@ mod tests {
         );
         assert_eq!(MIGRATIONS[2].statements(Dialect::Postgres).count(), 4);
         assert_eq!(MIGRATIONS[0].statements(Dialect::Postgres).count(), 4);
+        // The phase column files `running` under `pending`, as
+        // `State::phase` does, and the waiting events' index names the
+        // phase the claims write as a literal.
+        for dialect in [Dialect::Sqlite, Dialect::Postgres] {
+            let statements: Vec<String> = MIGRATIONS[11].statements(dialect).collect();
+            assert!(
+                statements[0].contains(&format!(
+                    "CASE WHEN state = '{}' THEN '{}' ELSE state END",
+                    State::Running.as_str(),
+                    State::Running.phase().as_str()
+                )),
+                "{}",
+                statements[0]
+            );
+            assert!(
+                statements[1].ends_with(concat!("WHERE phase = ", crate::dialect::waiting_phase!())),
+                "{}",
+                statements[1]
+            );
+            assert!(statements.iter().all(|statement| !statement.contains('{')));
+        }
     }
 }

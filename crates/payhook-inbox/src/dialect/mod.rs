@@ -41,7 +41,7 @@ pub(crate) use paused_table;
 /// How far past its due time a paused type's waiting event is parked, for
 /// `concat!` (2^62 ms: any real due time plus it is past every real time,
 /// and still fits an `i64`). The claim reads pending events due by now in
-/// `(namespace, state, due_at, arrival)` index order, so a parked event is
+/// the waiting events' `(namespace, due_at, arrival)` index order, so a parked event is
 /// out of its range: claims never step over a paused type's backlog. The
 /// event stays `pending` (per-intent order still counts it as waiting), and
 /// resuming subtracts the offset again, so the order it is claimed in is
@@ -343,6 +343,39 @@ pub(crate) fn is_missing_table(err: &dyn sqlx::error::DatabaseError) -> bool {
     err.message().contains("no such table") || err.code().as_deref() == Some("42P01")
 }
 
+/// The phase of every waiting event ([`State::phase`] of `pending` and
+/// `running`) as an SQL literal, for `concat!` into the statements that must
+/// read the partial index of waiting events (`payhook_inbox_waiting`, `WHERE
+/// phase = 'pending'`): a planner reads a partial index only for a statement
+/// whose condition names its predicate's value, never a bound parameter.
+/// Written from [`State::Pending`]'s name (a test checks), never from input.
+macro_rules! waiting_phase {
+    () => {
+        "'pending'"
+    };
+}
+pub(crate) use waiting_phase;
+
+/// The phases of a group of states ([`State::phase`]) as a condition on the
+/// `phase` column, `phase IN ('…', …)`, its values literals written from
+/// [`State`]'s names (never input), so that a statement reading a group
+/// finds its rows through the indexes on `phase` (the `state` column is in
+/// no index). `column` is the column as the statement names it.
+pub(crate) fn phase_in(column: &str, group: fn(State) -> bool) -> String {
+    let mut phases: Vec<&'static str> = Vec::new();
+    for state in State::members(group) {
+        let phase = state.phase().as_str();
+        if !phases.contains(&phase) {
+            phases.push(phase);
+        }
+    }
+    if phases.is_empty() {
+        return "1 = 0".to_owned();
+    }
+    let list: Vec<String> = phases.iter().map(|phase| format!("'{phase}'")).collect();
+    format!("{column} IN ({})", list.join(", "))
+}
+
 /// A group of states as statement text: `$first, $first+1, …`, one
 /// parameter for each state of `group` ([`State`]'s group methods), and the
 /// names to bind to them in order. A group with no state binds one name no
@@ -361,6 +394,23 @@ pub(crate) fn states_in(first: usize, group: fn(State) -> bool) -> (String, Vec<
 
 #[cfg(test)]
 mod tests {
+    use crate::model::State;
+
+    #[test]
+    fn the_waiting_phase_is_pendings_name() {
+        assert_eq!(waiting_phase!(), format!("'{}'", State::Pending.as_str()));
+        assert_eq!(waiting_phase!(), format!("'{}'", State::Running.phase().as_str()));
+        assert_eq!(
+            super::phase_in("phase", State::is_waiting),
+            "phase IN ('pending')"
+        );
+        assert_eq!(
+            super::phase_in("e.phase", State::is_purgeable),
+            "e.phase IN ('dead', 'done')"
+        );
+        assert_eq!(super::phase_in("phase", |_| false), "1 = 0");
+    }
+
     #[test]
     fn the_parked_offset_is_one_number_in_statements_and_code() {
         assert_eq!(parked!().parse::<i64>(), Ok(super::PARKED));

@@ -102,6 +102,20 @@ impl State {
         }
     }
 
+    /// The state the table's indexes file it under (the generated `phase`
+    /// column, migration 12): `running` counts as `pending`, both waiting for
+    /// their end, so a claim (`pending` → `running`) and a lease that runs
+    /// out (`running` → `pending`) change no indexed column, and PostgreSQL
+    /// writes them as heap-only (HOT) updates that add no index entry. Every
+    /// other state is its own phase.
+    pub(crate) const fn phase(self) -> Self {
+        match self {
+            Self::Pending | Self::Running => Self::Pending,
+            Self::Dead => Self::Dead,
+            Self::Done => Self::Done,
+        }
+    }
+
     /// The states in `group`, in [`State::ALL`] order.
     pub(crate) fn members(group: fn(Self) -> bool) -> Vec<Self> {
         Self::ALL.iter().copied().filter(|&state| group(state)).collect()
@@ -193,5 +207,8 @@ mod tests {
         assert_eq!(State::members(State::can_be_made_due), [Pending, Dead]);
         assert_eq!(State::members(State::is_replayable), [Done]);
         assert_eq!(State::members(State::is_purgeable), [Dead, Done]);
+        // Migration 12's generated column says the same.
+        let phases: Vec<State> = State::ALL.iter().map(|state| state.phase()).collect();
+        assert_eq!(phases, [Pending, Pending, Dead, Done]);
     }
 }

@@ -9,7 +9,7 @@ use sqlx::Row as _;
 
 use crate::clock::millis;
 use crate::database::Database;
-use crate::dialect::{attempts_table, duplicates_table, table};
+use crate::dialect::{attempts_table, duplicates_table, table, waiting_phase};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{
     ActivitySlot, Attempt, AttemptOutcome, Cursor, IntentEvent, Page, PageQuery, Source, State, Stats,
@@ -17,19 +17,29 @@ use crate::model::{
 };
 use crate::reads::{stored_event, COLUMNS};
 
-/// Counts by state: read from the `(namespace, state, …)` index alone.
+/// Counts by phase ([`State::phase`]), read from a `(namespace, phase, …)`
+/// index alone, and of the running events (`$2`), which share their phase
+/// with the pending ones: the waiting events' index, each row read for its
+/// state. One statement, so one snapshot: the pending count is the waiting
+/// phase's less the running.
 pub(crate) const COUNT_BY_STATE: &str = concat!(
-    "SELECT state, COUNT(*) AS n FROM ",
+    "SELECT phase AS state, COUNT(*) AS n FROM ",
     table!(),
-    " WHERE namespace = $1 GROUP BY state"
+    " WHERE namespace = $1 GROUP BY phase \
+     UNION ALL SELECT $2 AS state, COUNT(*) AS n FROM ",
+    table!(),
+    " WHERE namespace = $1 AND phase = ",
+    waiting_phase!(),
+    " AND state = $2"
 );
 
-/// The oldest pending event: the first entry of the state's range in the
-/// `(namespace, state, received_at, arrival)` index.
+/// The oldest pending event (`$2` pending, `$3` its phase): from the start of
+/// the phase's range in the `(namespace, phase, received_at, arrival)`
+/// index, the first row that is not running.
 pub(crate) const OLDEST_PENDING: &str = concat!(
     "SELECT MIN(received_at) AS oldest FROM ",
     table!(),
-    " WHERE namespace = $1 AND state = $2"
+    " WHERE namespace = $1 AND phase = $3 AND state = $2"
 );
 
 /// Deliveries received per interval since `$2` (`$3` milliseconds each).
@@ -86,7 +96,9 @@ pub(crate) fn page_statement(query: &PageQuery) -> String {
     };
     let filter = &query.filter;
     if filter.state.is_some() {
-        add(&mut sql, " AND state = ?");
+        // The phase finds the range in the `(namespace, phase, received_at,
+        // arrival)` index; the state picks from it.
+        add(&mut sql, " AND phase = ? AND state = ?");
     }
     if filter.event_type.is_some() {
         add(&mut sql, " AND event_type = ?");
@@ -163,20 +175,34 @@ sql_bounds! {
             namespace: &'a str,
         ) -> Result<Stats, sqlx::Error> {
             let mut stats = Stats::default();
-            for row in sqlx::query(COUNT_BY_STATE)
+            let rows = sqlx::query(COUNT_BY_STATE)
                 .bind(namespace)
+                .bind(State::Running.as_str())
                 .fetch_all(&db.pool)
-                .await?
-            {
+                .await?;
+            // The phases' counts first, then the running events' (last).
+            let mut counts = Vec::with_capacity(rows.len());
+            for row in &rows {
                 let state: String = row.try_get("state")?;
                 let count: i64 = row.try_get("n")?;
-                if let Ok(state) = state.parse::<State>() {
-                    stats.set(state, count);
+                counts.push((state, count));
+            }
+            let running = counts.pop().map_or(0, |(_, count)| count);
+            for (phase, count) in counts {
+                // A phase this version does not know is left out.
+                if let Ok(phase) = phase.parse::<State>() {
+                    if phase == State::Running.phase() {
+                        stats.set(State::Running, running);
+                        stats.set(phase, count.saturating_sub(running).max(0));
+                    } else {
+                        stats.set(phase, count);
+                    }
                 }
             }
             let row = sqlx::query(OLDEST_PENDING)
                 .bind(namespace)
                 .bind(State::Pending.as_str())
+                .bind(State::Pending.phase().as_str())
                 .fetch_one(&db.pool)
                 .await?;
             stats.oldest_pending_at = row.try_get("oldest")?;
@@ -252,7 +278,7 @@ sql_bounds! {
             let filter = &query.filter;
             let mut statement = sqlx::query(&sql).bind(namespace);
             if let Some(state) = filter.state {
-                statement = statement.bind(state.as_str());
+                statement = statement.bind(state.phase().as_str()).bind(state.as_str());
             }
             if let Some(event_type) = &filter.event_type {
                 statement = statement.bind(event_type.as_str());

@@ -13,7 +13,7 @@ use sqlx::Row as _;
 
 use crate::clock::{millis, now_ms};
 use crate::database::Database;
-use crate::dialect::{is_missing_table, paused_table, states_in, table, PARKED};
+use crate::dialect::{is_missing_table, paused_table, phase_in, states_in, table, PARKED};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{Filter, PausedType, Source, State, StoredEvent};
 
@@ -104,8 +104,9 @@ sql_bounds! {
                     concat!(
                         "SELECT COUNT(*) AS waiting, MIN(received_at) AS oldest FROM ",
                         table!(),
-                        " WHERE namespace = $1 AND state IN ({})"
+                        " WHERE namespace = $1 AND {} AND state IN ({})"
                     ),
+                    phase_in("phase", State::is_waiting),
                     waiting
                 );
                 (sql, names)
@@ -153,6 +154,7 @@ sql_bounds! {
                 next += 1;
             };
             if filter.state.is_some() {
+                add(&mut sql, " AND phase = ?");
                 add(&mut sql, " AND state = ?");
             }
             if filter.event_type.is_some() {
@@ -174,7 +176,7 @@ sql_bounds! {
             add(&mut sql, " ORDER BY received_at DESC, arrival DESC LIMIT ?");
             let mut query = sqlx::query(&sql).bind(namespace);
             if let Some(state) = filter.state {
-                query = query.bind(state.as_str());
+                query = query.bind(state.phase().as_str()).bind(state.as_str());
             }
             if let Some(event_type) = &filter.event_type {
                 query = query.bind(event_type.as_str());

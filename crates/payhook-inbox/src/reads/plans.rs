@@ -42,11 +42,16 @@ fn dashboard_statements() -> Vec<Example> {
     };
     let hour_ago = now_ms() - 3_600_000;
     vec![
-        ("counts by state", COUNT_BY_STATE.to_owned(), vec![], vec![]),
+        (
+            "counts by state",
+            COUNT_BY_STATE.to_owned(),
+            vec![State::Running.as_str()],
+            vec![],
+        ),
         (
             "oldest pending",
             OLDEST_PENDING.to_owned(),
-            vec![State::Pending.as_str()],
+            vec![State::Pending.as_str(), State::Pending.phase().as_str()],
             vec![],
         ),
         (
@@ -82,7 +87,7 @@ fn dashboard_statements() -> Vec<Example> {
         (
             "events page, by state, after a cursor",
             page_statement(&by_state),
-            vec![State::Dead.as_str()],
+            vec![State::Dead.phase().as_str(), State::Dead.as_str()],
             vec![1_700_000_000_000, 1_700_000_000_000, 1, 51],
         ),
     ]
