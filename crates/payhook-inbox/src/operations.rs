@@ -312,8 +312,8 @@ fn park_statement(dialect: crate::dialect::Dialect, park: bool, keys: usize) -> 
 }
 
 /// One bounded batch: at most `$3` done rows, found through the
-/// `(namespace, phase, done_at)` index (`$4` done's phase, `$5` done), so
-/// each statement is short. (That index is also the narrowest one the
+/// `(namespace, phase, done_at)` index (`$4` done's phase, `$5` done; on
+/// SQLite `(namespace, state, done_at)`), so each statement is short. (That index is also the narrowest one the
 /// overview's counts by phase read on PostgreSQL: without it the planner
 /// scans the table.)
 const PURGE: &str = concat!(
@@ -349,7 +349,7 @@ mod tests {
     async fn sqlite_purge_reads_old_done_rows_through_its_index() {
         let plan = crate::migrate::sqlite_plan(PURGE).await;
         assert!(
-            plan.contains("payhook_inbox_phase_done (namespace=? AND phase=? AND done_at<?)"),
+            plan.contains("payhook_inbox_done (namespace=? AND state=? AND done_at<?)"),
             "{plan}"
         );
     }

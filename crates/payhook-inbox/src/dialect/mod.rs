@@ -289,6 +289,18 @@ impl Dialect {
         }
     }
 
+    /// The column the overview's counts group by, read from an index alone:
+    /// PostgreSQL's `phase` (stored, and its indexes are on it), SQLite's
+    /// `state` (its indexes stay on `state`, and an index on its virtual
+    /// `phase` column is never read alone). The reader maps each value to
+    /// its phase ([`State::phase`]), so both give the same counts.
+    pub(crate) fn counted_by(self) -> &'static str {
+        match self {
+            Self::Sqlite => "state",
+            Self::Postgres => "phase",
+        }
+    }
+
     /// A text column as a condition must name it when the statement is to
     /// be driven by another condition, never by an index on this column:
     /// SQLite's unary `+`, PostgreSQL's `column || ''`. A statement that

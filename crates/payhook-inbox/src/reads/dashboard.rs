@@ -9,7 +9,7 @@ use sqlx::Row as _;
 
 use crate::clock::millis;
 use crate::database::Database;
-use crate::dialect::{attempts_table, duplicates_table, table, waiting_phase};
+use crate::dialect::{attempts_table, duplicates_table, table, waiting_phase, Dialect};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{
     ActivitySlot, Attempt, AttemptOutcome, Cursor, IntentEvent, Page, PageQuery, Source, State, Stats,
@@ -17,21 +17,26 @@ use crate::model::{
 };
 use crate::reads::{stored_event, COLUMNS};
 
-/// Counts by phase ([`State::phase`]), read from a `(namespace, phase, …)`
-/// index alone, and of the running events (`$2`), which share their phase
-/// with the pending ones: the waiting events' index, each row read for its
-/// state. One statement, so one snapshot: the pending count is the waiting
-/// phase's less the running.
+/// Counts by phase ([`State::phase`]), grouped by
+/// [`Dialect::counted_by`]'s column (`{counted_by}`) and read from an index
+/// alone, each row with the count of the running events (`$2`), which share
+/// their phase with the pending ones: a subquery run once, over the waiting
+/// events' index, each row read for its state. One statement, so one
+/// snapshot: the pending count is the waiting phase's less the running.
 pub(crate) const COUNT_BY_STATE: &str = concat!(
-    "SELECT phase AS state, COUNT(*) AS n FROM ",
+    "SELECT {counted_by} AS state, COUNT(*) AS n, (SELECT COUNT(*) FROM ",
     table!(),
-    " WHERE namespace = $1 GROUP BY phase \
-     UNION ALL SELECT $2 AS state, COUNT(*) AS n FROM ",
-    table!(),
-    " WHERE namespace = $1 AND phase = ",
+    " r WHERE r.namespace = $1 AND r.phase = ",
     waiting_phase!(),
-    " AND state = $2"
+    " AND r.state = $2) AS running FROM ",
+    table!(),
+    " WHERE namespace = $1 GROUP BY {counted_by}"
 );
+
+/// [`COUNT_BY_STATE`] on `dialect`.
+pub(crate) fn count_by_state(dialect: Dialect) -> String {
+    COUNT_BY_STATE.replace("{counted_by}", dialect.counted_by())
+}
 
 /// The oldest pending event (`$2` pending, `$3` its phase): from the start of
 /// the phase's range in the `(namespace, phase, received_at, arrival)`
@@ -175,30 +180,30 @@ sql_bounds! {
             namespace: &'a str,
         ) -> Result<Stats, sqlx::Error> {
             let mut stats = Stats::default();
-            let rows = sqlx::query(COUNT_BY_STATE)
+            let rows = sqlx::query(&count_by_state(db.dialect))
                 .bind(namespace)
                 .bind(State::Running.as_str())
                 .fetch_all(&db.pool)
                 .await?;
-            // The phases' counts first, then the running events' (last).
-            let mut counts = Vec::with_capacity(rows.len());
+            // Each value read as its phase (SQLite's are states); a value
+            // this version does not know is left out.
+            let mut by_phase = [0_i64; State::ALL.len()];
+            let mut running = 0;
             for row in &rows {
-                let state: String = row.try_get("state")?;
-                let count: i64 = row.try_get("n")?;
-                counts.push((state, count));
-            }
-            let running = counts.pop().map_or(0, |(_, count)| count);
-            for (phase, count) in counts {
-                // A phase this version does not know is left out.
-                if let Ok(phase) = phase.parse::<State>() {
-                    if phase == State::Running.phase() {
-                        stats.set(State::Running, running);
-                        stats.set(phase, count.saturating_sub(running).max(0));
-                    } else {
-                        stats.set(phase, count);
-                    }
+                running = row.try_get("running")?;
+                let value: String = row.try_get("state")?;
+                if let Ok(state) = value.parse::<State>() {
+                    by_phase[state.phase().index()] += row.try_get::<i64, _>("n")?;
                 }
             }
+            for &state in State::ALL {
+                if state.phase() == state {
+                    stats.set(state, by_phase[state.index()]);
+                }
+            }
+            stats.set(State::Running, running);
+            let waiting = State::Running.phase();
+            stats.set(waiting, by_phase[waiting.index()].saturating_sub(running).max(0));
             let row = sqlx::query(OLDEST_PENDING)
                 .bind(namespace)
                 .bind(State::Pending.as_str())

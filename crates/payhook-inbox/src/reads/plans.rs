@@ -8,10 +8,11 @@ use sqlx::Row as _;
 
 use crate::clock::now_ms;
 use crate::database::Database;
+use crate::dialect::Dialect;
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{Cursor, Filter, PageQuery, State};
 use crate::reads::dashboard::{
-    page_statement, ATTEMPTS_PER_INTERVAL, COUNT_BY_STATE, DUPLICATES_PER_INTERVAL, OLDEST_PENDING,
+    count_by_state, page_statement, ATTEMPTS_PER_INTERVAL, DUPLICATES_PER_INTERVAL, OLDEST_PENDING,
     RECEIVED_PER_INTERVAL,
 };
 
@@ -21,7 +22,7 @@ type Example = (&'static str, String, Vec<&'static str>, Vec<i64>);
 
 /// The statements behind the overview and the events page with example
 /// parameters.
-fn dashboard_statements() -> Vec<Example> {
+fn dashboard_statements(dialect: Dialect) -> Vec<Example> {
     let by_state = PageQuery {
         filter: Filter {
             state: Some(State::Dead),
@@ -44,7 +45,7 @@ fn dashboard_statements() -> Vec<Example> {
     vec![
         (
             "counts by state",
-            COUNT_BY_STATE.to_owned(),
+            count_by_state(dialect),
             vec![State::Running.as_str()],
             vec![],
         ),
@@ -109,7 +110,7 @@ sql_bounds! {
             namespace: &'a str,
         ) -> Result<Vec<(&'static str, Vec<String>)>, sqlx::Error> {
             let mut plans = Vec::new();
-            for (what, sql, texts, numbers) in dashboard_statements() {
+            for (what, sql, texts, numbers) in dashboard_statements(db.dialect) {
                 let explain = db.dialect.explain(&sql);
                 let mut query = sqlx::query::<DB>(&explain).bind(namespace);
                 for text in texts {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use payhook_core::sender::SignedDelivery;
 use payhook_core::Receiver;
-use payhook_inbox::admin::{Admin, PageQuery, State, MAX_ATTEMPT_RECORDS};
+use payhook_inbox::admin::{Admin, Filter, PageQuery, State, MAX_ATTEMPT_RECORDS};
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, Job};
 use payhook_test_support::unique;
@@ -285,6 +285,107 @@ async fn sqlite_cut_short_attempts_are_recorded_as_interrupted() {
 async fn postgres_cut_short_attempts_are_recorded_as_interrupted() {
     let url = payhook_test_support::postgres_url();
     cut_short_attempts_are_recorded_as_interrupted(url).await;
+}
+
+/// Pending and running events share one phase (migration 12): the counts,
+/// the oldest pending event and the state filters still tell them apart.
+async fn waiting_events_are_told_pending_or_running(url: String) {
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let inbox = Inbox::builder(receiver)
+        .namespace(unique("waiting"))
+        .connect(&url)
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"));
+    let admin = Admin::of_inbox(&inbox);
+    for (index, id) in ["evt_first", "evt_held", "evt_later", "evt_gone"]
+        .into_iter()
+        .enumerate()
+    {
+        ingest(&inbox, id, &format!("pi_{index}")).await;
+        // Each received in a millisecond of its own.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    let set = |id: &'static str, state: State| {
+        let inbox = &inbox;
+        async move {
+            sqlx::query(
+                "UPDATE payhook_inbox SET state = $1, lease_token = 7, lease_until = $2 \
+                 WHERE namespace = $3 AND event_id = $4",
+            )
+            .bind(state.as_str())
+            .bind(i64::MAX / 2)
+            .bind(inbox.namespace())
+            .bind(id)
+            .execute(inbox.pool())
+            .await
+            .unwrap();
+        }
+    };
+    set("evt_held", State::Running).await;
+    set("evt_gone", State::Dead).await;
+    let counts = |stats: &payhook_inbox::admin::Stats| {
+        State::ALL
+            .iter()
+            .map(|&state| stats.count(state))
+            .collect::<Vec<_>>()
+    };
+    let stats = admin.stats().await.unwrap();
+    // Pending, running, dead, done.
+    assert_eq!(counts(&stats), [2, 1, 1, 0]);
+    let first = admin.show("evt_first").await.unwrap().received_at;
+    assert_eq!(stats.oldest_pending_at, Some(first));
+    let of_state = |state: State| {
+        let admin = &admin;
+        async move {
+            let filter = Filter {
+                state: Some(state),
+                ..Filter::default()
+            };
+            let listed: Vec<String> = admin
+                .list(&filter)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.event_id)
+                .collect();
+            let paged: Vec<String> = admin
+                .page(&PageQuery {
+                    filter,
+                    ..PageQuery::default()
+                })
+                .await
+                .unwrap()
+                .events
+                .into_iter()
+                .map(|e| e.event_id)
+                .collect();
+            assert_eq!(listed, paged, "{state}");
+            listed
+        }
+    };
+    assert_eq!(of_state(State::Pending).await, ["evt_later", "evt_first"]);
+    assert_eq!(of_state(State::Running).await, ["evt_held"]);
+    assert_eq!(of_state(State::Dead).await, ["evt_gone"]);
+
+    // The oldest waiting event running, the oldest pending one is the next.
+    set("evt_first", State::Running).await;
+    let stats = admin.stats().await.unwrap();
+    assert_eq!(counts(&stats), [1, 2, 1, 0]);
+    let later = admin.show("evt_later").await.unwrap().received_at;
+    assert_eq!(stats.oldest_pending_at, Some(later));
+    assert_eq!(of_state(State::Running).await, ["evt_held", "evt_first"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_waiting_events_are_told_pending_or_running() {
+    let dir = std::env::temp_dir().join(unique("payhook-waiting"));
+    std::fs::create_dir_all(&dir).unwrap();
+    waiting_events_are_told_pending_or_running(format!("sqlite://{}", dir.join("inbox.db").display())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_waiting_events_are_told_pending_or_running() {
+    waiting_events_are_told_pending_or_running(payhook_test_support::postgres_url()).await;
 }
 
 /// The events page filtered by type reads the type's index range (migration
