@@ -16,17 +16,20 @@
 //!
 //! # The layout: what a claim writes
 //!
-//! The indexes order events by *phase* ([`State::phase`], a column the
-//! database computes), not by state: `pending` and `running` are one phase,
-//! and the claims' index (`payhook_inbox_waiting`) holds the waiting events
-//! only. A claim and a requeue change `state` and the lease, which no index
-//! holds, so on PostgreSQL they are heap-only (HOT) updates that write no
+//! On PostgreSQL the indexes order events by *phase* ([`State::phase`], a
+//! column the database computes), not by state: `pending` and `running` are
+//! one phase, and the claims' index (`payhook_inbox_waiting`) holds the
+//! waiting events only. A claim and a requeue change `state` and the lease,
+//! which no index holds, so they are heap-only (HOT) updates that write no
 //! index entry (the fill factor leaves room on each page for the new
 //! version); only an event's end (done, dead, retried) moves it between
 //! indexes. The price: a claim skips the running events at the head of the
 //! waiting index by reading their rows, and the requeue of expired leases
 //! reads every waiting event of the namespace, which is why it runs every
 //! fifth of a lease rather than with each claim (see the `worker` module).
+//! SQLite keeps its indexes on `state` (it has no heap-only update to win,
+//! and cannot read its virtual `phase` column from an index alone); the
+//! statements name the phase on both, so they read the same.
 //!
 //! # Suspects
 //!
