@@ -17,7 +17,7 @@ use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, InboxError, Job};
 use payhook_test_support::{on_every_backend, postgres_url, sqlite_url, unique};
 
-use crate::eventually;
+use crate::{attempt_record, eventually};
 
 const SECRET: &str = "whsec_conformance";
 
@@ -109,17 +109,6 @@ async fn state_of(admin: &Admin, id: &str) -> String {
 }
 
 /// Writes one ledger row through the job's transaction.
-/// An event's attempts record, newest first: (attempt, outcome).
-async fn attempt_record(admin: &Admin, id: &str) -> Vec<(i64, String)> {
-    admin
-        .attempts(id)
-        .await
-        .unwrap()
-        .iter()
-        .map(|attempt| (attempt.attempt, attempt.outcome.clone()))
-        .collect()
-}
-
 async fn write_ledger(job: &Job, table: &str, note: &str) -> Result<(), HandlerError> {
     let mut tx = job.transaction().await?;
     sqlx::query(&format!("INSERT INTO {table} (event_id, note) VALUES ($1, $2)"))

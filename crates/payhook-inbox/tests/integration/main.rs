@@ -24,6 +24,8 @@ mod wal;
 use std::future::Future;
 use std::time::Duration;
 
+use payhook_inbox::admin::Admin;
+
 /// Waits until `check` holds, for 20 s at the most: the wait of the tests
 /// here (see [`payhook_test_support::eventually_async`]).
 async fn eventually<F, Fut>(what: &str, check: F)
@@ -32,4 +34,16 @@ where
     Fut: Future<Output = bool>,
 {
     payhook_test_support::eventually_async(Duration::from_secs(20), what, check).await;
+}
+
+/// An event's attempts record as the operator's tools read it, newest
+/// first: (attempt, outcome).
+async fn attempt_record(admin: &Admin, id: &str) -> Vec<(i64, String)> {
+    admin
+        .attempts(id)
+        .await
+        .unwrap()
+        .iter()
+        .map(|attempt| (attempt.attempt, attempt.outcome.clone()))
+        .collect()
 }

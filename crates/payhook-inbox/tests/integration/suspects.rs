@@ -24,6 +24,8 @@ use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, Job};
 use payhook_test_support::{on_every_backend, postgres_url, sqlite_url, unique};
 
+use crate::attempt_record;
+
 const SECRET: &str = "whsec_suspects";
 const MAX_ATTEMPTS: u32 = 2;
 /// The events handled before the crashing one, so that the first process
@@ -133,17 +135,6 @@ impl Process {
         let _ = self.order.send(false);
         self.thread.join().unwrap();
     }
-}
-
-/// An event's attempts record, newest first: (attempt, outcome).
-async fn attempt_record(admin: &Admin, id: &str) -> Vec<(i64, String)> {
-    admin
-        .attempts(id)
-        .await
-        .unwrap()
-        .iter()
-        .map(|attempt| (attempt.attempt, attempt.outcome.clone()))
-        .collect()
 }
 
 async fn held(pool: &sqlx::AnyPool, namespace: &str) -> i64 {
