@@ -388,6 +388,48 @@ async fn postgres_waiting_events_are_told_pending_or_running() {
     waiting_events_are_told_pending_or_running(payhook_test_support::postgres_url()).await;
 }
 
+/// What makes a claim a heap-only update on PostgreSQL (migration 12): no
+/// index of the events table holds a column a claim, a renewal or a requeue
+/// changes, in its key, its included columns or its predicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_no_index_holds_what_a_claim_changes() {
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let inbox = Inbox::builder(receiver)
+        .connect(&payhook_test_support::postgres_url())
+        .await
+        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"));
+    let definitions: Vec<String> = sqlx::query(
+        "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'payhook_inbox'",
+    )
+    .fetch_all(inbox.pool())
+    .await
+    .unwrap()
+    .iter()
+    .map(|row| row.get::<String, _>("indexdef"))
+    .collect();
+    assert!(
+        definitions
+            .iter()
+            .any(|index| index.contains("WHERE (phase = 'pending'")),
+        "the waiting events' index: {definitions:#?}"
+    );
+    for index in &definitions {
+        let words: Vec<&str> = index
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .collect();
+        for column in [
+            "state",
+            "lease_token",
+            "lease_until",
+            "suspect",
+            "attempts",
+            "last_attempt_at",
+        ] {
+            assert!(!words.contains(&column), "{column} in {index}");
+        }
+    }
+}
+
 /// The events page filtered by type reads the type's index range (migration
 /// 4), newest first, instead of every event of the namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
