@@ -74,6 +74,10 @@ pub struct ClaimRequest<'a> {
     pub(crate) lease_until: i64,
     pub(crate) token: i64,
     pub(crate) limit: i64,
+    /// How many of `limit` the handlers free now would start at once: a
+    /// PostgreSQL claim that finds fewer in the first due events reads the
+    /// whole queue (see the queue's module docs, "The claim's window").
+    pub(crate) needed: i64,
     /// Put events whose lease ran out back in the queue first (or make them
     /// dead when that was their last attempt, out of this many).
     pub(crate) requeue: Option<u32>,

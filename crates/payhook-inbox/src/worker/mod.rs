@@ -265,7 +265,7 @@ async fn dispatch<DB: Backend>(
                 next_requeue = now + config.lease / 5;
             }
             let limit = target - local.len();
-            match claim(&db, &config, limit, requeue).await {
+            match claim(&db, &config, limit, free.min(limit), requeue).await {
                 Ok(claimed) => {
                     if local.is_empty() {
                         next_renew = Instant::now() + config.lease / 4;
@@ -466,13 +466,15 @@ impl Drop for RunningSuspect {
     }
 }
 
-/// Claims up to `limit` due events; first, with `requeue`, puts expired ones
-/// back in the queue, or makes them dead when their lease ran out on their
-/// last attempt.
+/// Claims up to `limit` due events, `needed` of them for the handlers free
+/// now ([`ClaimRequest`]); first, with `requeue`, puts expired ones back in
+/// the queue, or makes them dead when their lease ran out on their last
+/// attempt.
 async fn claim<DB: Backend>(
     db: &Database<DB>,
     config: &Config,
     limit: usize,
+    needed: usize,
     requeue: bool,
 ) -> Result<Vec<Claimed>, sqlx::Error> {
     let now = now_ms();
@@ -482,6 +484,7 @@ async fn claim<DB: Backend>(
         lease_until: now.saturating_add(millis(config.lease)),
         token: new_token(),
         limit: i64::try_from(limit.min(MOST_AHEAD)).unwrap_or(1),
+        needed: i64::try_from(needed.min(MOST_AHEAD)).unwrap_or(1),
         requeue: requeue.then_some(config.max_attempts),
     };
     let result = db.write(DB::claim(db, request)).await?;
