@@ -579,9 +579,9 @@ const CLAIM: &str = concat!(
 );
 
 /// The first statement of a PostgreSQL claim (see the module docs): the
-/// candidates of [`CLAIM`] among the waiting events due no later than the
-/// `$7`-th (the window, [`claim_window`]; none past the queue's end leaves
-/// it whole), their rows locked, and the guard of each one's intent taken,
+/// candidates of [`CLAIM`] among the first `$7` due waiting events (and the
+/// next one, with any due at its time: the window, [`claim_window`]; a
+/// window past the queue's end reads it whole), their rows locked, and the guard of each one's intent taken,
 /// or the candidate left out when another claim holds it. The candidates
 /// are chosen (and limited) inside the subquery before any guard is tried,
 /// so only the rows about to be claimed take a guard.
