@@ -151,37 +151,39 @@ fill() {
   esac
 }
 
+# The claim and the done mark of the layouts that update a state in place:
+# $1 the table holding the state, $2 what the claim joins to read the body
+# (with the condition joining it), $3 the attempts table.
+claim_in_place() {
+  printf '%s' "WITH picked AS (SELECT arrival FROM $1 WHERE namespace = 'bench' AND phase = 'pending'
+        AND state = 'pending' AND due_at <= 9000000000000 ORDER BY due_at, arrival LIMIT $batch FOR UPDATE SKIP LOCKED),
+        claimed AS (UPDATE $1 e SET state = 'running', lease_token = :client_id, lease_until = 9000000000000
+        FROM picked$2 WHERE e.arrival = picked.arrival RETURNING e.arrival, body)"
+}
+done_in_place() {
+  printf '%s' "WITH marked AS (UPDATE $1 SET state = 'done', done_at = 2, lease_token = NULL, lease_until = NULL,
+        last_error = NULL, attempts = 1, last_attempt_at = 1
+        WHERE arrival = ANY (ARRAY[:ids]::bigint[]) AND lease_token = :client_id AND state = 'running'
+        RETURNING arrival, namespace)
+        INSERT INTO $2 (arrival, namespace, attempt, started_at, finished_at, duration_ms, outcome)
+        SELECT arrival, namespace, 1, 1, 2, 1, 'done' FROM marked;"
+}
+
 # One pgbench transaction: claim up to $batch due events, then mark them done.
 cycle() {
   local claim done
   case $1 in
     today | toasted)
-      claim="WITH picked AS (SELECT arrival FROM payhook_inbox WHERE namespace = 'bench' AND phase = 'pending'
-        AND state = 'pending' AND due_at <= 9000000000000 ORDER BY due_at, arrival LIMIT $batch FOR UPDATE SKIP LOCKED),
-        claimed AS (UPDATE payhook_inbox e SET state = 'running', lease_token = :client_id, lease_until = 9000000000000
-        FROM picked WHERE e.arrival = picked.arrival RETURNING e.arrival, e.body)"
-      done="WITH marked AS (UPDATE payhook_inbox SET state = 'done', done_at = 2, lease_token = NULL, lease_until = NULL,
-        last_error = NULL, attempts = 1, last_attempt_at = 1
-        WHERE arrival = ANY (ARRAY[:ids]::bigint[]) AND lease_token = :client_id AND state = 'running'
-        RETURNING arrival, namespace)
-        INSERT INTO payhook_inbox_attempts (arrival, namespace, attempt, started_at, finished_at, duration_ms, outcome)
-        SELECT arrival, namespace, 1, 1, 2, 1, 'done' FROM marked;" ;;
+      claim=$(claim_in_place payhook_inbox "")
+      done=$(done_in_place payhook_inbox payhook_inbox_attempts) ;;
     split)
-      claim="WITH picked AS (SELECT arrival FROM progress WHERE namespace = 'bench' AND phase = 'pending'
-        AND state = 'pending' AND due_at <= 9000000000000 ORDER BY due_at, arrival LIMIT $batch FOR UPDATE SKIP LOCKED),
-        claimed AS (UPDATE progress e SET state = 'running', lease_token = :client_id, lease_until = 9000000000000
-        FROM picked, records r WHERE e.arrival = picked.arrival AND r.arrival = e.arrival RETURNING e.arrival, r.body)"
-      done="WITH marked AS (UPDATE progress SET state = 'done', done_at = 2, lease_token = NULL, lease_until = NULL,
-        last_error = NULL, attempts = 1, last_attempt_at = 1
-        WHERE arrival = ANY (ARRAY[:ids]::bigint[]) AND lease_token = :client_id AND state = 'running'
-        RETURNING arrival, namespace)
-        INSERT INTO attempts (arrival, namespace, attempt, started_at, finished_at, duration_ms, outcome)
-        SELECT arrival, namespace, 1, 1, 2, 1, 'done' FROM marked;" ;;
+      claim=$(claim_in_place progress " JOIN records r ON r.arrival = picked.arrival")
+      done=$(done_in_place progress attempts) ;;
     work)
       claim="WITH picked AS (SELECT arrival FROM work WHERE namespace = 'bench' AND state = 'pending'
         AND due_at <= 9000000000000 ORDER BY due_at, arrival LIMIT $batch FOR UPDATE SKIP LOCKED),
         claimed AS (UPDATE work e SET state = 'running', lease_token = :client_id, lease_until = 9000000000000
-        FROM picked, records r WHERE e.arrival = picked.arrival AND r.arrival = e.arrival RETURNING e.arrival, r.body)"
+        FROM picked JOIN records r ON r.arrival = picked.arrival WHERE e.arrival = picked.arrival RETURNING e.arrival, r.body)"
       done="WITH finished AS (DELETE FROM work WHERE arrival = ANY (ARRAY[:ids]::bigint[]) AND lease_token = :client_id
         AND state = 'running' RETURNING arrival, namespace, attempts)
         INSERT INTO done (arrival, namespace, attempt, started_at, done_at)
