@@ -29,7 +29,7 @@ const CLEAR_DONE_ERRORS: &str = concat!("UPDATE ", table!(), " SET last_error = 
 const HELD_ARE_SUSPECTS: &str = concat!("UPDATE ", table!(), " SET suspect = 2 WHERE state = $1");
 
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 12] = [
+pub(crate) const MIGRATIONS: [Migration; 13] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../migrations/sqlite/0001_inbox_table.sql"),
@@ -101,6 +101,12 @@ pub(crate) const MIGRATIONS: [Migration; 12] = [
         version: 12,
         sqlite: include_str!("../../migrations/sqlite/0012_waiting_phase.sql"),
         postgres: include_str!("../../migrations/postgres/0012_waiting_phase.sql"),
+        then: None,
+    },
+    Migration {
+        version: 13,
+        sqlite: include_str!("../../migrations/sqlite/0013_lighter_marks.sql"),
+        postgres: include_str!("../../migrations/postgres/0013_lighter_marks.sql"),
         then: None,
     },
 ];

@@ -145,7 +145,8 @@ async fn upgrade_in_place(url: String, arrival: &str) {
     assert_eq!(versions, (1..=shipped as i64).collect::<Vec<_>>());
     assert!(shipped >= 9, "{shipped} migrations");
     if url.starts_with("postgres") {
-        // Migration 8: room on each page for HOT updates of started attempts.
+        // Migrations 8 and 13: room on each page for every row's next
+        // version (HOT claims).
         let options: String = sqlx::query(
             "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE relname = 'payhook_inbox'",
         )
@@ -153,7 +154,17 @@ async fn upgrade_in_place(url: String, arrival: &str) {
         .await
         .unwrap()
         .get(0);
-        assert_eq!(options, "fillfactor=60");
+        assert_eq!(options, "fillfactor=50");
+        // Migration 13: the attempts record keeps no foreign key (a trigger
+        // deletes an event's attempts with it).
+        let keys: i64 = sqlx::query(
+            "SELECT COUNT(*) FROM pg_constraint WHERE conrelid = 'payhook_inbox_attempts'::regclass AND contype = 'f'",
+        )
+        .fetch_one(&old)
+        .await
+        .unwrap()
+        .get(0);
+        assert_eq!(keys, 0);
     }
     // Migrating again (another replica starting) changes nothing.
     let again = Inbox::connect(receiver, &url).await.unwrap();
@@ -202,6 +213,19 @@ async fn upgrade_in_place(url: String, arrival: &str) {
         .map(|attempt| (attempt.attempt, attempt.outcome.clone()))
         .collect();
     assert_eq!(held, [(2, "done".to_owned()), (1, "interrupted".to_owned())]);
+    // Purged events take their attempts with them on the upgraded inbox
+    // (PostgreSQL: migration 13's trigger, in place of the foreign key).
+    assert_eq!(admin.purge_done_before(i64::MAX).await.unwrap(), 4);
+    let orphans: i64 = sqlx::query(
+        "SELECT COUNT(*) FROM payhook_inbox_attempts a \
+         WHERE NOT EXISTS (SELECT 1 FROM payhook_inbox e WHERE e.arrival = a.arrival)",
+    )
+    .fetch_one(&old)
+    .await
+    .unwrap()
+    .get(0);
+    assert_eq!(orphans, 0);
+    assert!(admin.attempts("evt_running").await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

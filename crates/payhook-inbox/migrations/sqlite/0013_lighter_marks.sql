@@ -1,0 +1,3 @@
+-- PostgreSQL only: SQLite has no fill factor (see 0008), and its attempts
+-- record never had a foreign key (a trigger deletes an event's attempts with
+-- it, 0003). Nothing to change here; the version is recorded.
