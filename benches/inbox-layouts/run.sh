@@ -11,9 +11,10 @@
 #   today   the migrations in crates/payhook-inbox/migrations/postgres: one row
 #           per event, updated by the claim (a heap-only update) and by the done
 #           mark (a new row version in each index), plus an attempt record;
-#   toasted today's, with each body kept out of the row (TOAST, a
-#           `toast_tuple_target` of 128 bytes), so a new row version is
-#           small;
+#   beside  today's row without the phase and its indexes, so that the done
+#           mark too changes no indexed column, and the waiting events' keys
+#           in a small table beside it (inserted with the event, deleted by
+#           the done mark) that the claims read in due order;
 #   split   the same row with its changing columns (state, lease, attempts,
 #           due and done times) in a narrow table of their own, one row per
 #           event, with the state indexes; the event's body and its other
@@ -29,6 +30,12 @@
 # children and the reaped ones), and the fill's CPU per event (one INSERT …
 # SELECT, which the drain does not include). Per-intent order, pauses and
 # the advisory guards are left out: they cost the same in every layout.
+#
+# LAYOUT_FILLFACTOR=N sets the events table's fill factor after the
+# migrations (today, beside); LAYOUT_SHOW_HOT=1 prints each table's updates
+# and how many were heap-only. (A body under ~2 KB cannot be moved out of the
+# row: PostgreSQL toasts only rows over its 2 KB threshold, and the
+# `toast_tuple_target` storage setting does not lower that threshold.)
 set -euo pipefail
 
 : "${PAYHOOK_TEST_DATABASE_URL:?set it first: eval \"\$(.ci/start-postgres)\"}"
@@ -38,7 +45,7 @@ migrations="$here/../../crates/payhook-inbox/migrations/postgres"
 events=${LAYOUT_EVENTS:-20000}
 clients=${LAYOUT_CLIENTS:-16}
 rounds=${LAYOUT_ROUNDS:-3}
-layouts=${LAYOUT_NAMES:-today toasted split work jobs}
+layouts=${LAYOUT_NAMES:-today beside split work jobs}
 batch=${LAYOUT_BATCH:-32}
 base="${PAYHOOK_TEST_DATABASE_URL%/*}"
 tmp=$(mktemp -d)
@@ -61,12 +68,22 @@ server_cpu() {
 
 schema() {
   case $1 in
-    today | toasted)
+    today | beside)
       for file in "$migrations"/*.sql; do
         sed "s/{pending}/'pending'/g; s/{running}/'running'/g" "$file"
       done
-      if [ "$1" = toasted ]; then
-        echo "ALTER TABLE payhook_inbox SET (toast_tuple_target = 128);"
+      if [ -n "${LAYOUT_FILLFACTOR:-}" ]; then
+        echo "ALTER TABLE payhook_inbox SET (fillfactor = $LAYOUT_FILLFACTOR);"
+      fi
+      if [ "$1" = beside ]; then
+        cat <<'SQL'
+DROP INDEX payhook_inbox_waiting, payhook_inbox_phase_received, payhook_inbox_phase_done;
+ALTER TABLE payhook_inbox DROP COLUMN phase;
+CREATE TABLE payhook_inbox_work (arrival BIGINT PRIMARY KEY, namespace TEXT NOT NULL, phase TEXT NOT NULL,
+  due_at BIGINT NOT NULL, received_at BIGINT NOT NULL) WITH (fillfactor = 70);
+CREATE INDEX ON payhook_inbox_work (namespace, due_at, arrival) WHERE phase = 'pending';
+CREATE INDEX ON payhook_inbox_work (namespace, phase, received_at, arrival);
+SQL
       fi
       ;;
     split)
@@ -137,8 +154,12 @@ body+=" || '\"}}}'"
 fill() {
   local series="FROM generate_series(1, $events) g"
   case $1 in
-    today | toasted) echo "INSERT INTO payhook_inbox (namespace, event_id, event_type, created, body, received_at, state, due_at)
+    today) echo "INSERT INTO payhook_inbox (namespace, event_id, event_type, created, body, received_at, state, due_at)
       SELECT 'bench', 'evt_' || g, 'payment_intent.succeeded', g, $body, g, 'pending', g $series;" ;;
+    beside) echo "WITH r AS (INSERT INTO payhook_inbox (namespace, event_id, event_type, created, body, received_at, state, due_at)
+      SELECT 'bench', 'evt_' || g, 'payment_intent.succeeded', g, $body, g, 'pending', g $series
+      RETURNING arrival, received_at, due_at)
+      INSERT INTO payhook_inbox_work SELECT arrival, 'bench', 'pending', due_at, received_at FROM r;" ;;
     split) echo "WITH r AS (INSERT INTO records (namespace, event_id, event_type, created, body, received_at)
       SELECT 'bench', 'evt_' || g, 'payment_intent.succeeded', g, $body, g $series RETURNING arrival, received_at)
       INSERT INTO progress (arrival, namespace, state, received_at, due_at) SELECT arrival, 'bench', 'pending', received_at, received_at FROM r;" ;;
@@ -173,9 +194,18 @@ done_in_place() {
 cycle() {
   local claim done
   case $1 in
-    today | toasted)
+    today)
       claim=$(claim_in_place payhook_inbox "")
       done=$(done_in_place payhook_inbox payhook_inbox_attempts) ;;
+    beside)
+      claim="WITH picked AS (SELECT e.arrival FROM payhook_inbox_work w JOIN payhook_inbox e ON e.arrival = w.arrival
+        WHERE w.namespace = 'bench' AND w.phase = 'pending' AND w.due_at <= 9000000000000 AND e.state = 'pending'
+        ORDER BY w.due_at, w.arrival LIMIT $batch FOR UPDATE OF e SKIP LOCKED),
+        claimed AS (UPDATE payhook_inbox e SET state = 'running', lease_token = :client_id, lease_until = 9000000000000
+        FROM picked WHERE e.arrival = picked.arrival RETURNING e.arrival, body)"
+      done=$(done_in_place payhook_inbox payhook_inbox_attempts)
+      done="${done/RETURNING arrival, namespace)/RETURNING arrival, namespace),
+        left_work AS (DELETE FROM payhook_inbox_work w USING marked WHERE w.arrival = marked.arrival)}" ;;
     split)
       claim=$(claim_in_place progress " JOIN records r ON r.arrival = picked.arrival")
       done=$(done_in_place progress attempts) ;;
@@ -201,7 +231,8 @@ cycle() {
 
 left() {
   case $1 in
-    today | toasted) echo "SELECT count(*) FROM payhook_inbox WHERE state <> 'done'" ;;
+    today) echo "SELECT count(*) FROM payhook_inbox WHERE state <> 'done'" ;;
+    beside) echo "SELECT (SELECT count(*) FROM payhook_inbox WHERE state <> 'done') + (SELECT count(*) FROM payhook_inbox_work)" ;;
     split) echo "SELECT count(*) FROM progress WHERE state <> 'done'" ;;
     work) echo "SELECT count(*) FROM work" ;;
     jobs) echo "SELECT count(*) FROM jobs" ;;
@@ -238,6 +269,7 @@ for round in $(seq 1 "$rounds"); do
     rates[$layout]+="$rate "
     cpus[$layout]+="$cpu "
     fills[$layout]+="$fill_cpu "
+    [ -z "${LAYOUT_SHOW_HOT:-}" ] || psql "$url" -tAc "SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE n_tup_upd > 0"
     psql "$PAYHOOK_TEST_DATABASE_URL" -qc "DROP DATABASE $db WITH (FORCE)"
   done
 done
