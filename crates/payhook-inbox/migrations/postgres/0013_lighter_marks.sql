@@ -4,9 +4,9 @@
 -- version beside it. A claim changes no indexed column (migration 12), so
 -- PostgreSQL writes it as a heap-only (HOT) update, with no index entry, when
 -- the row's new version fits on its page; at fillfactor 60 a page of rows of
--- ~800 bytes holds six with room for four new versions, so about one claim
--- in three found no room; at 50 every row has room for one, whatever its
--- size. The price is the table's size: a page holds up to a sixth fewer
+-- ~800 bytes holds six with room for four new versions, so one claim in five
+-- to one in three found no room (measured in a drain and at the SQL level);
+-- at 50 every row has room for one, whatever its size. The price is the table's size: a page holds up to a sixth fewer
 -- rows. Applies to pages written from now on; no row is rewritten.
 ALTER TABLE payhook_inbox SET (fillfactor = 50);
 
