@@ -109,6 +109,22 @@
 //! intents; reading on only when the window held nothing, behind 33–74 in
 //! some runs, while a third handler idled).
 //!
+//! # Each intent's order, from its unfinished events
+//!
+//! The rule's check reads an index of each intent's waiting and running
+//! events only (`payhook_inbox_intent_waiting`, migration 14): an intent's
+//! done history, kept for the retention, is never read. It reads the
+//! intent's entries in `created` order and stops at the first earlier one or
+//! the first that runs, so an event behind another of its intent is
+//! answered by one entry, and an intent's first waiting event by reading
+//! the intent's other unfinished events (for a late arrival or a retried
+//! dead event, a later one may be running). The index's key is an
+//! expression, the intent of an event in the waiting phase, that the probe
+//! names: naming the phase itself would let the planner take the waiting
+//! events' index for the probe, which on a freshly filled table it did
+//! (BENCHMARKS.md, section 14). SQLite reads each intent's events by the
+//! intent index of migration 1 (`due_in_order!`).
+//!
 //! The requeue of expired leases, in the same transaction, locks its rows
 //! `FOR UPDATE SKIP LOCKED` as well and re-checks their state when it locks
 //! them, so two replicas never requeue or kill the same event twice.
@@ -549,6 +565,35 @@ macro_rules! due_in_order {
     };
 }
 
+/// The same rule on PostgreSQL, read from the index of each intent's
+/// waiting and running events only (`payhook_inbox_intent_waiting`,
+/// migration 14, keyed by the expression this names), so that an intent's
+/// done history is never read. The index is read in `created` order: for
+/// an event behind another of its intent, the first entry already answers;
+/// for an intent's first waiting event, the entries after it are read for
+/// one that runs (a late arrival's, or a dead event's retried while a later
+/// one ran). `$running` is the parameter holding that state.
+macro_rules! due_in_order_indexed {
+    ($running:literal) => {
+        concat!(
+            " AND NOT EXISTS (SELECT 1 FROM ",
+            paused_table!(),
+            " p WHERE p.namespace = c.namespace AND p.event_type = c.event_type) \
+             AND (c.intent_id IS NULL OR NOT EXISTS ( \
+               SELECT 1 FROM ",
+            table!(),
+            " e \
+               WHERE e.namespace = c.namespace \
+                 AND (CASE WHEN e.phase = ",
+            waiting_phase!(),
+            " THEN e.intent_id END) = c.intent_id AND e.arrival <> c.arrival \
+                 AND (e.state = ",
+            $running,
+            " OR (e.created, e.arrival) < (c.created, c.arrival))))"
+        )
+    };
+}
+
 /// The claim: due pending events by `due_in_order!` (a type not paused:
 /// a primary-key probe of the paused types' table, per namespace; nothing
 /// earlier of the intent waiting, nothing of it running), oldest due first. A paused event
@@ -584,7 +629,8 @@ const CLAIM: &str = concat!(
 /// window past the queue's end reads it whole), their rows locked, and the guard of each one's intent taken,
 /// or the candidate left out when another claim holds it. The candidates
 /// are chosen (and limited) inside the subquery before any guard is tried,
-/// so only the rows about to be claimed take a guard.
+/// so only the rows about to be claimed take a guard. Each intent's order
+/// is checked by `due_in_order_indexed!`.
 const PICK: &str = concat!(
     "SELECT arrival FROM ( \
        SELECT c.arrival, c.namespace, c.intent_id FROM ",
@@ -599,7 +645,7 @@ const PICK: &str = concat!(
     waiting_phase!(),
     " AND w.due_at <= $2 \
          ORDER BY w.due_at, w.arrival OFFSET $7 LIMIT 1), $2))",
-    due_in_order!("$3", "$4"),
+    due_in_order_indexed!("$3"),
     " ORDER BY c.due_at, c.arrival \
        LIMIT $5 FOR UPDATE SKIP LOCKED) AS picked \
      WHERE intent_id IS NULL \
@@ -627,7 +673,7 @@ const CLAIM_PICKED: &str = concat!(
      FROM {picked} AS picked \
      WHERE c.arrival = picked.arrival AND {namespace} = $1 AND {state} = $7 AND c.due_at <= $2 \
        AND $5 > 0",
-    due_in_order!("$6", "$7"),
+    due_in_order_indexed!("$6"),
     " RETURNING c.arrival, c.event_id, c.body, c.attempts, c.trace_context, c.source, c.suspect"
 );
 

@@ -29,7 +29,7 @@ const CLEAR_DONE_ERRORS: &str = concat!("UPDATE ", table!(), " SET last_error = 
 const HELD_ARE_SUSPECTS: &str = concat!("UPDATE ", table!(), " SET suspect = 2 WHERE state = $1");
 
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 13] = [
+pub(crate) const MIGRATIONS: [Migration; 14] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../migrations/sqlite/0001_inbox_table.sql"),
@@ -107,6 +107,12 @@ pub(crate) const MIGRATIONS: [Migration; 13] = [
         version: 13,
         sqlite: include_str!("../../migrations/sqlite/0013_lighter_marks.sql"),
         postgres: include_str!("../../migrations/postgres/0013_lighter_marks.sql"),
+        then: None,
+    },
+    Migration {
+        version: 14,
+        sqlite: include_str!("../../migrations/sqlite/0014_intent_probes.sql"),
+        postgres: include_str!("../../migrations/postgres/0014_intent_probes.sql"),
         then: None,
     },
 ];
@@ -197,5 +203,20 @@ mod tests {
             }
             assert!(statements.iter().all(|statement| !statement.contains('{')));
         }
+        // The intents' index of waiting events keys on the expression the
+        // claim's probes name (`due_in_order_indexed!`), phase as a literal.
+        let intents: Vec<String> = MIGRATIONS[13].statements(Dialect::Postgres).collect();
+        assert_eq!(intents.len(), 1);
+        let key = concat!(
+            "(CASE WHEN phase = ",
+            crate::dialect::waiting_phase!(),
+            " THEN intent_id END)"
+        );
+        assert!(
+            intents[0].contains(&format!("{key}, created, arrival) WHERE {key} IS NOT NULL")),
+            "{}",
+            intents[0]
+        );
+        assert_eq!(MIGRATIONS[13].statements(Dialect::Sqlite).count(), 0);
     }
 }

@@ -165,6 +165,21 @@ async fn upgrade_in_place(url: String, arrival: &str) {
         .unwrap()
         .get(0);
         assert_eq!(keys, 0);
+        // Migration 14: the claims' index of each intent's waiting and
+        // running events, built over the events already there.
+        let index: String =
+            sqlx::query("SELECT indexdef FROM pg_indexes WHERE indexname = 'payhook_inbox_intent_waiting'")
+                .fetch_one(&old)
+                .await
+                .unwrap()
+                .get(0);
+        let index = index.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            index.contains(
+                "WHERE ( CASE WHEN (phase = 'pending'::text) THEN intent_id ELSE NULL::text END IS NOT NULL)"
+            ),
+            "{index}"
+        );
     }
     // Migrating again (another replica starting) changes nothing.
     let again = Inbox::connect(receiver, &url).await.unwrap();

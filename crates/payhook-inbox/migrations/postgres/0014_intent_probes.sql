@@ -1,0 +1,16 @@
+-- Per-intent order checked without reading each intent's done history
+-- (`due_in_order_indexed!` in queue.rs).
+--
+-- An event may be claimed when nothing earlier of its payment intent waits
+-- and nothing of the intent runs. Before this version a claim read every
+-- event of the intent the inbox still keeps, done ones included, and each
+-- one's row, for every candidate it looked at. This index holds the waiting
+-- and running events of each intent only, by intent and then created time:
+-- its key is the intent of an event whose phase is `pending` and NULL
+-- otherwise, and NULL keys are left out, so an event enters it with its
+-- intake and leaves it with its end (done, dead: that update writes every
+-- index anyway), and a claim, which changes neither the phase nor the
+-- intent, stays a heap-only update. The claim's probes name this
+-- expression, never the phase itself, so the planner cannot take the
+-- waiting events' index for them. An event without an intent is not in it.
+CREATE INDEX IF NOT EXISTS payhook_inbox_intent_waiting ON payhook_inbox (namespace, (CASE WHEN phase = {pending} THEN intent_id END), created, arrival) WHERE (CASE WHEN phase = {pending} THEN intent_id END) IS NOT NULL;

@@ -1,0 +1,5 @@
+-- PostgreSQL only: there, a claim checks an intent's order from an index of
+-- its waiting and running events (see 0014 under postgres/). SQLite's claims
+-- run one at a time under its one writer and keep reading each intent's
+-- events by the intent index of 0001. Nothing to change here; the version
+-- is recorded.
