@@ -100,14 +100,18 @@
 //! pick therefore reads the first due waiting events only, four times as
 //! many as the claim asks for (at least 64, at most 2 048: [`claim_window`]),
 //! and reads the whole queue when that finds fewer events than the handlers
-//! free right now would start (`ClaimRequest::needed`, at least one).
-//! Events later in the queue wait for a later claim only while earlier ones
-//! keep every free handler busy: the queue's order is kept, and no handler
-//! is left idle while an event it could take waits beyond the window (the
-//! conformance test `a_free_handler_takes_an_event_from_beyond_the_window`:
-//! with the window alone its event waited behind 88 events of two busy
-//! intents; reading on only when the window held nothing, behind 33–74 in
-//! some runs, while a third handler idled).
+//! free right now would start (`ClaimRequest::needed`). A claim made while
+//! every handler is busy only fills the local queue ahead of them, and
+//! reads the window alone. Events later in the queue wait for a later claim
+//! only while earlier ones keep every free handler busy: the queue's order
+//! is kept, and no handler is left idle while an event it could take waits
+//! beyond the window (the conformance test
+//! `a_free_handler_takes_an_event_from_beyond_the_window`: with the window
+//! alone its event waited behind 88 events of two busy intents; reading on
+//! only when the window held nothing, behind 33–74 in some runs, while a
+//! third handler idled). After a claim that found fewer events than it
+//! asked for, the worker's next claim asks for little more than that one
+//! found, so its window shrinks with it (see the `worker` module).
 //!
 //! # Each intent's order, from its unfinished events
 //!
@@ -375,7 +379,8 @@ sql_bounds! {
                 Vec::new()
             } else {
                 let mut picked: Vec<i64> = Vec::new();
-                for window in [claim_window(request.limit), i64::MAX] {
+                // The window, then (no cutoff to find) the whole queue.
+                for window in [Some(claim_window(request.limit)), None] {
                     picked = sqlx::query(PICK)
                         .bind(request.namespace)
                         .bind(request.now)
@@ -389,9 +394,11 @@ sql_bounds! {
                         .iter()
                         .map(|row| row.try_get("arrival"))
                         .collect::<Result<_, sqlx::Error>>()?;
-                    // Enough for the handlers free now (and at least one):
-                    // the queue beyond the window waits for the next claim.
-                    if i64::try_from(picked.len()).unwrap_or(i64::MAX) >= request.needed.max(1) {
+                    // Enough for the handlers free now: the queue beyond
+                    // the window waits for the next claim. With no handler
+                    // free, the claim only fills the local queue ahead of
+                    // them, and the window is all it reads.
+                    if i64::try_from(picked.len()).unwrap_or(i64::MAX) >= request.needed {
                         break;
                     }
                 }
@@ -624,13 +631,16 @@ const CLAIM: &str = concat!(
 );
 
 /// The first statement of a PostgreSQL claim (see the module docs): the
-/// candidates of [`CLAIM`] among the first `$7` due waiting events (and the
+/// candidates of [`CLAIM`] among the first `$7` due waiting events, running
+/// ones not counted (and the
 /// next one, with any due at its time: the window, [`claim_window`]; a
-/// window past the queue's end reads it whole), their rows locked, and the guard of each one's intent taken,
-/// or the candidate left out when another claim holds it. The candidates
+/// window past the queue's end reads it whole, and a NULL `$7` reads it
+/// whole without looking for the window's end), their rows locked, and the
+/// guard of each one's intent taken, or the candidate left out when another
+/// claim holds it. Each intent's order is checked by
+/// `due_in_order_indexed!`. The candidates
 /// are chosen (and limited) inside the subquery before any guard is tried,
-/// so only the rows about to be claimed take a guard. Each intent's order
-/// is checked by `due_in_order_indexed!`.
+/// so only the rows about to be claimed take a guard.
 const PICK: &str = concat!(
     "SELECT arrival FROM ( \
        SELECT c.arrival, c.namespace, c.intent_id FROM ",
@@ -638,13 +648,13 @@ const PICK: &str = concat!(
     " c \
        WHERE c.namespace = $1 AND c.phase = ",
     waiting_phase!(),
-    " AND c.state = $4 AND c.due_at <= LEAST($2, COALESCE(( \
+    " AND c.state = $4 AND c.due_at <= CASE WHEN $7::BIGINT IS NULL THEN $2 ELSE LEAST($2, COALESCE(( \
          SELECT w.due_at FROM ",
     table!(),
     " w WHERE w.namespace = $1 AND w.phase = ",
     waiting_phase!(),
-    " AND w.due_at <= $2 \
-         ORDER BY w.due_at, w.arrival OFFSET $7 LIMIT 1), $2))",
+    " AND w.state = $4 AND w.due_at <= $2 \
+         ORDER BY w.due_at, w.arrival OFFSET $7 LIMIT 1), $2)) END",
     due_in_order_indexed!("$3"),
     " ORDER BY c.due_at, c.arrival \
        LIMIT $5 FOR UPDATE SKIP LOCKED) AS picked \

@@ -16,7 +16,12 @@
 //! they have been finishing events (at least the handlers free now, at most
 //! [`MOST_AHEAD`]). With fast handlers one claim serves hundreds of events;
 //! with slow ones it takes little more than the free handlers, so an idle
-//! replica never waits long for events another replica holds. Events waiting
+//! replica never waits long for events another replica holds. A claim that
+//! found fewer events than it asked for makes the next one ask for little
+//! more than it found (twice as many, at least [`SHORT_CLAIM`] and the free
+//! handlers): when most waiting events are held back by their payment
+//! intent's order, what a claim reads grows with what it asks for, not with
+//! what it finds. Events waiting
 //! in the local queue keep their lease (renewed together, a statement per
 //! renewal for all of them); when the workers stop, the ones never started
 //! are handed back to the queue at once.
@@ -94,6 +99,10 @@ pub(crate) const AHEAD: Duration = Duration::from_millis(200);
 
 /// The most events one process holds claimed and not started.
 pub(crate) const MOST_AHEAD: usize = 512;
+
+/// The least a claim asks for after a claim that found fewer events than
+/// it asked for (see `dispatch`).
+const SHORT_CLAIM: usize = 16;
 
 /// The running workers of one process. Dropping this handle leaves them
 /// running; [`shutdown`](Self::shutdown) stops them gracefully.
@@ -264,7 +273,15 @@ async fn dispatch<DB: Backend>(
             if requeue {
                 next_requeue = now + config.lease / 5;
             }
-            let limit = target - local.len();
+            // After a claim that found fewer than it asked for, the next
+            // asks for little more than that claim found (and the free
+            // handlers): when the queue's events are held back by their
+            // intents' order, a claim reads past many to find a few, and
+            // what it reads grows with what it asks for.
+            let mut limit = target - local.len();
+            if !last_full {
+                limit = limit.min((last_claimed * 2).max(free).max(SHORT_CLAIM));
+            }
             match claim(&db, &config, limit, free.min(limit), requeue).await {
                 Ok(claimed) => {
                     if local.is_empty() {
