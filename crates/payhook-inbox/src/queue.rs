@@ -62,16 +62,18 @@
 //! claim instead guards each intent on its own, in two statements of one
 //! transaction:
 //!
-//! 1. *Pick* ([`PICK`]): the candidates as before (due, pending, nothing
-//!    earlier of the intent waiting, nothing running), their rows locked
+//! 1. *Pick* ([`PICK`]): the candidates (due, pending, nothing earlier of
+//!    the intent waiting or running; whether a later event of the intent
+//!    runs, which only a late arrival can meet, is left to the second
+//!    statement), their rows locked
 //!    `FOR UPDATE SKIP LOCKED`, and for each candidate with an intent a
 //!    transaction-scoped advisory lock on (namespace, intent) taken with
 //!    `pg_try_advisory_xact_lock`: a candidate whose intent another claim is
 //!    guarding right now is skipped, never waited for. Events without an
 //!    intent need no guard.
-//! 2. *Claim* ([`CLAIM`] restricted to the picked rows): the same conditions
-//!    checked again under a new statement snapshot, taken after the guards
-//!    were granted, and the rows marked `running`.
+//! 2. *Claim* ([`CLAIM`] restricted to the picked rows): the whole rule
+//!    checked under a new statement snapshot, taken after the guards were
+//!    granted, and the rows marked `running`.
 //!
 //! Why that is enough: every claim that marks an event of an intent `running`
 //! holds that intent's guard until it commits. A second claim of the intent
@@ -384,7 +386,6 @@ sql_bounds! {
                     picked = sqlx::query(PICK)
                         .bind(request.namespace)
                         .bind(request.now)
-                        .bind(State::Running.as_str())
                         .bind(State::Pending.as_str())
                         .bind(request.limit)
                         .bind(PG_INTENT_GUARD_CLASS)
@@ -601,6 +602,30 @@ macro_rules! due_in_order_indexed {
     };
 }
 
+/// The half of `due_in_order_indexed!` that a claim's pick checks: a type
+/// not paused, and nothing earlier of the intent waiting or running (one
+/// probe of the same index, bounded by the candidate). Whether a later
+/// event of the intent runs is left to the claim's second statement, which
+/// checks the whole rule: the pick only chooses candidates.
+macro_rules! first_of_its_intent {
+    () => {
+        concat!(
+            " AND NOT EXISTS (SELECT 1 FROM ",
+            paused_table!(),
+            " p WHERE p.namespace = c.namespace AND p.event_type = c.event_type) \
+             AND (c.intent_id IS NULL OR NOT EXISTS ( \
+               SELECT 1 FROM ",
+            table!(),
+            " e \
+               WHERE e.namespace = c.namespace \
+                 AND (CASE WHEN e.phase = ",
+            waiting_phase!(),
+            " THEN e.intent_id END) = c.intent_id \
+                 AND (e.created, e.arrival) < (c.created, c.arrival)))"
+        )
+    };
+}
+
 /// The claim: due pending events by `due_in_order!` (a type not paused:
 /// a primary-key probe of the paused types' table, per namespace; nothing
 /// earlier of the intent waiting, nothing of it running), oldest due first. A paused event
@@ -631,16 +656,15 @@ const CLAIM: &str = concat!(
 );
 
 /// The first statement of a PostgreSQL claim (see the module docs): the
-/// candidates of [`CLAIM`] among the first `$7` due waiting events, running
-/// ones not counted (and the
-/// next one, with any due at its time: the window, [`claim_window`]; a
-/// window past the queue's end reads it whole, and a NULL `$7` reads it
-/// whole without looking for the window's end), their rows locked, and the
-/// guard of each one's intent taken, or the candidate left out when another
-/// claim holds it. Each intent's order is checked by
-/// `due_in_order_indexed!`. The candidates
-/// are chosen (and limited) inside the subquery before any guard is tried,
-/// so only the rows about to be claimed take a guard.
+/// candidates among the first `$6` due waiting events, running ones not
+/// counted (and the next one, with any due at its time: the window,
+/// [`claim_window`]; a window past the queue's end reads it whole, and a
+/// NULL `$6` reads it whole without looking for the window's end), each
+/// the first unfinished event of its intent ([`first_of_its_intent!`]),
+/// their rows locked, and the guard of each one's intent taken, or the
+/// candidate left out when another claim holds it. The candidates are
+/// chosen (and limited to `$4`) inside the subquery before any guard is
+/// tried, so only the rows about to be claimed take a guard.
 const PICK: &str = concat!(
     "SELECT arrival FROM ( \
        SELECT c.arrival, c.namespace, c.intent_id FROM ",
@@ -648,18 +672,18 @@ const PICK: &str = concat!(
     " c \
        WHERE c.namespace = $1 AND c.phase = ",
     waiting_phase!(),
-    " AND c.state = $4 AND c.due_at <= CASE WHEN $7::BIGINT IS NULL THEN $2 ELSE LEAST($2, COALESCE(( \
+    " AND c.state = $3 AND c.due_at <= CASE WHEN $6::BIGINT IS NULL THEN $2 ELSE LEAST($2, COALESCE(( \
          SELECT w.due_at FROM ",
     table!(),
     " w WHERE w.namespace = $1 AND w.phase = ",
     waiting_phase!(),
-    " AND w.state = $4 AND w.due_at <= $2 \
-         ORDER BY w.due_at, w.arrival OFFSET $7 LIMIT 1), $2)) END",
-    due_in_order_indexed!("$3"),
+    " AND w.state = $3 AND w.due_at <= $2 \
+         ORDER BY w.due_at, w.arrival OFFSET $6 LIMIT 1), $2)) END",
+    first_of_its_intent!(),
     " ORDER BY c.due_at, c.arrival \
-       LIMIT $5 FOR UPDATE SKIP LOCKED) AS picked \
+       LIMIT $4 FOR UPDATE SKIP LOCKED) AS picked \
      WHERE intent_id IS NULL \
-       OR pg_try_advisory_xact_lock($6, hashtext(namespace || '/' || intent_id))"
+       OR pg_try_advisory_xact_lock($5, hashtext(namespace || '/' || intent_id))"
 );
 
 /// How many of the first due waiting events a PostgreSQL claim of `limit`
@@ -673,8 +697,9 @@ fn claim_window(limit: i64) -> i64 {
 /// locked and guarded (`$8`, a JSON array of `[arrival]`), each looked up by
 /// its key, checking again under this statement's snapshot that it is still
 /// the first waiting event of its intent with none running (a claim that
-/// committed after `PICK`'s snapshot may have started one). `$5` (the limit)
-/// was `PICK`'s. `{namespace}` and `{state}` are the columns kept from
+/// committed after `PICK`'s snapshot may have started one, and `PICK`
+/// leaves a later running event of the intent to this check). `$5` is the
+/// claim's limit (`PICK` applied it). `{namespace}` and `{state}` are the columns kept from
 /// driving the statement ([`Dialect::unindexed`]).
 const CLAIM_PICKED: &str = concat!(
     "UPDATE ",
