@@ -119,12 +119,13 @@
 //!
 //! The rule's check reads an index of each intent's waiting and running
 //! events only (`payhook_inbox_intent_waiting`, migration 14): an intent's
-//! done history, kept for the retention, is never read. It reads the
-//! intent's entries in `created` order and stops at the first earlier one or
-//! the first that runs, so an event behind another of its intent is
-//! answered by one entry, and an intent's first waiting event by reading
-//! the intent's other unfinished events (for a late arrival or a retried
-//! dead event, a later one may be running). The index's key is an
+//! done history, kept for the retention, is never read. Its first half
+//! (nothing earlier unfinished) reads the intent's entries before the
+//! candidate, so an event behind another of its intent is answered by one
+//! entry and an intent's first waiting event by none; its second half
+//! (nothing later running: a late arrival's or a retried dead event's case)
+//! reads the intent's unfinished events after the candidate, and only the
+//! claim's second statement checks it. The index's key is an
 //! expression, the intent of an event in the waiting phase, that the probe
 //! names: naming the phase itself would let the planner take the waiting
 //! events' index for the probe, which on a freshly filled table it did
@@ -573,40 +574,15 @@ macro_rules! due_in_order {
     };
 }
 
-/// The same rule on PostgreSQL, read from the index of each intent's
-/// waiting and running events only (`payhook_inbox_intent_waiting`,
-/// migration 14, keyed by the expression this names), so that an intent's
-/// done history is never read. The index is read in `created` order: for
-/// an event behind another of its intent, the first entry already answers;
-/// for an intent's first waiting event, the entries after it are read for
-/// one that runs (a late arrival's, or a dead event's retried while a later
-/// one ran). `$running` is the parameter holding that state.
-macro_rules! due_in_order_indexed {
-    ($running:literal) => {
-        concat!(
-            " AND NOT EXISTS (SELECT 1 FROM ",
-            paused_table!(),
-            " p WHERE p.namespace = c.namespace AND p.event_type = c.event_type) \
-             AND (c.intent_id IS NULL OR NOT EXISTS ( \
-               SELECT 1 FROM ",
-            table!(),
-            " e \
-               WHERE e.namespace = c.namespace \
-                 AND (CASE WHEN e.phase = ",
-            waiting_phase!(),
-            " THEN e.intent_id END) = c.intent_id AND e.arrival <> c.arrival \
-                 AND (e.state = ",
-            $running,
-            " OR (e.created, e.arrival) < (c.created, c.arrival))))"
-        )
-    };
-}
-
-/// The half of `due_in_order_indexed!` that a claim's pick checks: a type
-/// not paused, and nothing earlier of the intent waiting or running (one
-/// probe of the same index, bounded by the candidate). Whether a later
-/// event of the intent runs is left to the claim's second statement, which
-/// checks the whole rule: the pick only chooses candidates.
+/// The first half of the rule on PostgreSQL, all a claim's pick checks: a
+/// type not paused, and nothing earlier of the intent waiting or running,
+/// read from the index of each intent's waiting and running events only
+/// (`payhook_inbox_intent_waiting`, migration 14, keyed by the expression
+/// this names), up to the candidate: an intent's done history is never
+/// read, and an event behind another of its intent is answered by one
+/// entry. The second half, whether a later event of the intent runs, is
+/// left to the claim's second statement (`due_in_order_indexed!`): the
+/// pick only chooses candidates.
 macro_rules! first_of_its_intent {
     () => {
         concat!(
@@ -622,6 +598,30 @@ macro_rules! first_of_its_intent {
             waiting_phase!(),
             " THEN e.intent_id END) = c.intent_id \
                  AND (e.created, e.arrival) < (c.created, c.arrival)))"
+        )
+    };
+}
+
+/// The whole rule on PostgreSQL, checked by the claim's second statement:
+/// `first_of_its_intent!`, and none of the intent's later events running
+/// (a late arrival's case, or a dead event's retried while a later one
+/// ran), read from the same index: the intent's unfinished events after
+/// the candidate. `$running` is the parameter holding that state.
+macro_rules! due_in_order_indexed {
+    ($running:literal) => {
+        concat!(
+            first_of_its_intent!(),
+            " AND (c.intent_id IS NULL OR NOT EXISTS ( \
+               SELECT 1 FROM ",
+            table!(),
+            " e \
+               WHERE e.namespace = c.namespace \
+                 AND (CASE WHEN e.phase = ",
+            waiting_phase!(),
+            " THEN e.intent_id END) = c.intent_id \
+                 AND (e.created, e.arrival) > (c.created, c.arrival) AND e.state = ",
+            $running,
+            "))"
         )
     };
 }
