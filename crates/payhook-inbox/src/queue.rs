@@ -64,8 +64,8 @@
 //!
 //! 1. *Pick* ([`PICK`]): the candidates (due, pending, nothing earlier of
 //!    the intent waiting or running; whether a later event of the intent
-//!    runs, which only a late arrival can meet, is left to the second
-//!    statement), their rows locked
+//!    runs, which only a late arrival or a retried dead event meets, is left
+//!    to the second statement), their rows locked
 //!    `FOR UPDATE SKIP LOCKED`, and for each candidate with an intent a
 //!    transaction-scoped advisory lock on (namespace, intent) taken with
 //!    `pg_try_advisory_xact_lock`: a candidate whose intent another claim is
@@ -660,7 +660,7 @@ const CLAIM: &str = concat!(
 /// counted (and the next one, with any due at its time: the window,
 /// [`claim_window`]; a window past the queue's end reads it whole, and a
 /// NULL `$6` reads it whole without looking for the window's end), each
-/// the first unfinished event of its intent ([`first_of_its_intent!`]),
+/// the first unfinished event of its intent (`first_of_its_intent!`),
 /// their rows locked, and the guard of each one's intent taken, or the
 /// candidate left out when another claim holds it. The candidates are
 /// chosen (and limited to `$4`) inside the subquery before any guard is
@@ -699,8 +699,8 @@ fn claim_window(limit: i64) -> i64 {
 /// the first waiting event of its intent with none running (a claim that
 /// committed after `PICK`'s snapshot may have started one, and `PICK`
 /// leaves a later running event of the intent to this check). `$5` is the
-/// claim's limit (`PICK` applied it). `{namespace}` and `{state}` are the columns kept from
-/// driving the statement ([`Dialect::unindexed`]).
+/// claim's limit (`PICK` applied it). `{namespace}` and `{state}` are the
+/// columns kept from driving the statement ([`Dialect::unindexed`]).
 const CLAIM_PICKED: &str = concat!(
     "UPDATE ",
     table!(),
