@@ -549,6 +549,32 @@ sql_bounds! {
     }
 }
 
+/// A waiting event `c`'s type is not paused: a primary-key probe of the
+/// paused types' table. The first condition of every claim's rule.
+macro_rules! type_not_paused {
+    () => {
+        concat!(
+            " AND NOT EXISTS (SELECT 1 FROM ",
+            paused_table!(),
+            " p WHERE p.namespace = c.namespace AND p.event_type = c.event_type)"
+        )
+    };
+}
+
+/// The key of `payhook_inbox_intent_waiting` (migration 14) for an event
+/// `e`: its intent while it waits or runs, NULL once it ended. The probes
+/// must name this expression as the index does, and never the phase on its
+/// own (see the module docs, "Each intent's order").
+macro_rules! intent_if_unfinished {
+    () => {
+        concat!(
+            "(CASE WHEN e.phase = ",
+            waiting_phase!(),
+            " THEN e.intent_id END)"
+        )
+    };
+}
+
 /// The rule that makes a waiting event `c` claimable, written once for every
 /// claim statement (`$running`, `$pending`: the parameters holding those
 /// states): its type is not paused, and it is the first waiting event of
@@ -557,10 +583,8 @@ sql_bounds! {
 macro_rules! due_in_order {
     ($running:literal, $pending:literal) => {
         concat!(
-            " AND NOT EXISTS (SELECT 1 FROM ",
-            paused_table!(),
-            " p WHERE p.namespace = c.namespace AND p.event_type = c.event_type) \
-             AND (c.intent_id IS NULL OR NOT EXISTS ( \
+            type_not_paused!(),
+            " AND (c.intent_id IS NULL OR NOT EXISTS ( \
                SELECT 1 FROM ",
             table!(),
             " e \
@@ -586,17 +610,15 @@ macro_rules! due_in_order {
 macro_rules! first_of_its_intent {
     () => {
         concat!(
-            " AND NOT EXISTS (SELECT 1 FROM ",
-            paused_table!(),
-            " p WHERE p.namespace = c.namespace AND p.event_type = c.event_type) \
-             AND (c.intent_id IS NULL OR NOT EXISTS ( \
+            type_not_paused!(),
+            " AND (c.intent_id IS NULL OR NOT EXISTS ( \
                SELECT 1 FROM ",
             table!(),
             " e \
                WHERE e.namespace = c.namespace \
-                 AND (CASE WHEN e.phase = ",
-            waiting_phase!(),
-            " THEN e.intent_id END) = c.intent_id \
+                 AND ",
+            intent_if_unfinished!(),
+            " = c.intent_id \
                  AND (e.created, e.arrival) < (c.created, c.arrival)))"
         )
     };
@@ -616,9 +638,9 @@ macro_rules! due_in_order_indexed {
             table!(),
             " e \
                WHERE e.namespace = c.namespace \
-                 AND (CASE WHEN e.phase = ",
-            waiting_phase!(),
-            " THEN e.intent_id END) = c.intent_id \
+                 AND ",
+            intent_if_unfinished!(),
+            " = c.intent_id \
                  AND (e.created, e.arrival) > (c.created, c.arrival) AND e.state = ",
             $running,
             "))"
