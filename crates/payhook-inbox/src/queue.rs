@@ -575,6 +575,21 @@ macro_rules! intent_if_unfinished {
     };
 }
 
+/// The opening of a PostgreSQL probe: `c` has no intent, or there is no
+/// event `e` of its intent, waiting or running, that also meets the
+/// condition the caller appends (and closes with `))`).
+macro_rules! an_unfinished_event_of_its_intent {
+    () => {
+        concat!(
+            " AND (c.intent_id IS NULL OR NOT EXISTS (SELECT 1 FROM ",
+            table!(),
+            " e WHERE e.namespace = c.namespace AND ",
+            intent_if_unfinished!(),
+            " = c.intent_id"
+        )
+    };
+}
+
 /// The rule that makes a waiting event `c` claimable, written once for every
 /// claim statement (`$running`, `$pending`: the parameters holding those
 /// states): its type is not paused, and it is the first waiting event of
@@ -611,15 +626,8 @@ macro_rules! first_of_its_intent {
     () => {
         concat!(
             type_not_paused!(),
-            " AND (c.intent_id IS NULL OR NOT EXISTS ( \
-               SELECT 1 FROM ",
-            table!(),
-            " e \
-               WHERE e.namespace = c.namespace \
-                 AND ",
-            intent_if_unfinished!(),
-            " = c.intent_id \
-                 AND (e.created, e.arrival) < (c.created, c.arrival)))"
+            an_unfinished_event_of_its_intent!(),
+            " AND (e.created, e.arrival) < (c.created, c.arrival)))"
         )
     };
 }
@@ -633,15 +641,8 @@ macro_rules! due_in_order_indexed {
     ($running:literal) => {
         concat!(
             first_of_its_intent!(),
-            " AND (c.intent_id IS NULL OR NOT EXISTS ( \
-               SELECT 1 FROM ",
-            table!(),
-            " e \
-               WHERE e.namespace = c.namespace \
-                 AND ",
-            intent_if_unfinished!(),
-            " = c.intent_id \
-                 AND (e.created, e.arrival) > (c.created, c.arrival) AND e.state = ",
+            an_unfinished_event_of_its_intent!(),
+            " AND (e.created, e.arrival) > (c.created, c.arrival) AND e.state = ",
             $running,
             "))"
         )
