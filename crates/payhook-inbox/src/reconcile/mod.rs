@@ -120,11 +120,15 @@ pub(crate) async fn run<DB: Backend>(
     metrics::register(&namespace);
     let mut failures = 0u32;
     let mut wait = Duration::ZERO;
+    let mut started = tokio::time::Instant::now();
     loop {
+        // Passes start one wait apart, not one wait after the last ended: a
+        // slow pass does not push every later one back.
         tokio::select! {
             _ = stopped.wait_for(|stopped| *stopped) => break,
-            () = tokio::time::sleep(wait) => {}
+            () = next_pass(started, wait) => {}
         }
+        started = tokio::time::Instant::now();
         match pass(&inner, &settings, &owner).await {
             Ok(report) => {
                 failures = 0;
@@ -143,6 +147,8 @@ pub(crate) async fn run<DB: Backend>(
                 }
             }
             Err(err) => {
+                // A backoff (and a `Retry-After`) counts from the reply.
+                started = tokio::time::Instant::now();
                 failures = failures.saturating_add(1);
                 let reason = reason(&err);
                 metrics::failed(&namespace, reason);
@@ -172,6 +178,15 @@ pub(crate) async fn run<DB: Backend>(
         .db
         .write(DB::give_up_turn(&inner.db, &namespace, &owner))
         .await;
+}
+
+/// Sleeps until `wait` after `started` (at once if that has passed).
+async fn next_pass(started: tokio::time::Instant, wait: Duration) {
+    match started.checked_add(wait) {
+        Some(at) => tokio::time::sleep_until(at).await,
+        // Beyond the clock's range: tokio's sleep caps it.
+        None => tokio::time::sleep(wait).await,
+    }
 }
 
 /// The `reason` label of a failed pass.

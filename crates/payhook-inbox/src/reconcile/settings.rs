@@ -49,8 +49,10 @@ impl Reconcile {
     }
 
     /// How often a pass runs (default [`DEFAULT_INTERVAL`], at least
-    /// [`MIN_INTERVAL`]). An event is taken once it is one interval old, so a
-    /// missed delivery is stored within two intervals of its creation.
+    /// [`MIN_INTERVAL`]). Passes start one interval apart and take an event
+    /// once it is one interval old, in the service's whole seconds, so a
+    /// missed delivery is stored within two intervals and a second of its
+    /// creation, plus the pass's own time.
     pub fn interval(mut self, interval: Duration) -> Self {
         self.interval = interval.clamp(MIN_INTERVAL, payhook_core::defaults::MAX_DURATION);
         self.settle = self.interval;
