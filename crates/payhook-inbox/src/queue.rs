@@ -812,3 +812,7 @@ fn insert_statement(dialect: Dialect, rows: usize, source: Source) -> String {
 fn padded(rows: usize) -> usize {
     rows.max(1).next_power_of_two()
 }
+
+#[cfg(test)]
+#[path = "queue_tests.rs"]
+mod tests;
