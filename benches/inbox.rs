@@ -695,8 +695,8 @@ async fn statements_reset(pool: &sqlx::PgPool) -> bool {
 /// The statements run most often in this database since
 /// [`statements_reset`], as calls per event and the statement's start.
 async fn statements_per_event(pool: &sqlx::PgPool, events: usize) -> String {
-    let rows: Vec<(i64, String)> = sqlx::query_as(
-        "SELECT calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 40) FROM pg_stat_statements \
+    let rows: Vec<(i64, f64, String)> = sqlx::query_as(
+        "SELECT calls, total_exec_time, left(regexp_replace(query, '\\s+', ' ', 'g'), 40) FROM pg_stat_statements \
          WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
            AND query NOT LIKE '%pg_stat_%' \
          ORDER BY calls DESC LIMIT 10",
@@ -704,9 +704,16 @@ async fn statements_per_event(pool: &sqlx::PgPool, events: usize) -> String {
     .fetch_all(pool)
     .await
     .expect("pg_stat_statements");
+    // Calls per event, and the server's time in them per event (µs).
     let listed: Vec<String> = rows
         .iter()
-        .map(|(calls, query)| format!("{:.2} {query}", *calls as f64 / events as f64))
+        .map(|(calls, ms, query)| {
+            format!(
+                "{:.2} ({:.0} µs) {query}",
+                *calls as f64 / events as f64,
+                ms * 1000.0 / events as f64
+            )
+        })
         .collect();
     listed.join(" | ")
 }
@@ -1032,19 +1039,32 @@ async fn replicas(url: &str) {
     let noop_shapes = [(1, 32), (2, 16), (4, 8)];
     let mut noop = vec![Vec::new(); noop_shapes.len()];
     let mut slow = vec![Vec::new(); 3];
+    // `PAYHOOK_BENCH_REPLICAS_SLOW=off`: the no-op runs only.
+    let with_slow = std::env::var("PAYHOOK_BENCH_REPLICAS_SLOW").map_or(true, |v| v != "off");
+    let median = |rates: &mut Vec<f64>| {
+        rates.sort_by(f64::total_cmp);
+        rates[rates.len() / 2]
+    };
     for round in 1..=rounds {
         println!("10. round {round} of {rounds}");
         for (index, &(replicas, workers)) in noop_shapes.iter().enumerate() {
             noop[index].push(replica_run(url, replicas, workers, noop_events, Duration::ZERO).await);
         }
-        for (index, replicas) in [1, 2, 4].into_iter().enumerate() {
-            slow[index].push(replica_run(url, replicas, 8, slow_events, Duration::from_millis(50)).await);
+        if with_slow {
+            for (index, replicas) in [1, 2, 4].into_iter().enumerate() {
+                slow[index].push(replica_run(url, replicas, 8, slow_events, Duration::from_millis(50)).await);
+            }
         }
     }
-    let median = |rates: &mut Vec<f64>| {
-        rates.sort_by(f64::total_cmp);
-        rates[rates.len() / 2]
-    };
+    if !with_slow {
+        let noop: Vec<f64> = noop.iter_mut().map(median).collect();
+        println!(
+            "10. medians of {rounds} rounds: no-op, same 32 workers: 2 x 16 / 1 x 32 = {:.2}, 4 x 8 / 1 x 32 = {:.2}",
+            noop[1] / noop[0],
+            noop[2] / noop[0],
+        );
+        return;
+    }
     let noop: Vec<f64> = noop.iter_mut().map(median).collect();
     let slow: Vec<f64> = slow.iter_mut().map(median).collect();
     println!(
