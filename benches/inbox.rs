@@ -25,13 +25,15 @@
 //!     of the bench (or, with `PAYHOOK_BENCH_REPLICAS_AS=pools`, as pools in
 //!     this process), the load spread over their endpoints: with no-op
 //!     handlers the same total workers split over them (1 × 32, 2 × 16,
-//!     4 × 8), with 50 ms handlers 8 workers each (1 × 8, 2 × 8, 4 × 8).
+//!     4 × 8), with 50 ms handlers 8 workers each (1 × 8, 2 × 8, 4 × 8;
+//!     left out with `PAYHOOK_BENCH_REPLICAS_SLOW=off`).
 //!     Per run: end-to-end events/s, ack p99, the claims and events per claim
 //!     (the inbox's claim counters), the lock wait sampled from
 //!     `pg_stat_activity` (in the claim's statements per claim, in the others
 //!     per event), and with `pg_stat_statements` loaded the statements run
-//!     most often, per event. `PAYHOOK_BENCH_ROUNDS` alternating rounds
-//!     (default 3), then the medians' ratios.
+//!     most often, their calls and the server's time in them per event.
+//!     `PAYHOOK_BENCH_ROUNDS` alternating rounds (default 3), then the
+//!     medians' ratios.
 //! 11. pausing an event type and bulk actions (`inbox/pause_bulk.rs`): the
 //!     longest batch of a bulk retry and purge over 100 000 events and the ack
 //!     p99 of deliveries meanwhile ÷ idle; a paused type's ack p99 ÷ handled,
