@@ -3,6 +3,8 @@
 //! Both `inbox` (ingest, the builder) and `worker` use this module; neither
 //! uses the other's internals.
 
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 use std::time::Duration;
 
 use payhook_core::Receiver;
@@ -20,6 +22,12 @@ pub(crate) struct Inner<DB: Backend> {
     pub(crate) ingest: mpsc::Sender<Pending>,
     /// Woken after each ingest commit so idle workers look at once.
     pub(crate) arrived: Notify,
+    /// How many more events this process's workers would take at their next
+    /// claim: their claim-ahead target (the `worker` module's "Claiming
+    /// ahead") less the events they hold waiting; 0 while no workers run.
+    /// The intake wakes other replicas only for the events this room does
+    /// not cover (`writers::intake`).
+    pub(crate) room: Arc<AtomicUsize>,
     /// The SQLite file as opened, to notice it deleted or replaced.
     pub(crate) file: Option<FileIdentity>,
 }

@@ -1,7 +1,9 @@
 //! Wake-ups across replicas on PostgreSQL: ingest announces new events with
-//! `NOTIFY` after each commit ([`Notify`]), and each process `LISTEN`s and
-//! wakes its workers ([`Listen`]). Polling stays the fallback: a lost
-//! notification delays an event by at most the poll interval.
+//! `NOTIFY` after each commit ([`Notify`]), unless the process's own workers
+//! will take them at their next claim (the `worker` module's "Claiming
+//! ahead"), and each process `LISTEN`s and wakes its workers ([`Listen`]).
+//! Polling stays the fallback: a lost notification delays an event by at
+//! most the poll interval.
 
 use std::future::Future;
 

@@ -443,7 +443,13 @@ async fn start<DB: Backend>(
     // the more replicas share the load: more transactions per event
     // (BENCHMARKS.md, inbox section 10).
     let (ingest, queue) = mpsc::channel(4 * INGEST_BATCH);
-    tokio::spawn(write_batches(db.clone(), config.namespace.clone(), queue));
+    let room = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    tokio::spawn(write_batches(
+        db.clone(),
+        config.namespace.clone(),
+        queue,
+        Arc::clone(&room),
+    ));
     m::register(&config.namespace);
     Ok(Inbox {
         inner: Arc::new(Inner {
@@ -452,6 +458,7 @@ async fn start<DB: Backend>(
             config,
             ingest,
             arrived: Notify::new(),
+            room,
             file,
         }),
     })

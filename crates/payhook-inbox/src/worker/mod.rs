@@ -26,6 +26,13 @@
 //! renewal for all of them); when the workers stop, the ones never started
 //! are handed back to the queue at once.
 //!
+//! The same horizon decides whom the intake wakes: events this process
+//! stores while its workers would take them at their next claim (the
+//! target less what they hold) wake only its own workers; for the rest, its
+//! `NOTIFY` wakes every replica's. Without that, each batch of a few
+//! deliveries woke every replica, and most of their claims found nothing
+//! (BENCHMARKS.md, inbox section 10).
+//!
 //! # Counting attempts: suspects
 //!
 //! A claim counts no attempt, and nothing is written between the claim and
@@ -302,6 +309,10 @@ async fn dispatch<DB: Backend>(
                 }
             }
         }
+        // What the intake may leave to this process alone (`Inner::room`).
+        inbox
+            .room
+            .store(target.saturating_sub(local.len()), Ordering::Release);
         if local.is_empty() && target == 0 {
             // Every handler is busy (or marking its event done): wait for
             // one to finish.
@@ -349,6 +360,7 @@ async fn dispatch<DB: Backend>(
             }
         }
     }
+    inbox.room.store(0, Ordering::Release);
     // Handed back at once, so another replica (or this one's successor)
     // takes them up without waiting for their lease.
     hand_back(&db, &mut local).await;

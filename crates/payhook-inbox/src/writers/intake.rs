@@ -3,8 +3,12 @@
 //! commit (and, on SQLite, one turn of the single write lock); every delivery
 //! still gets its reply only after the commit that holds it. When such a
 //! statement fails, its rows are written one by one, so a row the database
-//! refuses fails its own delivery alone. After the replies, it records the
-//! duplicates and compares each with its stored event.
+//! refuses fails its own delivery alone. After the replies, it wakes the
+//! other replicas for what this process's workers will not take, records
+//! the duplicates and compares each with its stored event.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use payhook_core::event::same_content;
 use tokio::sync::mpsc;
@@ -34,6 +38,7 @@ pub(crate) async fn write_batches<DB: Backend>(
     db: Database<DB>,
     namespace: String,
     mut queue: mpsc::Receiver<Pending>,
+    room: Arc<AtomicUsize>,
 ) {
     let mut batch = Vec::with_capacity(INGEST_BATCH);
     loop {
@@ -55,7 +60,7 @@ pub(crate) async fn write_batches<DB: Backend>(
                 vec![Err(TIMED_OUT); batch.len()]
             }
         };
-        let stored = answers.iter().any(|answer| matches!(answer, Ok(true)));
+        let stored = answers.iter().filter(|answer| matches!(answer, Ok(true))).count();
         let duplicates: Vec<NewRow> = batch
             .iter()
             .zip(&answers)
@@ -66,7 +71,18 @@ pub(crate) async fn write_batches<DB: Backend>(
             // A waiter that went away (its request was dropped) is skipped.
             let _ = pending.done.send(answer);
         }
-        if stored {
+        // Events this process's workers will take at their next claim
+        // (`Inner::room`; the intake wakes them itself) need no other
+        // replica: they take that room, and other replicas are woken only
+        // when the batch does not fit, so that every replica's claims do
+        // not race for each small batch.
+        let taken_here = stored > 0
+            && room
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |free| {
+                    free.checked_sub(stored)
+                })
+                .is_ok();
+        if stored > 0 && !taken_here {
             // After the replies, and beside the next batch: a NOTIFY that
             // stalls delays neither these deliveries nor the ones after.
             let (db, namespace) = (db.clone(), namespace.clone());

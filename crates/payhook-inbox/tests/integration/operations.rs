@@ -1,6 +1,7 @@
 //! Operating an inbox: the admin operations never create or change a database,
 //! a SQLite file deleted or replaced under a running inbox is noticed, and on
-//! PostgreSQL a replica's new event wakes the others' workers at once.
+//! PostgreSQL a replica's new event wakes the others' workers at once, unless
+//! its own workers take it at their next claim.
 //!
 //! PostgreSQL comes from `PAYHOOK_TEST_DATABASE_URL` (`.ci/start-postgres`);
 //! the PostgreSQL test fails when it is unset or unreachable.
@@ -188,6 +189,98 @@ async fn postgres_replicas_wake_each_other() {
         );
         workers.shutdown().await;
     }
+}
+
+/// An event that started: its id, the replica that ran it, when.
+type Start = (String, &'static str, Instant);
+
+/// A replica wakes the others only for the events its own workers will not
+/// take at their next claim: A (one handler) stores an event while its
+/// handler is free and runs it itself, with no `NOTIFY`; A then stores
+/// another while that handler is busy, and B, polling only every 5 s, is
+/// woken and starts it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_replica_wakes_the_others_for_what_it_will_not_take_itself() {
+    let url = payhook_test_support::postgres_url();
+    let namespace = unique("room");
+    let builder = || {
+        Inbox::builder(receiver())
+            .namespace(&namespace)
+            .poll_interval(Duration::from_secs(5))
+    };
+    let mut listener = sqlx::postgres::PgListener::connect(&url).await.unwrap();
+    listener.listen("payhook_inbox").await.unwrap();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let started: Arc<Mutex<Vec<Start>>> = Arc::default();
+    let replica = |name: &'static str| {
+        let (started, release) = (Arc::clone(&started), Arc::clone(&release));
+        move |job: Job| {
+            let (started, release) = (Arc::clone(&started), Arc::clone(&release));
+            async move {
+                let id = job.event().id().to_owned();
+                started.lock().unwrap().push((id.clone(), name, Instant::now()));
+                if id.starts_with("evt_busy") {
+                    release.notified().await;
+                }
+                Ok(())
+            }
+        }
+    };
+    let a = builder().concurrency(1).connect(&url).await.unwrap();
+    let a_workers = a.start(replica("A"));
+    let b_workers = builder().connect(&url).await.unwrap().start(replica("B"));
+    // Both have looked once and now sleep for their 5 s poll.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let starts = |id: String| {
+        let started = Arc::clone(&started);
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(3);
+            loop {
+                let found = started
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find(|(seen, _, _)| *seen == id)
+                    .map(|(_, by, at)| (*by, *at));
+                if let Some(found) = found {
+                    return found;
+                }
+                assert!(Instant::now() < deadline, "{id} did not start");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    let own = unique("evt_busy");
+    let (headers, body) = delivery(&own);
+    assert_eq!(a.ingest(&headers, body).await.status().as_u16(), 200);
+    assert_eq!(starts(own).await.0, "A", "A's free handler takes its own event");
+    let woken = tokio::time::timeout(Duration::from_millis(300), async {
+        loop {
+            let notification = listener.recv().await.unwrap();
+            if notification.payload() == namespace {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        woken.is_err(),
+        "A woke the other replicas for an event its free handler took"
+    );
+    let other = unique("evt_other");
+    let (headers, body) = delivery(&other);
+    let stored_at = Instant::now();
+    assert_eq!(a.ingest(&headers, body).await.status().as_u16(), 200);
+    let (by, at) = starts(other).await;
+    assert_eq!(by, "B", "the event A's busy handler could not take");
+    assert!(
+        at.duration_since(stored_at) < Duration::from_millis(1000),
+        "B started it {:?} after A stored it",
+        at.duration_since(stored_at)
+    );
+    release.notify_waiters();
+    b_workers.shutdown().await;
+    a_workers.shutdown().await;
 }
 
 /// The inbox takes its namespace, lease and retention from the receiver unless
