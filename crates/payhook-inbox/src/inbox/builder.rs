@@ -171,9 +171,9 @@ impl InboxBuilder {
 
     /// How often idle workers look for due events (default 200 ms). Events
     /// ingested by this process wake them at once, and on PostgreSQL so do
-    /// those ingested by other replicas (`LISTEN`/`NOTIFY`); this bounds the
-    /// delay for retries and when notifications are lost. Above zero, at most
-    /// 100 years.
+    /// those ingested by other replicas that those replicas' own workers
+    /// will not take (`LISTEN`/`NOTIFY`); this bounds the delay for retries
+    /// and when notifications are lost. Above zero, at most 100 years.
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
         self
