@@ -3,8 +3,9 @@
 //! stores nothing; missed events are stored once, as reconciled, and handed
 //! to the handler once; a backlog is paged; `401` stops the reconciler,
 //! `429` waits its `Retry-After`; a page with an event that does not parse
-//! stores nothing; the window never reaches past the retention; two inboxes
-//! on one database take turns.
+//! stores nothing; the window never reaches past the retention; passes start
+//! one interval apart however long each takes; two inboxes on one database
+//! take turns.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -49,6 +50,8 @@ struct FakeApi {
     events: Mutex<Vec<String>>,
     scripted: Mutex<VecDeque<Scripted>>,
     requests: Mutex<Vec<(Instant, String, String)>>,
+    /// How long each reply takes.
+    delay: Mutex<Duration>,
 }
 
 impl FakeApi {
@@ -101,6 +104,8 @@ async fn list(
         .lock()
         .unwrap()
         .push((Instant::now(), query.clone(), auth));
+    let delay = *api.delay.lock().unwrap();
+    tokio::time::sleep(delay).await;
     let scripted = api.scripted.lock().unwrap().pop_front();
     let (status, extra, body) = scripted.unwrap_or_else(|| (200, Vec::new(), api.page(&query)));
     let mut reply_headers = HeaderMap::new();
@@ -285,9 +290,37 @@ async fn a_refused_key_stops_the_reconciler_with_a_clear_error() {
     workers.shutdown().await;
 }
 
+/// Passes start one interval apart, however long each takes: with a 1 s
+/// interval and an events list that answers in 0.6 s, the requests come
+/// about 1 s apart, not 1.6 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passes_start_one_interval_apart_however_long_each_takes() {
+    let (api, base) = fake_api().await;
+    *api.delay.lock().unwrap() = Duration::from_millis(600);
+    let inbox = inbox(&sqlite_url("payhook-reconcile-cadence"), &base, 1000, |b| b).await;
+    let workers = start(&inbox, &Handled::default());
+    eventually(Duration::from_secs(15), "six passes", || {
+        api.requests().len() >= 6
+    })
+    .await;
+    workers.shutdown().await;
+    let requests = api.requests();
+    let mut gaps: Vec<Duration> = requests.windows(2).map(|pair| pair[1].0 - pair[0].0).collect();
+    gaps.sort();
+    let median = gaps[gaps.len() / 2];
+    assert!(
+        median >= Duration::from_millis(900) && median < Duration::from_millis(1300),
+        "passes started {median:?} apart (median of {gaps:?}), not one interval"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttling_waits_its_retry_after_then_goes_on() {
     let (api, base) = fake_api().await;
+    // Each reply takes a while: the wait counts from the 429's arrival,
+    // not from the request.
+    let delay = Duration::from_millis(300);
+    *api.delay.lock().unwrap() = delay;
     *api.events.lock().unwrap() = vec![event("evt_throttled", 20)];
     api.scripted.lock().unwrap().push_back((
         429,
@@ -305,7 +338,7 @@ async fn throttling_waits_its_retry_after_then_goes_on() {
     .await;
     workers.shutdown().await;
     let requests = api.requests();
-    let waited = requests[1].0 - requests[0].0;
+    let waited = requests[1].0 - (requests[0].0 + delay);
     assert!(
         waited >= Duration::from_secs(2),
         "the second request came {waited:?} after the 429"
