@@ -1058,24 +1058,21 @@ async fn replicas(url: &str) {
             }
         }
     }
-    if !with_slow {
-        let noop: Vec<f64> = noop.iter_mut().map(median).collect();
-        println!(
-            "10. medians of {rounds} rounds: no-op, same 32 workers: 2 x 16 / 1 x 32 = {:.2}, 4 x 8 / 1 x 32 = {:.2}",
-            noop[1] / noop[0],
-            noop[2] / noop[0],
-        );
-        return;
-    }
     let noop: Vec<f64> = noop.iter_mut().map(median).collect();
-    let slow: Vec<f64> = slow.iter_mut().map(median).collect();
+    let slow = if with_slow {
+        let slow: Vec<f64> = slow.iter_mut().map(median).collect();
+        format!(
+            "; 50 ms handlers, 8 workers each: 2 x 8 / (2 * 1 x 8) = {:.2}, 4 x 8 / (4 * 1 x 8) = {:.2} of linear",
+            slow[1] / (2.0 * slow[0]),
+            slow[2] / (4.0 * slow[0]),
+        )
+    } else {
+        String::new()
+    };
     println!(
-        "10. medians of {rounds} rounds: no-op, same 32 workers: 2 x 16 / 1 x 32 = {:.2}, 4 x 8 / 1 x 32 = {:.2}; \
-         50 ms handlers, 8 workers each: 2 x 8 / (2 * 1 x 8) = {:.2}, 4 x 8 / (4 * 1 x 8) = {:.2} of linear",
+        "10. medians of {rounds} rounds: no-op, same 32 workers: 2 x 16 / 1 x 32 = {:.2}, 4 x 8 / 1 x 32 = {:.2}{slow}",
         noop[1] / noop[0],
         noop[2] / noop[0],
-        slow[1] / (2.0 * slow[0]),
-        slow[2] / (4.0 * slow[0]),
     );
 }
 
