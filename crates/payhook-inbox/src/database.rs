@@ -129,6 +129,17 @@ impl<DB: sqlx::Database> Database<DB> {
         }
     }
 
+    /// A transaction of the inbox's own statements, begun by
+    /// [`Dialect::begin_own`]: on PostgreSQL with JIT compilation off, so
+    /// that no plan's cost, which grows with the history the table keeps,
+    /// makes the server compile a statement that reads a few index entries.
+    pub(crate) async fn begin(&self) -> Result<sqlx::Transaction<'static, DB>, sqlx::Error> {
+        match self.dialect.begin_own() {
+            Some(statement) => self.pool.begin_with(statement).await,
+            None => self.pool.begin().await,
+        }
+    }
+
     /// Runs `work` (every statement of it, the pool checkout and the commit
     /// included) within the deadline, or gives it up with [`timed_out`].
     ///

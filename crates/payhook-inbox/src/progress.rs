@@ -96,7 +96,7 @@ sql_bounds! {
             } else {
                 // SQLite: the mark and the attempts record in one transaction
                 // (one turn of the write lock).
-                let mut tx = db.pool.begin().await?;
+                let mut tx = db.begin().await?;
                 let rows = query.fetch_all(&mut *tx).await?;
                 let finished: Vec<_> = rows
                     .iter()

@@ -333,7 +333,7 @@ sql_bounds! {
             // One transaction: on SQLite one turn of the write lock, on
             // PostgreSQL one commit for the requeue and the claim, which
             // also releases the intents' guards (see the module docs).
-            let mut tx = db.pool.begin().await?;
+            let mut tx = db.begin().await?;
             let mut died = Vec::new();
             if let Some(max_attempts) = request.requeue {
                 let killed = sqlx::query(&KILL_EXPIRED.replace("{lock}", lock))
@@ -512,7 +512,7 @@ sql_bounds! {
             );
 
             let state = if failure.dead { State::Dead } else { State::Pending };
-            let mut tx = db.pool.begin().await?;
+            let mut tx = db.begin().await?;
             let recorded = sqlx::query(RECORD_FAILURE)
                 .bind(state.as_str())
                 .bind(failure.due)

@@ -199,6 +199,26 @@ impl Dialect {
         }
     }
 
+    /// The statement that begins the inbox's own transactions (a claim, a
+    /// failure, a batch of marks), `None` for the driver's plain `BEGIN`. On
+    /// PostgreSQL it also turns JIT compilation off for that transaction
+    /// (`SET LOCAL`, sent with the `BEGIN` in one round trip): the planner
+    /// decides to compile a statement from its estimated cost, and the
+    /// estimates of the claim's per-intent probes grow with the rows the
+    /// table keeps (each probe is costed as a share of the table), so past a
+    /// few hundred thousand stored events a claim that reads a few hundred
+    /// index entries was compiled for 60–860 ms each time at the server's
+    /// default `jit_above_cost`. None of the inbox's statements reads enough
+    /// rows for compiled expressions to pay; the app's own statements, and
+    /// the handler's transaction the app writes in, keep the server's
+    /// setting. SQLite has no JIT.
+    pub(crate) fn begin_own(self) -> Option<&'static str> {
+        match self {
+            Self::Sqlite => None,
+            Self::Postgres => Some("BEGIN; SET LOCAL jit = off"),
+        }
+    }
+
     /// The condition that makes the transaction of the statement it ends (an
     /// intake `INSERT`, a done mark) commit synchronously whatever the
     /// server's default: on PostgreSQL `synchronous_commit` set `on` for this

@@ -13,7 +13,7 @@ use sqlx::Row as _;
 
 use crate::clock::{millis, now_ms};
 use crate::database::Database;
-use crate::dialect::{is_missing_table, paused_table, phase_in, states_in, table, PARKED};
+use crate::dialect::{is_missing_table, paused_table, phase_in, states_in, table, waiting_phase, PARKED};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{Filter, PausedType, Source, State, StoredEvent};
 
@@ -121,10 +121,15 @@ sql_bounds! {
         }
 
         async fn paused<'a>(db: &'a Database<Self>, namespace: &'a str) -> Result<Vec<PausedType>, sqlx::Error> {
+            // Each paused type's waiting events, counted from the waiting
+            // events alone (the phase names their index), never from the
+            // type's whole history.
             const PAUSED: &str = concat!(
                 "SELECT p.event_type, p.paused_at, (SELECT COUNT(*) FROM ",
                 table!(),
-                " e WHERE e.namespace = p.namespace AND e.state = $2 AND e.event_type = p.event_type) AS waiting \
+                " e WHERE e.namespace = p.namespace AND e.phase = ",
+                waiting_phase!(),
+                " AND e.state = $2 AND e.event_type = p.event_type) AS waiting \
                  FROM ",
                 paused_table!(),
                 " p WHERE p.namespace = $1 ORDER BY p.event_type"

@@ -14,6 +14,7 @@ mod attempts;
 mod bulk;
 mod conformance;
 mod guarantees;
+mod history;
 mod operations;
 mod pause;
 mod pause_metrics;
