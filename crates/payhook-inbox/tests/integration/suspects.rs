@@ -2,7 +2,9 @@
 //! fails when it is unset): an attempt is counted with its end, so a process
 //! that dies charges nothing to the events it held; those come back as
 //! suspects, whose attempts are counted before their handlers run, and a
-//! suspect cut short again (a repeat suspect) runs alone.
+//! suspect cut short again (a repeat suspect) runs alone: it waits for the
+//! suspects running beside it to end, so a crash while it runs charges it
+//! alone.
 //!
 //! Each "process" here is an inbox on a Tokio runtime of its own, on a
 //! thread of its own; its crash is the runtime shut down at once: its tasks
@@ -12,8 +14,9 @@
 //! out). The examples' tests crash real processes the same way with a
 //! signal.
 
-use std::collections::BTreeMap;
-use std::sync::mpsc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -24,7 +27,7 @@ use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, Job};
 use payhook_test_support::{on_every_backend, postgres_url, sqlite_url, unique};
 
-use crate::attempt_record;
+use crate::{attempt_record, eventually};
 
 const SECRET: &str = "whsec_suspects";
 const MAX_ATTEMPTS: u32 = 2;
@@ -39,8 +42,12 @@ const CRASHING: &str = "evt_crashing";
 const HANDLERS: usize = 8;
 
 fn body(id: &str, intent: &str) -> Bytes {
+    typed_body(id, "payment_intent.succeeded", intent)
+}
+
+fn typed_body(id: &str, event_type: &str, intent: &str) -> Bytes {
     Bytes::from(format!(
-        r#"{{"id":"{id}","type":"payment_intent.succeeded","created":1,"data":{{"object":{{"id":"{intent}","amount":5,"currency":"btc","status":"succeeded"}}}}}}"#
+        r#"{{"id":"{id}","type":"{event_type}","created":1,"data":{{"object":{{"id":"{intent}","amount":5,"currency":"btc","status":"succeeded"}}}}}}"#
     ))
 }
 
@@ -322,7 +329,276 @@ async fn a_crashing_event_ends_dead_and_its_neighbours_are_never_charged(url: St
     );
 }
 
+/// The repeat suspect of [`a_repeat_suspect_waits_for_the_suspects_running_beside_it`].
+const REPEAT: &str = "evt_repeat";
+const REPEAT_TYPE: &str = "payment_intent.succeeded";
+/// The suspects running when the repeat suspect is claimed: a type of their
+/// own, so that each can be held back by a pause while the other runs.
+const NEIGHBOUR_TYPE: &str = "payment_intent.failed";
+const NEIGHBOURS: usize = 5;
+
+/// What the handlers of one process of
+/// [`a_repeat_suspect_waits_for_the_suspects_running_beside_it`] do and see.
+#[derive(Default)]
+struct Watch {
+    /// The events whose handlers run in this process now.
+    running: Mutex<BTreeSet<String>>,
+    /// At each start of [`REPEAT`]'s handler: the other handlers running.
+    repeat_started: Mutex<Vec<Vec<String>>>,
+    /// The neighbours' handlers return once this is set, and wait until then.
+    release: AtomicBool,
+    /// [`REPEAT`]'s handler returns at once when set, and hangs (until the
+    /// process crashes) otherwise.
+    repeat_returns: bool,
+}
+
+impl Watch {
+    fn running(&self) -> BTreeSet<String> {
+        self.running.lock().unwrap().clone()
+    }
+
+    fn repeat_started(&self) -> Vec<Vec<String>> {
+        self.repeat_started.lock().unwrap().clone()
+    }
+}
+
+/// A handler's place in [`Watch::running`], left when the handler ends
+/// however it ends (its process crashing included).
+struct Running(Arc<Watch>, String);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.running.lock().unwrap().remove(&self.1);
+    }
+}
+
+/// A process of [`a_repeat_suspect_waits_for_the_suspects_running_beside_it`],
+/// running an inbox until [`Replica::crash`] or [`Replica::stop`], its
+/// handlers as [`Watch`] says.
+struct Replica {
+    order: tokio::sync::oneshot::Sender<bool>,
+    thread: std::thread::JoinHandle<()>,
+    watch: Arc<Watch>,
+}
+
+impl Replica {
+    fn start(url: &str, namespace: &str, watch: Watch) -> Self {
+        let watch = Arc::new(watch);
+        let (order, ordered) = tokio::sync::oneshot::channel::<bool>();
+        let (url, namespace, seen) = (url.to_owned(), namespace.to_owned(), Arc::clone(&watch));
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            let crash = runtime.block_on(async move {
+                let inbox = connect(&url, &namespace).await;
+                let workers = inbox.start(move |job: Job| {
+                    let watch = Arc::clone(&seen);
+                    async move {
+                        let id = job.event().id().to_owned();
+                        let others: Vec<String> = {
+                            let mut running = watch.running.lock().unwrap();
+                            let others = running.iter().cloned().collect();
+                            running.insert(id.clone());
+                            others
+                        };
+                        let _running = Running(Arc::clone(&watch), id.clone());
+                        if id == REPEAT {
+                            watch.repeat_started.lock().unwrap().push(others);
+                            if !watch.repeat_returns {
+                                std::future::pending::<()>().await;
+                            }
+                        } else {
+                            while !watch.release.load(Ordering::Acquire) {
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                        }
+                        Ok::<(), HandlerError>(())
+                    }
+                });
+                let crash = ordered.await.unwrap_or(true);
+                if !crash {
+                    workers.shutdown().await;
+                }
+                crash
+            });
+            if crash {
+                runtime.shutdown_background();
+            }
+        });
+        Self { order, thread, watch }
+    }
+
+    fn crash(self) {
+        let _ = self.order.send(true);
+        self.thread.join().unwrap();
+    }
+
+    fn stop(self) {
+        let _ = self.order.send(false);
+        self.thread.join().unwrap();
+    }
+}
+
+async fn state_and_attempts(admin: &Admin, id: &str) -> (String, i64) {
+    let event = admin.show(id).await.unwrap();
+    (event.state.to_string(), event.attempts)
+}
+
+/// A repeat suspect claimed while other suspects run in its process waits
+/// until they have ended, so the crash it causes charges it alone.
+///
+/// The events are set up by crashes, with pauses keeping each type out of
+/// the claims in turn: a first process runs the repeat event and crashes
+/// (a suspect, uncounted); a second runs it again, counted, beside the
+/// neighbours (not suspects: uncounted), and crashes, so the repeat event
+/// comes back a repeat suspect and the neighbours suspects. The third
+/// process, with the repeat event's type paused, starts the neighbours as
+/// suspects and they keep running; then the type is resumed and the repeat
+/// suspect is claimed beside them. It must not start until they end; it
+/// crashes the process when it does, and ends dead after its counted
+/// attempts, while each neighbour is charged its one finished attempt.
+async fn a_repeat_suspect_waits_for_the_suspects_running_beside_it(url: String) {
+    let namespace = unique("repeat-suspect");
+    let inbox = connect(&url, &namespace).await;
+    let admin = Admin::of_inbox(&inbox);
+    let neighbours: Vec<String> = (0..NEIGHBOURS).map(|i| format!("evt_neighbour_{i}")).collect();
+    admin.pause(NEIGHBOUR_TYPE).await.unwrap();
+    let mut bodies: Vec<Bytes> = neighbours
+        .iter()
+        .map(|id| typed_body(id, NEIGHBOUR_TYPE, &format!("pi_{id}")))
+        .collect();
+    bodies.push(typed_body(REPEAT, REPEAT_TYPE, "pi_repeat"));
+    for body in bodies {
+        let delivery = SignedDelivery::now(body, SECRET).unwrap();
+        let reply = inbox.ingest(&delivery.headers(), delivery.body).await;
+        assert_eq!(reply.status().as_u16(), 200, "{}", reply.body());
+    }
+
+    // First: the repeat event alone runs, and its process crashes.
+    let first = Replica::start(&url, &namespace, Watch::default());
+    eventually("the repeat event started in the first process", || async {
+        !first.watch.repeat_started().is_empty()
+    })
+    .await;
+    first.crash();
+
+    // Second: the neighbours run (not suspects) beside the repeat event, a
+    // suspect now, whose attempt is counted; the process crashes.
+    admin.resume(NEIGHBOUR_TYPE).await.unwrap();
+    let second = Replica::start(&url, &namespace, Watch::default());
+    eventually(
+        "the repeat event and every neighbour running in the second process",
+        || async {
+            !second.watch.repeat_started().is_empty() && second.watch.running().len() == NEIGHBOURS + 1
+        },
+    )
+    .await;
+    second.crash();
+    assert_eq!(
+        state_and_attempts(&admin, REPEAT).await,
+        ("running".to_owned(), 1)
+    );
+    for id in &neighbours {
+        assert_eq!(
+            state_and_attempts(&admin, id).await,
+            ("running".to_owned(), 0),
+            "{id}"
+        );
+    }
+
+    // Third: the neighbours come back suspects and start, counted; they keep
+    // running while the repeat suspect, held back by its paused type, waits.
+    admin.pause(REPEAT_TYPE).await.unwrap();
+    let third = Replica::start(&url, &namespace, Watch::default());
+    eventually("every neighbour running in the third process", || async {
+        third.watch.running().len() == NEIGHBOURS
+    })
+    .await;
+    for id in &neighbours {
+        assert_eq!(
+            state_and_attempts(&admin, id).await,
+            ("running".to_owned(), 1),
+            "{id}"
+        );
+    }
+    eventually("the repeat event taken back, not claimed", || async {
+        state_and_attempts(&admin, REPEAT).await.0 == "pending"
+    })
+    .await;
+    // Resumed: the third process claims the repeat suspect while every
+    // neighbour still runs there. Time for it to start if it may.
+    admin.resume(REPEAT_TYPE).await.unwrap();
+    eventually("the repeat suspect claimed by the third process", || async {
+        state_and_attempts(&admin, REPEAT).await.0 == "running"
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while third.watch.repeat_started().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let running = third.watch.running();
+    assert!(
+        neighbours.iter().all(|id| running.contains(id)),
+        "the neighbours still run: {running:?}"
+    );
+    third.watch.release.store(true, Ordering::Release);
+    eventually("the repeat suspect started in the third process", || async {
+        !third.watch.repeat_started().is_empty()
+    })
+    .await;
+    let started_beside = third.watch.repeat_started();
+    third.crash();
+    assert_eq!(
+        started_beside,
+        [Vec::<String>::new()],
+        "the repeat suspect started beside other handlers"
+    );
+
+    // Fourth: the repeat event is dead after its counted attempts; nothing
+    // else is left to run.
+    let fourth = Replica::start(
+        &url,
+        &namespace,
+        Watch {
+            repeat_returns: true,
+            release: AtomicBool::new(true),
+            ..Watch::default()
+        },
+    );
+    eventually("the repeat event dead", || async {
+        state_and_attempts(&admin, REPEAT).await.0 == "dead"
+    })
+    .await;
+    let ran_again = fourth.watch.repeat_started();
+    fourth.stop();
+    assert!(
+        ran_again.is_empty(),
+        "the repeat event ran after its last attempt"
+    );
+    assert_eq!(
+        state_and_attempts(&admin, REPEAT).await,
+        ("dead".to_owned(), i64::from(MAX_ATTEMPTS))
+    );
+    assert_eq!(
+        attempt_record(&admin, REPEAT).await,
+        [(2, "interrupted".to_owned()), (1, "interrupted".to_owned())]
+    );
+    // Not charged for the crash: each neighbour had ended before it.
+    for id in &neighbours {
+        assert_eq!(
+            state_and_attempts(&admin, id).await,
+            ("done".to_owned(), 1),
+            "{id}"
+        );
+        assert_eq!(attempt_record(&admin, id).await, [(1, "done".to_owned())], "{id}");
+    }
+}
+
 on_every_backend! {
     sqlite: sqlite_url("payhook-suspects"), postgres: postgres_url(), worker_threads: 2;
     a_crashing_event_ends_dead_and_its_neighbours_are_never_charged,
+    a_repeat_suspect_waits_for_the_suspects_running_beside_it,
 }
