@@ -680,6 +680,28 @@ async fn keyset_pages_have_no_duplicates_or_gaps(db: Db) {
     app.stop().await;
 }
 
+/// `/payhook/events/ID` through the axum router: `303` to the event's page,
+/// the id percent-encoded in the `Location`, and that page is the event's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn axum_event_path_redirects_to_the_event_page() {
+    let app = App::start(Db::Sqlite, 3).await;
+    app.deliver(&EventBuilder::other("order.shipped").id("evt_1"))
+        .await;
+    app.wait_for_state("evt_1", "done").await;
+    let (status, headers, _) = get(&app, "/payhook/events/evt_1").await;
+    assert_eq!(status, 303);
+    assert_eq!(headers["location"], "/payhook/event?id=evt_1");
+    assert_security_headers(&headers, "redirect");
+    let (status, _, page) = get(&app, "/payhook/event?id=evt_1").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("<h1 id=\"event-id\">evt_1</h1>"), "{page}");
+    // An id with a space, slashes, dots and a question mark stays one query value.
+    let (status, headers, _) = get(&app, "/payhook/events/evt%201%2F..%2Fx%3Fy").await;
+    assert_eq!(status, 303);
+    assert_eq!(headers["location"], "/payhook/event?id=evt+1%2F..%2Fx%3Fy");
+    app.stop().await;
+}
+
 /// The actix-web scope: the same dashboard under a path of the app's
 /// choosing, its links following that path.
 #[actix_web::test]
@@ -737,6 +759,24 @@ async fn actix_scope_serves_the_dashboard_under_its_path() {
         .await
         .unwrap();
     assert_eq!(response.status().as_u16(), 404);
+    // `/events/ID` redirects to the event's page under the scope's path.
+    for (path, location) in [
+        ("/ops/inbox/events/evt_1", "/ops/inbox/event?id=evt_1"),
+        (
+            "/ops/inbox/events/evt%201%2F..%2Fx%3Fy",
+            "/ops/inbox/event?id=evt+1%2F..%2Fx%3Fy",
+        ),
+    ] {
+        let response = client()
+            .get(url(path))
+            .basic_auth("x", Some(TOKEN))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 303, "{path}");
+        assert_eq!(response.headers()["location"], location, "{path}");
+        assert_security_headers(response.headers(), path);
+    }
     let response = client()
         .post(url("/ops/inbox/retry-dead"))
         .basic_auth("x", Some(TOKEN))

@@ -27,6 +27,30 @@ pub(crate) fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'
         .filter(|value| !value.is_empty())
 }
 
+/// A path segment percent-decoded (`%20` is a space, `%2F` a slash; `+`
+/// stays `+`, as in any path); a `%` without two hex digits after it stays
+/// as it is. `None` when the bytes decoded are not UTF-8.
+pub(crate) fn path_segment(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |at: usize| bytes.get(at).and_then(|b| char::from(*b).to_digit(16));
+        match (bytes[i], hex(i + 1), hex(i + 2)) {
+            (b'%', Some(high), Some(low)) => {
+                // Two hex digits: at most 255.
+                out.push(u8::try_from(high * 16 + low).unwrap_or(u8::MAX));
+                i += 3;
+            }
+            (byte, _, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// An age, in the inbox's one form ([`payhook_inbox::admin::parse_age`]).
 pub(crate) fn parse_age(text: &str) -> Result<Duration, String> {
     payhook_inbox::admin::parse_age(text)
@@ -213,6 +237,21 @@ pub(crate) fn parse_since(text: &str, now: i64) -> Result<i64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_segments_decode() {
+        assert_eq!(path_segment("evt_1").as_deref(), Some("evt_1"));
+        assert_eq!(
+            path_segment("evt%201%2F..%2Fx%3Fy").as_deref(),
+            Some("evt 1/../x?y")
+        );
+        assert_eq!(path_segment("a+b%2b").as_deref(), Some("a+b+"));
+        assert_eq!(path_segment("%E2%80%AE").as_deref(), Some("\u{202e}"));
+        // A `%` without two hex digits stays; bytes that are not UTF-8 are no id.
+        assert_eq!(path_segment("50%-%4").as_deref(), Some("50%-%4"));
+        assert_eq!(path_segment("%zz%").as_deref(), Some("%zz%"));
+        assert_eq!(path_segment("%FF"), None);
+    }
 
     #[test]
     fn ages_and_times_parse_and_refuse() {

@@ -53,9 +53,14 @@
 //! `/payhook/` the overview (counts by state, oldest pending event, the last
 //! hour's deliveries and attempts as a chart, the backend; reloads itself
 //! every 10 s), `/payhook/events` (newest first, filtered by state, type,
-//! age and id, keyset-paginated: no `OFFSET`, no count over the table),
+//! source, age and id, keyset-paginated: no `OFFSET`, no count over the
+//! table; the dead letters are `/payhook/events?state=dead`),
 //! `/payhook/event?id=…` (one event: body, attempts, lease, the other events
-//! of its payment intent).
+//! of its payment intent; `/payhook/events/ID` redirects there with `303`,
+//! the id percent-encoded), `/payhook/paused` (the paused types) and
+//! `/payhook/bulk` (bulk actions by filter). The actions are `POST`s to
+//! `/payhook/retry`, `/retry-dead`, `/replay`, `/pause`, `/resume` and
+//! `/bulk`.
 //!
 //! ```
 //! use payhook::dashboard::Dashboard;
@@ -88,11 +93,11 @@
 //! | `page_thread.rs` | the dashboard's own thread (a runtime of one worker, started with the first request) that every request is read and rendered on, and the owned copy of a request moved to it |
 //! | `auth.rs` | HTTP Basic with the token (constant time), the hourly anti-forgery token, the cross-site checks |
 //! | `html.rs` | the one escaping rule (`escape`; `value`/`message` = the core's `Untrusted` then `escape`), state badges, spans of time, the JSON body laid out, the page frame |
-//! | `forms.rs` | what requests carry, parsed and checked: query strings (the events filters), form bodies, ages, "since" times; errors as sentences quoting the value through `Untrusted` |
+//! | `forms.rs` | what requests carry, parsed and checked: query strings (the events filters), form bodies, ages, "since" times, a path segment percent-decoded; errors as sentences quoting the value through `Untrusted` |
 //! | `pages/mod.rs` | what every page needs (`Ctx`: the inbox's `Admin`, base path, form token), the error pages |
 //! | `pages/overview.rs` | counts by state, oldest pending, the last hour as an SVG chart, the bulk actions' forms |
 //! | `pages/events.rs` | the events list: filters, keyset pages |
-//! | `pages/event.rs` | one event: facts, retry button, attempts, the same payment intent's events, body |
+//! | `pages/event.rs` | one event: facts, retry button, attempts, the same payment intent's events, body; the redirect from `/events/ID` to it |
 //! | `pages/paused.rs` | the paused event types: waiting events, resume buttons, the pause form |
 //! | `actions.rs` | retry one / retry every dead / replay since / pause / resume a type: confirmation page, then the change and its report |
 //! | `bulk.rs` | bulk actions by filter: the form, the confirmation page with the count (the selection carried as times, with the count's time), then the run and its report |
@@ -159,8 +164,11 @@ const MAX_PAGE_REST: Duration = Duration::from_millis(200);
 const PAGE_REST_FACTOR: u32 = 3;
 
 /// How long a page may take, its turn and its statements included, before it
-/// is answered `503`.
+/// is answered `503`: 3 seconds.
 pub const PAGE_DEADLINE: Duration = Duration::from_secs(3);
+
+/// The start of the path `/events/ID`, which redirects to the event's page.
+const EVENT_PATH_PREFIX: &str = "/events/";
 
 /// The `Content-Security-Policy` of every response: scripts and styles from
 /// the dashboard's own files only (never inline), images from itself or
@@ -460,6 +468,13 @@ impl<DB: Backend> Dashboard<DB> {
                 actions::action(&ctx, request.path, &form).await
             }
             ("" | "/" | "/events" | "/event" | "/paused", false) => method_not_allowed(base, "GET, HEAD"),
+            // `/events/ID`, a link people type or keep: to `/event?id=ID`.
+            (path, true) if path.starts_with(EVENT_PATH_PREFIX) => {
+                pages::event_redirect(&ctx, &path[EVENT_PATH_PREFIX.len()..])
+            }
+            (path, false) if path.len() > EVENT_PATH_PREFIX.len() && path.starts_with(EVENT_PATH_PREFIX) => {
+                method_not_allowed(base, "GET, HEAD")
+            }
             (action_paths!(), _) => method_not_allowed(base, "POST"),
             _ => pages::problem(base, StatusCode::NOT_FOUND, "There is no such page."),
         }

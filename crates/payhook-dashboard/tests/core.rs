@@ -280,3 +280,81 @@ async fn the_attempt_history_names_the_events_source() {
     );
     assert!(!shown.contains("Reconciled"), "{shown}");
 }
+
+/// `/events/ID` redirects (`303`) to the event's page under the same mount,
+/// the id decoded from its path segment and percent-encoded again in the
+/// `Location`: no character of it ends the query or leaves the mount, and a
+/// body that shows it follows the one rule.
+#[tokio::test]
+async fn an_event_path_redirects_to_the_event_page() {
+    let inbox = inbox("redirect").await;
+    let dashboard = Dashboard::for_inbox(&inbox, TOKEN).unwrap();
+    for (base, segment, location) in [
+        ("/payhook", "evt_1", "/payhook/event?id=evt_1"),
+        ("", "evt_1", "/event?id=evt_1"),
+        (
+            "/payhook",
+            "evt%201%2F..%2Fx%3Fy",
+            "/payhook/event?id=evt+1%2F..%2Fx%3Fy",
+        ),
+        (
+            "/payhook",
+            "a%0D%0ALocation:%20x%23%26id=b",
+            "/payhook/event?id=a%0D%0ALocation%3A+x%23%26id%3Db",
+        ),
+        (
+            "/payhook",
+            "%3Cb%3E%E2%80%AE",
+            "/payhook/event?id=%3Cb%3E%E2%80%AE",
+        ),
+        // A base a browser would read as another host keeps one leading slash.
+        ("//evil.example", "evt_1", "/evil.example/event?id=evt_1"),
+        ("/\\evil.example", "evt_1", "/evil.example/event?id=evt_1"),
+    ] {
+        let path = format!("/events/{segment}");
+        let response = get(&dashboard, base, &path, None).await;
+        assert_eq!(response.status(), 303, "{base}{path}");
+        assert_eq!(response.headers()["location"], location, "{base}{path}");
+        assert_eq!(response.headers()["x-frame-options"], "DENY");
+        assert!(!response.body().contains("<b>"), "{}", response.body());
+        assert!(!response.body().contains('\u{202e}'), "{}", response.body());
+    }
+    // What the link leads to: the event page, with the id decoded once.
+    let page = get(&dashboard, "/payhook", "/event", Some("id=evt+1%2F..%2Fx%3Fy")).await;
+    assert_eq!(page.status(), 404);
+    assert!(page.body().contains("evt 1/../x?y"), "{}", page.body());
+    // No id, a raw slash, bytes that are not UTF-8, an id longer than any
+    // stored: no redirect.
+    let long = format!("/events/{}", "e".repeat(payhook_inbox::MAX_ID_BYTES + 1));
+    for path in ["/events/", "/events/a/b", "/events/%FF", long.as_str()] {
+        let response = get(&dashboard, "/payhook", path, None).await;
+        assert_eq!(response.status(), 404, "{path}");
+        assert!(response.headers().get("location").is_none(), "{path}");
+    }
+    // Not without the token, and by GET or HEAD only.
+    let anonymous = dashboard
+        .handle(DashboardRequest {
+            method: &Method::GET,
+            base: "/payhook",
+            path: "/events/evt_1",
+            query: None,
+            headers: &HeaderMap::new(),
+            body: &[],
+        })
+        .await;
+    assert_eq!(anonymous.status(), 401);
+    let headers = signed_in();
+    for (method, status) in [(&Method::HEAD, 303), (&Method::POST, 405)] {
+        let response = dashboard
+            .handle(DashboardRequest {
+                method,
+                base: "/payhook",
+                path: "/events/evt_1",
+                query: None,
+                headers: &headers,
+                body: &[],
+            })
+            .await;
+        assert_eq!(response.status(), status, "{method}");
+    }
+}

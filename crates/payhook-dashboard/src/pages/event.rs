@@ -3,15 +3,60 @@
 
 use std::fmt::Write as _;
 
-use http::{Response, StatusCode};
+use http::{header, HeaderValue, Response, StatusCode};
 use payhook_core::time::{format_utc, now_ms};
 use payhook_core::untrusted::lay_out_json;
 use payhook_inbox::admin::{Source, State};
 use payhook_inbox::{Backend, InboxError};
 
 use super::{problem, unavailable, Ctx};
-use crate::forms::{param, params, Quoted};
-use crate::html::{escape, message, outcome_badge, source_badge, span, state_badge, value, Nav};
+use crate::forms::{param, params, path_segment, Quoted};
+use crate::html::{escape, message, outcome_badge, query_value, source_badge, span, state_badge, value, Nav};
+
+/// `/events/ID` (the event id as one path segment, percent-encoded as a
+/// path carries it): `303 See Other` to the event's page, `/event?id=ID`
+/// under the same mount. The id is decoded from the path and encoded again
+/// as a query value ([`query_value`]), so none of its characters (`/`, `?`,
+/// `#`, `%`, a space, a line break) can end the query or reach another path;
+/// the page behind the link shows it by the one rule ([`value`]). An id over
+/// [`MAX_ID_BYTES`](payhook_inbox::MAX_ID_BYTES) gets the event page's `404`
+/// at once, so the `Location` stays short; a segment with a raw `/` in it,
+/// or that is not UTF-8 once decoded, is no page (`404`).
+pub(crate) fn event_redirect<DB: Backend>(ctx: &Ctx<'_, DB>, segment: &str) -> Response<String> {
+    let Some(id) = path_segment(segment).filter(|id| !id.is_empty() && !segment.contains('/')) else {
+        return problem(ctx.base, StatusCode::NOT_FOUND, "There is no such page.");
+    };
+    if id.len() > payhook_inbox::MAX_ID_BYTES {
+        return problem(ctx.base, StatusCode::NOT_FOUND, "There is no event with this id.");
+    }
+    let target = format!("{}/event?id={}", location_base(ctx.base), query_value(&id));
+    let Ok(location) = HeaderValue::from_str(&target) else {
+        // Not reached with the adapters: the base is the request's own
+        // path (valid in a header) and the rest is ASCII.
+        return problem(ctx.base, StatusCode::NOT_FOUND, "There is no such page.");
+    };
+    let content = format!(
+        "<h1>See the event</h1><p>It is at <a href=\"{}\">{}</a>.</p>",
+        escape(&target),
+        value(&id)
+    );
+    let mut response = ctx.page("See the event", Nav::Events, None, &content);
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    response.headers_mut().insert(header::LOCATION, location);
+    response
+}
+
+/// The mount path as the start of a `Location`: an absolute path with one
+/// leading `/`, never `//host` or `/\host`, which a browser would read as
+/// another site.
+fn location_base(base: &str) -> String {
+    let rest = base.trim_start_matches(['/', '\\']);
+    if rest.is_empty() {
+        String::new()
+    } else {
+        format!("/{rest}")
+    }
+}
 
 /// One event: its facts, actions, attempts, the other events of its payment
 /// intent, and its body.

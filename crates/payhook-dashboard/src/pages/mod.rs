@@ -14,7 +14,7 @@ use payhook_inbox::{Backend, InboxError};
 
 use crate::html::{self, escape, query_value, value, Nav};
 
-pub(crate) use event::event;
+pub(crate) use event::{event, event_redirect};
 pub(crate) use events::events;
 pub(crate) use overview::overview;
 pub(crate) use paused::paused;
