@@ -42,8 +42,8 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(5);
 /// of holding a connection and up to a body limit of memory for as long as it likes.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a `503` reply (the dedupe store or the inbox's database
-/// unavailable) asks the sender to wait before it delivers again, sent as
-/// `Retry-After: 5`: long enough not to add load to a store that is
+/// unavailable) asks the sender to wait before it delivers again: 5 seconds,
+/// sent as `Retry-After: 5`; long enough not to add load to a store that is
 /// struggling, short enough that a blip costs seconds.
 pub const UNAVAILABLE_RETRY_AFTER: Duration = Duration::from_secs(5);
 /// The store namespace of a receiver that keeps its own in-memory store. A

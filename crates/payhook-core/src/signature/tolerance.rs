@@ -6,7 +6,8 @@ use std::time::Duration;
 use crate::clock::Clock;
 use crate::error::Error;
 
-/// The replay tolerance unless configured otherwise.
+/// The replay tolerance unless configured otherwise: 300 seconds (5 minutes)
+/// on either side of the receiver's clock.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
 /// How far a delivery's timestamp may be from the receiver's clock.

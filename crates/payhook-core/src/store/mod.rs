@@ -32,7 +32,8 @@ pub use memory::{MemoryStore, MemoryStoreBuilder};
 
 use crate::error::StoreError;
 
-/// The longest lease or retention a store applies: about 100 years.
+/// The longest lease or retention a store applies: 100 years of 365 days
+/// (3 153 600 000 seconds).
 ///
 /// Every store treats a longer [`Duration`] (up to [`Duration::MAX`]) as this
 /// one, so no setting can overflow a clock or make a store panic, and the
