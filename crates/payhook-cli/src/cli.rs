@@ -15,7 +15,8 @@ use reqwest::Url;
 use crate::scheme::Scheme;
 use crate::secret::SecretArgs;
 
-/// The exit codes, shown at the end of every `--help`.
+/// The exit codes and the secret's sources, shown at the end of the tool's
+/// `--help` and of the commands that sign, verify or send.
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success: signed, verified, or every reply was what a healthy receiver sends
@@ -25,6 +26,26 @@ Exit codes:
 
 The secret comes from --secret-file PATH, --secret - (stdin, for send), or the
 PAYHOOK_SECRET environment variable; --secret VALUE works too, but shows in `ps`.
+Output is coloured on a terminal unless NO_COLOR is set.";
+
+/// The exit codes and the API key of the commands that drive a running
+/// emulator (`trigger`, `events`), shown at the end of their `--help`: they
+/// take an API key, never a signing secret (the emulator signs the deliveries
+/// with each endpoint's own).
+#[cfg(feature = "emulate")]
+pub const EMULATOR_CLIENT_HELP: &str = "\
+Exit codes:
+  0  every endpoint the event went to acknowledged it
+  1  an endpoint did not (the emulator gave up, or --wait ran out), or no
+     endpoint is enabled for the event's type
+  2  usage error, or the emulator refused the request (a bad API key, an
+     unknown event or endpoint)
+  3  the emulator could not be reached
+
+The API key comes from --key or the PAYHOOK_API_KEY environment variable: the
+emulator's own --key, or any sk_test_… key if it was started without one;
+--key VALUE works too, but shows in `ps`. No signing secret is needed: the
+emulator signs each delivery with the endpoint's own.
 Output is coloured on a terminal unless NO_COLOR is set.";
 
 /// Test a webhook receiver without the payment service: sign bodies, check
@@ -80,11 +101,11 @@ pub enum Command {
     /// endpoint enabled for the type acknowledged it, 1 if one did not (the emulator
     /// gave up, or --wait ran out), 3 if the emulator cannot be reached.
     #[cfg(feature = "emulate")]
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = EMULATOR_CLIENT_HELP)]
     Trigger(crate::trigger::TriggerArgs),
     /// Act on a running emulator's events: `resend EVT` delivers one again.
     #[cfg(feature = "emulate")]
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = EMULATOR_CLIENT_HELP)]
     Events(crate::events::EventsArgs),
     /// Look into a durable inbox: list, show, retry, replay and purge events.
     #[cfg(feature = "inbox")]

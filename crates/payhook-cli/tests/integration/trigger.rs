@@ -285,6 +285,37 @@ fn trigger_without_an_endpoint_for_the_type_delivers_nothing_and_says_so() {
     assert_eq!(receiver.requests(), 0);
 }
 
+/// The commands that drive the emulator take its API key, not a signing
+/// secret: their help ends with their exit codes and where the key comes
+/// from, and never sends the reader to PAYHOOK_SECRET.
+#[test]
+fn trigger_and_resend_help_name_the_api_key() {
+    for args in [
+        &["trigger", "--help"][..],
+        &["events", "--help"],
+        &["events", "resend", "--help"],
+    ] {
+        let run = payhook(args, b"");
+        assert_eq!(run.code, 0, "{args:?}: {run:?}");
+        let help = &run.stdout;
+        assert!(help.contains("Exit codes:"), "{args:?}: {help}");
+        assert!(
+            help.contains("2  usage error, or the emulator refused the request"),
+            "{args:?}: {help}"
+        );
+        assert!(
+            help.contains("3  the emulator could not be reached"),
+            "{args:?}: {help}"
+        );
+        assert!(
+            help.contains("The API key comes from --key or the PAYHOOK_API_KEY environment variable"),
+            "{args:?}: {help}"
+        );
+        assert!(!help.contains("PAYHOOK_SECRET"), "{args:?}: {help}");
+        assert!(!help.contains("--secret"), "{args:?}: {help}");
+    }
+}
+
 #[test]
 fn trigger_and_resend_refuse_bad_arguments() {
     for args in [
