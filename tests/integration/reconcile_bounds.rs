@@ -3,9 +3,10 @@
 //! stores nothing; missed events are stored once, as reconciled, and handed
 //! to the handler once; a backlog is paged; `401` stops the reconciler,
 //! `429` waits its `Retry-After`; a page with an event that does not parse
-//! stores nothing; the window never reaches past the retention; passes start
-//! one interval apart however long each takes; two inboxes on one database
-//! take turns.
+//! stores nothing, and the failed pass leaves the mark where it was; a reply
+//! over `MAX_REPLY_BYTES` fails the pass; the window never reaches past the
+//! retention; passes start one interval apart however long each takes; two
+//! inboxes on one database take turns.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -16,11 +17,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use bytes::Bytes;
+use payhook::inbox::reconcile::MAX_REPLY_BYTES;
 use payhook::inbox::sqlx::{self, Row};
 use payhook::inbox::{Inbox, InboxBuilder, Job, Reconcile, Source};
 use payhook::sender::SignedDelivery;
 use payhook::Receiver;
-use payhook_test_support::{eventually, sqlite_url};
+use payhook_test_support::{eventually, eventually_async, sqlite_url};
 
 use crate::axum_loopback;
 
@@ -43,8 +45,9 @@ fn event(id: &str, age: i64) -> String {
 type Scripted = (u16, Vec<(&'static str, String)>, String);
 
 /// The fake events list: a list of events (newest first) it pages through
-/// as the service does, scripted replies that come first, and every request
-/// it got (when, the query, the authorization header).
+/// as the service does, only those created in the query's window, scripted
+/// replies that come first, and every request it got (when, the query, the
+/// authorization header).
 #[derive(Default)]
 struct FakeApi {
     events: Mutex<Vec<String>>,
@@ -59,7 +62,8 @@ impl FakeApi {
         self.requests.lock().unwrap().clone()
     }
 
-    /// The page after `starting_after`, at most `limit` events.
+    /// The page after `starting_after`, at most `limit` events, of those
+    /// created in `[created[gte], created[lt])`.
     fn page(&self, query: &str) -> String {
         let param = |name: &str| {
             form_urlencoded::parse(query.as_bytes())
@@ -67,7 +71,22 @@ impl FakeApi {
                 .map(|(_, value)| value.into_owned())
         };
         let limit: usize = param("limit").and_then(|limit| limit.parse().ok()).unwrap_or(10);
-        let events = self.events.lock().unwrap();
+        let bound = |name: &str| param(name).and_then(|value| value.parse::<i64>().ok());
+        let (gte, lt) = (bound("created[gte]"), bound("created[lt]"));
+        let in_window = |event: &&String| {
+            let created = serde_json::from_str::<serde_json::Value>(event).unwrap()["created"].as_i64();
+            created.is_none_or(|created| {
+                gte.is_none_or(|gte| created >= gte) && lt.is_none_or(|lt| created < lt)
+            })
+        };
+        let events: Vec<String> = self
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(in_window)
+            .cloned()
+            .collect();
         let start = match param("starting_after") {
             Some(after) => events
                 .iter()
@@ -178,6 +197,18 @@ async fn reconciler_row(inbox: &Inbox) -> (i64, Option<String>, Option<String>) 
             .await
             .unwrap();
     (row.get(0), row.get(1), row.get(2))
+}
+
+/// The reconciler's mark: up to when (the service's `created`, seconds)
+/// every event is known to be in the inbox; `None` until a pass reached its
+/// end.
+async fn mark(inbox: &Inbox) -> Option<i64> {
+    sqlx::query("SELECT reconciled_until FROM payhook_inbox_reconciler WHERE namespace = $1")
+        .bind("reconcile-bounds")
+        .fetch_one(inbox.pool())
+        .await
+        .unwrap()
+        .get(0)
 }
 
 async fn sources(inbox: &Inbox) -> Vec<(String, Option<String>)> {
@@ -351,8 +382,7 @@ async fn throttling_waits_its_retry_after_then_goes_on() {
 async fn a_page_with_an_event_that_does_not_parse_stores_nothing_until_it_does() {
     let (api, base) = fake_api().await;
     let good = event("evt_page_good", 20);
-    let bad =
-        r#"{"object":"event","type":"payment_intent.succeeded","created":1,"data":{"object":{}}}"#.to_owned();
+    let bad = unparsable(20);
     *api.events.lock().unwrap() = vec![good.clone(), bad];
     let inbox = inbox(&sqlite_url("payhook-reconcile-bad-page"), &base, 200, |b| b).await;
     let handled = Handled::default();
@@ -375,6 +405,118 @@ async fn a_page_with_an_event_that_does_not_parse_stores_nothing_until_it_does()
     assert_eq!(
         sources(&inbox).await,
         [("evt_page_good".to_owned(), Some("reconciled".to_owned()))]
+    );
+}
+
+/// A listed event with no id, `age` seconds old: it does not parse.
+fn unparsable(age: i64) -> String {
+    format!(
+        r#"{{"object":"event","type":"payment_intent.succeeded","created":{},"data":{{"object":{{}}}}}}"#,
+        now_s() - age
+    )
+}
+
+/// A pass that fails on a page leaves the mark where it was, so the next
+/// pass lists the whole window again: a good event of the failed page,
+/// created long before the overlap, is stored once the list is fixed. A mark
+/// moved to the window's end before the page is stored would start the next
+/// window an overlap (60 s) before that end, past the event, for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_pass_leaves_the_mark_so_an_event_older_than_the_overlap_is_stored() {
+    let (api, base) = fake_api().await;
+    let good = event("evt_old_good", 600);
+    *api.events.lock().unwrap() = vec![good.clone(), unparsable(610)];
+    let inbox = inbox(&sqlite_url("payhook-reconcile-failed-mark"), &base, 200, |b| b).await;
+    let handled = Handled::default();
+    let workers = start(&inbox, &handled);
+    eventually(Duration::from_secs(10), "two failed passes", || {
+        api.requests().len() >= 2
+    })
+    .await;
+    assert_eq!(
+        mark(&inbox).await,
+        None,
+        "no pass reached its end: the mark stays"
+    );
+    let (failures, error, _) = reconciler_row(&inbox).await;
+    assert!(failures >= 1, "the passes failed");
+    assert!(error.unwrap().contains("event #2"));
+    assert!(sources(&inbox).await.is_empty(), "nothing of the page was stored");
+    // The service fixes its list: a later pass lists the whole window again.
+    *api.events.lock().unwrap() = vec![good];
+    eventually(Duration::from_secs(15), "the old event handled", || {
+        !handled.lock().unwrap().is_empty()
+    })
+    .await;
+    workers.shutdown().await;
+    assert_eq!(
+        sources(&inbox).await,
+        [("evt_old_good".to_owned(), Some("reconciled".to_owned()))]
+    );
+    let mark = mark(&inbox).await.expect("a pass reached its end");
+    assert!(
+        mark > now_s() - 60,
+        "the mark moved to the last window's end: {mark}"
+    );
+}
+
+/// A page whose reply is over `MAX_REPLY_BYTES` fails the pass with an error
+/// naming the bound, and nothing of it is stored; the same page padded to
+/// exactly the bound is read whole and its event stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_over_the_size_bound_fails_the_pass_and_one_at_the_bound_is_read() {
+    let (api, base) = fake_api().await;
+    let listed = event("evt_padded", 20);
+    // A page of one event, padded with spaces (still JSON) to `size` bytes.
+    let padded = |size: usize| {
+        let head = format!(r#"{{"object":"list","url":"/v1/events","has_more":false,"data":[{listed}]"#);
+        let body = format!("{head}{}}}", " ".repeat(size - head.len() - 1));
+        assert_eq!(body.len(), size);
+        body
+    };
+    api.scripted
+        .lock()
+        .unwrap()
+        .push_back((200, Vec::new(), padded(MAX_REPLY_BYTES + 1)));
+    let inbox = inbox(&sqlite_url("payhook-reconcile-large"), &base, 200, |b| b).await;
+    let handled = Handled::default();
+    let workers = start(&inbox, &handled);
+    eventually_async(Duration::from_secs(20), "a failed pass recorded", || async {
+        assert!(
+            sources(&inbox).await.is_empty(),
+            "the reply over the bound was read and its event stored"
+        );
+        sqlx::query("SELECT failures FROM payhook_inbox_reconciler WHERE namespace = $1")
+            .bind("reconcile-bounds")
+            .fetch_optional(inbox.pool())
+            .await
+            .unwrap()
+            .is_some_and(|row| row.get::<i64, _>(0) >= 1)
+    })
+    .await;
+    let (_, error, _) = reconciler_row(&inbox).await;
+    let error = error.unwrap();
+    assert!(
+        error.contains(&format!("the reply is larger than {MAX_REPLY_BYTES} bytes")),
+        "{error}"
+    );
+    assert!(
+        sources(&inbox).await.is_empty(),
+        "nothing of the reply was stored"
+    );
+    assert_eq!(mark(&inbox).await, None);
+    api.scripted
+        .lock()
+        .unwrap()
+        .push_back((200, Vec::new(), padded(MAX_REPLY_BYTES)));
+    eventually(Duration::from_secs(20), "the padded page's event handled", || {
+        !handled.lock().unwrap().is_empty()
+    })
+    .await;
+    workers.shutdown().await;
+    assert_eq!(
+        sources(&inbox).await,
+        [("evt_padded".to_owned(), Some("reconciled".to_owned()))]
     );
 }
 
