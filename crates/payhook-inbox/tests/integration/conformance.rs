@@ -12,10 +12,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use payhook_core::sender::SignedDelivery;
 use payhook_core::Receiver;
+use payhook_core::StoreErrorKind;
 use payhook_inbox::admin::{Admin, Filter, State, StoredEvent};
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, InboxError, Job};
-use payhook_test_support::{on_every_backend, postgres_url, sqlite_url, unique};
+use payhook_test_support::{on_every_backend, postgres_url, postgres_url_of, sqlite_url, unique};
 
 use crate::{attempt_record, eventually};
 
@@ -692,8 +693,15 @@ async fn lost_lease_voids_the_late_mark_of_a_handler_without_transaction(url: St
     assert_eq!(attempt_record(&admin, "evt_mark").await, [(1, "done".to_owned())]);
 }
 
+/// What cannot work is a clear error on the database the test is given,
+/// naming no password: an unsupported scheme is named; a setting out of range
+/// is refused before the database is opened (on SQLite, no file is created);
+/// and a database that cannot be opened is a database error of the kind that
+/// says why. On SQLite: a file in a directory that does not exist (refused,
+/// and the directory is not created). On PostgreSQL: a database the given
+/// server does not have (refused by the server, which names it), and a port
+/// nothing listens on (unavailable or timed out: worth retrying).
 async fn unreachable_database_is_a_clear_error(url: String) {
-    let _ = url;
     let receiver = Receiver::builder().secret(SECRET).build().unwrap();
     let err = Inbox::connect(receiver.clone(), "mysql://localhost/db")
         .await
@@ -701,17 +709,52 @@ async fn unreachable_database_is_a_clear_error(url: String) {
     assert!(err.to_string().contains("unsupported database URL"), "{err}");
     let err = Inbox::builder(receiver.clone())
         .max_attempts(0)
-        .connect("sqlite://x.db")
+        .connect(&url)
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("max_attempts"), "{err}");
-    // Nothing listens on port 1: connecting fails, and the error holds no password.
-    let err = Inbox::builder(receiver)
-        .acquire_timeout(Duration::from_secs(2))
-        .connect("postgres://user:hunter2@127.0.0.1:1/db")
-        .await
-        .unwrap_err();
-    assert!(!err.to_string().contains("hunter2"), "{err}");
+    assert!(
+        matches!(err, InboxError::InvalidSetting(_)) && err.to_string().contains("max_attempts"),
+        "{err}"
+    );
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        let path = std::path::Path::new(path);
+        assert!(!path.exists(), "a refused setting created {}", path.display());
+        let missing_dir = path.parent().unwrap().join(unique("missing"));
+        let missing = format!("sqlite://{}", missing_dir.join("inbox.db").display());
+        let err = Inbox::connect(receiver, &missing).await.unwrap_err();
+        assert!(matches!(err, InboxError::Database(_)), "{err}");
+        assert_eq!(err.kind(), StoreErrorKind::Refused, "{err}");
+        assert!(err.to_string().contains("unable to open database file"), "{err}");
+        assert!(!missing_dir.exists(), "{} was created", missing_dir.display());
+    } else {
+        let database = unique("payhook_absent");
+        let err = Inbox::builder(receiver.clone())
+            .acquire_timeout(Duration::from_secs(5))
+            .connect(&postgres_url_of(&database))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, InboxError::Database(_)), "{err}");
+        assert_eq!(err.kind(), StoreErrorKind::Refused, "{err}");
+        assert!(
+            err.to_string()
+                .contains(&format!("database \"{database}\" does not exist")),
+            "{err}"
+        );
+        // Nothing listens on port 1: connecting fails, and the error holds no password.
+        let err = Inbox::builder(receiver)
+            .acquire_timeout(Duration::from_secs(2))
+            .connect("postgres://user:hunter2@127.0.0.1:1/db")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, InboxError::Database(_)), "{err}");
+        // Worth retrying, unlike the refusals above: the pool waits out its
+        // acquire timeout for a server that may come up.
+        assert!(
+            matches!(err.kind(), StoreErrorKind::Unavailable | StoreErrorKind::TimedOut),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
 }
 
 /// What no backend can store — NUL in the id, type or intent id, or an id
