@@ -15,6 +15,12 @@ use payhook_inbox::{HandlerError, Inbox, Job};
 use payhook_test_support::unique;
 
 const SECRET: &str = "whsec_attempts";
+/// How long the handler of a successful event sleeps.
+const FINE_HANDLER: Duration = Duration::from_millis(150);
+
+fn now_ms() -> i64 {
+    i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
 
 async fn ingest(inbox: &Inbox, id: &str, intent: &str) {
     let body = Bytes::from(format!(
@@ -53,12 +59,15 @@ async fn attempts_are_recorded_bounded_and_deleted_with_their_event(url: String)
         if job.event().id() == "evt_always_fails" {
             return Err::<(), HandlerError>(format!("refused on attempt {}", job.attempt()).into());
         }
+        tokio::time::sleep(FINE_HANDLER).await;
         Ok(())
     });
+    let before = now_ms();
     ingest(&inbox, "evt_always_fails", "pi_a").await;
     ingest(&inbox, "evt_fine", "pi_a").await;
     wait_for(&admin, "evt_always_fails", "dead").await;
     wait_for(&admin, "evt_fine", "done").await;
+    let after = now_ms();
     workers.shutdown().await; // every record written
 
     // Bounded: the latest MAX_ATTEMPT_RECORDS, latest first, each with its
@@ -86,7 +95,17 @@ async fn attempts_are_recorded_bounded_and_deleted_with_their_event(url: String)
         ),
         (1, "done", None)
     );
-    assert!(fine[0].duration_ms >= 0);
+    // The attempt started after the delivery and lasted at least its
+    // handler's sleep, ending before the event was seen done.
+    let sleep_ms = i64::try_from(FINE_HANDLER.as_millis()).unwrap();
+    assert!(
+        fine[0].started_at >= before
+            && fine[0].duration_ms >= sleep_ms
+            && fine[0].started_at + fine[0].duration_ms <= after,
+        "started at {} for {} ms, between {before} and {after}",
+        fine[0].started_at,
+        fine[0].duration_ms
+    );
     assert!(admin.attempts("evt_unknown").await.unwrap().is_empty());
 
     // What the overview reads.
@@ -204,7 +223,7 @@ async fn cut_short_attempts_are_recorded_as_interrupted(url: String) {
     ingest(&inbox, "evt_cut_last", "pi_cut_last").await;
     ingest(&inbox, "evt_never_started", "pi_never_started").await;
     ingest(&inbox, "evt_uncounted", "pi_uncounted").await;
-    let now = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap();
+    let now = now_ms();
     // What a process killed in its handler leaves: running, a suspect's
     // attempt counted by its start mark (`suspect` 2), the lease run out.
     // (A claim lost before its handler started has no attempt to record.)
