@@ -218,14 +218,16 @@ async fn missing_events_are_counted_then_stored(url: String, dir: &Path) {
     let stored = admin.list(&Filter::default()).await.unwrap();
     assert_eq!(stored.len(), 1, "a dry run changes nothing: {stored:?}");
 
-    // A namespace the database never saw: --yes is refused, nothing stored.
+    // A namespace the database never saw (a new name on every run: the
+    // PostgreSQL database is shared and kept): --yes is refused, nothing stored.
+    let never_seen = unique("not-the-apps");
     let elsewhere = [
         "--api-base",
         &emulate.base,
         "--api-key-file",
         key_file,
         "--namespace",
-        "not-the-apps",
+        &never_seen,
         "--yes",
     ];
     let refused = reconcile_with_env(&elsewhere, &env).await;
@@ -233,6 +235,11 @@ async fn missing_events_are_counted_then_stored(url: String, dir: &Path) {
     assert!(
         refused.stderr.contains("Pass the inbox's namespace"),
         "{refused:?}"
+    );
+    let elsewhere_admin = Admin::connect(&url, &never_seen).await.unwrap();
+    assert!(
+        !elsewhere_admin.namespace_seen().await.unwrap(),
+        "the refused run wrote to {never_seen}"
     );
 
     let mut yes = args.to_vec();
