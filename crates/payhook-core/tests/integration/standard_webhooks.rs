@@ -133,6 +133,45 @@ async fn unknown_types_keep_their_data_and_bad_payloads_are_400() {
     );
 }
 
+/// The `webhook-signature` header holds at most 8 items: 8 verify, with the
+/// genuine one last after 7 that match no key; 9 are a malformed header
+/// whichever item is the genuine one, and nothing is claimed. The numbers are
+/// written out here, so a bound changed by one fails this test.
+#[tokio::test]
+async fn eight_signature_items_verify_and_a_ninth_is_refused() {
+    let receiver = receiver();
+    let body = EventBuilder::payment_intent_succeeded().to_standard_json();
+    // Distinct well-formed `v1` items (32 bytes each) that match no key.
+    let decoy = |n: u8| format!("v1,{}{}=", char::from(b'B' + n), "A".repeat(42));
+    let with_items = |id: &str, genuine_at: usize, count: usize| {
+        let mut delivery = StandardDelivery::now(body.clone(), id, SECRET).unwrap();
+        let mut items: Vec<String> = (0..count - 1).map(|n| decoy(n as u8)).collect();
+        items.insert(genuine_at, delivery.webhook_signature.clone());
+        assert_eq!(items.len(), count);
+        delivery.webhook_signature = items.join(" ");
+        delivery
+    };
+
+    let eight = with_items("msg_eight_items", 7, 8);
+    assert_eq!(deliver(&receiver, &eight).await.id(), "msg_eight_items");
+
+    for genuine_at in [0, 8] {
+        let nine = with_items("msg_nine_items", genuine_at, 9);
+        let reply = reply_to(&receiver, &nine.headers(), nine.body.clone()).await;
+        assert_eq!(
+            (reply.status().as_u16(), reply.body()),
+            (
+                400,
+                "Webhook Error: malformed webhook-signature header: more than 8 signatures"
+            ),
+            "genuine item at {genuine_at}"
+        );
+    }
+    // Refused before any claim: the message is new when it comes validly.
+    let one = StandardDelivery::now(body, "msg_nine_items", SECRET).unwrap();
+    assert_eq!(deliver(&receiver, &one).await.id(), "msg_nine_items");
+}
+
 /// A change to a genuine delivery's headers.
 type Change = fn(&mut HeaderMap);
 
