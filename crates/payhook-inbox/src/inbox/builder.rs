@@ -22,14 +22,14 @@ use crate::writers::intake::{write_batches, INGEST_BATCH};
 /// The namespace unless configured otherwise: the core receiver's.
 pub const DEFAULT_NAMESPACE: &str = payhook_core::defaults::DEFAULT_NAMESPACE;
 /// How long a done event is kept (the dedupe window) unless configured
-/// otherwise: the core receiver's.
+/// otherwise: the core receiver's, 7 days.
 pub const DEFAULT_RETENTION: Duration = payhook_core::defaults::DEFAULT_RETENTION;
 /// How long a claim lasts before it must be renewed, unless configured
-/// otherwise: the core receiver's.
+/// otherwise: the core receiver's, 5 seconds.
 pub const DEFAULT_LEASE: Duration = payhook_core::defaults::DEFAULT_LEASE;
-/// The first retry delay unless configured otherwise.
+/// The first retry delay unless configured otherwise: 1 second.
 pub const DEFAULT_BACKOFF_BASE: Duration = Duration::from_secs(1);
-/// The longest retry delay unless configured otherwise.
+/// The longest retry delay unless configured otherwise: 1 hour.
 pub const DEFAULT_BACKOFF_CAP: Duration = Duration::from_secs(3600);
 /// How many times an event is tried before it is dead, unless configured otherwise.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;

@@ -30,10 +30,11 @@ pub const PAGE_LIMIT: u32 = 100;
 /// the largest metadata the service allows is about 12 MiB.
 pub const MAX_REPLY_BYTES: usize = 32 << 20;
 
-/// How long one request may take, its reply read whole.
+/// How long one request may take, its reply read whole: 30 seconds.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The longest `Retry-After` honoured; a longer one waits this long.
+/// The longest `Retry-After` honoured: 10 minutes; a longer one waits
+/// this long.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
 
 /// An API key: never shown by `Debug` or in any message.

@@ -8,14 +8,14 @@ use crate::error::InboxError;
 
 use super::api::{ApiKey, EventsApi};
 
-/// How often a pass runs unless configured otherwise.
+/// How often a pass runs unless configured otherwise: 60 seconds.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 /// How much of the previous window a pass lists again unless configured
-/// otherwise.
+/// otherwise: 60 seconds.
 pub const DEFAULT_OVERLAP: Duration = Duration::from_secs(60);
-/// The shortest interval accepted.
+/// The shortest interval accepted: 100 milliseconds.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
-/// The longest wait between failed passes.
+/// The longest wait between failed passes: 10 minutes.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
 
 /// The reconciler's settings: the service's API and how often to compare.
