@@ -62,6 +62,12 @@
 //!     rounds: until all stored and until all handled; then a pass when every
 //!     event was delivered: wall time, requests, events stored, CPU and rows
 //!     written per pass.
+//! 16. a month of history (`inbox/history.rs`): one namespace filled by
+//!     SQL with done events of ~1.5 KB received over 30 days
+//!     (`PAYHOOK_BENCH_HISTORY` stored events, default `0,1000000`), and at
+//!     each level the no-op drain, each dashboard and CLI read, the purge
+//!     of the oldest day and (PostgreSQL) the bytes on disk per stored
+//!     event, beside the empty table's.
 //!
 //! ```text
 //! cargo bench --bench inbox                        # SQLite in a temp dir
@@ -98,6 +104,9 @@ mod otel;
 
 #[path = "inbox/reconcile.rs"]
 mod reconcile;
+
+#[path = "inbox/history.rs"]
+mod history;
 
 const SECRET: &str = "whsec_bench_inbox";
 const CLIENTS: usize = 16;
@@ -1150,6 +1159,9 @@ async fn run(name: &str, url: impl Fn() -> String) {
     }
     if section(15) {
         reconcile::reconciling(&url(), name.starts_with("PostgreSQL")).await;
+    }
+    if section(16) {
+        history::with_history(&url(), name.starts_with("PostgreSQL")).await;
     }
 }
 

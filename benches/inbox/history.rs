@@ -1,0 +1,324 @@
+//! Section 16 of the inbox bench: what the inbox costs as its history grows.
+//!
+//! One namespace is filled, by SQL, with the history a month of traffic
+//! leaves: done events (one in 33 dead, with its error) of about 1.5 KB,
+//! three per payment intent, received over the last 30 days, each with one
+//! attempt record. At each level of `PAYHOOK_BENCH_HISTORY` (stored events,
+//! default `0,1000000`; the fill adds to the one before, then the
+//! statistics are taken as autovacuum would) the same inbox is measured:
+//!
+//! - the no-op drain of `PAYHOOK_BENCH_HISTORY_EVENTS` (default 10 000) new
+//!   events, 16 handlers, `PAYHOOK_BENCH_ROUNDS` rounds (median);
+//! - each read of the dashboard and the CLI, the median of 5 calls: the
+//!   overview's counts and its activity chart, the first events page with
+//!   and without a state filter, `payhook inbox list` and `show`, the
+//!   bulk counts (retry dead, purge older than 7 days, replay older than
+//!   1 day), the paused types;
+//! - the purge of the oldest day of history: rows, seconds, seconds per
+//!   100 000 rows;
+//! - on PostgreSQL, the bytes on disk per stored event (table, indexes,
+//!   TOAST and attempts) and the largest index.
+//!
+//! Each figure is printed beside the empty table's of the same run.
+
+use std::time::{Duration, Instant};
+
+use payhook::inbox::admin::{Admin, BulkAction, Filter, PageQuery, Selection};
+use payhook::inbox::{sqlx, Inbox, State};
+use payhook_test_support::unique;
+
+use super::{body, env_number, now, quick, SECRET};
+
+/// The history fill on PostgreSQL: `$1` namespace, `$2` the month's start
+/// (Unix ms), `$3` ms between two events, rows `$4 + 1` to `$5`.
+const FILL_POSTGRES: &str = "INSERT INTO payhook_inbox \
+    (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at, \
+     last_error, last_attempt_at, done_at) \
+    SELECT $1, 'evt_history_' || g, 'payment_intent.succeeded', 'pi_history_' || (g / 3), 1700000000 + g / 5, \
+      '{\"id\":\"evt_history_' || g || '\",\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{\"id\":\"pi_history_' \
+        || (g / 3) || '\",\"amount\":2500,\"currency\":\"btc\",\"metadata\":{\"note\":\"' || md5(g::text) || repeat('x', 1300) || '\"}}}}', \
+      $2 + g * $3, CASE WHEN g % 33 = 0 THEN 'dead' ELSE 'done' END, 1, $2 + g * $3, \
+      CASE WHEN g % 33 = 0 THEN 'the handler failed' END, $2 + g * $3 + 5, \
+      CASE WHEN g % 33 = 0 THEN NULL ELSE $2 + g * $3 + 10 END \
+    FROM generate_series($4 + 1, $5) AS g";
+
+/// The same on SQLite (no `generate_series` nor `md5`).
+const FILL_SQLITE: &str = "WITH RECURSIVE g(n) AS (SELECT $4 + 1 UNION ALL SELECT n + 1 FROM g WHERE n < $5) \
+    INSERT INTO payhook_inbox \
+    (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at, \
+     last_error, last_attempt_at, done_at) \
+    SELECT $1, 'evt_history_' || n, 'payment_intent.succeeded', 'pi_history_' || (n / 3), 1700000000 + n / 5, \
+      '{\"id\":\"evt_history_' || n || '\",\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{\"id\":\"pi_history_' \
+        || (n / 3) || '\",\"amount\":2500,\"currency\":\"btc\",\"metadata\":{\"note\":\"' || hex(zeroblob(666)) || '\"}}}}', \
+      $2 + n * $3, CASE WHEN n % 33 = 0 THEN 'dead' ELSE 'done' END, 1, $2 + n * $3, \
+      CASE WHEN n % 33 = 0 THEN 'the handler failed' END, $2 + n * $3 + 5, \
+      CASE WHEN n % 33 = 0 THEN NULL ELSE $2 + n * $3 + 10 END \
+    FROM g";
+
+/// One attempt record for each event the fill stored (`$2`: arrivals above).
+const FILL_ATTEMPTS: &str = "INSERT INTO payhook_inbox_attempts \
+    (arrival, namespace, attempt, started_at, finished_at, duration_ms, outcome, error) \
+    SELECT arrival, namespace, 1, last_attempt_at, last_attempt_at + 5, 5, state, last_error \
+    FROM payhook_inbox WHERE namespace = $1 AND arrival > $2";
+
+const MONTH_MS: i64 = 30 * 86_400_000;
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The median of 5 calls of `read`, in milliseconds.
+async fn timed<F, Fut, T, E>(mut read: F) -> f64
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+    E: std::fmt::Debug,
+{
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        read().await.expect("read");
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    median(times)
+}
+
+/// The reads measured at each level, by name, in milliseconds.
+async fn reads(admin: &Admin, any_id: &str) -> Vec<(&'static str, f64)> {
+    let now = i64::try_from(now()).expect("clock") * 1000;
+    let dead = Selection {
+        state: Some(State::Dead),
+        ..Selection::default()
+    };
+    let week_old = Selection {
+        received_before: Some(now - 7 * 86_400_000),
+        ..Selection::default()
+    };
+    let day_old = Selection {
+        received_before: Some(now - 86_400_000),
+        ..Selection::default()
+    };
+    let dead_page = PageQuery {
+        filter: Filter {
+            state: Some(State::Dead),
+            ..Filter::default()
+        },
+        ..PageQuery::default()
+    };
+    let first_page = PageQuery::default();
+    let fifty = Filter {
+        limit: Some(50),
+        ..Filter::default()
+    };
+    vec![
+        ("overview counts (inbox stats)", timed(|| admin.stats()).await),
+        (
+            "overview activity chart (24 x 1 h)",
+            timed(|| admin.activity(Duration::from_secs(3600), 24)).await,
+        ),
+        ("events page", timed(|| admin.page(&first_page)).await),
+        ("dead letters page", timed(|| admin.page(&dead_page)).await),
+        ("inbox list --limit 50", timed(|| admin.list(&fifty)).await),
+        ("inbox show", timed(|| admin.show(any_id)).await),
+        (
+            "bulk count: retry dead",
+            timed(|| admin.bulk_count(BulkAction::Retry, &dead, None)).await,
+        ),
+        (
+            "bulk count: purge older than 7 d",
+            timed(|| admin.bulk_count(BulkAction::Purge, &week_old, None)).await,
+        ),
+        (
+            "bulk count: replay older than 1 d",
+            timed(|| admin.bulk_count(BulkAction::Replay, &day_old, None)).await,
+        ),
+        ("paused types", timed(|| admin.paused()).await),
+    ]
+}
+
+/// `events` new events stored in `inbox`'s namespace, then drained by 16
+/// no-op handlers: events/s from the workers' start to the last done mark.
+async fn drain(inbox: &Inbox, events: usize) -> f64 {
+    let secret = payhook::Secret::new(SECRET).expect("secret");
+    let prefix = unique("evt_new");
+    let mut pending = Vec::new();
+    for i in 0..events {
+        let body = axum::body::Bytes::from(body(&format!("{prefix}_{i}")));
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "x-service-signature",
+            payhook::sign(&body, &secret, now()).parse().expect("header"),
+        );
+        pending.push(inbox.ingest(&headers, body));
+        if pending.len() == 512 {
+            for reply in futures_util::future::join_all(pending.drain(..)).await {
+                assert_eq!(reply.status().as_u16(), 200);
+            }
+        }
+    }
+    for reply in futures_util::future::join_all(pending).await {
+        assert_eq!(reply.status().as_u16(), 200);
+    }
+    // As section 14 times its drain: the table is asked only once every
+    // handler has run (a count of the waiting events every few ms would
+    // itself load the database), then until the last done mark is written.
+    let handled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&handled);
+    let started = Instant::now();
+    let workers = inbox.start(move |_job: payhook::inbox::Job| {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        async { Ok(()) }
+    });
+    while handled.load(std::sync::atomic::Ordering::Relaxed) < events {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    inbox.wait_idle(Duration::from_secs(600)).await.expect("drained");
+    let rate = events as f64 / started.elapsed().as_secs_f64();
+    workers.shutdown().await;
+    rate
+}
+
+/// Section 16 on one database.
+pub(crate) async fn with_history(url: &str, postgres: bool) {
+    let q = quick();
+    let levels: Vec<i64> = std::env::var("PAYHOOK_BENCH_HISTORY")
+        .unwrap_or_else(|_| if q { "0,100000".into() } else { "0,1000000".into() })
+        .split(',')
+        .map(|n| n.trim().parse().expect("PAYHOOK_BENCH_HISTORY: numbers"))
+        .collect();
+    let events = env_number("PAYHOOK_BENCH_HISTORY_EVENTS", if q { 2000 } else { 10_000 }) as usize;
+    let rounds = env_number("PAYHOOK_BENCH_ROUNDS", if q { 1 } else { 3 }) as usize;
+    let namespace = unique("history");
+    // Kept for the whole month, as a month of history is: the inbox's own
+    // retention purge would otherwise delete what the fill stored while
+    // the drain runs. The purge of one day is measured on its own below.
+    let receiver = payhook::Receiver::builder()
+        .secret(SECRET)
+        .build()
+        .expect("receiver");
+    let inbox = Inbox::builder(receiver)
+        .namespace(&namespace)
+        .concurrency(16)
+        .poll_interval(Duration::from_millis(20))
+        .retention(Duration::from_secs(31 * 86_400))
+        .connect(url)
+        .await
+        .expect("inbox");
+    let admin = Admin::of_inbox(&inbox);
+    let pool = inbox.pool().clone();
+    let month_start = i64::try_from(now()).expect("clock") * 1000 - MONTH_MS;
+    let mut stored = 0_i64;
+    let mut empty: Option<(f64, Vec<(&'static str, f64)>)> = None;
+    for level in levels {
+        if level > stored {
+            let started = Instant::now();
+            let last: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(arrival), 0) FROM payhook_inbox")
+                .fetch_one(&pool)
+                .await
+                .expect("arrival");
+            // Filled in slices of 100 000, so no statement holds the
+            // whole fill in memory (SQLite's recursive rows).
+            let mut from = stored;
+            while from < level {
+                let to = (from + 100_000).min(level);
+                sqlx::query(if postgres { FILL_POSTGRES } else { FILL_SQLITE })
+                    .bind(&namespace)
+                    .bind(month_start)
+                    .bind(MONTH_MS / level.max(1))
+                    .bind(from)
+                    .bind(to)
+                    .execute(&pool)
+                    .await
+                    .expect("fill");
+                from = to;
+            }
+            sqlx::query(FILL_ATTEMPTS)
+                .bind(&namespace)
+                .bind(last)
+                .execute(&pool)
+                .await
+                .expect("attempts");
+            if postgres {
+                sqlx::query("VACUUM ANALYZE payhook_inbox")
+                    .execute(&pool)
+                    .await
+                    .expect("vacuum");
+                sqlx::query("VACUUM ANALYZE payhook_inbox_attempts")
+                    .execute(&pool)
+                    .await
+                    .expect("vacuum");
+            }
+            stored = level;
+            println!(
+                "16. history: {level} stored events (filled in {:.0} s)",
+                started.elapsed().as_secs_f64()
+            );
+        }
+        let mut rates = Vec::new();
+        for _ in 0..rounds {
+            rates.push(drain(&inbox, events).await);
+        }
+        let rate = median(rates);
+        // One stored event: of the history when there is one.
+        let any_id = if stored > 0 {
+            format!("evt_history_{}", stored / 2)
+        } else {
+            let one = Filter {
+                limit: Some(1),
+                ..Filter::default()
+            };
+            admin.list(&one).await.expect("list")[0].event_id.clone()
+        };
+        let read = reads(&admin, &any_id).await;
+        match &empty {
+            None => println!("16. {level} stored: drain {events} events {rate:.0}/s"),
+            Some((empty_rate, _)) => println!(
+                "16. {level} stored: drain {events} events {rate:.0}/s ({:.2} of empty)",
+                rate / empty_rate
+            ),
+        }
+        for (index, (name, ms)) in read.iter().enumerate() {
+            match &empty {
+                Some((_, before)) => println!(
+                    "16. {level} stored: {name}: {ms:.1} ms ({:.1}x empty)",
+                    ms / before[index].1.max(0.001)
+                ),
+                None => println!("16. {level} stored: {name}: {ms:.1} ms"),
+            }
+        }
+        if postgres && stored > 0 {
+            let row: (i64, i64, String) = sqlx::query_as(
+                "SELECT pg_total_relation_size('payhook_inbox') + pg_total_relation_size('payhook_inbox_attempts'), \
+                   (SELECT COUNT(*) FROM payhook_inbox), \
+                   (SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'payhook_inbox'::regclass \
+                    ORDER BY pg_relation_size(indexrelid) DESC LIMIT 1)",
+            )
+            .fetch_one(&pool)
+            .await
+            .expect("sizes");
+            println!(
+                "16. {level} stored: {:.0} bytes on disk per stored event (largest index {})",
+                row.0 as f64 / row.1.max(1) as f64,
+                row.2
+            );
+        }
+        if stored > 0 {
+            // The oldest day of history, as the retention purge takes it.
+            let started = Instant::now();
+            let purged = admin
+                .purge_done_before(month_start + MONTH_MS / 30)
+                .await
+                .expect("purge");
+            let seconds = started.elapsed().as_secs_f64();
+            println!(
+                "16. {level} stored: purge of the oldest day: {purged} events in {seconds:.2} s ({:.2} s per 100 000)",
+                seconds * 100_000.0 / purged.max(1) as f64
+            );
+        }
+        if empty.is_none() {
+            empty = Some((rate, read));
+        }
+    }
+    inbox.pool().close().await;
+}
