@@ -29,7 +29,7 @@ const CLEAR_DONE_ERRORS: &str = concat!("UPDATE ", table!(), " SET last_error = 
 const HELD_ARE_SUSPECTS: &str = concat!("UPDATE ", table!(), " SET suspect = 2 WHERE state = $1");
 
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 14] = [
+pub(crate) const MIGRATIONS: [Migration; 16] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../migrations/sqlite/0001_inbox_table.sql"),
@@ -113,6 +113,20 @@ pub(crate) const MIGRATIONS: [Migration; 14] = [
         version: 14,
         sqlite: include_str!("../../migrations/sqlite/0014_intent_probes.sql"),
         postgres: include_str!("../../migrations/postgres/0014_intent_probes.sql"),
+        then: None,
+    },
+    // The count of each namespace's events by phase, kept by triggers.
+    Migration {
+        version: 15,
+        sqlite: include_str!("../../migrations/sqlite/0015_tally.sql"),
+        postgres: include_str!("../../migrations/postgres/0015_tally.sql"),
+        then: None,
+    },
+    // Its base on PostgreSQL, counted outside the triggers' lock.
+    Migration {
+        version: 16,
+        sqlite: include_str!("../../migrations/sqlite/0016_tally_base.sql"),
+        postgres: include_str!("../../migrations/postgres/0016_tally_base.sql"),
         then: None,
     },
 ];

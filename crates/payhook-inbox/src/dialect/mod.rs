@@ -30,6 +30,15 @@ macro_rules! attempts_table {
 }
 pub(crate) use attempts_table;
 
+/// The table of each namespace's event counts by phase, kept by the
+/// database's triggers (migrations 15 and 16), for `concat!`.
+macro_rules! tally_table {
+    () => {
+        "payhook_inbox_tally"
+    };
+}
+pub(crate) use tally_table;
+
 /// The paused event types' table name, for `concat!`.
 macro_rules! paused_table {
     () => {

@@ -9,7 +9,9 @@ use sqlx::Row as _;
 
 use crate::clock::millis;
 use crate::database::Database;
-use crate::dialect::{attempts_table, duplicates_table, table, waiting_phase, Dialect};
+use crate::dialect::{
+    attempts_table, duplicates_table, is_missing_table, table, tally_table, waiting_phase, Dialect,
+};
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{
     ActivitySlot, Attempt, AttemptOutcome, Cursor, IntentEvent, Page, PageQuery, Source, State, Stats,
@@ -17,7 +19,24 @@ use crate::model::{
 };
 use crate::reads::{stored_event, COLUMNS};
 
-/// Counts by phase ([`State::phase`]), grouped by
+/// Counts by phase from the tally the database keeps (migrations 15 and
+/// 16: a few rows per namespace, whatever the history), each row with the
+/// count of the running events (`$2`), which share their phase with the
+/// pending ones, read from the waiting events' index. One statement, so one
+/// snapshot: the pending count is the waiting phase's less the running.
+pub(crate) const TALLY_BY_PHASE: &str = concat!(
+    "SELECT phase AS state, CAST(SUM(n) AS BIGINT) AS n, (SELECT COUNT(*) FROM ",
+    table!(),
+    " r WHERE r.namespace = $1 AND r.phase = ",
+    waiting_phase!(),
+    " AND r.state = $2) AS running FROM ",
+    tally_table!(),
+    " WHERE namespace = $1 GROUP BY phase"
+);
+
+/// What [`TALLY_BY_PHASE`] reads, counted from the events themselves: for
+/// a database whose schema predates the tally (an [`Admin`](crate::Admin)
+/// never migrates). Counts by phase ([`State::phase`]), grouped by
 /// [`Dialect::counted_by`]'s column (`{counted_by}`) and read from an index
 /// alone, each row with the count of the running events (`$2`), which share
 /// their phase with the pending ones: a subquery run once, over the waiting
@@ -180,11 +199,21 @@ sql_bounds! {
             namespace: &'a str,
         ) -> Result<Stats, sqlx::Error> {
             let mut stats = Stats::default();
-            let rows = sqlx::query(&count_by_state(db.dialect))
+            let tallied = sqlx::query(TALLY_BY_PHASE)
                 .bind(namespace)
                 .bind(State::Running.as_str())
                 .fetch_all(&db.pool)
-                .await?;
+                .await;
+            let rows = match tallied {
+                Err(sqlx::Error::Database(err)) if is_missing_table(err.as_ref()) => {
+                    sqlx::query(&count_by_state(db.dialect))
+                        .bind(namespace)
+                        .bind(State::Running.as_str())
+                        .fetch_all(&db.pool)
+                        .await?
+                }
+                rows => rows?,
+            };
             // Each value read as its phase (SQLite's are states); a value
             // this version does not know is left out.
             let mut by_phase = [0_i64; State::ALL.len()];

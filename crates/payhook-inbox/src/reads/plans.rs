@@ -8,12 +8,11 @@ use sqlx::Row as _;
 
 use crate::clock::now_ms;
 use crate::database::Database;
-use crate::dialect::Dialect;
 use crate::driver::{sql_bounds, Driver};
 use crate::model::{Cursor, Filter, PageQuery, State};
 use crate::reads::dashboard::{
-    count_by_state, page_statement, ATTEMPTS_PER_INTERVAL, DUPLICATES_PER_INTERVAL, OLDEST_PENDING,
-    RECEIVED_PER_INTERVAL,
+    page_statement, ATTEMPTS_PER_INTERVAL, DUPLICATES_PER_INTERVAL, OLDEST_PENDING, RECEIVED_PER_INTERVAL,
+    TALLY_BY_PHASE,
 };
 
 /// One statement with example parameters: (what, SQL, text parameters,
@@ -22,7 +21,7 @@ type Example = (&'static str, String, Vec<&'static str>, Vec<i64>);
 
 /// The statements behind the overview and the events page with example
 /// parameters.
-fn dashboard_statements(dialect: Dialect) -> Vec<Example> {
+fn dashboard_statements() -> Vec<Example> {
     let by_state = PageQuery {
         filter: Filter {
             state: Some(State::Dead),
@@ -45,7 +44,7 @@ fn dashboard_statements(dialect: Dialect) -> Vec<Example> {
     vec![
         (
             "counts by state",
-            count_by_state(dialect),
+            TALLY_BY_PHASE.to_owned(),
             vec![State::Running.as_str()],
             vec![],
         ),
@@ -110,7 +109,7 @@ sql_bounds! {
             namespace: &'a str,
         ) -> Result<Vec<(&'static str, Vec<String>)>, sqlx::Error> {
             let mut plans = Vec::new();
-            for (what, sql, texts, numbers) in dashboard_statements(db.dialect) {
+            for (what, sql, texts, numbers) in dashboard_statements() {
                 let explain = db.dialect.explain(&sql);
                 let mut query = sqlx::query::<DB>(&explain).bind(namespace);
                 for text in texts {

@@ -1063,6 +1063,107 @@ async fn retention_purges_old_done_events_only(url: String) {
     );
 }
 
+/// The overview's counts (`Admin::stats`), which the database keeps in a
+/// tally as events change rather than counting the history, against the
+/// events themselves after each kind of write: intake (new and repeated
+/// deliveries), handling, failing to dead, retry, replay, the retention
+/// purge and a bulk purge.
+async fn stats_are_the_exact_counts_after_every_kind_of_write(url: String) {
+    async fn exact(inbox: &Inbox, namespace: &str) -> Vec<(State, i64)> {
+        let rows =
+            sqlx::query("SELECT state, COUNT(*) AS n FROM payhook_inbox WHERE namespace = $1 GROUP BY state")
+                .bind(namespace)
+                .fetch_all(inbox.pool())
+                .await
+                .unwrap();
+        let mut counts: HashMap<String, i64> = rows
+            .iter()
+            .map(|row| (row.get::<String, _>("state"), row.get::<i64, _>("n")))
+            .collect();
+        State::ALL
+            .iter()
+            .map(|&state| (state, counts.remove(state.as_str()).unwrap_or(0)))
+            .collect()
+    }
+    async fn check(admin: &Admin, inbox: &Inbox, namespace: &str, after: &str) -> Vec<(State, i64)> {
+        let counted = exact(inbox, namespace).await;
+        let stats = admin.stats().await.unwrap();
+        let shown: Vec<(State, i64)> = stats.counts().collect();
+        assert_eq!(shown, counted, "the overview's counts after {after}");
+        counted
+    }
+
+    let setup = Setup::new(url);
+    let inbox = setup.inbox(|b| b.max_attempts(1)).await;
+    let admin = setup.admin().await;
+    let namespace = setup.namespace.clone();
+    // Another namespace's events on the same tables count only there.
+    let other = Setup {
+        namespace: unique("ns_other"),
+        ..Setup::new(setup.url.clone())
+    };
+    let other_inbox = other.inbox(|b| b).await;
+    ingest_ok(&other_inbox, &event("evt_elsewhere", "pi_elsewhere", 1)).await;
+
+    for i in 0..12 {
+        ingest_ok(
+            &inbox,
+            &event(&format!("evt_tally_{i:02}"), &format!("pi_tally_{i}"), 1),
+        )
+        .await;
+    }
+    // A repeated delivery stores nothing more.
+    ingest_ok(&inbox, &event("evt_tally_00", "pi_tally_0", 1)).await;
+    let counted = check(&admin, &inbox, &namespace, "intake").await;
+    assert_eq!(counted[0], (State::Pending, 12));
+
+    let workers = inbox.start(|job: Job| async move {
+        if job.event().id() < "evt_tally_03" {
+            return Err("refused".into());
+        }
+        Ok(())
+    });
+    inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
+    workers.shutdown().await;
+    let counted = check(&admin, &inbox, &namespace, "handling").await;
+    assert_eq!((counted[2], counted[3]), ((State::Dead, 3), (State::Done, 9)));
+
+    admin.retry("evt_tally_00").await.unwrap();
+    check(&admin, &inbox, &namespace, "a retry").await;
+    assert_eq!(admin.replay_since(0).await.unwrap(), 9);
+    check(&admin, &inbox, &namespace, "a replay").await;
+    let workers = inbox.start(|_job: Job| async { Ok(()) });
+    inbox.wait_idle(Duration::from_secs(20)).await.unwrap();
+    workers.shutdown().await;
+    let counted = check(&admin, &inbox, &namespace, "handling again").await;
+    assert_eq!((counted[2], counted[3]), ((State::Dead, 2), (State::Done, 10)));
+
+    let purged = admin.purge_done_before(i64::MAX / 2).await.unwrap();
+    assert_eq!(purged, 10);
+    check(&admin, &inbox, &namespace, "the retention purge").await;
+    let everything = payhook_inbox::admin::Selection::default();
+    let count = admin
+        .bulk_count(payhook_inbox::admin::BulkAction::Purge, &everything, None)
+        .await
+        .unwrap();
+    admin
+        .bulk_run(payhook_inbox::admin::BulkAction::Purge, &everything, &count)
+        .await
+        .unwrap();
+    let counted = check(&admin, &inbox, &namespace, "a bulk purge").await;
+    assert!(counted.iter().all(|&(_, n)| n == 0), "{counted:?}");
+
+    let elsewhere = Admin::connect(&setup.url, &other.namespace).await.unwrap();
+    check(
+        &elsewhere,
+        &other_inbox,
+        &other.namespace,
+        "writes in another namespace",
+    )
+    .await;
+    assert_eq!(elsewhere.stats().await.unwrap().count(State::Pending), 1);
+}
+
 on_every_backend!(
     sqlite: sqlite_url("payhook-inbox-test"), postgres: postgres_url(), worker_threads: 4;
     ingest_verifies_first_and_dedupes,
@@ -1076,6 +1177,7 @@ on_every_backend!(
     lost_lease_rolls_back_the_late_commit,
     lost_lease_voids_the_late_mark_of_a_handler_without_transaction,
     unreachable_database_is_a_clear_error,
+    stats_are_the_exact_counts_after_every_kind_of_write,
     poison_events_are_refused_alone,
     a_row_the_database_refuses_fails_alone_with_a_plain_503,
     an_expired_last_attempt_is_dead_and_wait_idle_waits,

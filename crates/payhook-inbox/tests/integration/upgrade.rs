@@ -10,7 +10,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use payhook_core::Receiver;
-use payhook_inbox::admin::{Admin, Filter};
+use payhook_inbox::admin::{Admin, Filter, State};
 use payhook_inbox::sqlx::{self, AnyPool, Row};
 use payhook_inbox::{Inbox, Job};
 use payhook_test_support::unique;
@@ -112,6 +112,12 @@ async fn upgrade_in_place(url: String, arrival: &str) {
         .unwrap();
     }
     let before = rows(&old).await;
+    let counts = [
+        (State::Pending, 2),
+        (State::Running, 1),
+        (State::Dead, 1),
+        (State::Done, 1),
+    ];
 
     let receiver = Receiver::builder().secret("whsec_upgrade").build().unwrap();
     let inbox = Inbox::builder(receiver.clone())
@@ -181,6 +187,16 @@ async fn upgrade_in_place(url: String, arrival: &str) {
             "{index}"
         );
     }
+    // Migrations 15 and 16: the tally counted the events already stored.
+    let upgraded = Admin::connect(&url, "payhook").await.unwrap();
+    let stats: Vec<(State, i64)> = upgraded.stats().await.unwrap().counts().collect();
+    assert_eq!(stats, counts, "the overview's counts after the upgrade");
+    let tallied: i64 = sqlx::query("SELECT CAST(SUM(n) AS BIGINT) FROM payhook_inbox_tally")
+        .fetch_one(&old)
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(tallied, 5, "the tally holds every stored event once");
     // Migrating again (another replica starting) changes nothing.
     let again = Inbox::connect(receiver, &url).await.unwrap();
     again.migrate().await.unwrap();
@@ -241,6 +257,17 @@ async fn upgrade_in_place(url: String, arrival: &str) {
     .get(0);
     assert_eq!(orphans, 0);
     assert!(admin.attempts("evt_running").await.unwrap().is_empty());
+    let stats: Vec<(State, i64)> = admin.stats().await.unwrap().counts().collect();
+    assert_eq!(
+        stats,
+        [
+            (State::Pending, 0),
+            (State::Running, 0),
+            (State::Dead, 1),
+            (State::Done, 0)
+        ],
+        "the overview's counts after the upgraded inbox handled and purged"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,4 +292,55 @@ async fn postgres_inbox_of_the_first_schema_upgrades_in_place() {
         .unwrap();
     let (server, _) = base.rsplit_once('/').unwrap();
     upgrade_in_place(format!("{server}/{name}"), "BIGSERIAL PRIMARY KEY").await;
+}
+
+/// An admin never migrates: on a database whose schema predates the tally
+/// (migration 15; here dropped after the fact) the overview counts the
+/// events themselves, and says the same.
+async fn an_admin_counts_the_events_where_there_is_no_tally(url: String) {
+    let receiver = Receiver::builder().secret("whsec_upgrade").build().unwrap();
+    let inbox = Inbox::builder(receiver)
+        .namespace("untallied")
+        .connect(&url)
+        .await
+        .unwrap();
+    for id in ["evt_a", "evt_b", "evt_c"] {
+        let delivery = payhook_core::sender::SignedDelivery::now(body(id), "whsec_upgrade").unwrap();
+        let reply = inbox.ingest(&delivery.headers(), delivery.body).await;
+        assert_eq!(reply.status().as_u16(), 200);
+    }
+    let admin = Admin::connect(&url, "untallied").await.unwrap();
+    let tallied: Vec<(State, i64)> = admin.stats().await.unwrap().counts().collect();
+    sqlx::query("DROP TABLE payhook_inbox_tally")
+        .execute(inbox.pool())
+        .await
+        .unwrap();
+    let counted: Vec<(State, i64)> = admin.stats().await.unwrap().counts().collect();
+    assert_eq!(tallied, counted);
+    assert_eq!(
+        counted,
+        [
+            (State::Pending, 3),
+            (State::Running, 0),
+            (State::Dead, 0),
+            (State::Done, 0)
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_an_admin_counts_the_events_where_there_is_no_tally() {
+    let url = payhook_test_support::sqlite_url("payhook-untallied");
+    an_admin_counts_the_events_where_there_is_no_tally(format!("{url}?mode=rwc")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_an_admin_counts_the_events_where_there_is_no_tally() {
+    let base = payhook_test_support::postgres_url();
+    let name = unique("payhook_untallied");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&any_pool(&base).await)
+        .await
+        .unwrap();
+    an_admin_counts_the_events_where_there_is_no_tally(payhook_test_support::postgres_url_of(&name)).await;
 }
