@@ -13,6 +13,7 @@
 //! | `redis` | [`redis`]: the [`RedisStore`][redis::RedisStore], for apps with several replicas |
 //! | `redis-tls` | the Redis store with `rediss://` URLs |
 //! | `emulator` | [`emulator`]: the payment service in test mode (its API and signed deliveries with retries and faults), for your tests |
+//! | `api` | [`api`]: a client of the service's API — create and retrieve payment intents, the events list page by page, the test-mode helpers — that no reply can make leak the key, loop or flood |
 //! | `inbox-sqlite`, `inbox-postgres` | [`inbox`]: a durable inbox — acknowledge at once, process after, effects exactly once |
 //! | `reconcile` | with an inbox feature, `inbox::Reconcile`: every event the service created is handled once, the ones no delivery brought included (the inbox lists the service's events with the API key) |
 //! | `ed25519` | Standard Webhooks' asymmetric `v1a` signatures: `whpk_` public keys on [`signature::StandardWebhooks`], `whsk_` signing keys in [`sender`] (the HMAC `v1` form needs no feature) |
@@ -105,6 +106,10 @@
 #![cfg_attr(
     not(feature = "emulator"),
     doc = "[`emulator`]: https://docs.rs/payhook/latest/payhook/emulator/index.html"
+)]
+#![cfg_attr(
+    not(feature = "api"),
+    doc = "[`api`]: https://docs.rs/payhook/latest/payhook/api/index.html"
 )]
 #![cfg_attr(
     not(any(feature = "inbox-sqlite", feature = "inbox-postgres")),
@@ -309,6 +314,11 @@ pub use payhook_redis as redis;
 #[doc(inline)]
 pub use payhook_emulator as emulator;
 
+#[cfg(feature = "api")]
+#[cfg_attr(docsrs, doc(cfg(feature = "api")))]
+#[doc(inline)]
+pub use payhook_api as api;
+
 #[cfg(any(feature = "inbox-sqlite", feature = "inbox-postgres"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "inbox-sqlite", feature = "inbox-postgres"))))]
 #[doc(inline)]
@@ -353,6 +363,7 @@ macro_rules! guide_page {
             "[cli.md#payhook-sign-and-payhook-verify]: crate::guide::cli#payhook-sign-and-payhook-verify\n",
             "[cli.md#secrets-exit-codes-and-output]: crate::guide::cli#secrets-exit-codes-and-output\n",
             "[standard-webhooks.md]: crate::guide::standard_webhooks\n",
+            "[api.md]: crate::guide::api\n",
             "\n",
             include_str!(concat!("../docs/guide/", $file)),
         )
@@ -375,7 +386,8 @@ macro_rules! guide_page {
         feature = "ed25519",
         feature = "otel",
         feature = "dashboard",
-        feature = "reconcile"
+        feature = "reconcile",
+        feature = "api"
     )
 ))]
 #[doc = guide_page!("README.md")]
@@ -396,6 +408,8 @@ pub mod guide {
     pub mod cli {}
     #[doc = guide_page!("standard-webhooks.md")]
     pub mod standard_webhooks {}
+    #[doc = guide_page!("api.md")]
+    pub mod api {}
 }
 
 /// The README's code blocks, compiled (and the runnable ones run) as doctests so
