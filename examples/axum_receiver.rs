@@ -10,6 +10,10 @@
 //! * `PAYHOOK_ADDR`: where to listen (default `127.0.0.1:3000`);
 //! * `PAYHOOK_SECRET` (required): the endpoint's signing secret; without it the
 //!   example prints why on stderr and exits with status 1;
+//! * `PAYHOOK_SECRET_FILE`: the signing secrets from this file instead, one
+//!   per line, read again when the process gets `SIGHUP` (`kill -HUP PID`
+//!   after rewriting it: a rolled secret without a restart; see
+//!   `common/mod.rs`);
 //! * `PAYHOOK_SCHEME=standard`: a Standard Webhooks sender instead, with
 //!   `PAYHOOK_SECRET` (a `whsec_` key) and/or `PAYHOOK_PUBLIC_KEYS`
 //!   (comma-separated `whpk_` keys); the `webhook-id` is the event id

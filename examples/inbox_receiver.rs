@@ -9,7 +9,11 @@
 //!
 //! * `PAYHOOK_ADDR`: where to listen (default `127.0.0.1:3000`);
 //! * `PAYHOOK_SECRET`: the endpoint's signing secret (required: it refuses to
-//!   start without one);
+//!   start without one, unless `PAYHOOK_SECRET_FILE` is set);
+//! * `PAYHOOK_SECRET_FILE`: the signing secrets from this file instead, one
+//!   per line, read again when the process gets `SIGHUP` (`kill -HUP PID`
+//!   after rewriting it: a rolled secret without a restart; see
+//!   `common/mod.rs`);
 //! * `PAYHOOK_SCHEME=standard`: a Standard Webhooks sender instead, with
 //!   `PAYHOOK_SECRET` (a `whsec_` key) and/or `PAYHOOK_PUBLIC_KEYS`
 //!   (comma-separated `whpk_` keys); events are stored and deduplicated by
@@ -113,12 +117,19 @@ async fn serve() -> Result<(), Box<dyn Error>> {
         .map_err(|err| format!("PAYHOOK_ADDR={addr:?} is not an address like {DEFAULT_ADDR}: {err}"))?;
     let builder = match common::standard_scheme_from_env()? {
         Some(builder) => builder,
-        None => Receiver::builder().secret(
-            std::env::var("PAYHOOK_SECRET")
-                .ok()
-                .filter(|secret| !secret.is_empty())
-                .ok_or("PAYHOOK_SECRET is required: set it to the endpoint's signing secret (whsec_…)")?,
-        ),
+        None => match common::secret_file_from_env(false)? {
+            // Reloaded on SIGHUP: a rolled secret without a restart.
+            Some(secrets) => Receiver::builder().secret_set(&secrets),
+            None => Receiver::builder().secret(
+                std::env::var("PAYHOOK_SECRET")
+                    .ok()
+                    .filter(|secret| !secret.is_empty())
+                    .ok_or(
+                        "PAYHOOK_SECRET is required: set it to the endpoint's signing secret (whsec_…), \
+                         or PAYHOOK_SECRET_FILE to a file of them",
+                    )?,
+            ),
+        },
     };
     let url = std::env::var("PAYHOOK_DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned());
     let delay = Duration::from_millis(env_number("PAYHOOK_HANDLER_DELAY_MS")?.unwrap_or(0));

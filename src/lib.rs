@@ -12,6 +12,7 @@
 //! | `actix` | [`actix`]: the [`Webhook`][actix::Webhook] extractor for actix-web 4 |
 //! | `redis` | [`redis`]: the [`RedisStore`][redis::RedisStore], for apps with several replicas |
 //! | `redis-tls` | the Redis store with `rediss://` URLs |
+//! | `sighup` | [`SecretSet::reload_on_sighup`]: re-read a receiver's secret file when the process gets `SIGHUP` (unix) |
 //! | `emulator` | [`emulator`]: the payment service in test mode (its API and signed deliveries with retries and faults), for your tests |
 //! | `api` | [`api`]: a client of the service's API — create and retrieve payment intents, the events list page by page, the test-mode helpers — that no reply can make leak the key, loop or flood |
 //! | `inbox-sqlite`, `inbox-postgres` | [`inbox`]: a durable inbox — acknowledge at once, process after, effects exactly once |
@@ -147,8 +148,8 @@
 #[doc(inline)]
 pub use payhook_core::{
     sign, Clock, ConfigError, Error, Event, EventKind, FixedClock, MemoryStore, Metadata, PaymentIntent,
-    PaymentIntentStatus, PaymentMethod, Receiver, ReceiverBuilder, Reply, Secret, SignatureScheme, Store,
-    StoreError, StoreErrorKind, SystemClock, Verifier,
+    PaymentIntentStatus, PaymentMethod, Receiver, ReceiverBuilder, Reply, Secret, SecretSet, SignatureScheme,
+    Store, StoreError, StoreErrorKind, SystemClock, Verifier,
 };
 
 pub mod event {

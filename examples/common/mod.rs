@@ -6,6 +6,14 @@
 //!   example refuses to start: a fallback secret written in the source would let
 //!   anyone who read it forge deliveries. For local tests, make one up and sign
 //!   test deliveries with the same value;
+//! * `PAYHOOK_SECRET_FILE`: read the secrets from this file instead, one per
+//!   line (blank lines and `#` comments ignored), and read it again when the
+//!   process gets `SIGHUP`: to roll a secret, rewrite the file (the new secret
+//!   beside the old one, later the new one alone) and `kill -HUP` the
+//!   process, without a restart. A file that cannot be read or used on a
+//!   reload keeps the secrets in force (logged at WARN, never a secret). When
+//!   it is set, `PAYHOOK_SECRET` is ignored. With `PAYHOOK_SCHEME=standard`
+//!   its lines are `whsec_` secrets and `whpk_` public keys;
 //! * `PAYHOOK_REDIS_URL`: keep the dedupe state in Redis, shared by every
 //!   replica, instead of in this process's memory;
 //! * `PAYHOOK_ALLOWED_IPS`: turn on the source-IP allowlist, with these
@@ -43,7 +51,7 @@ use std::process::ExitCode;
 use payhook::redis::RedisStore;
 use payhook::signature::StandardWebhooks;
 use payhook::source::Networks;
-use payhook::{Receiver, ReceiverBuilder};
+use payhook::{Receiver, ReceiverBuilder, SecretSet};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
@@ -68,7 +76,10 @@ impl Settings {
 
         let builder = match standard_scheme_from_env()? {
             Some(builder) => builder,
-            None => Receiver::builder().secret(service_secret_from_env()?),
+            None => match secret_file_from_env(false)? {
+                Some(secrets) => Receiver::builder().secret_set(&secrets),
+                None => Receiver::builder().secret(service_secret_from_env()?),
+            },
         };
         let mut receiver = allowlist_from_env(builder)?;
         receiver = match std::env::var("PAYHOOK_REDIS_URL") {
@@ -95,6 +106,34 @@ impl Settings {
             receiver: receiver.build()?,
         })
     }
+}
+
+/// `PAYHOOK_SECRET_FILE`: the secrets read from that file (Standard Webhooks
+/// keys when `standard`), reloaded when the process gets `SIGHUP`; `None`
+/// when it is unset or empty. Prints how many secrets are active and that
+/// `PAYHOOK_SECRET` is ignored beside it (never a secret); a file that cannot
+/// be used at start is an error naming the variable, the file and why.
+pub fn secret_file_from_env(standard: bool) -> Result<Option<SecretSet>, Box<dyn Error>> {
+    let Some(path) = std::env::var_os("PAYHOOK_SECRET_FILE").filter(|path| !path.is_empty()) else {
+        return Ok(None);
+    };
+    let secrets = if standard {
+        SecretSet::standard_webhooks_from_file(&path)
+    } else {
+        SecretSet::from_file(&path)
+    }
+    .map_err(|err| format!("PAYHOOK_SECRET_FILE: {err}"))?;
+    secrets
+        .reload_on_sighup()
+        .map_err(|err| format!("PAYHOOK_SECRET_FILE: {err}"))?;
+    if std::env::var_os("PAYHOOK_SECRET").is_some_and(|secret| !secret.is_empty()) {
+        println!("PAYHOOK_SECRET is ignored: the secrets come from PAYHOOK_SECRET_FILE");
+    }
+    println!(
+        "signing secrets: {} from PAYHOOK_SECRET_FILE, reloaded on SIGHUP",
+        secrets.count()
+    );
+    Ok(Some(secrets))
 }
 
 /// `PAYHOOK_SECRET` for the service's scheme: required and not empty.
@@ -135,6 +174,11 @@ pub fn standard_scheme_from_env() -> Result<Option<ReceiverBuilder>, Box<dyn Err
             .into())
         }
         Err(std::env::VarError::NotUnicode(_)) => return Err("PAYHOOK_SCHEME is not valid UTF-8".into()),
+    }
+    if let Some(keys) = secret_file_from_env(true)? {
+        let scheme = StandardWebhooks::builder().secret_set(&keys).build()?;
+        println!("signature scheme: Standard Webhooks (keys from PAYHOOK_SECRET_FILE)");
+        return Ok(Some(Receiver::builder().scheme(scheme)));
     }
     let var = |name: &str| std::env::var(name).ok().filter(|value| !value.trim().is_empty());
     let secrets: Vec<String> = var("PAYHOOK_SECRET").into_iter().collect();

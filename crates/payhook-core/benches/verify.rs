@@ -6,6 +6,9 @@
 //! * `verify/{1KiB,16KiB,1MiB}`: `Verifier::verify_value` (header parse, HMAC,
 //!   constant-time compare) against a bare HMAC-SHA256 of `{t}.{body}` keyed per
 //!   call with `hmac` + `sha2`.
+//! * `verify_secrets/{raw_hmac,payhook}/{1,3}`: a 1 KiB delivery against a
+//!   verifier holding one secret and three (the delivery signed with the
+//!   last), beside that many bare HMACs.
 //! * `verify_parse/1KiB_{4,16}_metadata`: `Receiver::check` (verify + typed `Event`) on a realistic
 //!   payment event against HMAC + `serde_json::from_slice::<Value>`.
 //! * `verify_parse_order/{type_first,data_first,raw_hmac_serde_value}/{1KiB,16KiB,1MiB}`:
@@ -163,6 +166,49 @@ fn bench_verify(c: &mut Criterion) {
             b.iter(|| {
                 verifier
                     .verify_value(black_box(header.as_bytes()), black_box(body))
+                    .expect("genuine delivery")
+            })
+        });
+    }
+    group.finish();
+}
+
+/// The secrets of `verify_secrets`: the delivery is signed with the last, so
+/// it matches after every HMAC (payhook computes them all in any case).
+const SECRETS: [&str; 3] = [
+    "whsec_0a1b2c3d4e5f60718293a4b5c6d7e8f9",
+    "whsec_f9e8d7c6b5a4938271605f4e3d2c1b0a",
+    SECRET,
+];
+
+fn bench_verify_secrets(c: &mut Criterion) {
+    let secret = Secret::new(SECRET).expect("non-empty secret");
+    let body = opaque_body(1024);
+    let header = sign(&body, &secret, T);
+    let mut group = c.benchmark_group("verify_secrets");
+    group.throughput(Throughput::Bytes(1024));
+    for count in [1, 3] {
+        let secrets = &SECRETS[SECRETS.len() - count..];
+        group.bench_function(BenchmarkId::new("raw_hmac", count), |b| {
+            b.iter(|| {
+                for secret in secrets {
+                    black_box(raw_hmac(
+                        black_box(secret.as_bytes()),
+                        black_box(b"1732264800"),
+                        black_box(&body),
+                    ));
+                }
+            })
+        });
+        let verifier = Verifier::builder()
+            .secrets(secrets)
+            .clock(FixedClock::new(T as i64))
+            .build()
+            .expect("valid verifier");
+        group.bench_function(BenchmarkId::new("payhook", count), |b| {
+            b.iter(|| {
+                verifier
+                    .verify_value(black_box(header.as_bytes()), black_box(&body))
                     .expect("genuine delivery")
             })
         });
@@ -425,6 +471,7 @@ fn bench_pipeline(c: &mut Criterion) {
 criterion_group!(
     benches,
     bench_verify,
+    bench_verify_secrets,
     bench_verify_parse,
     bench_verify_parse_order,
     bench_hex_compare,

@@ -154,6 +154,15 @@ pub enum ConfigError {
          one per endpoint, so endpoints sharing it cannot mark each other's events done"
     )]
     NamespaceRequired,
+    /// A [`SecretSet`](crate::SecretSet)'s file cannot be used: its path and
+    /// why (a line by its number, never the file's content).
+    #[error("secret file {}: {reason}", path.display())]
+    SecretFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why it cannot be used, for example `line 2: the secret does not start with whsec_`.
+        reason: String,
+    },
 }
 
 /// What kind of failure a [`StoreError`] (or an inbox error) is, for code

@@ -88,6 +88,8 @@
 //! sender.rs              building and signing deliveries (EventBuilder, SignedDelivery) for tests, the CLI, the emulator
 //! sender/standard.rs     signing the Standard Webhooks way (whsec_ → v1, whsk_ → v1a)
 //! time.rs                internal: now, UTC dates, ages and "since" times for the CLI, dashboard and emulator
+//! secret_set/mod.rs     SecretSet: secrets replaced whole under running verifiers (one read per verification)
+//! secret_set/file.rs     a SecretSet's file: one secret per line, reload, SIGHUP, watching for changes
 //! headers.rs, secret.rs, clock.rs, metrics.rs, defaults.rs, testing/
 //! ```
 //!
@@ -110,6 +112,7 @@ pub mod receiver;
 mod reject;
 pub mod reply;
 mod secret;
+mod secret_set;
 pub mod sender;
 pub mod signature;
 pub mod source;
@@ -130,5 +133,6 @@ pub use event::{Event, EventKind, Metadata, PaymentIntent, PaymentIntentStatus, 
 pub use receiver::{ClaimGuard, Receiver, ReceiverBuilder};
 pub use reply::Reply;
 pub use secret::Secret;
+pub use secret_set::SecretSet;
 pub use signature::{sign, SignatureScheme, Verifier};
 pub use store::{Claim, ClaimToken, Completion, DynStore, MemoryStore, Store};

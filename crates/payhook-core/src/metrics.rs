@@ -20,6 +20,7 @@
 //! | `payhook_handler_seconds` | histogram | `result="handled"` or `"failed"` | seconds from handing the event to the handler until it settled |
 //! | `payhook_store_errors_total` | counter | `operation="renew"`, `"complete"` or `"release"` | store failures after the claim (the claim's own are `outcome="store_error"`) |
 //! | `payhook_leases_lost_total` | counter | | claims whose lease ran out while the handler ran (a renewal or the completion was refused), so the event may be handled twice; once per claim |
+//! | `payhook_secret_reloads_total` | counter | `result="ok"` or `"failed"` | reloads of a [`SecretSet`](crate::SecretSet)'s file; a failed one keeps the secrets in force |
 //!
 //! `reason` is one of `missing_header`, `repeated_header`, `malformed_header`,
 //! `no_signature`, `signature_mismatch`, `timestamp_too_old`,
@@ -57,6 +58,8 @@ pub const HANDLER_SECONDS: &str = "payhook_handler_seconds";
 pub const STORE_ERRORS_TOTAL: &str = "payhook_store_errors_total";
 /// Counter of claims whose lease was lost while the handler ran.
 pub const LEASES_LOST_TOTAL: &str = "payhook_leases_lost_total";
+/// Counter of secret file reloads, by `result` (`ok`, `failed`).
+pub const SECRET_RELOADS_TOTAL: &str = "payhook_secret_reloads_total";
 
 /// Describes payhook's metrics (help text and units) to the installed
 /// recorder, for exporters that show descriptions. Call it once after
@@ -78,6 +81,10 @@ pub fn describe() {
     metrics::describe_counter!(
         LEASES_LOST_TOTAL,
         "Claims whose lease ran out while the handler ran"
+    );
+    metrics::describe_counter!(
+        SECRET_RELOADS_TOTAL,
+        "Reloads of a secret file by result (ok, failed: the secrets in force stay)"
     );
 }
 

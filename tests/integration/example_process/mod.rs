@@ -54,6 +54,7 @@ pub fn command(example: &str, env: &[(&str, &str)]) -> Command {
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
         .env_remove("PAYHOOK_SECRET")
+        .env_remove("PAYHOOK_SECRET_FILE")
         .env_remove("PAYHOOK_SCHEME")
         .env_remove("PAYHOOK_PUBLIC_KEYS")
         .env_remove("PAYHOOK_REDIS_URL")
@@ -131,6 +132,16 @@ impl Example {
             .unwrap_or_else(|err| panic!("not an address in {listening:?}: {err}"));
         assert_eq!(started.addr.ip(), Ipv4Addr::LOCALHOST, "{listening}");
         started
+    }
+
+    /// The process id (for `kill -HUP`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Everything printed so far.

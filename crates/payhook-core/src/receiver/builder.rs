@@ -81,6 +81,31 @@ impl ReceiverBuilder {
         self
     }
 
+    /// Verifies with a [`SecretSet`](crate::SecretSet) of the service's
+    /// secrets, which can be replaced while the receiver runs (keep a clone:
+    /// [`SecretSet::replace`](crate::SecretSet::replace),
+    /// [`reload`](crate::SecretSet::reload) of its file), instead of fixed
+    /// secrets (not with [`secret`](Self::secret) or [`secrets`](Self::secrets)).
+    /// Every adapter, inline or in inbox mode, sees a replacement with the
+    /// next delivery. For Standard Webhooks, give the set to
+    /// [`StandardWebhooksBuilder::secret_set`](crate::signature::StandardWebhooksBuilder::secret_set).
+    ///
+    /// ```
+    /// use payhook::{Receiver, SecretSet};
+    ///
+    /// # fn main() -> Result<(), payhook::ConfigError> {
+    /// let secrets = SecretSet::new(["whsec_current"])?;
+    /// let receiver = Receiver::builder().secret_set(&secrets).build()?;
+    /// secrets.replace(["whsec_current", "whsec_next"])?;
+    /// # let _ = receiver;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn secret_set(mut self, secrets: &crate::SecretSet) -> Self {
+        self.verifier = self.verifier.secret_set(secrets);
+        self
+    }
+
     /// Reads the signature from this header instead of `x-service-signature`.
     pub fn header_name(mut self, name: &str) -> Self {
         self.verifier = self.verifier.header_name(name);

@@ -10,6 +10,7 @@ use super::tolerance::Tolerance;
 use crate::clock::{Clock, SystemClock};
 use crate::error::ConfigError;
 use crate::secret::Secret;
+use crate::secret_set::{Format, Keys, SecretSet};
 
 impl Verifier {
     /// Starts a builder: at least one secret is required.
@@ -22,6 +23,7 @@ impl Verifier {
 #[derive(Default)]
 pub struct VerifierBuilder {
     secrets: Vec<Result<Secret, ConfigError>>,
+    secret_set: Option<SecretSet>,
     header: Option<Result<http::HeaderName, ConfigError>>,
     tolerance: Tolerance,
     clock: Option<Arc<dyn Clock>>,
@@ -52,6 +54,23 @@ impl VerifierBuilder {
         S: AsRef<[u8]>,
     {
         self.secrets.extend(secrets.into_iter().map(Secret::new));
+        self
+    }
+
+    /// Verifies with a [`SecretSet`] that can be replaced while the verifier
+    /// runs, instead of fixed secrets (not with [`secret`](Self::secret) and
+    /// its siblings).
+    ///
+    /// ```
+    /// use payhook::{SecretSet, Verifier};
+    ///
+    /// let secrets = SecretSet::new(["whsec_current"]).unwrap();
+    /// let verifier = Verifier::builder().secret_set(&secrets).build().unwrap();
+    /// secrets.replace(["whsec_current", "whsec_next"]).unwrap(); // seen by `verifier` at once
+    /// # let _ = verifier;
+    /// ```
+    pub fn secret_set(mut self, secrets: &SecretSet) -> Self {
+        self.secret_set = Some(secrets.clone());
         self
     }
 
@@ -96,18 +115,39 @@ impl VerifierBuilder {
     ///
     /// # Errors
     /// [`ConfigError::NoSecret`], [`ConfigError::EmptySecret`] or
-    /// [`ConfigError::InvalidHeaderName`].
+    /// [`ConfigError::InvalidHeaderName`]; [`ConfigError::InvalidSetting`]
+    /// for a secret set beside fixed secrets, or a Standard Webhooks set.
     pub fn build(self) -> Result<Verifier, ConfigError> {
         let secrets = self.secrets.into_iter().collect::<Result<Vec<_>, _>>()?;
-        if secrets.is_empty() {
-            return Err(ConfigError::NoSecret);
-        }
+        let secrets = match self.secret_set {
+            Some(_) if !secrets.is_empty() => {
+                return Err(ConfigError::InvalidSetting(
+                    "a secret set replaces fixed secrets: give secret_set() or secret(), not both",
+                ))
+            }
+            Some(set) if set.format() != Format::Service => {
+                return Err(ConfigError::InvalidSetting(
+                    "a Standard Webhooks secret set goes to StandardWebhooks::builder().secret_set(), \
+                     not to the service's scheme",
+                ))
+            }
+            Some(set) => set,
+            None if secrets.is_empty() => return Err(ConfigError::NoSecret),
+            None => SecretSet::fixed(
+                Format::Service,
+                Keys {
+                    secrets: secrets.into(),
+                    #[cfg(feature = "ed25519")]
+                    public_keys: Box::default(),
+                },
+            ),
+        };
         let header = match self.header {
             Some(header) => header?,
             None => http::HeaderName::from_static(DEFAULT_HEADER),
         };
         Ok(Verifier::new(
-            secrets.into(),
+            secrets,
             header,
             self.tolerance,
             self.clock.unwrap_or_else(|| Arc::new(SystemClock)),

@@ -49,7 +49,7 @@ use crate::headers::Headers;
 
 pub use builder::VerifierBuilder;
 #[cfg(feature = "ed25519")]
-pub(crate) use standard::{decode_key, signed_content, PUBLIC_KEY_PREFIX, SIGNING_KEY_PREFIX};
+pub(crate) use standard::{decode_key, public_key_of, signed_content, PUBLIC_KEY_PREFIX, SIGNING_KEY_PREFIX};
 pub(crate) use standard::{hmac_of, secret_of, SECRET_PREFIX};
 pub use standard::{
     StandardWebhooks, StandardWebhooksBuilder, MAX_SIGNATURE_ITEMS, WEBHOOK_ID, WEBHOOK_SIGNATURE,

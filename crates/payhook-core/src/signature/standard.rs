@@ -18,6 +18,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::error::{ConfigError, Error};
 use crate::headers::{HeaderLookup, Headers};
 use crate::secret::Secret;
+use crate::secret_set::{Format, Keys, SecretSet};
 
 /// The header carrying the message id: the event id deliveries are
 /// deduplicated by.
@@ -105,19 +106,20 @@ pub const MAX_SIGNATURE_ITEMS: usize = 8;
 /// ```
 #[derive(Clone)]
 pub struct StandardWebhooks {
-    secrets: Arc<[Secret]>,
-    #[cfg(feature = "ed25519")]
-    public_keys: Arc<[ed25519_dalek::VerifyingKey]>,
+    /// The secrets and public keys, fixed at build or a set replaced while
+    /// the scheme runs.
+    keys: SecretSet,
     tolerance: Tolerance,
     clock: Arc<dyn Clock>,
 }
 
 impl fmt::Debug for StandardWebhooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keys = self.keys.current();
         let mut out = f.debug_struct("StandardWebhooks");
-        out.field("secrets", &format_args!("[<{} redacted>]", self.secrets.len()));
+        out.field("secrets", &format_args!("[<{} redacted>]", keys.secrets.len()));
         #[cfg(feature = "ed25519")]
-        out.field("public_keys", &self.public_keys.len());
+        out.field("public_keys", &keys.public_keys.len());
         out.field("tolerance", &self.tolerance).finish_non_exhaustive()
     }
 }
@@ -148,44 +150,46 @@ impl StandardWebhooks {
         let parts = Parts::read(headers)?;
         let mut t = itoa::Buffer::new();
         let t = t.format(parts.timestamp).as_bytes();
-        if !(self.v1_matches(&parts, t, body) || self.v1a_matches(&parts, t, body)) {
+        // One read of the keys in force: every candidate is checked against it.
+        let keys = self.keys.current();
+        if !(v1_matches(&keys, &parts, t, body) || v1a_matches(&keys, &parts, t, body)) {
             return Err(Error::NoSignatureMatch);
         }
         self.tolerance.check(parts.timestamp, &*self.clock)
     }
+}
 
-    fn v1_matches(&self, parts: &Parts<'_>, t: &[u8], body: &[u8]) -> bool {
-        let mut matched = subtle::Choice::from(0);
-        for secret in self.secrets.iter() {
-            let expected = hmac_of(secret, parts.id, t, body);
-            // Every candidate is compared, so the time taken does not tell
-            // which one (or which byte of it) was close.
-            for candidate in parts.v1.as_slice() {
-                matched |= constant_time::eq(&expected, candidate.as_slice());
-            }
+fn v1_matches(keys: &Keys, parts: &Parts<'_>, t: &[u8], body: &[u8]) -> bool {
+    let mut matched = subtle::Choice::from(0);
+    for secret in keys.secrets.iter() {
+        let expected = hmac_of(secret, parts.id, t, body);
+        // Every candidate is compared, so the time taken does not tell
+        // which one (or which byte of it) was close.
+        for candidate in parts.v1.as_slice() {
+            matched |= constant_time::eq(&expected, candidate.as_slice());
         }
-        bool::from(matched)
     }
+    bool::from(matched)
+}
 
-    #[cfg(feature = "ed25519")]
-    fn v1a_matches(&self, parts: &Parts<'_>, t: &[u8], body: &[u8]) -> bool {
-        if parts.v1a.is_empty() || self.public_keys.is_empty() {
-            return false;
-        }
-        let message = signed_content(parts.id, t, body);
-        parts.v1a.as_slice().iter().any(|candidate| {
-            let signature = ed25519_dalek::Signature::from_bytes(candidate);
-            // Public values only: no need for constant time here.
-            self.public_keys
-                .iter()
-                .any(|key| key.verify_strict(&message, &signature).is_ok())
-        })
+#[cfg(feature = "ed25519")]
+fn v1a_matches(keys: &Keys, parts: &Parts<'_>, t: &[u8], body: &[u8]) -> bool {
+    if parts.v1a.is_empty() || keys.public_keys.is_empty() {
+        return false;
     }
+    let message = signed_content(parts.id, t, body);
+    parts.v1a.as_slice().iter().any(|candidate| {
+        let signature = ed25519_dalek::Signature::from_bytes(candidate);
+        // Public values only: no need for constant time here.
+        keys.public_keys
+            .iter()
+            .any(|key| key.verify_strict(&message, &signature).is_ok())
+    })
+}
 
-    #[cfg(not(feature = "ed25519"))]
-    fn v1a_matches(&self, _: &Parts<'_>, _: &[u8], _: &[u8]) -> bool {
-        false
-    }
+#[cfg(not(feature = "ed25519"))]
+fn v1a_matches(_: &Keys, _: &Parts<'_>, _: &[u8], _: &[u8]) -> bool {
+    false
 }
 
 impl SignatureScheme for StandardWebhooks {
@@ -410,7 +414,7 @@ pub(crate) fn secret_of(key: &str) -> Result<Secret, &'static str> {
 
 /// A `whpk_` public key: 32 decoded bytes, a valid point that is not of small order.
 #[cfg(feature = "ed25519")]
-fn public_key_of(key: &str) -> Result<ed25519_dalek::VerifyingKey, &'static str> {
+pub(crate) fn public_key_of(key: &str) -> Result<ed25519_dalek::VerifyingKey, &'static str> {
     let bytes = decode_key(key, PUBLIC_KEY_PREFIX)?;
     let bytes = <[u8; 32]>::try_from(bytes).map_err(|_| "does not decode to 32 bytes")?;
     let key = ed25519_dalek::VerifyingKey::from_bytes(&bytes).map_err(|_| "is not an Ed25519 public key")?;
@@ -424,6 +428,7 @@ fn public_key_of(key: &str) -> Result<ed25519_dalek::VerifyingKey, &'static str>
 #[derive(Default)]
 pub struct StandardWebhooksBuilder {
     secrets: Vec<String>,
+    secret_set: Option<SecretSet>,
     #[cfg(feature = "ed25519")]
     public_keys: Vec<String>,
     tolerance: Tolerance,
@@ -481,6 +486,26 @@ impl StandardWebhooksBuilder {
         self
     }
 
+    /// Verifies with a Standard Webhooks [`SecretSet`]
+    /// ([`SecretSet::standard_webhooks`], or read from a file with
+    /// [`SecretSet::standard_webhooks_from_file`]) that can be replaced while
+    /// the scheme runs, instead of fixed keys (not with
+    /// [`secret`](Self::secret) or [`public_key`](Self::public_key) and their
+    /// siblings).
+    ///
+    /// ```
+    /// use payhook::signature::StandardWebhooks;
+    /// use payhook::SecretSet;
+    ///
+    /// let keys = SecretSet::standard_webhooks(["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]).unwrap();
+    /// let scheme = StandardWebhooks::builder().secret_set(&keys).build().unwrap();
+    /// # let _ = scheme;
+    /// ```
+    pub fn secret_set(mut self, keys: &SecretSet) -> Self {
+        self.secret_set = Some(keys.clone());
+        self
+    }
+
     /// The replay tolerance (default 300 s), checked in whole seconds in both
     /// directions; a zero duration means "same second only".
     pub fn tolerance(mut self, tolerance: Duration) -> Self {
@@ -506,8 +531,34 @@ impl StandardWebhooksBuilder {
     /// # Errors
     /// [`ConfigError::NoKey`] without any key, or [`ConfigError::InvalidKey`]
     /// naming the first key that cannot be used by its kind and position
-    /// (`secret #2 is not base64`).
+    /// (`secret #2 is not base64`); [`ConfigError::InvalidSetting`] for a
+    /// secret set beside fixed keys, or a set of the service's secrets.
     pub fn build(self) -> Result<StandardWebhooks, ConfigError> {
+        #[cfg(feature = "ed25519")]
+        let fixed_keys = !self.secrets.is_empty() || !self.public_keys.is_empty();
+        #[cfg(not(feature = "ed25519"))]
+        let fixed_keys = !self.secrets.is_empty();
+        match self.secret_set {
+            Some(_) if fixed_keys => {
+                return Err(ConfigError::InvalidSetting(
+                    "a secret set replaces fixed keys: give secret_set() or secret()/public_key(), not both",
+                ))
+            }
+            Some(set) if set.format() != Format::StandardWebhooks => {
+                return Err(ConfigError::InvalidSetting(
+                    "this secret set holds the service's secrets: make a Standard Webhooks one with \
+                     SecretSet::standard_webhooks() or SecretSet::standard_webhooks_from_file()",
+                ))
+            }
+            Some(keys) => {
+                return Ok(StandardWebhooks {
+                    keys,
+                    tolerance: self.tolerance,
+                    clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+                })
+            }
+            None => {}
+        }
         let invalid = |kind, index: usize| {
             move |reason| ConfigError::InvalidKey {
                 kind,
@@ -530,9 +581,14 @@ impl StandardWebhooksBuilder {
             return Err(ConfigError::NoKey);
         }
         Ok(StandardWebhooks {
-            secrets: secrets.into(),
-            #[cfg(feature = "ed25519")]
-            public_keys: public_keys.into(),
+            keys: SecretSet::fixed(
+                Format::StandardWebhooks,
+                Keys {
+                    secrets: secrets.into(),
+                    #[cfg(feature = "ed25519")]
+                    public_keys: public_keys.into(),
+                },
+            ),
             tolerance: self.tolerance,
             clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
         })

@@ -15,6 +15,7 @@ use crate::clock::Clock;
 use crate::error::Error;
 use crate::headers::{HeaderLookup, Headers};
 use crate::secret::Secret;
+use crate::secret_set::SecretSet;
 
 /// The header that carries the signature unless configured otherwise.
 pub const DEFAULT_HEADER: &str = "x-service-signature";
@@ -356,9 +357,11 @@ pub fn sign(body: &[u8], secret: &Secret, timestamp: u64) -> String {
 /// any of several secrets (for rotation), a replay tolerance and a clock.
 ///
 /// Build one with [`Verifier::builder`]. `Debug` never shows the secrets.
+/// Its secrets are fixed when it is built, or a [`SecretSet`] replaced while
+/// it runs ([`VerifierBuilder::secret_set`](super::VerifierBuilder::secret_set)).
 #[derive(Clone)]
 pub struct Verifier {
-    secrets: Arc<[Secret]>,
+    secrets: SecretSet,
     header: http::HeaderName,
     tolerance: Tolerance,
     clock: Arc<dyn Clock>,
@@ -367,7 +370,7 @@ pub struct Verifier {
 impl fmt::Debug for Verifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Verifier")
-            .field("secrets", &format_args!("[<{} redacted>]", self.secrets.len()))
+            .field("secrets", &format_args!("[<{} redacted>]", self.secrets.count()))
             .field("header", &self.header)
             .field("tolerance", &self.tolerance)
             .finish_non_exhaustive()
@@ -377,7 +380,7 @@ impl fmt::Debug for Verifier {
 impl Verifier {
     /// A verifier of the checked settings ([`VerifierBuilder::build`] checks them).
     pub(super) fn new(
-        secrets: Arc<[Secret]>,
+        secrets: SecretSet,
         header: http::HeaderName,
         tolerance: Tolerance,
         clock: Arc<dyn Clock>,
@@ -414,7 +417,9 @@ impl Verifier {
         // A match ahead of the first non-ASCII `v1` (see `Unusable`).
         let usable_before = signature.unusable.before_non_ascii.unwrap_or(usize::MAX);
         let mut matched_early = subtle::Choice::from(0);
-        for secret in self.secrets.iter() {
+        // One read of the set in force: every candidate is checked against it.
+        let keys = self.secrets.current();
+        for secret in keys.secrets.iter() {
             let expected = expected_hex(secret, t_digits, body);
             for (index, candidate) in signature.v1.iter().enumerate() {
                 // Every candidate is compared, so the time taken does not tell
