@@ -602,3 +602,84 @@ async fn two_inboxes_on_one_database_take_turns_and_one_takes_over() {
         "handled once whoever reconciled"
     );
 }
+
+/// A list that sends the same page with `has_more: true` forever (its
+/// cursor repeats): each pass ends as a failure after two requests,
+/// recorded with the reason and counted, and the next waits its backoff —
+/// not hundreds of requests with nothing said. Nothing is stored twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_whose_cursor_repeats_ends_each_pass_as_a_failure() {
+    let (api, base) = fake_api().await;
+    let page = format!(
+        r#"{{"object":"list","has_more":true,"data":[{},{}]}}"#,
+        event("evt_loop_b", 20),
+        event("evt_loop_a", 20)
+    );
+    for _ in 0..1000 {
+        api.scripted
+            .lock()
+            .unwrap()
+            .push_back((200, Vec::new(), page.clone()));
+    }
+    let inbox = inbox(&sqlite_url("payhook-reconcile-loop"), &base, 200, |b| b).await;
+    let handled = Handled::default();
+    let workers = start(&inbox, &handled);
+    eventually(Duration::from_secs(10), "a pass listed twice", || {
+        api.requests().len() >= 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (failures, error, _) = reconciler_row(&inbox).await;
+    let error = error.unwrap();
+    assert!(error.contains("came back"), "{error}");
+    // Two requests a pass, passes backed off (0.2, 0.4, 0.8 s…).
+    let requests = api.requests().len();
+    assert!(
+        requests <= 2 * usize::try_from(failures).unwrap() + 2,
+        "{requests} requests for {failures} failed passes"
+    );
+    assert!(requests < 20, "{requests} requests in under 3 s");
+    assert_eq!(mark(&inbox).await, None, "no pass reached its end");
+    workers.shutdown().await;
+    assert_eq!(
+        sources(&inbox).await,
+        [
+            ("evt_loop_a".to_owned(), Some("reconciled".to_owned())),
+            ("evt_loop_b".to_owned(), Some("reconciled".to_owned()))
+        ]
+    );
+}
+
+/// Events the list sends outside the window the pass asked for — created
+/// at 0, in the year 3000, or later than the window's end — are dropped,
+/// whatever the server says: only the event inside the window is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_outside_the_window_asked_for_are_not_stored() {
+    let (api, base) = fake_api().await;
+    let at = |id: &str, created: i64| {
+        format!(
+            r#"{{"id":"{id}","object":"event","created":{created},"data":{{"object":{{"id":"pi_{id}","object":"payment_intent","amount":1500,"currency":"btc","status":"succeeded"}}}},"type":"payment_intent.succeeded"}}"#
+        )
+    };
+    let page = format!(
+        r#"{{"object":"list","has_more":false,"data":[{},{},{},{}]}}"#,
+        at("evt_year_3000", 32_503_680_000),
+        at("evt_just_now", now_s()),
+        event("evt_inside", 20),
+        at("evt_epoch", 0),
+    );
+    api.scripted.lock().unwrap().push_back((200, Vec::new(), page));
+    let inbox = inbox(&sqlite_url("payhook-reconcile-outside"), &base, 200, |b| b).await;
+    let handled = Handled::default();
+    let workers = start(&inbox, &handled);
+    eventually(Duration::from_secs(10), "the inside event handled", || {
+        !handled.lock().unwrap().is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    workers.shutdown().await;
+    assert_eq!(
+        sources(&inbox).await,
+        [("evt_inside".to_owned(), Some("reconciled".to_owned()))]
+    );
+}

@@ -269,10 +269,14 @@ impl Client {
         })??;
         match reply.status {
             200..=299 => Ok(reply),
-            401 | 403 => Err(ApiError::Unauthorized {
-                status: reply.status,
-                message: self.scrub(&error_of(&reply.body).message),
-            }),
+            401 | 403 => {
+                let error = error_of(&reply.body);
+                Err(ApiError::Unauthorized {
+                    status: reply.status,
+                    code: error.code.map(|code| self.scrub(&code)),
+                    message: self.scrub(&error.message),
+                })
+            }
             429 | 500..=599 => Err(ApiError::Throttled {
                 status: reply.status,
                 retry_after: reply.retry_after,

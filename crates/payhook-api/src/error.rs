@@ -23,6 +23,8 @@ pub enum ApiError {
     Unauthorized {
         /// The status.
         status: u16,
+        /// The error's `code`, for example `api_key_unknown`.
+        code: Option<String>,
         /// The reply's message.
         message: String,
     },
@@ -69,7 +71,7 @@ pub enum ApiError {
 impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Unauthorized { status, message } => write!(
+            Self::Unauthorized { status, message, .. } => write!(
                 f,
                 "the service refused the API key ({status}: {message}); check the key and its rights"
             ),

@@ -241,7 +241,9 @@ pub struct Pages<'a> {
 }
 
 impl Pages<'_> {
-    /// The next page, or `None` after the last (and after an error).
+    /// The next page, or `None` after the last and after an error — except
+    /// [`ApiError::Throttled`], after which `next` asks for the same page
+    /// again (wait its `retry_after` first).
     ///
     /// ```no_run
     /// use payhook::api::{ApiKey, Client, EventsQuery};
@@ -269,7 +271,9 @@ impl Pages<'_> {
         let page = match self.client.page(&self.query).await {
             Ok(page) => page,
             Err(err) => {
-                self.done = true;
+                // A throttled page may be asked for again; any other error
+                // ends the walk.
+                self.done = !matches!(err, ApiError::Throttled { .. });
                 return Some(Err(err));
             }
         };

@@ -260,6 +260,33 @@ impl Client {
             .map_err(|err| ApiError::BadReply(self.scrub(&format!("not a resend: {err}"))))
     }
 
+    /// Test mode: every attempt the emulator made to deliver an event
+    /// (`GET /v1/events/:id/delivery_attempts`, at most 100, newest first),
+    /// each as the JSON object the emulator returns.
+    ///
+    /// ```no_run
+    /// use payhook::api::{ApiKey, Client};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = Client::new("http://127.0.0.1:12111", ApiKey::new("sk_test_1")?)?;
+    /// for attempt in client.delivery_attempts("evt_123").await? {
+    ///     println!("{} {}", attempt["webhook_endpoint"], attempt["status"]);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`ApiError`]; [`ApiError::Refused`] with status 404 for an unknown
+    /// event.
+    pub async fn delivery_attempts(&self, event: &str) -> Result<Vec<serde_json::Value>, ApiError> {
+        let path = format!("/v1/events/{}/delivery_attempts?limit=100", path_id(event)?);
+        let mut list = self.get_json(&path).await?;
+        match list.get_mut("data").map(serde_json::Value::take) {
+            Some(serde_json::Value::Array(attempts)) => Ok(attempts),
+            _ => Err(ApiError::BadReply("not a list of delivery attempts".to_owned())),
+        }
+    }
+
     async fn test_helper(&self, id: &str, helper: &str, body: &str) -> Result<PaymentIntent, ApiError> {
         let path = format!("/v1/test_helpers/payment_intents/{}/{helper}", path_id(id)?);
         let reply = self

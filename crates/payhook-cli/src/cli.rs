@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::builder::NonEmptyStringValueParser;
 use clap::{Args, Parser, Subcommand};
 use payhook_core::signature::DEFAULT_HEADER;
-use reqwest::Url;
+use url::Url;
 
 use crate::scheme::Scheme;
 use crate::secret::SecretArgs;

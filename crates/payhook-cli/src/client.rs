@@ -22,7 +22,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use payhook_core::untrusted::Untrusted;
-use reqwest::Url;
+use url::Url;
 
 use crate::failure::Failure;
 

@@ -27,7 +27,7 @@ use clap::builder::NonEmptyStringValueParser;
 use clap::{Args, ValueEnum};
 use payhook_core::signature::DEFAULT_HEADER;
 use payhook_emulator::{DeliveryScheme, Emulator, Faults, RetrySchedule};
-use reqwest::Url;
+use url::Url;
 
 use crate::failure::Failure;
 use crate::output::say;

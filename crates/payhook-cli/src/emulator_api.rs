@@ -1,19 +1,22 @@
-//! A small client of the emulator's HTTP API, shared by `payhook trigger`
-//! and `payhook events`: authenticated requests, errors in words, and the
-//! wait for an event's deliveries to end (acknowledged or given up).
+//! The emulator's HTTP API for `payhook trigger` and `payhook events`,
+//! through the workspace's one client of the service's API
+//! ([`payhook_api::Client`]): authenticated requests, errors in words, and
+//! the wait for an event's deliveries to end (acknowledged or given up).
 //!
 //! Everything the API answers is treated as untrusted text (the emulator may
-//! run on another machine, and delivery attempts quote the receiver's reply):
-//! it is escaped and shortened before it reaches the terminal. The API key is
+//! run in another process, and delivery attempts quote the receiver's
+//! reply): the client escapes, bounds and cuts the key out of every message,
+//! and every value printed here goes through [`Untrusted`]. The API key is
 //! never printed.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use payhook_api::{ApiError, ApiKey, Client};
 use payhook_core::untrusted::Untrusted;
-use reqwest::Url;
 use serde_json::Value;
+use url::Url;
 
 use crate::failure::Failure;
 use crate::output::{paint_stdout, say, Colour};
@@ -60,132 +63,66 @@ fn parse_key(value: &str) -> Result<String, String> {
         .map_err(str::to_owned)
 }
 
-/// Why a reply could not be read.
-enum ReadError {
-    /// Over [`MAX_REPLY_BYTES`] (said by its `Content-Length` or found while
-    /// reading).
-    TooLarge,
-    /// The connection failed mid-reply.
-    Broken(reqwest::Error),
-}
-
-/// The reply's body, at most [`MAX_REPLY_BYTES`]: a longer one is refused as
-/// soon as its length says so, or as soon as that much has arrived.
-async fn read_bounded(mut response: reqwest::Response) -> Result<Vec<u8>, ReadError> {
-    let announced = response.content_length().unwrap_or(0);
-    if announced > MAX_REPLY_BYTES as u64 {
-        return Err(ReadError::TooLarge);
-    }
-    let mut body = Vec::with_capacity(usize::try_from(announced).unwrap_or(0));
-    while let Some(chunk) = response.chunk().await.map_err(ReadError::Broken)? {
-        if body.len() + chunk.len() > MAX_REPLY_BYTES {
-            return Err(ReadError::TooLarge);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
 /// An authenticated client of one emulator.
 pub struct Api {
-    base: String,
-    key: String,
-    client: reqwest::Client,
+    client: Client,
 }
 
 impl Api {
-    /// A client of the emulator `args` name, with a 10 s timeout per request.
+    /// A client of the emulator `args` name, with a 10 s timeout per request
+    /// and replies of at most [`MAX_REPLY_BYTES`].
     pub fn new(args: &ApiArgs) -> Result<Self, Failure> {
-        let client = reqwest::Client::builder()
+        let key = ApiKey::new(&args.key).map_err(|why| Failure::usage(format_args!("--key: {why}")))?;
+        let client = Client::new(args.api.as_str(), key)
+            .map_err(|why| Failure::usage(format_args!("--api: {why}")))?
             .timeout(REQUEST_TIMEOUT)
-            // The emulator is addressed directly; a proxy from the environment
-            // would see the API key.
-            .no_proxy()
-            .build()
-            .map_err(|err| Failure::usage(format_args!("cannot build the HTTP client: {err}")))?;
-        Ok(Self {
-            base: args.api.as_str().trim_end_matches('/').to_owned(),
-            key: args.key.clone(),
-            client,
-        })
+            .max_reply_bytes(MAX_REPLY_BYTES);
+        Ok(Self { client })
+    }
+
+    /// The typed calls.
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 
     /// `GET path`: the reply's JSON, or the emulator's refusal as a usage error.
     pub async fn get(&self, path: &str) -> Result<Value, Failure> {
-        self.send("GET", path, self.client.get(format!("{}{path}", self.base)))
-            .await
+        let reply = self.client.get_json(path).await;
+        reply.map_err(|err| self.failure(&format!("GET {path}"), err))
     }
 
-    /// A `POST` with a form body of `fields`.
-    pub async fn post(&self, path: &str, fields: &[(String, String)]) -> Result<Value, Failure> {
-        let mut form = Url::parse("http://form.invalid/").map_err(Failure::usage)?;
-        form.query_pairs_mut().extend_pairs(fields);
-        let body = form.query().unwrap_or_default().to_owned();
-        let request = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(body);
-        self.send("POST", path, request).await
-    }
-
-    async fn send(
-        &self,
-        method: &str,
-        path: &str,
-        request: reqwest::RequestBuilder,
-    ) -> Result<Value, Failure> {
-        let response = request.bearer_auth(&self.key).send().await.map_err(|err| {
-            Failure::Unreachable(format!(
-                "cannot reach the emulator at {}: {}",
-                self.base,
-                Untrusted::message(&describe(&err))
-            ))
-        })?;
-        let status = response.status();
-        let text = read_bounded(response).await.map_err(|err| match err {
-            ReadError::TooLarge => Failure::usage(format_args!(
-                "the reply to {method} {} is larger than {} MiB, more than the emulator sends: is {} the emulator?",
-                Untrusted::value(path),
+    /// What the command reports for a failed request (`what`: the request,
+    /// in words).
+    pub fn failure(&self, what: &str, err: ApiError) -> Failure {
+        let base = Untrusted::value(self.client.base());
+        let what = Untrusted::message(what);
+        match err {
+            ApiError::Unreachable(reason) => {
+                Failure::Unreachable(format!("cannot reach the emulator at {base}: {reason}"))
+            }
+            ApiError::TooLarge { .. } => Failure::usage(format_args!(
+                "the reply to {what} is larger than {} MiB, more than the emulator sends: is {base} the emulator?",
                 MAX_REPLY_BYTES / (1024 * 1024),
-                self.base
             )),
-            ReadError::Broken(err) => Failure::Unreachable(format!(
-                "the emulator's reply to {method} {path} broke off: {}",
-                Untrusted::message(&describe(&err))
+            ApiError::Refused {
+                status,
+                code,
+                message,
+                ..
+            }
+            | ApiError::Unauthorized {
+                status,
+                code,
+                message,
+            } => Failure::usage(format_args!(
+                "the emulator refused {what}: {status} {}: {message}",
+                code.as_deref().unwrap_or("-")
             )),
-        })?;
-        let json: Value = serde_json::from_slice(&text).map_err(|_| {
-            Failure::usage(format_args!(
-                "{method} {path} got {status} and a reply that is not JSON: is {} the emulator?",
-                self.base
-            ))
-        })?;
-        if !status.is_success() {
-            let error = &json["error"];
-            let field = |name: &str| error[name].as_str().unwrap_or("");
-            return Err(Failure::usage(format_args!(
-                "the emulator refused {method} {}: {} {}: {}",
-                Untrusted::value(path),
-                status.as_u16(),
-                Untrusted::value(field("code")),
-                Untrusted::message(field("message"))
-            )));
+            other => Failure::usage(format_args!(
+                "{what}: {other}: is {base} the emulator?"
+            )),
         }
-        Ok(json)
     }
-}
-
-/// An error and its causes in one line.
-fn describe(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    text
 }
 
 /// An object id to put in a request path: letters, digits, `_` and `-` only,
@@ -232,16 +169,14 @@ pub async fn follow_deliveries(
     let deadline = Instant::now() + wait;
     let mut printed: HashSet<String> = HashSet::new();
     let mut ended: BTreeMap<String, Ended> = BTreeMap::new();
-    let path = format!(
-        "/v1/events/{}/delivery_attempts?limit=100",
-        path_id(event, "an event id")?
-    );
+    let event = path_id(event, "an event id")?;
     loop {
-        let listed = api.get(&path).await?;
-        let mut attempts: Vec<&Value> = listed["data"]
-            .as_array()
-            .map(|data| data.iter().collect())
-            .unwrap_or_default();
+        let listed = api
+            .client()
+            .delivery_attempts(event)
+            .await
+            .map_err(|err| api.failure(&format!("reading the delivery attempts of {event}"), err))?;
+        let mut attempts: Vec<&Value> = listed.iter().collect();
         // Newest first in the list; printed oldest first.
         attempts.reverse();
         for attempt in attempts {

@@ -60,21 +60,14 @@ pub fn run(args: &EventsArgs) -> Result<(), Failure> {
 
 async fn resend(args: &ResendArgs) -> Result<(), Failure> {
     let api = Api::new(&args.api)?;
-    let mut fields = Vec::new();
-    if let Some(endpoint) = &args.webhook_endpoint {
-        fields.push(("webhook_endpoint".to_owned(), endpoint.clone()));
-    }
     let event = path_id(&args.event, "an event id (evt_…)")?;
-    let resent = api.post(&format!("/v1/events/{event}/resend"), &fields).await?;
-    let number = resent["resend"].as_u64().unwrap_or(0);
-    let endpoints: Vec<String> = resent["webhook_endpoints"]
-        .as_array()
-        .map(|ids| {
-            ids.iter()
-                .filter_map(|id| id.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let resent = api
+        .client()
+        .resend_event(event, args.webhook_endpoint.as_deref())
+        .await
+        .map_err(|err| api.failure(&format!("the resend of {event}"), err))?;
+    let number = resent.resend;
+    let endpoints = resent.webhook_endpoints;
     say!(
         "resend {number} of event {} to {} endpoint{}",
         Untrusted::value(&args.event),

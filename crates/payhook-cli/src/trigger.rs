@@ -10,6 +10,8 @@ use clap::Args;
 use payhook_core::event::EventType;
 use payhook_core::untrusted::Untrusted;
 
+use payhook_api::{EventsQuery, NewPaymentIntent};
+
 use crate::emulator_api::{follow_deliveries, path_id, text, Api, ApiArgs};
 use crate::failure::Failure;
 use crate::output::say;
@@ -94,49 +96,51 @@ async fn trigger(args: &TriggerArgs) -> Result<(), Failure> {
         .ok_or_else(|| Failure::usage("unknown event type"))?;
     let api = Api::new(&args.api)?;
 
-    let mut fields = vec![
-        ("amount".to_owned(), args.amount.to_string()),
-        ("currency".to_owned(), args.currency.clone()),
-    ];
+    let mut new = NewPaymentIntent::new(args.amount, args.currency.clone());
     for (key, value) in &args.metadata {
-        fields.push((format!("metadata[{key}]"), value.clone()));
+        new = new.metadata(key.clone(), value.clone());
     }
-    let intent = api.post("/v1/payment_intents", &fields).await?;
-    let intent_id = path_id(text(&intent, "id"), "a payment intent id")?.to_owned();
+    let intent = api
+        .client()
+        .create_payment_intent(&new)
+        .await
+        .map_err(|err| api.failure("creating the payment intent", err))?;
+    let intent_id = path_id(&intent.id, "a payment intent id")?.to_owned();
     say!(
         "payment intent {} ({} {})",
         Untrusted::value(&intent_id),
         Untrusted::value(&args.amount.to_string()),
         Untrusted::value(&args.currency)
     );
-    let settled = api
-        .post(
-            &format!("/v1/test_helpers/payment_intents/{intent_id}/{helper}"),
-            &[],
-        )
-        .await?;
-    let created = intent["created"].as_u64().unwrap_or(0);
+    let settled = match helper {
+        "succeed" => api.client().succeed_payment_intent(&intent_id, None).await,
+        _ => api.client().fail_payment_intent(&intent_id).await,
+    }
+    .map_err(|err| api.failure(&format!("the {helper} test helper of {intent_id}"), err))?;
+    let created = intent.created.unwrap_or(0);
 
     // The helper answers with the intent; its event is the one of that type,
     // created since, whose object is this intent.
     let events = api
-        .get(&format!(
-            "/v1/events?type={emitted}&created[gte]={created}&limit=100"
-        ))
-        .await?;
-    let event = events["data"]
-        .as_array()
-        .and_then(|data| {
-            data.iter()
-                .find(|e| e["data"]["object"]["id"].as_str() == Some(intent_id.as_str()))
+        .client()
+        .page(&EventsQuery {
+            types: vec![emitted.to_owned()],
+            created_gte: Some(created),
+            ..EventsQuery::default()
         })
+        .await
+        .map_err(|err| api.failure("listing the events", err))?;
+    let event = events
+        .events
+        .iter()
+        .find(|listed| listed.event.payment_intent_id() == Some(intent_id.as_str()))
         .ok_or_else(|| Failure::usage("the emulator shows no event for the payment intent"))?;
-    let event_id = path_id(text(event, "id"), "an event id")?.to_owned();
+    let event_id = path_id(event.event.id(), "an event id")?.to_owned();
     say!(
         "event {} {} (payment intent {})",
         Untrusted::value(&event_id),
-        Untrusted::value(text(event, "type")),
-        Untrusted::value(text(&settled, "status"))
+        Untrusted::value(event.event.event_type()),
+        Untrusted::value(settled.status.as_str())
     );
 
     let endpoints = enabled_endpoints(&api, emitted).await?;

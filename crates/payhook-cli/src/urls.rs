@@ -1,7 +1,7 @@
 //! URLs typed on the command line (`send --to`, `reconcile --forward-to`):
 //! checked by clap, so a mistake is a usage error naming the option.
 
-use reqwest::Url;
+use url::Url;
 
 /// An `http://` or `https://` URL with a host; a likely typo gets a hint.
 pub(crate) fn parse_url(value: &str) -> Result<Url, String> {

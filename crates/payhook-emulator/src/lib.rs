@@ -265,6 +265,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use payhook_core::event::{PAYMENT_INTENT_FAILED, PAYMENT_INTENT_SUCCEEDED};
+use payhook_api::NewPaymentIntent;
 use payhook_core::PaymentIntent;
 
 pub use config::{DeliveryScheme, Faults, Limits, RetrySchedule};
@@ -762,6 +763,81 @@ impl Emulator {
     /// The API's error for an invalid amount or currency.
     pub fn create_payment_intent(&self, amount: u128, currency: &str) -> Result<PaymentIntent, RequestError> {
         Ok(api::new_payment_intent_of(&self.shared, amount, currency)?)
+    }
+
+    /// Creates a payment intent with every field the API takes — payment
+    /// method types, description, metadata — as `POST /v1/payment_intents`
+    /// does, from the API client's own request type.
+    ///
+    /// ```
+    /// use payhook::api::NewPaymentIntent;
+    /// use payhook::emulator::Emulator;
+    ///
+    /// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+    /// # async fn main() {
+    /// let emulator = Emulator::builder().start().await.unwrap();
+    /// let intent = emulator
+    ///     .create_payment_intent_with(&NewPaymentIntent::new(5000, "btc").metadata("order", "42"))
+    ///     .unwrap();
+    /// assert_eq!(intent.metadata.get("order"), Some("42"));
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// The API's error for an invalid field, naming it.
+    pub fn create_payment_intent_with(
+        &self,
+        intent: &NewPaymentIntent,
+    ) -> Result<PaymentIntent, RequestError> {
+        let mut body = serde_json::json!({
+            "amount": intent.amount.to_string(),
+            "currency": intent.currency,
+        });
+        if !intent.payment_method_types.is_empty() {
+            body["payment_method_types"] = intent
+                .payment_method_types
+                .iter()
+                .map(|method| serde_json::Value::from(method.as_str()))
+                .collect();
+        }
+        if let Some(description) = &intent.description {
+            body["description"] = description.as_str().into();
+        }
+        if !intent.metadata.is_empty() {
+            body["metadata"] = intent
+                .metadata
+                .iter()
+                .map(|(key, value)| (key.clone(), serde_json::Value::from(value.as_str())))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
+        }
+        Ok(api::new_payment_intent(
+            &self.shared,
+            json_params(&body.to_string())?,
+        )?)
+    }
+
+    /// A client of this emulator's HTTP API with its key: the same client an
+    /// app uses against the service.
+    ///
+    /// # Errors
+    /// When the emulator listens on an address other than loopback: the
+    /// client sends a key over plain `http://` to loopback only.
+    ///
+    /// ```
+    /// use payhook::api::NewPaymentIntent;
+    /// use payhook::emulator::Emulator;
+    ///
+    /// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+    /// # async fn main() {
+    /// let emulator = Emulator::builder().start().await.unwrap();
+    /// let api = emulator.api().unwrap();
+    /// let intent = api.create_payment_intent(&NewPaymentIntent::new(5000, "btc")).await.unwrap();
+    /// assert_eq!(api.retrieve_payment_intent(&intent.id).await.unwrap().id, intent.id);
+    /// # }
+    /// ```
+    pub fn api(&self) -> Result<payhook_api::Client, &'static str> {
+        payhook_api::Client::new(&self.base_url(), payhook_api::ApiKey::new(&self.api_key)?)
     }
 
     /// Succeeds a payment intent and emits `payment_intent.succeeded`, as the test helper does.

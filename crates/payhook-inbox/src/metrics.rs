@@ -19,7 +19,7 @@
 //! | `payhook_inbox_handler_seconds` | histogram | time in the handler, commit included |
 //! | `payhook_inbox_reconciled_total` | counter | events the reconciler stored because no delivery of them arrived, by `type` (feature `reconcile`): each one is a missed delivery |
 //! | `payhook_inbox_reconcile_requests_total` | counter | requests to the service's events list |
-//! | `payhook_inbox_reconcile_failures_total` | counter | passes that failed, by `reason`: `unauthorized` (the reconciler stopped), `throttled`, `unreachable`, `bad_reply`, `database` |
+//! | `payhook_inbox_reconcile_failures_total` | counter | passes that failed, by `reason`: `unauthorized` (the reconciler stopped), `throttled`, `unreachable`, `bad_reply`, `broken_list` (a cursor came back, or the events stopped moving back in time), `database` |
 //! | `payhook_inbox_reconcile_last_success_timestamp_seconds` | gauge | when the last pass reached its end (Unix seconds) |
 //! | `payhook_inbox_reconcile_stopped` | gauge | 1 once the service refused the API key and the reconciler stopped |
 //! | `payhook_inbox_database_errors_total` | counter | database failures, by `operation`: `ingest` (a delivery answered `503` because it could not be stored), `claim` (a worker's claim failed) |

@@ -20,7 +20,7 @@ use payhook_core::signature::DEFAULT_HEADER;
 use payhook_core::untrusted::Untrusted;
 use payhook_core::{sign, Secret};
 use payhook_inbox::reconcile::ListedEvent;
-use reqwest::Url;
+use url::Url;
 
 use super::list::Pager;
 use super::{print_types, Service, Window};

@@ -5,8 +5,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use payhook_api::{ApiError, ListedEvent, Pages};
 use payhook_core::untrusted::Untrusted;
-use payhook_inbox::reconcile::{ApiError, EventsQuery, ListedEvent};
 
 use super::{Service, Window};
 use crate::failure::Failure;
@@ -18,18 +18,15 @@ const MAX_WAIT: Duration = Duration::from_secs(10);
 /// How often, at most, a progress line goes to stderr on a long listing.
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
-/// The pages of one window, asked for one at a time.
+/// The pages of one window, asked for one at a time through the API
+/// client's walk: the events outside the window are dropped there (the
+/// reconciler's rule), and a list whose cursor repeats or whose events stop
+/// moving back in time ends the walk.
 pub(crate) struct Pager<'a> {
     service: &'a Service,
-    window: Window,
-    query: EventsQuery,
-    done: bool,
+    pages: Pages<'a>,
     /// The ids listed so far: an event listed twice is counted once.
     seen: HashSet<String>,
-    /// Events the service listed outside the window (or without `created`):
-    /// left out, since one older than the window may be older than the
-    /// receiver's retention.
-    outside: usize,
     started: Instant,
     last_progress: Instant,
 }
@@ -40,17 +37,8 @@ impl<'a> Pager<'a> {
     pub(crate) fn new(service: &'a Service, window: Window, delivery_success: Option<bool>) -> Self {
         Self {
             service,
-            window,
-            query: EventsQuery {
-                created_gte: Some(window.since),
-                created_lt: Some(window.until),
-                delivery_success,
-                starting_after: None,
-                limit: 0,
-            },
-            done: false,
+            pages: service.api.events(window.query(delivery_success)),
             seen: HashSet::new(),
-            outside: 0,
             started: Instant::now(),
             last_progress: Instant::now(),
         }
@@ -58,35 +46,32 @@ impl<'a> Pager<'a> {
 
     /// The next page's events (newest first), or `None` after the last.
     pub(crate) async fn next(&mut self) -> Result<Option<Vec<ListedEvent>>, Failure> {
-        if self.done {
-            return Ok(None);
-        }
-        let page = match self.service.api.page(&self.query).await {
-            Err(ApiError::Throttled {
+        let page = match self.pages.next().await {
+            None => return Ok(None),
+            Some(Err(ApiError::Throttled {
                 retry_after: Some(after),
                 ..
-            }) if after <= MAX_WAIT => {
+            })) if after <= MAX_WAIT => {
                 note!(
                     "the service asked to wait {} s; asking once more",
                     after.as_secs()
                 );
                 tokio::time::sleep(after).await;
-                self.service.api.page(&self.query).await
+                match self.pages.next().await {
+                    Some(page) => page,
+                    None => return Ok(None),
+                }
             }
-            other => other,
+            Some(page) => page,
         }
         .map_err(|err| self.failure(err))?;
-        self.done = !page.has_more || page.events.is_empty();
-        self.query.starting_after = page.events.last().map(|last| last.event.id().to_owned());
         let mut events = Vec::with_capacity(page.events.len());
         for listed in page.events {
-            if !self.window.contains(listed.event.created()) {
-                self.outside += 1;
-            } else if self.seen.insert(listed.event.id().to_owned()) {
+            if self.seen.insert(listed.event.id().to_owned()) {
                 events.push(listed);
             }
         }
-        if !self.done && self.last_progress.elapsed() >= PROGRESS_EVERY {
+        if page.has_more && self.last_progress.elapsed() >= PROGRESS_EVERY {
             self.last_progress = Instant::now();
             note!(
                 "listing: {} event(s) so far, {:.0} s",
@@ -104,11 +89,11 @@ impl<'a> Pager<'a> {
 
     /// Says on stderr how many listed events were left out, if any.
     pub(crate) fn note_outside(&self) {
-        if self.outside > 0 {
+        if self.pages.outside() > 0 {
             note!(
                 "warning: the service listed {} event(s) created outside the window (or with no `created`); \
                  they were left out",
-                self.outside
+                self.pages.outside()
             );
         }
     }
@@ -117,17 +102,16 @@ impl<'a> Pager<'a> {
     /// anything the service said.
     fn failure(&self, err: ApiError) -> Failure {
         let base = Untrusted::value(self.service.api.base());
-        let redact = |text: &str| text.replace(self.service.key.as_str(), "<the key>");
         match err {
-            ApiError::Unauthorized { status, message } => Failure::usage(format_args!(
+            ApiError::Unauthorized { status, message, .. } => Failure::usage(format_args!(
                 "the service at {base} refused the API key read from --api-key-file {} \
                  ({status}: {}); check that it is the account's secret key and that it is not revoked",
                 self.service.key_file.display(),
-                redact(&message)
+                message
             )),
             ApiError::Unreachable(reason) => Failure::Unreachable(format!(
                 "cannot reach the service at {base}: {}; nothing was changed",
-                redact(&reason)
+                reason
             )),
             ApiError::Throttled {
                 status,
@@ -140,7 +124,7 @@ impl<'a> Pager<'a> {
             ApiError::Throttled { status, .. } => Failure::Failed(format!(
                 "the service at {base} answered {status}; nothing was changed: run the command again later"
             )),
-            other => Failure::Failed(format!("{}; nothing was changed", redact(&other.to_string()))),
+            other => Failure::Failed(format!("{}; nothing was changed", other)),
         }
     }
 }

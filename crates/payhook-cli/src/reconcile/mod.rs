@@ -46,12 +46,12 @@ use std::time::Duration;
 
 use clap::builder::NonEmptyStringValueParser;
 use clap::Args;
+use payhook_api::{ApiKey, Client, EventsQuery, ListedEvent, PAGE_LIMIT};
 use payhook_core::defaults::DEFAULT_RETENTION;
 use payhook_core::time::{format_utc, now_secs};
 use payhook_core::untrusted::Untrusted;
 use payhook_inbox::admin::Admin;
-use payhook_inbox::reconcile::{ApiKey, EventsApi, ListedEvent, PAGE_LIMIT};
-use reqwest::Url;
+use url::Url;
 
 use crate::failure::Failure;
 use crate::inbox_bulk::shell_word;
@@ -155,8 +155,16 @@ pub(crate) struct Window {
 }
 
 impl Window {
-    fn contains(&self, created: Option<i64>) -> bool {
-        created.is_some_and(|at| (self.since..self.until).contains(&at))
+    /// What the events list is asked for: the window, and with
+    /// `delivery_success` only the events no endpoint acknowledged (or that
+    /// one did). The client keeps the events inside the window alone.
+    fn query(&self, delivery_success: Option<bool>) -> EventsQuery {
+        EventsQuery {
+            created_gte: Some(self.since),
+            created_lt: Some(self.until),
+            delivery_success,
+            ..EventsQuery::default()
+        }
     }
 
     /// `in the last 24h (since 2026-11-23 04:00:00 UTC)`.
@@ -172,10 +180,9 @@ impl Window {
 /// How the listing reaches the service: the client and what to say when the
 /// key is refused (the key file's name, never the key).
 pub(crate) struct Service {
-    api: EventsApi,
+    /// The client cuts the key (as trimmed) out of anything the service says.
+    api: Client,
     key_file: PathBuf,
-    /// Cut out of any message of the service that quotes it.
-    key: String,
 }
 
 /// Runs `payhook reconcile`.
@@ -201,12 +208,11 @@ pub fn run(args: &ReconcileArgs) -> Result<(), Failure> {
             args.api_key_file.display()
         ))
     })?;
-    let api = EventsApi::new(&args.api_base, checked)
+    let api = Client::new(&args.api_base, checked)
         .map_err(|why| Failure::usage(format_args!("--api-base: {why}")))?;
     let service = Service {
         api,
         key_file: args.api_key_file.clone(),
-        key,
     };
     match target {
         Target::Receiver(to, secret) => runtime::block_on(
@@ -382,8 +388,9 @@ mod tests {
     fn the_window_ends_with_the_current_second_and_keeps_to_the_retention() {
         let window = window(&args(3600, None), 10_000).unwrap();
         assert_eq!((window.since, window.until), (6400, 10_001));
-        assert!(window.contains(Some(10_000)) && window.contains(Some(6400)));
-        assert!(!window.contains(Some(6399)) && !window.contains(None));
+        let query = window.query(None);
+        assert!(query.contains(Some(10_000)) && query.contains(Some(6400)));
+        assert!(!query.contains(Some(6399)) && !query.contains(Some(10_001)) && !query.contains(None));
         assert!(super::window(&args(7 * 86_400, None), 10_000).is_ok());
         assert!(super::window(&args(7 * 86_400 + 1, None), 10_000).is_err());
         assert!(super::window(&args(30 * 86_400, Some(30 * 86_400)), 10_000).is_ok());

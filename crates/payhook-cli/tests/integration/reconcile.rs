@@ -716,3 +716,103 @@ async fn reconcile_refuses_bad_input() {
         "{missing:?}"
     );
 }
+
+/// A list on loopback answering `reply` to every `GET /v1/events`.
+async fn hostile_list(status: http::StatusCode, reply: String) -> String {
+    let app = axum::Router::new().route(
+        "/v1/events",
+        axum::routing::get(move || {
+            let reply = reply.clone();
+            async move { (status, [("content-type", "application/json")], reply) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
+}
+
+/// The same page with `has_more: true`, forever: the command ends within
+/// 30 s with a non-zero exit, naming the broken list, and counts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_ends_on_a_list_whose_cursor_repeats() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let event = |id: &str| {
+        format!(
+            r#"{{"id":"{id}","object":"event","type":"customer.created","created":{},"data":{{"object":{{}}}}}}"#,
+            now - 60
+        )
+    };
+    let page = format!(
+        r#"{{"has_more":true,"data":[{},{}]}}"#,
+        event("evt_b"),
+        event("evt_a")
+    );
+    let base = hostile_list(http::StatusCode::OK, page).await;
+    let dir = support::temp_dir("reconcile-cursor");
+    let key_file = key_file(&dir, KEY);
+    let database = format!("sqlite://{}", dir.join("inbox.db").display());
+    let receiver = payhook_core::Receiver::builder()
+        .secret("whsec_cursor")
+        .build()
+        .unwrap();
+    let inbox = payhook_inbox::Inbox::builder(receiver)
+        .connect(&database)
+        .await
+        .expect("an inbox");
+    drop(inbox);
+    let started = std::time::Instant::now();
+    let run = reconcile(&[
+        "--api-base",
+        &base,
+        "--api-key-file",
+        key_file.to_str().unwrap(),
+        "--database-url",
+        &database,
+    ])
+    .await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("came back"), "{run:?}");
+    assert!(run.stdout.is_empty(), "{run:?}");
+    assert_no_key(&run);
+}
+
+/// A key file whose line has spaces around the key: the key sent and the
+/// key redacted are the same trimmed key, so a 401 echoing it (alone and
+/// inside a longer word) prints none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_redacts_the_trimmed_key_echoed_by_the_service() {
+    let long_key = format!("sk_test_{}", "Q".repeat(92));
+    let echo = serde_json::json!({"error": {"code": "api_key_unknown", "message": format!("Invalid API key {long_key} (x{long_key}x)")}});
+    let base = hostile_list(http::StatusCode::UNAUTHORIZED, echo.to_string()).await;
+    let dir = support::temp_dir("reconcile-trimmed");
+    let key_file = dir.join("api-key");
+    std::fs::write(&key_file, format!("  {long_key}  \n")).unwrap();
+    let secret_file = dir.join("secret");
+    std::fs::write(&secret_file, "whsec_x\n").unwrap();
+    let run = reconcile(&[
+        "--api-base",
+        &base,
+        "--api-key-file",
+        key_file.to_str().unwrap(),
+        "--forward-to",
+        "http://127.0.0.1:9/webhooks",
+        "--secret-file",
+        secret_file.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("<redacted>"), "{run:?}");
+    assert!(
+        !run.stdout.contains("QQQQQQQQ") && !run.stderr.contains("QQQQQQQQ"),
+        "a part of the key was printed: {run:?}"
+    );
+}

@@ -26,7 +26,7 @@ use crate::Shared;
 
 pub(crate) use endpoints::{create_endpoint_op, insert_endpoint, parse_endpoint_url};
 pub(crate) use events::resend_op;
-pub(crate) use payment_intents::{new_payment_intent_of, settle};
+pub(crate) use payment_intents::{new_payment_intent, new_payment_intent_of, settle};
 
 use endpoints::{delete_endpoint, get_endpoint, list_endpoints, roll_secret_op};
 use events::{get_event, list_attempts, list_events};

@@ -12,6 +12,9 @@ pub(crate) const THROTTLED: &str = "throttled";
 pub(crate) const UNREACHABLE: &str = "unreachable";
 /// The `reason` of a pass whose page was not a page of events.
 pub(crate) const BAD_REPLY: &str = "bad_reply";
+/// The `reason` of a pass whose events list would not end: a cursor came
+/// back, or the events stopped moving back in time.
+pub(crate) const BROKEN_LIST: &str = "broken_list";
 /// The `reason` of a pass the inbox's database failed.
 pub(crate) const DATABASE: &str = "database";
 
@@ -19,7 +22,14 @@ pub(crate) const DATABASE: &str = "database";
 /// event after a start is seen by `increase` rules.
 pub(crate) fn register(namespace: &str) {
     metrics::counter!(RECONCILE_REQUESTS, "namespace" => namespace.to_owned()).increment(0);
-    for reason in [UNAUTHORIZED, THROTTLED, UNREACHABLE, BAD_REPLY, DATABASE] {
+    for reason in [
+        UNAUTHORIZED,
+        THROTTLED,
+        UNREACHABLE,
+        BAD_REPLY,
+        BROKEN_LIST,
+        DATABASE,
+    ] {
         metrics::counter!(RECONCILE_FAILURES, "namespace" => namespace.to_owned(), "reason" => reason)
             .increment(0);
     }

@@ -86,7 +86,6 @@
 //! list` and `show` show the source. The time of the last pass that reached
 //! its end is `payhook_inbox_reconcile_last_success_timestamp_seconds`.
 
-mod api;
 mod metrics;
 mod pass;
 pub(crate) mod settings;
@@ -97,9 +96,12 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-pub use api::{
-    ApiError, ApiKey, EventsApi, EventsPage, EventsQuery, ListedEvent, MAX_REPLY_BYTES, MAX_RETRY_AFTER,
-    PAGE_LIMIT, REQUEST_TIMEOUT,
+/// The client of the service's API the reconciler lists events with
+/// (`payhook::api::Client`).
+pub use payhook_api::Client as EventsApi;
+pub use payhook_api::{
+    ApiError, ApiKey, EventsPage, EventsQuery, ListedEvent, MAX_REPLY_BYTES, MAX_RETRY_AFTER, PAGE_LIMIT,
+    REQUEST_TIMEOUT,
 };
 pub use settings::{Reconcile, DEFAULT_INTERVAL, DEFAULT_OVERLAP, MAX_BACKOFF, MIN_INTERVAL};
 
@@ -136,6 +138,15 @@ pub(crate) async fn run<DB: Backend>(
                 if !report.not_our_turn {
                     metrics::succeeded(&namespace, now_ms());
                 }
+                if report.outside > 0 {
+                    tracing::warn!(
+                        target: "payhook",
+                        namespace = %namespace,
+                        outside = report.outside,
+                        "the service's events list sent events created outside the window the pass asked for; \
+                         they were left out"
+                    );
+                }
                 if report.stored > 0 {
                     tracing::warn!(
                         target: "payhook",
@@ -170,7 +181,11 @@ pub(crate) async fn run<DB: Backend>(
                 {
                     wait = wait.max(after);
                 }
-                tracing::warn!(target: "payhook", namespace = %namespace, reason = %text, failures, retry_in_ms = wait.as_millis() as u64, "a reconciliation pass failed");
+                if let PassError::Api(ApiError::BrokenList(_)) = err {
+                    tracing::error!(target: "payhook", namespace = %namespace, reason = %text, failures, retry_in_ms = wait.as_millis() as u64, "a reconciliation pass failed: the service's events list would not end");
+                } else {
+                    tracing::warn!(target: "payhook", namespace = %namespace, reason = %text, failures, retry_in_ms = wait.as_millis() as u64, "a reconciliation pass failed");
+                }
             }
         }
     }
@@ -195,6 +210,7 @@ fn reason(err: &PassError) -> &'static str {
         PassError::Api(ApiError::Unauthorized { .. }) => metrics::UNAUTHORIZED,
         PassError::Api(ApiError::Throttled { .. }) => metrics::THROTTLED,
         PassError::Api(ApiError::Unreachable(_)) => metrics::UNREACHABLE,
+        PassError::Api(ApiError::BrokenList(_)) => metrics::BROKEN_LIST,
         PassError::Api(_) | PassError::Unstorable(_) => metrics::BAD_REPLY,
         PassError::Database(_) => metrics::DATABASE,
     }

@@ -11,9 +11,9 @@ use crate::error::payhook_escape;
 use crate::inner::Inner;
 use crate::model::Source;
 
-use super::api::{ApiError, EventsQuery, ListedEvent, PAGE_LIMIT};
 use super::store::{self, StoreError};
 use super::Reconcile;
+use super::{ApiError, EventsQuery, ListedEvent, PAGE_LIMIT};
 
 /// What a pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -22,6 +22,8 @@ pub(crate) struct PassReport {
     pub(crate) requests: usize,
     /// Events listed in the window.
     pub(crate) listed: usize,
+    /// Events the service listed outside the window asked for: dropped.
+    pub(crate) outside: usize,
     /// Events stored: the deliveries that were missed.
     pub(crate) stored: usize,
     /// Another process holds the turn: this one did nothing.
@@ -102,23 +104,25 @@ pub(crate) async fn pass<DB: Backend>(
     let mark = db.bounded(DB::reconciled_until(db, namespace)).await?;
     let window = Window::of(mark, now_ms(), settings, inner.config.retention);
     if window.end > window.start {
-        let mut query = EventsQuery {
+        // Every page of the window, through the API client: only the
+        // events inside the window come back, and a list whose cursor
+        // repeats or whose events stop moving back in time ends the pass.
+        let mut pages = settings.api.events(EventsQuery {
             created_gte: Some(window.start),
             created_lt: Some(window.end),
             limit: PAGE_LIMIT,
             ..EventsQuery::default()
-        };
-        loop {
+        });
+        while let Some(page) = pages.next().await {
             report.requests += 1;
             super::metrics::request(namespace);
-            let page = settings.api.page(&query).await.map_err(PassError::Api)?;
+            let page = page.map_err(PassError::Api)?;
             report.listed += page.events.len();
+            report.outside += page.outside;
             report.stored += store_missing(inner, &page.events).await?;
-            let Some(last) = page.events.last() else { break };
             if !page.has_more {
                 break;
             }
-            query.starting_after = Some(last.event.id().to_owned());
             // A long backlog: keep the turn while paging.
             if !take_turn(inner, settings, owner).await? {
                 report.not_our_turn = true;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::error::InboxError;
 
-use super::api::{ApiKey, EventsApi};
+use super::{ApiKey, EventsApi};
 
 /// How often a pass runs unless configured otherwise: 60 seconds.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);

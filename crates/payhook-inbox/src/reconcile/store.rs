@@ -7,7 +7,7 @@ use crate::error::payhook_escape;
 use crate::inbox::intake::row_of;
 use crate::model::{NewRow, Source};
 
-use super::api::ListedEvent;
+use super::ListedEvent;
 
 /// The listed events the namespace does not hold, in list order.
 pub(crate) async fn missing<'e, DB: Backend>(
