@@ -10,12 +10,14 @@
 //! - the no-op drain of `PAYHOOK_BENCH_HISTORY_EVENTS` (default 10 000) new
 //!   events, 16 handlers, `PAYHOOK_BENCH_ROUNDS` rounds (median);
 //! - each read of the dashboard and the CLI, the median of 5 calls: the
-//!   overview's counts and its activity chart, the first events page with
+//!   overview's counts and its activity chart (the last hour, as the
+//!   dashboard draws it), the first events page with
 //!   and without a state filter, `payhook inbox list` and `show`, the
 //!   bulk counts (retry dead, purge older than 7 days, replay older than
 //!   1 day), the paused types;
-//! - the purge of the oldest day of history: rows, seconds, seconds per
-//!   100 000 rows;
+//! - the ack p99 of a paced load (`PAYHOOK_BENCH_BULK_RATE`, default 300/s)
+//!   with no-op workers running, idle and while the oldest day of history
+//!   is purged: rows, seconds, seconds per 100 000 rows;
 //! - on PostgreSQL, the bytes on disk per stored event (table, indexes,
 //!   TOAST and attempts) and the largest index.
 //!
@@ -27,19 +29,22 @@ use payhook::inbox::admin::{Admin, BulkAction, Filter, PageQuery, Selection};
 use payhook::inbox::{sqlx, Inbox, State};
 use payhook_test_support::unique;
 
-use super::{body, env_number, now, quick, SECRET};
+use super::pause_bulk::{ms, p99_while};
+use super::{body, env_number, now, quick, serve, SECRET};
 
 /// The history fill on PostgreSQL: `$1` namespace, `$2` the month's start
-/// (Unix ms), `$3` ms between two events, rows `$4 + 1` to `$5`.
+/// (Unix ms), `$3` ms between two events, rows `$4 + 1` to `$5` of a level
+/// whose first row is `$6 + 1`, received at the month's start (each
+/// level's fill spreads over the whole month).
 const FILL_POSTGRES: &str = "INSERT INTO payhook_inbox \
     (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at, \
      last_error, last_attempt_at, done_at) \
     SELECT $1, 'evt_history_' || g, 'payment_intent.succeeded', 'pi_history_' || (g / 3), 1700000000 + g / 5, \
       '{\"id\":\"evt_history_' || g || '\",\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{\"id\":\"pi_history_' \
         || (g / 3) || '\",\"amount\":2500,\"currency\":\"btc\",\"metadata\":{\"note\":\"' || md5(g::text) || repeat('x', 1300) || '\"}}}}', \
-      $2 + g * $3, CASE WHEN g % 33 = 0 THEN 'dead' ELSE 'done' END, 1, $2 + g * $3, \
-      CASE WHEN g % 33 = 0 THEN 'the handler failed' END, $2 + g * $3 + 5, \
-      CASE WHEN g % 33 = 0 THEN NULL ELSE $2 + g * $3 + 10 END \
+      $2 + (g - $6) * $3, CASE WHEN g % 33 = 0 THEN 'dead' ELSE 'done' END, 1, $2 + (g - $6) * $3, \
+      CASE WHEN g % 33 = 0 THEN 'the handler failed' END, $2 + (g - $6) * $3 + 5, \
+      CASE WHEN g % 33 = 0 THEN NULL ELSE $2 + (g - $6) * $3 + 10 END \
     FROM generate_series($4 + 1, $5) AS g";
 
 /// The same on SQLite (no `generate_series` nor `md5`).
@@ -50,9 +55,9 @@ const FILL_SQLITE: &str = "WITH RECURSIVE g(n) AS (SELECT $4 + 1 UNION ALL SELEC
     SELECT $1, 'evt_history_' || n, 'payment_intent.succeeded', 'pi_history_' || (n / 3), 1700000000 + n / 5, \
       '{\"id\":\"evt_history_' || n || '\",\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{\"id\":\"pi_history_' \
         || (n / 3) || '\",\"amount\":2500,\"currency\":\"btc\",\"metadata\":{\"note\":\"' || hex(zeroblob(666)) || '\"}}}}', \
-      $2 + n * $3, CASE WHEN n % 33 = 0 THEN 'dead' ELSE 'done' END, 1, $2 + n * $3, \
-      CASE WHEN n % 33 = 0 THEN 'the handler failed' END, $2 + n * $3 + 5, \
-      CASE WHEN n % 33 = 0 THEN NULL ELSE $2 + n * $3 + 10 END \
+      $2 + (n - $6) * $3, CASE WHEN n % 33 = 0 THEN 'dead' ELSE 'done' END, 1, $2 + (n - $6) * $3, \
+      CASE WHEN n % 33 = 0 THEN 'the handler failed' END, $2 + (n - $6) * $3 + 5, \
+      CASE WHEN n % 33 = 0 THEN NULL ELSE $2 + (n - $6) * $3 + 10 END \
     FROM g";
 
 /// One attempt record for each event the fill stored (`$2`: arrivals above).
@@ -114,8 +119,8 @@ async fn reads(admin: &Admin, any_id: &str) -> Vec<(&'static str, f64)> {
     vec![
         ("overview counts (inbox stats)", timed(|| admin.stats()).await),
         (
-            "overview activity chart (24 x 1 h)",
-            timed(|| admin.activity(Duration::from_secs(3600), 24)).await,
+            "overview activity chart (the last hour)",
+            timed(|| admin.activity(Duration::from_secs(300), 12)).await,
         ),
         ("events page", timed(|| admin.page(&first_page)).await),
         ("dead letters page", timed(|| admin.page(&dead_page)).await),
@@ -207,6 +212,7 @@ pub(crate) async fn with_history(url: &str, postgres: bool) {
         .expect("inbox");
     let admin = Admin::of_inbox(&inbox);
     let pool = inbox.pool().clone();
+    let endpoint = serve(inbox.clone()).await;
     let month_start = i64::try_from(now()).expect("clock") * 1000 - MONTH_MS;
     let mut stored = 0_i64;
     let mut empty: Option<(f64, Vec<(&'static str, f64)>)> = None;
@@ -225,9 +231,10 @@ pub(crate) async fn with_history(url: &str, postgres: bool) {
                 sqlx::query(if postgres { FILL_POSTGRES } else { FILL_SQLITE })
                     .bind(&namespace)
                     .bind(month_start)
-                    .bind(MONTH_MS / level.max(1))
+                    .bind(MONTH_MS / (level - stored).max(1))
                     .bind(from)
                     .bind(to)
+                    .bind(stored)
                     .execute(&pool)
                     .await
                     .expect("fill");
@@ -303,19 +310,32 @@ pub(crate) async fn with_history(url: &str, postgres: bool) {
                 row.2
             );
         }
+        // Acknowledgements of a paced load (`PAYHOOK_BENCH_BULK_RATE`, 300/s
+        // by default) with no-op workers running: idle, then while the
+        // oldest day of history is purged as the retention purge takes it.
+        let workers = inbox.start(|_job: payhook::inbox::Job| async { Ok(()) });
+        let (idle, _) = p99_while::<()>(&endpoint, None, Duration::from_secs(5)).await;
+        println!("16. {level} stored: ack p99 {:.1} ms", ms(idle));
         if stored > 0 {
-            // The oldest day of history, as the retention purge takes it.
-            let started = Instant::now();
-            let purged = admin
-                .purge_done_before(month_start + MONTH_MS / 30)
-                .await
-                .expect("purge");
-            let seconds = started.elapsed().as_secs_f64();
+            let purge = async {
+                let started = Instant::now();
+                let purged = admin
+                    .purge_done_before(month_start + MONTH_MS / 30)
+                    .await
+                    .expect("purge");
+                (purged, started.elapsed().as_secs_f64())
+            };
+            let (during, purged) = p99_while(&endpoint, Some(Box::pin(purge)), Duration::ZERO).await;
+            let (purged, seconds) = purged.expect("purged");
             println!(
-                "16. {level} stored: purge of the oldest day: {purged} events in {seconds:.2} s ({:.2} s per 100 000)",
-                seconds * 100_000.0 / purged.max(1) as f64
+                "16. {level} stored: purge of the oldest day: {purged} events in {seconds:.2} s ({:.2} s per 100 000), \
+                 ack p99 meanwhile {:.1} ms ({:.2}x idle)",
+                seconds * 100_000.0 / purged.max(1) as f64,
+                ms(during),
+                during.as_secs_f64() / idle.as_secs_f64()
             );
         }
+        workers.shutdown().await;
         if empty.is_none() {
             empty = Some((rate, read));
         }
