@@ -1367,6 +1367,15 @@ async fn main() {
     if let Some(url) = postgres_url().await {
         // One fresh database serves every PostgreSQL figure; namespaces keep runs apart.
         run("PostgreSQL", || url.clone()).await;
+        // Dropped after the run: section 16 alone leaves gigabytes in it.
+        let base = std::env::var("PAYHOOK_TEST_DATABASE_URL").expect("set");
+        let admin = sqlx::AnyPool::connect(&base).await.expect("PostgreSQL reachable");
+        let (_, name) = url.rsplit_once('/').expect("URL with a database");
+        sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+            .execute(&admin)
+            .await
+            .expect("drop database");
+        admin.close().await;
     } else {
         println!("(PostgreSQL skipped: PAYHOOK_TEST_DATABASE_URL is not set)");
     }

@@ -341,4 +341,11 @@ pub(crate) async fn with_history(url: &str, postgres: bool) {
         }
     }
     inbox.pool().close().await;
+    // The SQLite file of a month of history takes gigabytes: its directory
+    // (made for this section alone) goes with it.
+    if let Some(file) = url.strip_prefix("sqlite://") {
+        if let Some(dir) = std::path::Path::new(file).parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }

@@ -22,7 +22,7 @@ use crate::clock::{millis, now_ms};
 use crate::database::{Database, UrlOptions};
 use crate::error::{payhook_escape, InboxError};
 use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
-use crate::operations::{PARK_BATCH, PURGE_BATCH};
+use crate::operations::{purge_batch, PARK_BATCH};
 
 mod bulk;
 #[cfg(feature = "reconcile")]
@@ -189,16 +189,27 @@ impl<DB: Backend> Admin<DB> {
     /// in bounded batches (no long lock); returns how many. Their ids are then
     /// no longer recognised as repeats.
     ///
+    /// Each batch takes its turn among this process's writes on SQLite, as
+    /// the retention purge's do, so the deliveries stored meanwhile wait for
+    /// one batch at most, never for the database's busy handler.
+    ///
     /// # Errors
     /// A database error.
     pub async fn purge_done_before(&self, before_ms: i64) -> Result<u64, InboxError> {
         let mut total = 0;
+        let batch = purge_batch(self.db.dialect);
         loop {
-            let deleted = DB::purge(&self.db, &self.namespace, before_ms, PURGE_BATCH).await?;
+            let deleted = self
+                .db
+                .write(DB::purge(&self.db, &self.namespace, before_ms, batch))
+                .await?;
             total += deleted;
-            if deleted < u64::try_from(PURGE_BATCH).unwrap_or(u64::MAX) {
+            if deleted < u64::try_from(batch).unwrap_or(u64::MAX) {
                 return Ok(total);
             }
+            // Let the intake and the claims have the write lock between
+            // batches.
+            tokio::task::yield_now().await;
         }
     }
 }

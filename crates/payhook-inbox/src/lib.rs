@@ -154,7 +154,7 @@
 //!   `renew_claims` (the leases of a claim's events waiting in the local queue),
 //!   `hand_back` (claimed, never started → pending, uncounted).
 //! - `operations.rs` — the operator's state changes: `retry`, `retry_dead`,
-//!   `replay`, the bounded `purge` batch (`PURGE_BATCH`), and `pause`/`resume`
+//!   `replay`, the bounded `purge` batch (`purge_batch`), and `pause`/`resume`
 //!   (a row of the paused types' table, which the claim reads).
 //! - `bulk.rs` — bulk actions over a `Selection`: the `count` that comes first
 //!   and one keyset `batch` (at most `BULK_BATCH` keys of one state read, then

@@ -13,7 +13,7 @@ use crate::database::Database;
 use crate::error::describe;
 use crate::inner::Config;
 use crate::metrics as m;
-use crate::operations::PURGE_BATCH;
+use crate::operations::purge_batch;
 
 /// Sets the depth gauges: events waiting, the oldest one's age, and the
 /// paused types.
@@ -37,18 +37,19 @@ pub(crate) const PURGE_EVERY: Duration = Duration::from_secs(10);
 const PURGE_ROUND: usize = 20;
 
 /// Deletes done events past their retention in bounded batches: up to
-/// [`PURGE_ROUND`] batches of [`PURGE_BATCH`] rows. Returns whether the
+/// [`PURGE_ROUND`] batches of [`purge_batch`] rows. Returns whether the
 /// round was full (more may be waiting), so that the next comes sooner: the
 /// purge then removes up to 200 000 rows a second round, and keeps up with any
 /// ingest rate the workers keep up with.
 pub(crate) async fn purge_expired<DB: Backend>(db: &Database<DB>, config: &Config) -> bool {
     let before = now_ms().saturating_sub(millis(config.retention));
+    let batch = purge_batch(db.dialect);
     for _ in 0..PURGE_ROUND {
         match db
-            .write(DB::purge(db, &config.namespace, before, PURGE_BATCH))
+            .write(DB::purge(db, &config.namespace, before, batch))
             .await
         {
-            Ok(deleted) if deleted < u64::try_from(PURGE_BATCH).unwrap_or(u64::MAX) => return false,
+            Ok(deleted) if deleted < u64::try_from(batch).unwrap_or(u64::MAX) => return false,
             Ok(_) => {}
             Err(err) => {
                 let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
