@@ -5,7 +5,7 @@
 -- by row triggers; the one writer needs no shards (`shard` is 0; PostgreSQL
 -- shards by connection, see 0015 under postgres/). A claim, a renewal or a
 -- requeue changes no phase and writes nothing here. The count runs under
--- the file's write lock: about a tenth of a second a million events.
+-- the file's write lock: about half a second a million events.
 CREATE TABLE IF NOT EXISTS payhook_inbox_tally (
     namespace TEXT NOT NULL,
     phase TEXT NOT NULL,
