@@ -683,3 +683,71 @@ async fn events_outside_the_window_asked_for_are_not_stored() {
         [("evt_inside".to_owned(), Some("reconciled".to_owned()))]
     );
 }
+
+/// A backlog larger than one pass may page (250 missed events, one page a
+/// pass) still completes: passes walk the window in time slices, oldest
+/// first, the mark moving per slice, every pass within its bound; each
+/// event is stored and handled once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_larger_than_a_pass_completes_in_time_slices() {
+    let (api, base) = fake_api().await;
+    // Newest first, one a second, 10 to 259 seconds old.
+    *api.events.lock().unwrap() = (0..250)
+        .map(|n| event(&format!("evt_slice_{n:03}"), 10 + n))
+        .collect();
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    let inbox = Inbox::builder(receiver)
+        .namespace("reconcile-bounds")
+        .poll_interval(Duration::from_millis(20))
+        .reconcile(
+            Reconcile::new(&base, KEY)
+                .unwrap()
+                .interval(Duration::from_millis(100))
+                .max_pages(1),
+        )
+        .connect(&sqlite_url("payhook-reconcile-slices-1"))
+        .await
+        .unwrap();
+    let handled = Handled::default();
+    let workers = start(&inbox, &handled);
+    let mut marks = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while handled.lock().unwrap().len() < 250 {
+        assert!(
+            Instant::now() < deadline,
+            "the backlog was not handled within 60 s"
+        );
+        let row = sqlx::query("SELECT reconciled_until FROM payhook_inbox_reconciler WHERE namespace = $1")
+            .bind("reconcile-bounds")
+            .fetch_optional(inbox.pool())
+            .await
+            .unwrap();
+        marks.push(row.and_then(|row| row.get::<Option<i64>, _>(0)));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    workers.shutdown().await;
+    // One page a pass: no pass ever asked for a second page.
+    let requests = api.requests();
+    assert!(
+        requests
+            .iter()
+            .all(|(_, query, _)| !query.contains("starting_after")),
+        "a pass paged past its bound"
+    );
+    let stored = sources(&inbox).await;
+    assert_eq!(stored.len(), 250);
+    assert!(stored
+        .iter()
+        .all(|(_, source)| source.as_deref() == Some("reconciled")));
+    let mut ids: Vec<String> = handled.lock().unwrap().iter().map(|(id, _)| id.clone()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 250, "each handled once");
+    // The mark moved forward slice by slice, never back.
+    let moved: Vec<i64> = marks.into_iter().flatten().collect();
+    assert!(moved.windows(2).all(|pair| pair[0] <= pair[1]), "{moved:?}");
+    assert!(
+        moved.iter().collect::<std::collections::HashSet<_>>().len() >= 2,
+        "{moved:?}"
+    );
+}

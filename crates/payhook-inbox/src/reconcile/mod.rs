@@ -63,6 +63,19 @@
 //!   storing it again would run it twice. So no window (the first pass's
 //!   included) reaches further back than `now − retention + overlap`.
 //!
+//! # Every pass ends
+//! A pass asks for at most [`Reconcile::max_pages`] pages and pages for at
+//! most [`Reconcile::max_pass_time`]. A backlog larger than that is walked
+//! in time slices, oldest first: the mark moves at the end of each slice,
+//! and a pass that runs out before its first slice ends halves the slice
+//! for the next, so the backlog completes over the following passes (a
+//! `WARN` line says when a pass stopped at its bound). A quiet window is
+//! one slice: one request. A page whose cursor repeats one already
+//! followed, or whose events are newer than events listed before them, ends
+//! the pass as a failure (`ERROR`, `reason="broken_list"`, backed off).
+//! Events listed outside the window asked for are dropped (a `WARN` line
+//! counts them). One page is held at a time, whatever the list sends.
+//!
 //! # Several replicas
 //! One process reconciles a namespace at a time: it holds the namespace's
 //! turn, a lease in the database renewed between pages, for three intervals.
@@ -103,7 +116,10 @@ pub use payhook_api::{
     ApiError, ApiKey, EventsPage, EventsQuery, ListedEvent, MAX_REPLY_BYTES, MAX_RETRY_AFTER, PAGE_LIMIT,
     REQUEST_TIMEOUT,
 };
-pub use settings::{Reconcile, DEFAULT_INTERVAL, DEFAULT_OVERLAP, MAX_BACKOFF, MIN_INTERVAL};
+pub use settings::{
+    Reconcile, DEFAULT_INTERVAL, DEFAULT_MAX_PAGES, DEFAULT_MAX_PASS_TIME, DEFAULT_OVERLAP, MAX_BACKOFF,
+    MIN_INTERVAL,
+};
 
 use crate::backend::Backend;
 use crate::clock::now_ms;
@@ -123,6 +139,9 @@ pub(crate) async fn run<DB: Backend>(
     let mut failures = 0u32;
     let mut wait = Duration::ZERO;
     let mut started = tokio::time::Instant::now();
+    // The length of the time slices a backlog is walked in (seconds); `None`:
+    // the whole window at once, as a quiet pass does.
+    let mut slice: Option<i64> = None;
     loop {
         // Passes start one wait apart, not one wait after the last ended: a
         // slow pass does not push every later one back.
@@ -131,12 +150,21 @@ pub(crate) async fn run<DB: Backend>(
             () = next_pass(started, wait) => {}
         }
         started = tokio::time::Instant::now();
-        match pass(&inner, &settings, &owner).await {
+        match pass(&inner, &settings, &owner, &mut slice).await {
             Ok(report) => {
                 failures = 0;
                 wait = settings.interval;
                 if !report.not_our_turn {
                     metrics::succeeded(&namespace, now_ms());
+                }
+                if report.incomplete {
+                    tracing::warn!(
+                        target: "payhook",
+                        namespace = %namespace,
+                        requests = report.requests,
+                        "a reconciliation pass reached its bound of pages or time before the window's end; \
+                         the rest follows from the mark, oldest first, over the next passes"
+                    );
                 }
                 if report.outside > 0 {
                     tracing::warn!(
@@ -181,7 +209,7 @@ pub(crate) async fn run<DB: Backend>(
                 {
                     wait = wait.max(after);
                 }
-                if let PassError::Api(ApiError::BrokenList(_)) = err {
+                if let PassError::Api(ApiError::BrokenList(_)) | PassError::TooDense(_) = err {
                     tracing::error!(target: "payhook", namespace = %namespace, reason = %text, failures, retry_in_ms = wait.as_millis() as u64, "a reconciliation pass failed: the service's events list would not end");
                 } else {
                     tracing::warn!(target: "payhook", namespace = %namespace, reason = %text, failures, retry_in_ms = wait.as_millis() as u64, "a reconciliation pass failed");
@@ -212,6 +240,7 @@ fn reason(err: &PassError) -> &'static str {
         PassError::Api(ApiError::Unreachable(_)) => metrics::UNREACHABLE,
         PassError::Api(ApiError::BrokenList(_)) => metrics::BROKEN_LIST,
         PassError::Api(_) | PassError::Unstorable(_) => metrics::BAD_REPLY,
+        PassError::TooDense(_) => metrics::BROKEN_LIST,
         PassError::Database(_) => metrics::DATABASE,
     }
 }

@@ -28,6 +28,9 @@ pub(crate) struct PassReport {
     pub(crate) stored: usize,
     /// Another process holds the turn: this one did nothing.
     pub(crate) not_our_turn: bool,
+    /// The pass ran out of pages or time before the window's end: the rest
+    /// follows from the mark.
+    pub(crate) incomplete: bool,
 }
 
 /// Why a pass stopped short. The mark stays where it was, so the next pass
@@ -41,6 +44,8 @@ pub(crate) enum PassError {
     /// An event of the list cannot be stored (too long an id, a NUL…): the
     /// page is skipped whole.
     Unstorable(String),
+    /// More events in one second of the window than a pass may page.
+    TooDense(String),
 }
 
 impl std::fmt::Display for PassError {
@@ -49,6 +54,7 @@ impl std::fmt::Display for PassError {
             Self::Api(err) => err.fmt(f),
             Self::Database(err) => write!(f, "the inbox's database failed: {}", crate::error::describe(err)),
             Self::Unstorable(reason) => write!(f, "a listed event cannot be stored: {reason}"),
+            Self::TooDense(reason) => f.write_str(reason),
         }
     }
 }
@@ -88,11 +94,18 @@ impl Window {
     }
 }
 
-/// One pass for `owner`.
+/// One pass for `owner`. `slice` is the length (seconds) of the time slices
+/// the window is walked in, oldest first, the mark moving at the end of
+/// each; `None` walks the whole window at once. A pass that runs out of its
+/// pages or time before a slice ends leaves the mark at the last slice that
+/// did, and halves `slice` when none did, so a backlog of any size
+/// completes over the following passes; a window walked whole sets it back
+/// to `None`.
 pub(crate) async fn pass<DB: Backend>(
     inner: &Inner<DB>,
     settings: &Reconcile,
     owner: &str,
+    slice: &mut Option<i64>,
 ) -> Result<PassReport, PassError> {
     let db = &inner.db;
     let namespace = inner.config.namespace.as_str();
@@ -103,42 +116,120 @@ pub(crate) async fn pass<DB: Backend>(
     }
     let mark = db.bounded(DB::reconciled_until(db, namespace)).await?;
     let window = Window::of(mark, now_ms(), settings, inner.config.retention);
-    if window.end > window.start {
-        // Every page of the window, through the API client: only the
-        // events inside the window come back, and a list whose cursor
-        // repeats or whose events stop moving back in time ends the pass.
-        let mut pages = settings.api.events(EventsQuery {
-            created_gte: Some(window.start),
-            created_lt: Some(window.end),
-            limit: PAGE_LIMIT,
-            ..EventsQuery::default()
-        });
-        while let Some(page) = pages.next().await {
-            report.requests += 1;
-            super::metrics::request(namespace);
-            let page = page.map_err(PassError::Api)?;
-            report.listed += page.events.len();
-            report.outside += page.outside;
-            report.stored += store_missing(inner, &page.events).await?;
-            if !page.has_more {
-                break;
+    let mut budget = Budget {
+        pages_left: settings.max_pages,
+        until: tokio::time::Instant::now().checked_add(settings.max_pass_time),
+    };
+    let mut start = window.start;
+    let mut completed_any = false;
+    while start < window.end {
+        let end = start.saturating_add(slice.unwrap_or(i64::MAX)).min(window.end);
+        match walk(inner, settings, owner, start, end, &mut budget, &mut report).await? {
+            Walked::Complete => {
+                // The mark moves per slice: what is behind it stays done.
+                db.write(DB::record_pass(db, namespace, owner, end, now_ms()))
+                    .await?;
+                completed_any = true;
+                start = end;
             }
-            // A long backlog: keep the turn while paging.
-            if !take_turn(inner, settings, owner).await? {
+            Walked::NotOurTurn => {
                 report.not_our_turn = true;
+                return Ok(report);
+            }
+            Walked::OutOfBudget => {
+                report.incomplete = true;
+                if !completed_any {
+                    let span = end - start;
+                    if span <= 1 {
+                        return Err(PassError::TooDense(format!(
+                            "more events were listed as created in one second than a pass may page \
+                             ({} pages); raise Reconcile::max_pages",
+                            settings.max_pages
+                        )));
+                    }
+                    *slice = Some(span / 2);
+                }
                 return Ok(report);
             }
         }
     }
-    db.write(DB::record_pass(
-        db,
-        namespace,
-        owner,
-        window.end.max(window.start),
-        now_ms(),
-    ))
-    .await?;
+    *slice = None;
+    if !completed_any {
+        db.write(DB::record_pass(
+            db,
+            namespace,
+            owner,
+            window.end.max(window.start),
+            now_ms(),
+        ))
+        .await?;
+    }
     Ok(report)
+}
+
+/// What one pass may still spend.
+struct Budget {
+    pages_left: u32,
+    /// `None`: beyond the clock's range, no bound.
+    until: Option<tokio::time::Instant>,
+}
+
+/// How the walk of one slice ended.
+enum Walked {
+    /// Every page of the slice was listed and stored.
+    Complete,
+    /// The pass ran out of pages or time first.
+    OutOfBudget,
+    /// Another process took the turn.
+    NotOurTurn,
+}
+
+/// Lists and stores every page of `[start, end)`, within the budget.
+async fn walk<DB: Backend>(
+    inner: &Inner<DB>,
+    settings: &Reconcile,
+    owner: &str,
+    start: i64,
+    end: i64,
+    budget: &mut Budget,
+    report: &mut PassReport,
+) -> Result<Walked, PassError> {
+    let namespace = inner.config.namespace.as_str();
+    // Every page of the slice, through the API client: only the events
+    // inside it come back, and a list whose cursor repeats or whose events
+    // stop moving back in time ends the pass. One page is held at a time.
+    let mut pages = settings.api.events(EventsQuery {
+        created_gte: Some(start),
+        created_lt: Some(end),
+        limit: PAGE_LIMIT,
+        ..EventsQuery::default()
+    });
+    loop {
+        if budget.pages_left == 0
+            || budget
+                .until
+                .is_some_and(|until| tokio::time::Instant::now() >= until)
+        {
+            return Ok(Walked::OutOfBudget);
+        }
+        budget.pages_left -= 1;
+        let Some(page) = pages.next().await else {
+            return Ok(Walked::Complete);
+        };
+        report.requests += 1;
+        super::metrics::request(namespace);
+        let page = page.map_err(PassError::Api)?;
+        report.listed += page.events.len();
+        report.outside += page.outside;
+        report.stored += store_missing(inner, &page.events).await?;
+        if !page.has_more || page.cursor.is_none() {
+            return Ok(Walked::Complete);
+        }
+        // A long backlog: keep the turn while paging.
+        if !take_turn(inner, settings, owner).await? {
+            return Ok(Walked::NotOurTurn);
+        }
+    }
 }
 
 /// Takes or renews this process's turn, for three intervals.

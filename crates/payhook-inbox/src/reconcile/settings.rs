@@ -17,6 +17,11 @@ pub const DEFAULT_OVERLAP: Duration = Duration::from_secs(60);
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// The longest wait between failed passes: 10 minutes.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
+/// The most pages one pass asks for unless configured otherwise: 1 000
+/// (100 000 events).
+pub const DEFAULT_MAX_PAGES: u32 = 1000;
+/// The longest one pass pages for unless configured otherwise: 10 minutes.
+pub const DEFAULT_MAX_PASS_TIME: Duration = Duration::from_secs(600);
 
 /// The reconciler's settings: the service's API and how often to compare.
 /// Give them to [`InboxBuilder::reconcile`](crate::InboxBuilder::reconcile).
@@ -27,6 +32,8 @@ pub struct Reconcile {
     pub(super) overlap: Duration,
     /// How old an event must be before a pass takes it: one interval.
     pub(super) settle: Duration,
+    pub(super) max_pages: u32,
+    pub(super) max_pass_time: Duration,
 }
 
 impl Reconcile {
@@ -45,6 +52,8 @@ impl Reconcile {
             interval: DEFAULT_INTERVAL,
             overlap: DEFAULT_OVERLAP,
             settle: DEFAULT_INTERVAL,
+            max_pages: DEFAULT_MAX_PAGES,
+            max_pass_time: DEFAULT_MAX_PASS_TIME,
         })
     }
 
@@ -65,6 +74,41 @@ impl Reconcile {
     /// one, and still be found.
     pub fn overlap(mut self, overlap: Duration) -> Self {
         self.overlap = overlap.min(payhook_core::defaults::MAX_DURATION);
+        self
+    }
+
+    /// The most pages one pass asks for (default [`DEFAULT_MAX_PAGES`], at
+    /// least 1). A backlog larger than a pass can page is walked in time
+    /// slices, oldest first, over the following passes: the mark moves at
+    /// the end of each slice, so every pass ends and the backlog completes.
+    ///
+    /// ```
+    /// use payhook::inbox::Reconcile;
+    ///
+    /// let settings = Reconcile::new("http://127.0.0.1:12111", "sk_test_1").unwrap().max_pages(50);
+    /// # drop(settings);
+    /// ```
+    pub fn max_pages(mut self, pages: u32) -> Self {
+        self.max_pages = pages.max(1);
+        self
+    }
+
+    /// The longest one pass pages for (default [`DEFAULT_MAX_PASS_TIME`]):
+    /// checked before each request, so a pass ends within this and one
+    /// request's timeout. As with [`max_pages`](Self::max_pages), the rest of
+    /// the window follows in time slices.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use payhook::inbox::Reconcile;
+    ///
+    /// let settings = Reconcile::new("http://127.0.0.1:12111", "sk_test_1")
+    ///     .unwrap()
+    ///     .max_pass_time(Duration::from_secs(120));
+    /// # drop(settings);
+    /// ```
+    pub fn max_pass_time(mut self, time: Duration) -> Self {
+        self.max_pass_time = time.min(payhook_core::defaults::MAX_DURATION);
         self
     }
 
