@@ -49,6 +49,7 @@ mod interop;
 mod metrics_example;
 mod reconcile_bounds;
 mod reconcile_e2e;
+mod rotation_procedure;
 mod secret_rotation;
 mod settle_by_status;
 mod source_allowlist;

@@ -107,6 +107,16 @@ pub enum Command {
     #[cfg(feature = "emulate")]
     #[command(after_help = EMULATOR_CLIENT_HELP)]
     Events(crate::events::EventsArgs),
+    /// Act on a running emulator's webhook endpoints: `roll-secret WE` rolls one's
+    /// signing secret with an overlap, appending the new one to a secret file.
+    #[cfg(feature = "emulate")]
+    #[command(after_help = EMULATOR_CLIENT_HELP)]
+    Endpoints(crate::endpoints::EndpointsArgs),
+    /// Read or change a running emulator's faults (`show`, `set --undeliverable P …`),
+    /// keeping everything it holds.
+    #[cfg(feature = "emulate")]
+    #[command(after_help = EMULATOR_CLIENT_HELP)]
+    Faults(crate::faults::FaultsArgs),
     /// Look into a durable inbox: list, show, retry, replay and purge events.
     #[cfg(feature = "inbox")]
     Inbox(crate::inbox::InboxArgs),

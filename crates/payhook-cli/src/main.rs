@@ -8,6 +8,9 @@
 //!   service in test mode: its API, and signed deliveries with retries and faults.
 //! * `payhook trigger` and `payhook events resend` (feature `emulate`) produce
 //!   and resend events through a running emulator, and follow their deliveries;
+//!   `payhook endpoints roll-secret` rolls an endpoint's signing secret into a
+//!   secret file, and `payhook faults show|set` reads and changes the faults
+//!   of a running emulator;
 //! * `payhook inbox` lists, shows, retries, replays and purges durable-inbox
 //!   events, pauses and resumes event types, and acts on events in bulk;
 //! * `payhook reconcile` lists the payment service's events and stores the
@@ -20,7 +23,7 @@
 //!
 //! `main.rs` dispatches; `cli.rs` holds the clap definitions; one file per
 //! command family (`sign.rs`, `verify.rs`, `send.rs`, `trigger.rs`,
-//! `events.rs`, `emulate.rs`, `inbox.rs` with `inbox_bulk.rs`, and
+//! `events.rs`, `endpoints.rs`, `faults.rs`, `emulate.rs`, `inbox.rs` with `inbox_bulk.rs`, and
 //! `reconcile/`), with `client.rs` (the HTTP client that POSTs signed
 //! deliveries, for `send` and `reconcile --forward-to`), `scheme.rs` (the
 //! `--scheme service|standard` value `sign`, `verify` and `emulate` share),
@@ -39,8 +42,12 @@ mod emulate;
 #[cfg(feature = "emulate")]
 mod emulator_api;
 #[cfg(feature = "emulate")]
+mod endpoints;
+#[cfg(feature = "emulate")]
 mod events;
 mod failure;
+#[cfg(feature = "emulate")]
+mod faults;
 #[cfg(feature = "inbox")]
 mod inbox;
 #[cfg(feature = "inbox")]
@@ -77,6 +84,10 @@ fn main() -> ExitCode {
         Command::Trigger(args) => trigger::run(&args),
         #[cfg(feature = "emulate")]
         Command::Events(args) => events::run(&args),
+        #[cfg(feature = "emulate")]
+        Command::Endpoints(args) => endpoints::run(&args),
+        #[cfg(feature = "emulate")]
+        Command::Faults(args) => faults::run(&args),
         #[cfg(feature = "inbox")]
         Command::Inbox(args) => inbox::run(&args),
         #[cfg(feature = "inbox")]

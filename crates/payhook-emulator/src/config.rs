@@ -112,6 +112,11 @@ impl Default for RetrySchedule {
     }
 }
 
+/// The longest [`Faults::delay`] and [`Faults::reorder_window`].
+const MAX_FAULT_DELAY: Duration = Duration::from_secs(3600);
+/// The largest [`Faults::skew`], either way: 366 days.
+const MAX_SKEW_SECS: u64 = 366 * 24 * 3600;
+
 /// Faults injected into deliveries to test a receiver; all off by default.
 ///
 /// Every random choice (which deliveries are duplicated, whether a copy is
@@ -231,6 +236,71 @@ impl Faults {
         self.seed
     }
 
+    /// The probability of [`duplicates`](Self::duplicates).
+    pub fn duplicates_value(&self) -> f64 {
+        self.duplicates
+    }
+
+    /// Whether [`reorder`](Self::reorder) is on.
+    pub fn reorder_value(&self) -> bool {
+        self.reorder
+    }
+
+    /// The window of [`reorder`](Self::reorder).
+    pub fn reorder_window_value(&self) -> Duration {
+        self.reorder_window
+    }
+
+    /// The [`delay`](Self::delay) before every first attempt.
+    pub fn delay_value(&self) -> Duration {
+        self.delay
+    }
+
+    /// The signing clock's [`skew`](Self::skew), in seconds.
+    pub fn skew_value(&self) -> i64 {
+        self.skew_secs
+    }
+
+    /// Whether [`drop_first`](Self::drop_first) is on.
+    pub fn drop_first_value(&self) -> bool {
+        self.drop_first
+    }
+
+    /// The probability of [`undeliverable`](Self::undeliverable).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use payhook::emulator::Faults;
+    ///
+    /// let faults = Faults::default().undeliverable(0.25).delay(Duration::from_millis(40));
+    /// assert_eq!(faults.undeliverable_value(), 0.25);
+    /// assert_eq!(faults.delay_value(), Duration::from_millis(40));
+    /// assert!(!faults.reorder_value() && !faults.drop_first_value());
+    /// ```
+    pub fn undeliverable_value(&self) -> f64 {
+        self.undeliverable
+    }
+
+    /// Turns [`reorder`](Self::reorder) off again, for example in the faults
+    /// a running emulator is given ([`Emulator::set_faults`](crate::Emulator::set_faults)).
+    ///
+    /// ```
+    /// use payhook::emulator::Faults;
+    ///
+    /// let calm = Faults::default().reorder().drop_first().no_reorder().no_drop_first();
+    /// assert!(!calm.reorder_value() && !calm.drop_first_value());
+    /// ```
+    pub fn no_reorder(mut self) -> Self {
+        self.reorder = false;
+        self
+    }
+
+    /// Turns [`drop_first`](Self::drop_first) off again.
+    pub fn no_drop_first(mut self) -> Self {
+        self.drop_first = false;
+        self
+    }
+
     pub(crate) fn check(&self) -> Result<(), StartError> {
         if !(0.0..=1.0).contains(&self.duplicates) {
             return Err(StartError::Setting(
@@ -240,6 +310,21 @@ impl Faults {
         if !(0.0..=1.0).contains(&self.undeliverable) {
             return Err(StartError::Setting(
                 "the undeliverable probability must be between 0 and 1".into(),
+            ));
+        }
+        if self.delay > MAX_FAULT_DELAY || self.reorder_window > MAX_FAULT_DELAY {
+            return Err(StartError::Setting(
+                "the delay and the reorder window are at most one hour".into(),
+            ));
+        }
+        if self.reorder_window.is_zero() {
+            return Err(StartError::Setting(
+                "the reorder window must be longer than zero".into(),
+            ));
+        }
+        if self.skew_secs.unsigned_abs() > MAX_SKEW_SECS {
+            return Err(StartError::Setting(
+                "the clock skew is at most 366 days either way".into(),
             ));
         }
         Ok(())
@@ -345,16 +430,31 @@ impl Limits {
     }
 }
 
-/// Settings, fixed at start.
+/// Settings, fixed at start but for the faults, which the API and
+/// [`Emulator::set_faults`](crate::Emulator::set_faults) change while it runs.
 pub(crate) struct Config {
     pub fixed_key: Option<String>,
     pub retry: RetrySchedule,
     pub attempt_timeout: Duration,
-    pub faults: Faults,
+    /// Read at each decision (a clone: a few words), so a change applies to
+    /// the next attempt of every delivery, retries of earlier events included.
+    pub faults: std::sync::RwLock<Faults>,
     pub limits: Limits,
     pub api_latency: Duration,
     pub signature_header: http::HeaderName,
     pub scheme: DeliveryScheme,
+}
+
+impl Config {
+    /// The faults in force now.
+    pub fn faults(&self) -> Faults {
+        self.faults.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Puts `faults` in force for every attempt from now on.
+    pub fn set_faults(&self, faults: Faults) {
+        *self.faults.write().unwrap_or_else(|e| e.into_inner()) = faults;
+    }
 }
 
 // By hand: the fixed API key is a secret and stays out of Debug output.

@@ -22,7 +22,8 @@
 //! | `POST /v1/events/:id/resend` | delivers the event again (optional `webhook_endpoint`: to that endpoint only); answers `{"object":"event_resend","event","resend","webhook_endpoints"}` |
 //! | `GET /v1/events/:id/delivery_attempts` | every attempt to deliver the event, newest first |
 //! | `POST /v1/webhook_endpoints`, `GET /v1/webhook_endpoints[/:id]`, `DELETE /v1/webhook_endpoints/:id` | register (`url`, `enabled_events`, `description`; the reply alone shows the `secret`; a `url` with a user name or password is refused, as deliveries are authenticated by their signature and the URL is logged and listed), list, retrieve, remove |
-//! | `POST /v1/webhook_endpoints/:id/roll_secret` | a new secret; the old one keeps signing beside it for `expires_in` seconds |
+//! | `POST /v1/webhook_endpoints/:id/roll_secret` | a new secret; the old one keeps signing beside it for `expires_in` seconds (the reply's `previous_secret_expires_at` says until when) |
+//! | `GET /v1/test_helpers/faults`, `POST /v1/test_helpers/faults` | the [`Faults`] in force, read and changed while it runs (`duplicates`, `reorder`, `reorder_window_ms`, `delay_ms`, `skew`, `drop_first`, `undeliverable`; those not given stay) |
 //!
 //! Lists take `limit` (1–100, default 10), `starting_after` or `ending_before`
 //! and answer `{"object":"list","data":[…],"has_more":…,"url":…}`. A `POST` with
@@ -228,6 +229,7 @@
 //! | `api/pagination.rs` | `limit` / `starting_after` / `ending_before` read, `{"object":"list",…}` written |
 //! | `api/payment_intents.rs` | create, retrieve, list, the succeed / fail test helpers |
 //! | `api/endpoints.rs` | register (secret shown once), retrieve, list, delete, roll the secret |
+//! | `api/faults.rs` | the faults in force, read and changed while the emulator runs |
 //! | `api/events.rs` | creating an event (body fixed once), retrieve, list with filters, delivery attempts, resend |
 //! | `delivery/mod.rs` | the delivery queue: bounded slots, worker pool, duplicates / reordering / delays, retry scheduling |
 //! | `delivery/send.rs` | one HTTP attempt: signed at attempt time (clock-skew fault), pooled client, `Retry-After`, the reply's first bytes; `AttemptOutcome` |
@@ -264,8 +266,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use payhook_core::event::{PAYMENT_INTENT_FAILED, PAYMENT_INTENT_SUCCEEDED};
 use payhook_api::NewPaymentIntent;
+use payhook_core::event::{PAYMENT_INTENT_FAILED, PAYMENT_INTENT_SUCCEEDED};
 use payhook_core::PaymentIntent;
 
 pub use config::{DeliveryScheme, Faults, Limits, RetrySchedule};
@@ -607,7 +609,7 @@ impl EmulatorBuilder {
                 fixed_key: self.api_key,
                 retry: self.retry,
                 attempt_timeout: self.attempt_timeout,
-                faults: self.faults,
+                faults: std::sync::RwLock::new(self.faults),
                 limits: self.limits,
                 api_latency: self.api_latency,
                 signature_header,
@@ -719,6 +721,41 @@ impl Emulator {
     /// The seed of the fault decisions (chosen at random unless set).
     pub fn seed(&self) -> u64 {
         self.shared.seed
+    }
+
+    /// The faults in force now, as `GET /v1/test_helpers/faults` shows them
+    /// (with the [seed](Self::seed)).
+    pub fn faults(&self) -> Faults {
+        self.shared.config.faults().seed(self.shared.seed)
+    }
+
+    /// Changes the faults while the emulator runs, as
+    /// `POST /v1/test_helpers/faults` does: every attempt from now on (the
+    /// retries of earlier events too) follows them, and nothing it holds —
+    /// intents, events, endpoints, attempts — is lost. The seed stays the
+    /// one it started with.
+    ///
+    /// ```
+    /// use payhook::emulator::{Emulator, Faults};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let emulator = Emulator::builder().start().await.unwrap();
+    /// // Now the endpoint goes down: every event undeliverable…
+    /// emulator.set_faults(emulator.faults().undeliverable(1.0)).unwrap();
+    /// // …and back up.
+    /// emulator.set_faults(Faults::default()).unwrap();
+    /// assert_eq!(emulator.faults().undeliverable_value(), 0.0);
+    /// # emulator.shutdown().await;
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// A `400` naming the setting for a probability outside 0–1, a delay or
+    /// reorder window over one hour (or a zero window), a skew over 366 days,
+    /// or a seed other than the emulator's.
+    pub fn set_faults(&self, faults: Faults) -> Result<(), RequestError> {
+        api::put_faults(&self.shared, faults).map_err(RequestError::from)
     }
 
     /// Registers a webhook endpoint for every event type and returns its id and

@@ -133,7 +133,18 @@ impl Endpoint {
             livemode: false,
             secret: shown.map(|shown| shown.secret.as_str()),
             public_key: shown.and_then(|shown| shown.public_key.as_deref()),
+            previous_secret_expires_at: self.overlap_until(crate::unix_seconds()),
         }
+    }
+
+    /// The unix second the secret before the last roll stops signing, while
+    /// it still signs at `now`.
+    pub fn overlap_until(&self, now: u64) -> Option<u64> {
+        self.keys
+            .previous
+            .as_ref()
+            .map(|(_, until)| *until)
+            .filter(|until| *until > now)
     }
 }
 
@@ -166,6 +177,11 @@ pub(crate) struct EndpointObject<'a> {
     /// The `whpk_` public key (Standard Webhooks deliveries only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub public_key: Option<&'a str>,
+    /// When the secret before the last roll stops signing (unix seconds):
+    /// in a roll's reply always (the roll's own second for `expires_in=0`),
+    /// elsewhere while that secret still signs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_secret_expires_at: Option<u64>,
 }
 
 /// A webhook endpoint registered through [`Emulator::register_endpoint`](crate::Emulator::register_endpoint).

@@ -195,6 +195,30 @@ impl Params {
         Ok(Some(value))
     }
 
+    /// A short value given as text, a JSON string, or a JSON number or
+    /// boolean (as written), for the caller to parse.
+    pub fn take_scalar(&mut self, name: &str) -> Result<Option<String>, ApiError> {
+        let Some(param) = self.fields.remove(name) else {
+            return Ok(None);
+        };
+        let text = match param {
+            Param::Text(text) => text,
+            Param::Json(raw) => {
+                let raw = raw.get().trim();
+                if raw.starts_with('"') {
+                    serde_json::from_str::<String>(raw).unwrap_or_default()
+                } else if raw.starts_with(['[', '{']) {
+                    String::new()
+                } else {
+                    raw.to_owned()
+                }
+            }
+            Param::Bracketed(_) => String::new(),
+        };
+        check_length(name, &text, 40)?;
+        Ok(Some(text))
+    }
+
     /// A string of at most `max_chars` characters.
     pub fn take_string(&mut self, name: &str, max_chars: usize) -> Result<Option<String>, ApiError> {
         let Some(param) = self.fields.remove(name) else {

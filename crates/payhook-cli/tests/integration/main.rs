@@ -7,6 +7,7 @@
 mod support;
 
 mod emulate;
+mod faults;
 mod hostile_peer;
 mod https;
 mod inbox;

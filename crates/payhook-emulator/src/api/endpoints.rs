@@ -202,7 +202,11 @@ pub(crate) fn roll_secret_op(
         .modify(id, |endpoint| {
             let previous = (expires_in > 0).then(|| (endpoint.keys.current.clone(), until));
             endpoint.keys = Arc::new(SigningKeys { current, previous });
-            to_json(&endpoint.to_object(Some(&shown)))
+            let mut object = endpoint.to_object(Some(&shown));
+            // The reply says when the old secret stops signing, also when
+            // that is now (`expires_in=0`).
+            object.previous_secret_expires_at = Some(until);
+            to_json(&object)
         })
         .ok_or_else(|| ApiError::missing("id", "webhook_endpoint", id))??;
     Ok(OpReply {

@@ -5,6 +5,7 @@
 
 mod endpoints;
 mod events;
+mod faults;
 mod idempotency;
 mod pagination;
 mod payment_intents;
@@ -26,6 +27,7 @@ use crate::Shared;
 
 pub(crate) use endpoints::{create_endpoint_op, insert_endpoint, parse_endpoint_url};
 pub(crate) use events::resend_op;
+pub(crate) use faults::put_faults;
 pub(crate) use payment_intents::{new_payment_intent, new_payment_intent_of, settle};
 
 use endpoints::{delete_endpoint, get_endpoint, list_endpoints, roll_secret_op};
@@ -73,6 +75,10 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route(
             "/v1/webhook_endpoints/{id}/roll_secret",
             post(|s, k, p, h, b| object_post(s, k, p, h, b, "roll_secret", roll_secret_op)),
+        )
+        .route(
+            "/v1/test_helpers/faults",
+            get(faults::get_faults).post(faults::post_faults),
         )
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)

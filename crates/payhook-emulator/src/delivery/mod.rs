@@ -139,7 +139,7 @@ pub(crate) fn enqueue(
     endpoints: Vec<(String, u64)>,
     resend: u64,
 ) {
-    let faults = &shared.config.faults;
+    let faults = shared.config.faults();
     let mut ready = Vec::new();
     for (endpoint_id, endpoint_seq) in endpoints {
         let job = Job {
@@ -275,7 +275,7 @@ fn start_copy(shared: &Arc<Shared>, job: Job, slot: Slot) {
 
 /// Queues a delivery's first attempt, after the `delay` fault if one is set.
 fn first_attempt(shared: &Arc<Shared>, due: Due) {
-    let delay = shared.config.faults.delay;
+    let delay = shared.config.faults().delay;
     if delay.is_zero() {
         queue(shared, due);
     } else {
@@ -373,7 +373,7 @@ async fn work(shared: Arc<Shared>) {
 async fn flush_reordered(shared: Arc<Shared>) {
     let mut shutdown = shared.shutdown.clone();
     tokio::select! {
-        () = tokio::time::sleep(shared.config.faults.reorder_window) => {}
+        () = tokio::time::sleep(shared.config.faults().reorder_window) => {}
         _ = shutdown.wait_for(|stop| *stop) => {}
     }
     let batch: Vec<Queued> = std::mem::take(
@@ -445,13 +445,13 @@ async fn attempt(shared: &Arc<Shared>, due: Due) {
     };
     // A resend stands for the endpoint being back: the fault spares it.
     let outcome = if job.resend == 0
-        && faults::undeliverable(shared.seed, config.faults.undeliverable, job.event_seq)
+        && faults::undeliverable(shared.seed, config.faults().undeliverable, job.event_seq)
     {
         AttemptOutcome::not_sent(UNDELIVERABLE_BY_FAULT)
     } else {
         attempt_once(shared, uri, &keys, &job.event_id, &event.body).await
     };
-    let dropped = config.faults.drop_first && attempt == 1;
+    let dropped = config.faults().drop_first && attempt == 1;
     // A 2xx whose reply did not finish within the timeout (or broke off) is
     // no acknowledgement: the receiver may still be stuck in its handler.
     let acknowledged =

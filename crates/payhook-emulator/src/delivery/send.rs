@@ -137,7 +137,7 @@ pub(super) async fn attempt_once(
 ) -> AttemptOutcome {
     let started_at_ms = unix_millis();
     let now = started_at_ms / 1000;
-    let skew = shared.config.faults.skew_secs;
+    let skew = shared.config.faults().skew_secs;
     let signed_at = if skew >= 0 {
         now.saturating_add(skew.unsigned_abs())
     } else {
