@@ -175,3 +175,47 @@ async fn each_reload_is_logged_with_the_count_and_a_refused_file_at_warn() {
     );
     assert!(!line.contains("logged"), "the file's content was logged: {line}");
 }
+
+/// With `PAYHOOK_SCHEME=standard` the file holds Standard Webhooks keys, a
+/// `whsec_` secret and a `whpk_` public key here, reloaded on `SIGHUP` alike.
+#[tokio::test]
+async fn standard_webhooks_keys_from_the_file_are_reloaded_on_sighup() {
+    use payhook::sender::{
+        generate_standard_keypair, generate_standard_secret, unique_message_id, StandardDelivery,
+    };
+    let secret = generate_standard_secret().unwrap();
+    let (signing_key, public_key) = generate_standard_keypair().unwrap();
+    let path = secret_file(&format!("{secret}\n"));
+    let receiver = Example::start(
+        "axum_receiver",
+        &[
+            ("PAYHOOK_SCHEME", "standard"),
+            ("PAYHOOK_SECRET_FILE", path.to_str().unwrap()),
+        ],
+    );
+    let deliver = |key: String| {
+        let receiver = &receiver;
+        async move {
+            let body = EventBuilder::payment_intent_succeeded().to_json();
+            let delivery = StandardDelivery::now(body, unique_message_id(), &key).unwrap();
+            receiver
+                .post_with(delivery.body.clone(), delivery.headers())
+                .await
+                .0
+        }
+    };
+    assert_eq!(deliver(secret.clone()).await, 200);
+    assert_eq!(deliver(signing_key.clone()).await, 400);
+
+    rewrite(&path, &format!("{public_key}\n"));
+    hangup(&receiver);
+    let sent = Instant::now();
+    loop {
+        if deliver(signing_key.clone()).await == 200 {
+            break;
+        }
+        assert!(sent.elapsed() < RELOAD_WITHIN, "the whpk_ key is not in force");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(deliver(secret).await, 400);
+}
