@@ -108,6 +108,9 @@
 //! - `model/rows.rs` — crate-internal rows passed between intake, workers and
 //!   the database (`NewRow`, `Claimed`, `ClaimRequest`, `ClaimResult`,
 //!   `AttemptRecord`).
+//! - `model/source.rs` — `Source`: where a stored event came from, a delivery
+//!   or the reconciler (`source = 'reconciled'`), as the tools filter and show it.
+//! - `model/mod.rs` — the model's module list and its re-exports.
 //! - `clock.rs` — now in Unix milliseconds, lease tokens, backoff jitter.
 //! - `error.rs` — `InboxError`, the kind of a database failure, and the escaping
 //!   of sender-chosen ids before a log line or error text.
@@ -147,6 +150,10 @@
 //!   `renew`, `mark_done_in` (running → done in the handler's transaction, the
 //!   attempt counted), `record_failure` (running → pending later, or dead, the
 //!   attempt counted).
+//! - `queue_tests.rs` — `queue.rs`'s tests of the PostgreSQL claim against a
+//!   real database: from a window of events held back by their intents, the
+//!   first event of each free intent and the events without one, no more than
+//!   asked for.
 //! - `progress.rs` — the workers' batched writes after a claim: `progress`
 //!   (suspects' start marks, which count their attempt first, and done marks
 //!   with their attempt's number and record, in one statement on PostgreSQL,
@@ -165,6 +172,11 @@
 //! - `duplicates.rs` — the duplicates record: when each duplicate delivery was
 //!   acknowledged (written by the intake after its replies, kept a day), so the
 //!   overview counts duplicates apart from first deliveries.
+//! - `reconcile_state.rs` — `ReconcilerRecord`, the reconciler's state in the
+//!   database: whose turn a namespace is (a lease one process holds, taken
+//!   over once it runs out), up to when the service's events are known to be
+//!   in the inbox, how the last passes went, and which of a page's ids the
+//!   inbox has.
 //! - `reads/mod.rs` — depth, `list`, `show`, the paused types (`paused`),
 //!   whether a database holds an inbox, the SQLite main file.
 //! - `reads/dashboard.rs` — the dashboard's counts, activity chart, keyset
@@ -198,6 +210,8 @@
 //! - `writers/intake.rs` — the intake's writer task: one multi-row insert per
 //!   batch of deliveries, each answered after its commit; then the
 //!   duplicates, recorded and compared with their stored events.
+//! - `writers/mod.rs` — the batching writers' module: each a task writing
+//!   what waits in its queue in one statement.
 //! - `inbox/mod.rs` — `Inbox`: the handle (ingest, start the workers, wait
 //!   until idle); `inbox/builder.rs` — `InboxBuilder`, its settings and the
 //!   start of a running inbox; `inbox/intake.rs` — one verified delivery to a
@@ -211,6 +225,25 @@
 //!   dashboard), and `parse_age`; re-exports the model under `admin::`. It holds
 //!   no SQL; the dashboard and the CLI hold neither SQL nor the list of states
 //!   (they iterate `State::ALL` and `Stats::counts()`).
+//! - `admin/bulk.rs` — `Admin::bulk_count` and `Admin::bulk_run`: the count
+//!   first, then the run over what was counted in batches of `BULK_BATCH`,
+//!   resting between them.
+//! - `admin/reconcile.rs` — feature `reconcile`: `Admin::missing` and
+//!   `Admin::store_reconciled`, reconciling by hand over a window the operator
+//!   chose (`payhook reconcile`).
+//!
+//! **The reconciler (feature `reconcile`) — every event the service created
+//! handled once, the ones no delivery brought included**
+//!
+//! - `reconcile/mod.rs` — the reconciler's docs (why, the window, the turn,
+//!   each bound) and `run`, its passes every interval until the inbox stops.
+//! - `reconcile/settings.rs` — `Reconcile`: its settings (the API, interval,
+//!   overlap, pages and time per pass), their defaults and bounds.
+//! - `reconcile/pass.rs` — one pass over one namespace: take the turn, list
+//!   the window's events, store the ones the inbox lacks, move the mark.
+//! - `reconcile/store.rs` — storing what the events list has and the inbox
+//!   lacks, through the intake's insert: the part of a pass `Admin` runs too.
+//! - `reconcile/metrics.rs` — the reconciler's metrics and failure reasons.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

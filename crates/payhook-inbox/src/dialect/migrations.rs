@@ -233,4 +233,74 @@ mod tests {
         );
         assert_eq!(MIGRATIONS[13].statements(Dialect::Sqlite).count(), 0);
     }
+
+    /// Every table the `.sql` files write to or read from is one of the
+    /// crate's table names (`table!` and its siblings), compared as a whole
+    /// word: the identifier after `TABLE`, `ON`, `INTO`, `FROM`, `UPDATE`,
+    /// `JOIN` or `REFERENCES` (past `IF NOT EXISTS`, `ONLY`), when it starts
+    /// with `payhook`, must be one of them, so the table a `CREATE TABLE`,
+    /// `CREATE INDEX … ON` or `ALTER TABLE` acts on is exactly one of them;
+    /// every statement but a `DROP INDEX` names one, and each table is
+    /// created by some migration (the schema table by the runner).
+    #[test]
+    fn statements_name_the_crate_tables_exactly() {
+        let tables = [
+            crate::TABLE,
+            crate::dialect::SCHEMA_TABLE,
+            crate::dialect::ATTEMPTS_TABLE,
+            crate::dialect::PAUSED_TABLE,
+            crate::dialect::DUPLICATES_TABLE,
+            crate::dialect::DIFFERING_TABLE,
+            crate::dialect::RECONCILER_TABLE,
+            crate::dialect::tally_table!(),
+        ];
+        let mut created = std::collections::BTreeSet::<String>::new();
+        for migration in &MIGRATIONS {
+            for dialect in [Dialect::Sqlite, Dialect::Postgres] {
+                for statement in migration.statements(dialect) {
+                    let words: Vec<&str> = statement
+                        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .filter(|word| !word.is_empty())
+                        .collect();
+                    let mut named = Vec::new();
+                    for (at, word) in words.iter().enumerate() {
+                        let keyword = word.to_ascii_uppercase();
+                        if !["TABLE", "ON", "INTO", "FROM", "UPDATE", "JOIN", "REFERENCES"]
+                            .contains(&keyword.as_str())
+                        {
+                            continue;
+                        }
+                        let name = words[at + 1..].iter().find(|next| {
+                            !["IF", "NOT", "EXISTS", "ONLY"].contains(&next.to_ascii_uppercase().as_str())
+                        });
+                        if let Some(name) =
+                            name.filter(|name| name.to_ascii_lowercase().starts_with("payhook"))
+                        {
+                            assert!(
+                                tables.contains(name),
+                                "version {} on {dialect:?} names the table `{name}`, which is none of {tables:?}: {statement}",
+                                migration.version
+                            );
+                            named.push(*name);
+                        }
+                    }
+                    // Only a dropped index names no table.
+                    assert!(
+                        !named.is_empty() || statement.starts_with("DROP INDEX"),
+                        "version {} on {dialect:?} names no table: {statement}",
+                        migration.version
+                    );
+                    if statement.starts_with("CREATE TABLE") {
+                        created.insert(named[0].to_owned());
+                    }
+                }
+            }
+        }
+        for table in tables
+            .into_iter()
+            .filter(|table| *table != crate::dialect::SCHEMA_TABLE)
+        {
+            assert!(created.contains(table), "no migration creates `{table}`");
+        }
+    }
 }
