@@ -45,10 +45,7 @@ pub(crate) async fn purge_expired<DB: Backend>(db: &Database<DB>, config: &Confi
     let before = now_ms().saturating_sub(millis(config.retention));
     let batch = purge_batch(db.dialect);
     for _ in 0..PURGE_ROUND {
-        match db
-            .write(DB::purge(db, &config.namespace, before, batch))
-            .await
-        {
+        match db.write(DB::purge(db, &config.namespace, before, batch)).await {
             Ok(deleted) if deleted < u64::try_from(batch).unwrap_or(u64::MAX) => return false,
             Ok(_) => {}
             Err(err) => {
