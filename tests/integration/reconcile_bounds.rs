@@ -751,3 +751,28 @@ async fn a_backlog_larger_than_a_pass_completes_in_time_slices() {
         "{moved:?}"
     );
 }
+
+/// A list slower than the turn's lease (11 s a reply, a 10 s lease at a
+/// 200 ms interval): the holder renews its turn while it waits, so the
+/// other inbox never reconciles at the same time — one request in flight,
+/// not two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_list_does_not_let_two_inboxes_reconcile_at_once() {
+    let (api, base) = fake_api().await;
+    *api.delay.lock().unwrap() = Duration::from_secs(11);
+    let url = sqlite_url("payhook-reconcile-slow-turn");
+    let (first, second) = (
+        inbox(&url, &base, 200, |b| b).await,
+        inbox(&url, &base, 200, |b| b).await,
+    );
+    let handled = Handled::default();
+    let (a, b) = (start(&first, &handled), start(&second, &handled));
+    tokio::time::sleep(Duration::from_millis(10_800)).await;
+    assert_eq!(
+        api.requests().len(),
+        1,
+        "a second inbox listed while the first waited on its request"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}

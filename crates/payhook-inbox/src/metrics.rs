@@ -17,7 +17,7 @@
 //! | `payhook_inbox_paused_types` | gauge | event types paused ([`Admin::pause`](crate::admin::Admin::pause)) |
 //! | `payhook_inbox_paused_pending` | gauge | events of paused types waiting (also counted in `payhook_inbox_pending`) |
 //! | `payhook_inbox_handler_seconds` | histogram | time in the handler, commit included |
-//! | `payhook_inbox_reconciled_total` | counter | events the reconciler stored because no delivery of them arrived, by `type` (feature `reconcile`): each one is a missed delivery |
+//! | `payhook_inbox_reconciled_total` | counter | events the reconciler stored because no delivery of them arrived, by `type` (feature `reconcile`): each one is a missed delivery; `type` is the catalogue's name, or `other` for a type outside it |
 //! | `payhook_inbox_reconcile_requests_total` | counter | requests to the service's events list |
 //! | `payhook_inbox_reconcile_failures_total` | counter | passes that failed, by `reason`: `unauthorized` (the reconciler stopped), `throttled`, `unreachable`, `bad_reply`, `broken_list` (a cursor came back, or the events stopped moving back in time), `database` |
 //! | `payhook_inbox_reconcile_last_success_timestamp_seconds` | gauge | when the last pass reached its end (Unix seconds) |

@@ -325,12 +325,27 @@ async fn into_inbox(
     // Oldest first, as the service created them.
     missing.reverse();
     let mut stored = 0u64;
+    // The events of the batches that went through (stored, or delivered
+    // meanwhile).
+    let mut tried = 0usize;
     for batch in missing.chunks(PAGE_LIMIT as usize) {
         let batch: Vec<&ListedEvent> = batch.iter().collect();
-        stored += admin
-            .store_reconciled(&batch)
-            .await
-            .map_err(crate::inbox::failure)?;
+        match admin.store_reconciled(&batch).await {
+            Ok(new) => {
+                stored += new;
+                tried += batch.len();
+            }
+            Err(err) => {
+                // What was stored stays (a worker handles it); say how much,
+                // and fail the run.
+                say!(
+                    "{stored} event(s) stored in the inbox (namespace {namespace}) as reconciled before \
+                     the error below; {} not stored: run the command again once it is fixed",
+                    missing.len() - tried
+                );
+                return Err(crate::inbox::failure(err));
+            }
+        }
     }
     say!(
         "{stored} event(s) stored in the inbox (namespace {namespace}) as reconciled: \

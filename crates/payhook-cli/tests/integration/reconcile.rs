@@ -816,3 +816,62 @@ async fn reconcile_redacts_the_trimmed_key_echoed_by_the_service() {
         "a part of the key was printed: {run:?}"
     );
 }
+
+/// `--yes` that stops midway (the newest of 101 missed events cannot be
+/// stored: its id is too long for the inbox) says how many were stored
+/// before the error and exits non-zero; the 100 stored stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_yes_stopping_midway_says_how_many_were_stored() {
+    use payhook_core::sender::SignedDelivery;
+
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let event = |id: &str, age: u64| {
+        format!(
+            r#"{{"id":"{id}","object":"event","type":"customer.created","created":{},"data":{{"object":{{}}}}}}"#,
+            now - age
+        )
+    };
+    // Newest first: the unstorable one, then 100 good ones.
+    let mut data = vec![event(&format!("evt_{}", "x".repeat(1000)), 10)];
+    data.extend((0..100).map(|n| event(&format!("evt_midway_{n:03}"), 20 + n)));
+    let page = format!(r#"{{"has_more":false,"data":[{}]}}"#, data.join(","));
+    let base = hostile_list(http::StatusCode::OK, page).await;
+    let dir = support::temp_dir("reconcile-midway");
+    let key_file = key_file(&dir, KEY);
+    let database = format!("sqlite://{}", dir.join("inbox.db").display());
+    // An inbox whose namespace holds one delivered event.
+    let receiver = payhook_core::Receiver::builder()
+        .secret("whsec_midway")
+        .build()
+        .unwrap();
+    let inbox = payhook_inbox::Inbox::builder(receiver)
+        .connect(&database)
+        .await
+        .expect("an inbox");
+    let delivery =
+        SignedDelivery::now(bytes::Bytes::from(event("evt_delivered", 30)), "whsec_midway").unwrap();
+    let reply = inbox.ingest(&delivery.headers(), delivery.body).await;
+    assert_eq!(reply.status().as_u16(), 200);
+    drop(inbox);
+    let run = reconcile(&[
+        "--api-base",
+        &base,
+        "--api-key-file",
+        key_file.to_str().unwrap(),
+        "--database-url",
+        &database,
+        "--yes",
+    ])
+    .await;
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("100 event(s) stored in the inbox (namespace payhook) as reconciled before the error"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("1 not stored"), "{run:?}");
+    assert_no_key(&run);
+}

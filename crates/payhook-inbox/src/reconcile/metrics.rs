@@ -40,11 +40,27 @@ pub(crate) fn request(namespace: &str) {
     metrics::counter!(RECONCILE_REQUESTS, "namespace" => namespace.to_owned()).increment(1);
 }
 
+/// The `type` label of an event type outside the catalogue.
+pub(crate) const OTHER_TYPE: &str = "other";
+
 pub(crate) fn reconciled(namespace: &str, event_type: &str) {
-    // The type is the event's, which the service sent: a label, escaped like
-    // every value shown from a request.
-    let event_type = payhook_core::untrusted::Untrusted::value(event_type).to_string();
-    metrics::counter!(RECONCILED, "namespace" => namespace.to_owned(), "type" => event_type).increment(1);
+    metrics::counter!(RECONCILED, "namespace" => namespace.to_owned(), "type" => type_label(event_type))
+        .increment(1);
+}
+
+/// The `type` label: a type of the event catalogue by its name, any other
+/// as [`OTHER_TYPE`], so a list sending a thousand made-up types makes one
+/// series, not a thousand.
+pub(crate) fn type_label(event_type: &str) -> &'static str {
+    payhook_core::event::EventType::find(event_type)
+        .and_then(|entry| {
+            entry
+                .names
+                .iter()
+                .find(|name| name.name == event_type)
+                .map(|name| name.name)
+        })
+        .unwrap_or(OTHER_TYPE)
 }
 
 #[allow(clippy::cast_precision_loss)]
@@ -59,4 +75,21 @@ pub(crate) fn failed(namespace: &str, reason: &'static str) {
 
 pub(crate) fn stopped(namespace: &str) {
     metrics::gauge!(RECONCILE_STOPPED, "namespace" => namespace.to_owned()).set(1.0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_type_label_is_a_catalogue_name_or_other() {
+        assert_eq!(type_label("payment_intent.succeeded"), "payment_intent.succeeded");
+        assert_eq!(
+            type_label("payment_intent.payment_failed"),
+            "payment_intent.payment_failed"
+        );
+        assert_eq!(type_label("made.up.type.1"), OTHER_TYPE);
+        assert_eq!(type_label("payment_intent.succeeded\n"), OTHER_TYPE);
+        assert_eq!(type_label(""), OTHER_TYPE);
+    }
 }

@@ -213,7 +213,22 @@ async fn walk<DB: Backend>(
             return Ok(Walked::OutOfBudget);
         }
         budget.pages_left -= 1;
-        let Some(page) = pages.next().await else {
+        // The turn is renewed while the request is in flight: a list slower
+        // than the lease must not let another replica reconcile meanwhile.
+        let renew_every = settings.turn() / 3;
+        let next = pages.next();
+        tokio::pin!(next);
+        let page = loop {
+            tokio::select! {
+                page = &mut next => break page,
+                () = tokio::time::sleep(renew_every) => {
+                    if !take_turn(inner, settings, owner).await? {
+                        return Ok(Walked::NotOurTurn);
+                    }
+                }
+            }
+        };
+        let Some(page) = page else {
             return Ok(Walked::Complete);
         };
         report.requests += 1;

@@ -118,8 +118,12 @@ impl Reconcile {
     }
 
     /// How long a turn lasts without renewal: three intervals, at least 10 s.
+    /// A pass renews it between pages and, while a request is in flight,
+    /// every third of it, so a slow list never lets another replica take
+    /// the turn while this one waits, and a crashed holder is taken over
+    /// once it runs out.
     pub(super) fn turn(&self) -> Duration {
-        (self.interval * 3).max(Duration::from_secs(10))
+        self.interval.saturating_mul(3).max(Duration::from_secs(10))
     }
 
     /// The wait after `failures` failed passes in a row.
