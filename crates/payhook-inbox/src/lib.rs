@@ -124,8 +124,11 @@
 //!   decision that depends on the database as a `Dialect` method (row-locking
 //!   clause, per-intent claim guard, migration lock, EXPLAIN form, missing-table
 //!   error, "is a file", one writer or many, a JSON list as rows (`json_rows`), a
-//!   column kept from driving a statement (`unindexed`)). No other file matches
-//!   on a `Dialect`.
+//!   column kept from driving a statement (`unindexed`)). Other files ask
+//!   these methods, and compare a `Dialect` only for what is not SQL:
+//!   `database.rs` (opening a SQLite file), `notify.rs` and
+//!   `inbox/builder.rs` (listening on PostgreSQL), `operations.rs`
+//!   (`purge_batch`).
 //! - `dialect/migrations.rs` with `migrations/sqlite/000N_*.sql` and
 //!   `migrations/postgres/000N_*.sql` — the numbered migrations, one `.sql` file
 //!   per version and database, loaded with `include_str!`.
