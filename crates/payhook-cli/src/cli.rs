@@ -28,26 +28,6 @@ The secret comes from --secret-file PATH, --secret - (stdin, for send), or the
 PAYHOOK_SECRET environment variable; --secret VALUE works too, but shows in `ps`.
 Output is coloured on a terminal unless NO_COLOR is set.";
 
-/// The exit codes and the API key of the commands that drive a running
-/// emulator (`trigger`, `events`), shown at the end of their `--help`: they
-/// take an API key, never a signing secret (the emulator signs the deliveries
-/// with each endpoint's own).
-#[cfg(feature = "emulate")]
-pub const EMULATOR_CLIENT_HELP: &str = "\
-Exit codes:
-  0  every endpoint the event went to acknowledged it
-  1  an endpoint did not (the emulator gave up, or --wait ran out), or no
-     endpoint is enabled for the event's type
-  2  usage error, or the emulator refused the request (a bad API key, an
-     unknown event or endpoint)
-  3  the emulator could not be reached
-
-The API key comes from --key or the PAYHOOK_API_KEY environment variable: the
-emulator's own --key, or any sk_test_… key if it was started without one;
---key VALUE works too, but shows in `ps`. No signing secret is needed: the
-emulator signs each delivery with the endpoint's own.
-Output is coloured on a terminal unless NO_COLOR is set.";
-
 /// Test a webhook receiver without the payment service: sign bodies, check
 /// signature headers, and send signed test events to an endpoint.
 #[derive(Debug, Parser)]
@@ -101,21 +81,21 @@ pub enum Command {
     /// endpoint enabled for the type acknowledged it, 1 if one did not (the emulator
     /// gave up, or --wait ran out), 3 if the emulator cannot be reached.
     #[cfg(feature = "emulate")]
-    #[command(after_help = EMULATOR_CLIENT_HELP)]
+    #[command(after_help = crate::emulator_api::EMULATOR_CLIENT_HELP)]
     Trigger(crate::trigger::TriggerArgs),
     /// Act on a running emulator's events: `resend EVT` delivers one again.
     #[cfg(feature = "emulate")]
-    #[command(after_help = EMULATOR_CLIENT_HELP)]
+    #[command(after_help = crate::emulator_api::EMULATOR_CLIENT_HELP)]
     Events(crate::events::EventsArgs),
     /// Act on a running emulator's webhook endpoints: `roll-secret WE` rolls one's
     /// signing secret with an overlap, appending the new one to a secret file.
     #[cfg(feature = "emulate")]
-    #[command(after_help = EMULATOR_CLIENT_HELP)]
+    #[command(after_help = crate::emulator_api::EMULATOR_CLIENT_HELP)]
     Endpoints(crate::endpoints::EndpointsArgs),
     /// Read or change a running emulator's faults (`show`, `set --undeliverable P …`),
     /// keeping everything it holds.
     #[cfg(feature = "emulate")]
-    #[command(after_help = EMULATOR_CLIENT_HELP)]
+    #[command(after_help = crate::emulator_api::EMULATOR_CLIENT_HELP)]
     Faults(crate::faults::FaultsArgs),
     /// Look into a durable inbox: list, show, retry, replay and purge events.
     #[cfg(feature = "inbox")]

@@ -21,6 +21,25 @@ use url::Url;
 use crate::failure::Failure;
 use crate::output::{paint_stdout, say, Colour};
 
+/// The exit codes and the API key of the commands that drive a running
+/// emulator (`trigger`, `events`), shown at the end of their `--help`: they
+/// take an API key, never a signing secret (the emulator signs the deliveries
+/// with each endpoint's own).
+pub const EMULATOR_CLIENT_HELP: &str = "\
+Exit codes:
+  0  every endpoint the event went to acknowledged it
+  1  an endpoint did not (the emulator gave up, or --wait ran out), or no
+     endpoint is enabled for the event's type
+  2  usage error, or the emulator refused the request (a bad API key, an
+     unknown event or endpoint)
+  3  the emulator could not be reached
+
+The API key comes from --key or the PAYHOOK_API_KEY environment variable: the
+emulator's own --key, or any sk_test_… key if it was started without one;
+--key VALUE works too, but shows in `ps`. No signing secret is needed: the
+emulator signs each delivery with the endpoint's own.
+Output is coloured on a terminal unless NO_COLOR is set.";
+
 /// How long one API request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest reply read from the API. The emulator's replies are a few

@@ -42,7 +42,7 @@ pub enum EndpointsCommand {
     /// previous secret's line and reload again. Exits 0 once rolled, 2 if the
     /// emulator refused (an unknown endpoint, a bad key) or the file cannot be
     /// written, 3 if the emulator cannot be reached.
-    #[command(after_help = crate::cli::EMULATOR_CLIENT_HELP)]
+    #[command(after_help = crate::emulator_api::EMULATOR_CLIENT_HELP)]
     RollSecret(RollSecretArgs),
 }
 

@@ -31,7 +31,7 @@ pub enum EventsCommand {
     /// acknowledged it, 1 if one did not (the emulator gave up, or --wait ran out),
     /// 2 if the emulator refused the request (an unknown event or endpoint), 3 if it
     /// cannot be reached.
-    #[command(after_help = crate::cli::EMULATOR_CLIENT_HELP)]
+    #[command(after_help = crate::emulator_api::EMULATOR_CLIENT_HELP)]
     Resend(ResendArgs),
 }
 

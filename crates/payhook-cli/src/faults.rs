@@ -24,12 +24,12 @@ pub struct FaultsArgs {
 #[derive(Debug, Subcommand)]
 pub enum FaultsCommand {
     /// Print the faults a running emulator injects now.
-    #[command(after_help = crate::cli::EMULATOR_CLIENT_HELP)]
+    #[command(after_help = crate::emulator_api::EMULATOR_CLIENT_HELP)]
     Show(ShowArgs),
     /// Change the faults of a running emulator: those given change, the others
     /// stay; every attempt from now on follows them (the retries of earlier events
     /// too). Prints the faults then in force.
-    #[command(after_help = crate::cli::EMULATOR_CLIENT_HELP)]
+    #[command(after_help = crate::emulator_api::EMULATOR_CLIENT_HELP)]
     Set(SetArgs),
 }
 
