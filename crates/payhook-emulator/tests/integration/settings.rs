@@ -8,6 +8,9 @@ use std::time::Duration;
 use payhook_emulator::{Emulator, Faults, Limits, RetrySchedule, StartError};
 use support::{RecordingReceiver, Script};
 
+/// The largest clock skew the emulator accepts, either way: 366 days.
+const MOST_SKEW: i64 = 366 * 24 * 3600;
+
 async fn refused(builder: payhook_emulator::EmulatorBuilder, mentions: &str) {
     match builder.start().await {
         Err(StartError::Setting(message)) => assert!(message.contains(mentions), "{message}"),
@@ -46,6 +49,13 @@ async fn out_of_range_settings_are_refused_at_start() {
         "attempt",
     )
     .await;
+    for skew in [i64::MIN, -MOST_SKEW - 1, MOST_SKEW + 1, i64::MAX] {
+        refused(
+            Emulator::builder().faults(Faults::default().skew(skew)),
+            "clock skew",
+        )
+        .await;
+    }
     for p in [f64::NAN, -0.1, 1.5] {
         refused(
             Emulator::builder().faults(Faults::default().duplicates(p)),
@@ -78,7 +88,7 @@ async fn extreme_valid_settings_deliver_without_overflow() {
             Duration::MAX,
             u32::MAX,
         ))
-        .faults(Faults::default().skew(i64::MIN).seed(u64::MAX))
+        .faults(Faults::default().skew(-MOST_SKEW).seed(u64::MAX))
         .limits({
             let mut limits = Limits::default();
             limits.objects = usize::MAX;
@@ -102,9 +112,17 @@ async fn extreme_valid_settings_deliver_without_overflow() {
     assert!(emulator.wait_idle(Duration::from_secs(20)).await);
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 4);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let skewed = i64::try_from(now).expect("now") - MOST_SKEW;
     assert!(
-        attempts.iter().all(|a| a.signed_at == 0),
-        "a clock skewed before 1970 signs t=0"
+        attempts
+            .iter()
+            .all(|a| (i64::try_from(a.signed_at).expect("signed_at") - skewed).abs() < 120),
+        "the clock skewed by the most allowed signs a year back: {:?}",
+        attempts.iter().map(|a| a.signed_at).collect::<Vec<_>>()
     );
     assert!(attempts[3].succeeded);
     // The custom header carried the signature.
