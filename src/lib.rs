@@ -109,6 +109,10 @@
     doc = "[`emulator`]: https://docs.rs/payhook/latest/payhook/emulator/index.html"
 )]
 #![cfg_attr(
+    not(feature = "sighup"),
+    doc = "[`SecretSet::reload_on_sighup`]: https://docs.rs/payhook/latest/payhook/struct.SecretSet.html#method.reload_on_sighup"
+)]
+#![cfg_attr(
     not(feature = "api"),
     doc = "[`api`]: https://docs.rs/payhook/latest/payhook/api/index.html"
 )]
