@@ -125,21 +125,17 @@ fn body_of_intent(id: &str, intent: &str) -> String {
     body(id).replace(&format!("\"pi_{id}\""), &format!("\"{intent}\""))
 }
 
-/// Section 3's drain: `events` stored (over `intents` payment intents, or
-/// one each when 0), then 16 no-op workers until every event is done.
-async fn inbox_drain(url: &str, events: usize, intents: usize, count: bool) -> Drain {
-    let inbox = connect(url, 16).await;
-    let prefix = unique("evt_d");
+/// Stores `events` signed deliveries in `inbox` (the `i`th body from
+/// `body_of`), 512 at once, each answered `200`.
+pub(crate) async fn ingest_signed(
+    inbox: &payhook::inbox::Inbox,
+    events: usize,
+    body_of: impl Fn(usize) -> String,
+) {
     let secret = Secret::new(SECRET).expect("secret");
     let mut pending = Vec::new();
     for i in 0..events {
-        let id = format!("{prefix}_{i}");
-        let body = if intents == 0 {
-            body(&id)
-        } else {
-            body_of_intent(&id, &format!("pi_{prefix}_{}", i % intents))
-        };
-        let body = Bytes::from(body);
+        let body = Bytes::from(body_of(i));
         let mut headers = http::HeaderMap::new();
         headers.insert(
             "x-service-signature",
@@ -155,6 +151,22 @@ async fn inbox_drain(url: &str, events: usize, intents: usize, count: bool) -> D
     for reply in futures_util::future::join_all(pending).await {
         assert_eq!(reply.status().as_u16(), 200);
     }
+}
+
+/// Section 3's drain: `events` stored (over `intents` payment intents, or
+/// one each when 0), then 16 no-op workers until every event is done.
+async fn inbox_drain(url: &str, events: usize, intents: usize, count: bool) -> Drain {
+    let inbox = connect(url, 16).await;
+    let prefix = unique("evt_d");
+    ingest_signed(&inbox, events, |i| {
+        let id = format!("{prefix}_{i}");
+        if intents == 0 {
+            body(&id)
+        } else {
+            body_of_intent(&id, &format!("pi_{prefix}_{}", i % intents))
+        }
+    })
+    .await;
     let done = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&done);
     let pool = inbox.pool().clone();

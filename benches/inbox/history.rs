@@ -145,26 +145,8 @@ async fn reads(admin: &Admin, any_id: &str) -> Vec<(&'static str, f64)> {
 /// `events` new events stored in `inbox`'s namespace, then drained by 16
 /// no-op handlers: events/s from the workers' start to the last done mark.
 async fn drain(inbox: &Inbox, events: usize) -> f64 {
-    let secret = payhook::Secret::new(SECRET).expect("secret");
     let prefix = unique("evt_new");
-    let mut pending = Vec::new();
-    for i in 0..events {
-        let body = axum::body::Bytes::from(body(&format!("{prefix}_{i}")));
-        let mut headers = http::HeaderMap::new();
-        headers.insert(
-            "x-service-signature",
-            payhook::sign(&body, &secret, now()).parse().expect("header"),
-        );
-        pending.push(inbox.ingest(&headers, body));
-        if pending.len() == 512 {
-            for reply in futures_util::future::join_all(pending.drain(..)).await {
-                assert_eq!(reply.status().as_u16(), 200);
-            }
-        }
-    }
-    for reply in futures_util::future::join_all(pending).await {
-        assert_eq!(reply.status().as_u16(), 200);
-    }
+    super::drain::ingest_signed(inbox, events, |i| body(&format!("{prefix}_{i}"))).await;
     // As section 14 times its drain: the table is asked only once every
     // handler has run (a count of the waiting events every few ms would
     // itself load the database), then until the last done mark is written.
