@@ -19,6 +19,7 @@ use sqlx::{Any, Pool};
 
 use crate::backend::{database_of, Backend};
 use crate::clock::{millis, now_ms};
+use crate::database::sqlite_file::FileIdentity;
 use crate::database::{Database, UrlOptions};
 use crate::error::{payhook_escape, InboxError};
 use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
@@ -30,7 +31,9 @@ mod reconcile;
 
 pub use self::bulk::BULK_BATCH;
 pub use crate::attempts::MAX_ATTEMPT_RECORDS;
-pub use crate::dialect::{ATTEMPTS_TABLE, DIFFERING_TABLE, DUPLICATES_TABLE, PAUSED_TABLE, RECONCILER_TABLE};
+pub use crate::database::dialect::{
+    ATTEMPTS_TABLE, DIFFERING_TABLE, DUPLICATES_TABLE, PAUSED_TABLE, RECONCILER_TABLE,
+};
 pub use crate::model::{
     ActivitySlot, Attempt, AttemptOutcome, BulkAction, BulkCount, BulkReport, Cursor, DifferingCopies,
     Filter, IntentEvent, Page, PageQuery, PausedType, Selection, Source, State, Stats, StoredEvent,
@@ -126,7 +129,8 @@ impl<DB: Backend> Admin<DB> {
             return Err(InboxError::NoInbox("the database has no payhook_inbox table"));
         }
         // An inbox of this process on the same file writes in the same turns.
-        if let Some(file) = crate::sqlite_file::FileIdentity::of_pool(&db).await {
+        let main_file = DB::main_file(&db).await.ok().flatten();
+        if let Some(file) = main_file.and_then(|path| FileIdentity::of_path(&path)) {
             let (path, identity) = file.key();
             db.write_turns = crate::database::WriteTurns::of_file(path, identity);
         }

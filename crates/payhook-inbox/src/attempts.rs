@@ -19,9 +19,9 @@
 
 use std::future::Future;
 
+use crate::database::dialect::attempts_table;
+use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
-use crate::dialect::attempts_table;
-use crate::driver::{sql_bounds, Driver};
 use crate::model::{AttemptOutcome, AttemptRecord};
 
 /// How many attempts the record keeps per event (the latest ones); an event

@@ -4,10 +4,10 @@
 //! and is every layer's trait at once — the queue's transitions, the
 //! operator's state changes, the bulk actions, the reads, the attempts and duplicates records, the migrations,
 //! `NOTIFY` and `LISTEN` — each implemented once for all three types (see
-//! [`driver`](crate::driver) for how and why).
+//! [`driver`](crate::database::driver) for how and why).
 
+use crate::database::driver::Driver;
 use crate::database::Database;
-use crate::driver::Driver;
 use crate::error::InboxError;
 
 /// A database the inbox runs on: sqlx's [`Postgres`](https://docs.rs/sqlx/0.8/sqlx/struct.Postgres.html),
@@ -26,9 +26,9 @@ pub trait Backend:
     + crate::duplicates::DuplicatesRecord
     + crate::reconcile_state::ReconcilerRecord
     + crate::reads::plans::Plans
-    + crate::migrate::Migrate
-    + crate::notify::Notify
-    + crate::notify::Listen
+    + crate::database::migrate::Migrate
+    + crate::database::notify::Notify
+    + crate::database::notify::Listen
 {
 }
 
@@ -44,9 +44,9 @@ impl<DB> Backend for DB where
         + crate::duplicates::DuplicatesRecord
         + crate::reconcile_state::ReconcilerRecord
         + crate::reads::plans::Plans
-        + crate::migrate::Migrate
-        + crate::notify::Notify
-        + crate::notify::Listen
+        + crate::database::migrate::Migrate
+        + crate::database::notify::Notify
+        + crate::database::notify::Listen
 {
 }
 

@@ -23,9 +23,9 @@ use std::future::Future;
 use sqlx::Row as _;
 
 use crate::clock::now_ms;
+use crate::database::dialect::{table, Dialect};
+use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
-use crate::dialect::{table, Dialect};
-use crate::driver::{sql_bounds, Driver};
 use crate::model::{BulkAction, Selection, State};
 
 /// A bound value of a built statement.
@@ -460,8 +460,8 @@ mod tests {
                 };
                 let state = action.states()[0];
                 let statement = change_statement(Dialect::Sqlite, scope, state, &picked, 10_000).unwrap();
-                let plan = crate::migrate::sqlite_plan(&statement.sql).await;
-                crate::migrate::assert_rows_found_by_key(&plan);
+                let plan = crate::database::migrate::sqlite_plan(&statement.sql).await;
+                crate::database::migrate::assert_rows_found_by_key(&plan);
             }
         }
         let scope = Scope {

@@ -18,9 +18,9 @@
 
 use std::future::Future;
 
+use crate::database::dialect::{differing_table, duplicates_table, table};
+use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
-use crate::dialect::{differing_table, duplicates_table, table};
-use crate::driver::{sql_bounds, Driver};
 use crate::model::DifferingCopies;
 
 /// How long a duplicate stays recorded (a day, in milliseconds).

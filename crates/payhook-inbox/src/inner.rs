@@ -11,9 +11,9 @@ use payhook_core::Receiver;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::backend::Backend;
+use crate::database::sqlite_file::FileIdentity;
 use crate::database::Database;
 use crate::model::NewRow;
-use crate::sqlite_file::FileIdentity;
 
 pub(crate) struct Inner<DB: Backend> {
     pub(crate) receiver: Receiver,

@@ -84,11 +84,11 @@
 //!
 //! - **backend** (`backend.rs`) — the trait bound the crate names: `Backend`,
 //!   every layer's trait at once (`Inbox<DB: Backend>`).
-//! - **driver** (`driver.rs`) — what only the concrete sqlx type knows: which
+//! - **driver** (`database/driver.rs`) — what only the concrete sqlx type knows: which
 //!   dialect it is, how it counts rows affected, and the bounds it must meet.
-//! - **database** (`database.rs`) — the pool at run time, with the deadline
+//! - **database** (`database/pool.rs`) — the pool at run time, with the deadline
 //!   each piece of work on it is held to and, on SQLite, the write turns.
-//! - **dialect** (`dialect/`) — the SQL text that differs per database, and
+//! - **dialect** (`database/dialect/`) — the SQL text that differs per database, and
 //!   its migrations.
 //!
 //! **Model — what the inbox is about, no SQL, no sqlx, no database**
@@ -116,32 +116,21 @@
 //!   of sender-chosen ids before a log line or error text.
 //! - `metrics.rs` — metric names and how they are recorded.
 //!
-//! **Dialects — what differs between the databases; no pool, connection or
-//! event semantics**
+//! **The database layer — what the inbox knows of the database it runs on;
+//! no event semantics, no worker, no feature's store**
 //!
-//! - `dialect/mod.rs` — the table names (`table!`, `TABLE`, `SCHEMA_TABLE`,
-//!   `ATTEMPTS_TABLE`, `paused_table!`/`PAUSED_TABLE`), `Dialect`, and every
-//!   decision that depends on the database as a `Dialect` method (row-locking
-//!   clause, per-intent claim guard, migration lock, EXPLAIN form, missing-table
-//!   error, "is a file", one writer or many, a JSON list as rows (`json_rows`), a
-//!   column kept from driving a statement (`unindexed`)). Other files ask
-//!   these methods, and compare a `Dialect` only for what is not SQL:
-//!   `database.rs` (opening a SQLite file), `notify.rs` and
-//!   `inbox/builder.rs` (listening on PostgreSQL), `operations.rs`
-//!   (`purge_batch`).
-//! - `dialect/migrations.rs` with `migrations/sqlite/000N_*.sql` and
-//!   `migrations/postgres/000N_*.sql` — the numbered migrations, one `.sql` file
-//!   per version and database, loaded with `include_str!`.
-//!
-//! **How one implementation serves three database types (no statement here)**
-//!
-//! - `driver.rs` — `Driver`, the only per-type code (the dialect a pool type
-//!   implies, `rows_affected`), and `sql_bounds!`, the where-clause every
-//!   layer's blanket implementation needs (why: ARCHITECTURE.md).
-//! - `database.rs` — `Database` (a pool, its dialect and the deadline each piece
-//!   of work on it is held to, `bounded`; `write` for work that writes, which on
-//!   SQLite first waits for this process's turn, `WriteTurns`) and opening a
-//!   pool from a `sqlite:`/`postgres:` URL.
+//! - `database/` — `Database` (`database/pool.rs`: the pool, its dialect, the deadline
+//!   of each piece of work, SQLite's write turns, opening a URL), `Driver` and
+//!   `sql_bounds!` (`database/driver.rs`), the dialect with its table names and
+//!   numbered migrations (`database/dialect/`, one `.sql` file per version and database in the
+//!   crate's `migrations` folder,
+//!   loaded with `include_str!`), running them (`database/migrate.rs`), `NOTIFY` and
+//!   `LISTEN` (`database/notify.rs`), the SQLite file's identity
+//!   (`database/sqlite_file.rs`).
+//!   Other files ask the `Dialect`'s methods and compare a `Dialect` only for
+//!   what is not SQL: `database/pool.rs` (opening a SQLite file),
+//!   `database/notify.rs` and `inbox/builder.rs` (listening on PostgreSQL),
+//!   `operations.rs` (`purge_batch`).
 //!
 //! **Layers over the database — each a trait with one generic implementation,
 //! each statement beside the method that runs it; they know no HTTP, receiver,
@@ -185,17 +174,12 @@
 //! - `reads/dashboard.rs` — the dashboard's counts, activity chart, keyset
 //!   pages, attempts, events of one payment intent.
 //! - `reads/plans.rs` — the query plans of the dashboard's statements.
-//! - `migrate.rs` — runs the migrations not yet recorded, each in its own
-//!   transaction (under the dialect's lock).
-//! - `notify.rs` — `NOTIFY` after ingest commits, `LISTEN` per process
-//!   (PostgreSQL), polling as the fallback.
 //! - `backend.rs` — `Backend`: every layer's trait at once, the one bound the
 //!   rest of the crate (and `Inbox<DB>`, `Job<DB>`, `Admin<DB>`) names.
 //!
 //! **The running inbox and its users — no SQL text: they call `DB::claim`,
 //! `DB::insert`, … through `Backend`**
 //!
-//! - `sqlite_file.rs` — notices the SQLite file deleted or replaced (`503`).
 //! - `inner.rs` — what the intake and the workers share (`Inner`, `Config`,
 //!   `Pending`); neither uses the other's internals.
 //! - `upkeep.rs` — the workers' upkeep between claims: the depth gauges and the
@@ -256,16 +240,12 @@ mod backend;
 mod bulk;
 mod clock;
 mod database;
-mod dialect;
-mod driver;
 mod duplicates;
 mod error;
 mod inbox;
 mod inner;
 pub mod metrics;
-mod migrate;
 mod model;
-mod notify;
 mod operations;
 mod progress;
 mod queue;
@@ -273,7 +253,6 @@ mod reads;
 #[cfg(feature = "reconcile")]
 pub mod reconcile;
 mod reconcile_state;
-mod sqlite_file;
 mod trace;
 mod upkeep;
 mod worker;
@@ -281,7 +260,7 @@ mod writers;
 
 pub use admin::Admin;
 pub use backend::Backend;
-pub use dialect::{SCHEMA_TABLE, TABLE};
+pub use database::dialect::{SCHEMA_TABLE, TABLE};
 pub use error::InboxError;
 pub use inbox::{
     Inbox, InboxBuilder, DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_CONCURRENCY,

@@ -13,9 +13,9 @@ use std::future::Future;
 use std::sync::LazyLock;
 
 use crate::clock::now_ms;
+use crate::database::dialect::{parked, paused_table, phase_in, states_in, table, waiting_phase};
+use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
-use crate::dialect::{parked, paused_table, phase_in, states_in, table, waiting_phase};
-use crate::driver::{sql_bounds, Driver};
 use crate::model::State;
 
 /// Events parked or unparked per statement when a type is paused or
@@ -28,17 +28,17 @@ pub(crate) const PARK_BATCH: i64 = 500;
 /// index entries, its attempts and its count in the tally (about 50 µs a
 /// row with a million stored), so a batch is 100 rows: a few milliseconds
 /// of lock. PostgreSQL's deletes hold no lock the intake waits for.
-pub(crate) fn purge_batch(dialect: crate::dialect::Dialect) -> i64 {
+pub(crate) fn purge_batch(dialect: crate::database::dialect::Dialect) -> i64 {
     match dialect {
-        crate::dialect::Dialect::Sqlite => 100,
-        crate::dialect::Dialect::Postgres => 1000,
+        crate::database::dialect::Dialect::Sqlite => 100,
+        crate::database::dialect::Dialect::Postgres => 1000,
     }
 }
 
 /// The operator's state changes on one backend. Not nameable outside the crate.
 pub trait Operations: Driver {
     /// Copies SQLite's WAL back into the database file without taking the
-    /// write lock ([`Dialect::wal_checkpoint`](crate::dialect::Dialect::wal_checkpoint));
+    /// write lock ([`Dialect::wal_checkpoint`](crate::database::dialect::Dialect::wal_checkpoint));
     /// nothing on PostgreSQL.
     fn checkpoint(db: &Database<Self>) -> impl Future<Output = Result<(), sqlx::Error>> + Send + '_;
     /// `dead` or `pending` → `pending`, due now; whether there was one.
@@ -287,9 +287,9 @@ sql_bounds! {
 
 /// The statement that parks (`park`) or unparks `keys` listed events of one
 /// type, bound as `$4…`: each row looked up by its key (`namespace` and
-/// `state` through [`Dialect::unindexed`](crate::dialect::Dialect::unindexed),
+/// `state` through [`Dialect::unindexed`](crate::database::dialect::Dialect::unindexed),
 /// so no index on them drives it) and re-checked.
-fn park_statement(dialect: crate::dialect::Dialect, park: bool, keys: usize) -> String {
+fn park_statement(dialect: crate::database::dialect::Dialect, park: bool, keys: usize) -> String {
     const PARK: &str = concat!(
         "UPDATE ",
         table!(),
@@ -345,10 +345,13 @@ mod tests {
     #[tokio::test]
     async fn sqlite_parks_a_batchs_rows_by_their_keys() {
         for park in [true, false] {
-            let plan =
-                crate::migrate::sqlite_plan(&park_statement(crate::dialect::Dialect::Sqlite, park, 500))
-                    .await;
-            crate::migrate::assert_rows_found_by_key(&plan);
+            let plan = crate::database::migrate::sqlite_plan(&park_statement(
+                crate::database::dialect::Dialect::Sqlite,
+                park,
+                500,
+            ))
+            .await;
+            crate::database::migrate::assert_rows_found_by_key(&plan);
         }
     }
 
@@ -356,7 +359,7 @@ mod tests {
     /// oldest, never every done row of the namespace.
     #[tokio::test]
     async fn sqlite_purge_reads_old_done_rows_through_its_index() {
-        let plan = crate::migrate::sqlite_plan(PURGE).await;
+        let plan = crate::database::migrate::sqlite_plan(PURGE).await;
         assert!(
             plan.contains("payhook_inbox_done (namespace=? AND state=? AND done_at<?)"),
             "{plan}"

@@ -21,9 +21,9 @@ use std::future::Future;
 use sqlx::Row as _;
 
 use crate::attempts::{MAX_ATTEMPT_RECORDS, TRIM_ATTEMPTS};
+use crate::database::dialect::{attempts_table, table, Dialect};
+use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
-use crate::dialect::{attempts_table, table, Dialect};
-use crate::driver::{sql_bounds, Driver};
 use crate::model::{AttemptOutcome, ClaimedAttempt, State};
 
 /// A row under one claim: its arrival and the claim's lease token.
@@ -254,7 +254,7 @@ fn marks_json(done: &[ClaimedAttempt], started: &[Lease]) -> String {
 /// `last_attempt_at` become the attempt's number and start. With `in_one_statement` (PostgreSQL)
 /// the done rows' attempts are recorded by the same statement; otherwise the
 /// caller records them from what it returns. `durable` ends the `WHERE`
-/// ([`Dialect::durable_commit`](crate::dialect::Dialect::durable_commit)).
+/// ([`Dialect::durable_commit`](crate::database::dialect::Dialect::durable_commit)).
 fn progress_statement(dialect: Dialect, in_one_statement: bool, durable: &str) -> String {
     let marks = dialect.json_rows(6, &["arrival", "token", "done", "attempt", "started_at"]);
     let update = format!(
@@ -358,7 +358,8 @@ mod tests {
     #[tokio::test]
     async fn sqlite_marks_find_each_row_by_its_key() {
         // SQLite's form: the marks, then the attempts record apart.
-        let plan = crate::migrate::sqlite_plan(&progress_statement(Dialect::Sqlite, false, "")).await;
-        crate::migrate::assert_rows_found_by_key(&plan);
+        let plan =
+            crate::database::migrate::sqlite_plan(&progress_statement(Dialect::Sqlite, false, "")).await;
+        crate::database::migrate::assert_rows_found_by_key(&plan);
     }
 }

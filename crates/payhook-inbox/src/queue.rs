@@ -10,7 +10,7 @@
 //! `dead`; these two count the attempt, with its number and start. Every
 //! write after the claim names the lease token, so a worker whose lease was
 //! taken over changes nothing. A state is a bound parameter; the one literal
-//! is the waiting phase ([`waiting_phase!`](crate::dialect::waiting_phase),
+//! is the waiting phase ([`waiting_phase!`](crate::database::dialect::waiting_phase),
 //! written from `State::Pending`'s name), which the partial index of waiting
 //! events needs a statement to name.
 //!
@@ -146,9 +146,9 @@ use sqlx::Row as _;
 
 use crate::attempts::{interrupted_attempt, AttemptsRecord, MAX_ATTEMPT_RECORDS, TRIM_ATTEMPTS};
 use crate::clock::now_ms;
+use crate::database::dialect::{parked, paused_table, table, waiting_phase, Dialect};
+use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
-use crate::dialect::{parked, paused_table, table, waiting_phase, Dialect};
-use crate::driver::{sql_bounds, Driver};
 use crate::model::{
     AttemptOutcome, AttemptRecord, ClaimRequest, ClaimResult, Claimed, ClaimedAttempt, Failure, NewRow,
     Source, State,

@@ -8,9 +8,9 @@
 use std::collections::HashSet;
 use std::future::Future;
 
+use crate::database::dialect::{reconciler_table, table};
+use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
-use crate::dialect::{reconciler_table, table};
-use crate::driver::{sql_bounds, Driver};
 
 /// The reconciler's statements on one backend. Not nameable outside the crate.
 pub trait ReconcilerRecord: Driver {

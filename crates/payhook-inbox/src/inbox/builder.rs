@@ -11,12 +11,12 @@ use tokio::sync::{mpsc, Notify};
 
 use super::Inbox;
 use crate::backend::{database_of, Backend};
+use crate::database::dialect::Dialect;
+use crate::database::sqlite_file::FileIdentity;
 use crate::database::{Database, UrlOptions, WriteTurns, DEFAULT_DATABASE_TIMEOUT};
-use crate::dialect::Dialect;
 use crate::error::InboxError;
 use crate::inner::{Config, Inner};
 use crate::metrics as m;
-use crate::sqlite_file::FileIdentity;
 use crate::writers::intake::{write_batches, INGEST_BATCH};
 
 /// The namespace unless configured otherwise: the core receiver's.
@@ -431,7 +431,11 @@ async fn start<DB: Backend>(
         DB::migrate(&db).await?;
     }
     // The file as SQLite opened it (after the migrations, which create it).
-    let file = FileIdentity::of_pool(&db).await;
+    let file = DB::main_file(&db)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|path| FileIdentity::of_path(&path));
     if let Some(file) = &file {
         let (path, identity) = file.key();
         db.write_turns = WriteTurns::of_file(path, identity);

@@ -8,11 +8,11 @@ use std::future::Future;
 use sqlx::Row as _;
 
 use crate::clock::millis;
-use crate::database::Database;
-use crate::dialect::{
+use crate::database::dialect::{
     attempts_table, duplicates_table, is_missing_table, table, tally_table, waiting_phase, Dialect,
 };
-use crate::driver::{sql_bounds, Driver};
+use crate::database::driver::{sql_bounds, Driver};
+use crate::database::Database;
 use crate::model::{
     ActivitySlot, Attempt, AttemptOutcome, Cursor, IntentEvent, Page, PageQuery, Source, State, Stats,
     MAX_PAGE,

@@ -12,9 +12,11 @@ use std::sync::LazyLock;
 use sqlx::Row as _;
 
 use crate::clock::{millis, now_ms};
+use crate::database::dialect::{
+    is_missing_table, paused_table, phase_in, states_in, table, waiting_phase, PARKED,
+};
+use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
-use crate::dialect::{is_missing_table, paused_table, phase_in, states_in, table, waiting_phase, PARKED};
-use crate::driver::{sql_bounds, Driver};
 use crate::model::{Filter, PausedType, Source, State, StoredEvent};
 
 /// The columns an operator's view of an event reads, for `concat!` into the

@@ -7,8 +7,8 @@ use std::future::Future;
 use sqlx::Row as _;
 
 use crate::clock::now_ms;
+use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
-use crate::driver::{sql_bounds, Driver};
 use crate::model::{Cursor, Filter, PageQuery, State};
 use crate::reads::dashboard::{
     page_statement, ATTEMPTS_PER_INTERVAL, DUPLICATES_PER_INTERVAL, OLDEST_PENDING, RECEIVED_PER_INTERVAL,

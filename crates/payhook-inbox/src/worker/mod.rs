@@ -633,7 +633,9 @@ mod tests {
         )
         .await
         .unwrap();
-        <Any as crate::migrate::Migrate>::migrate(&db).await.unwrap();
+        <Any as crate::database::migrate::Migrate>::migrate(&db)
+            .await
+            .unwrap();
         // (event id, the token its row is leased under now)
         let rows = [("evt_twice_late", 22), ("evt_twice_early", 44), ("evt_once", 66)];
         let mut arrivals = Vec::new();

@@ -4,7 +4,7 @@
 //! [`SCHEMA_TABLE`](crate::SCHEMA_TABLE) by its version. Never edit one that
 //! has shipped: add the next.
 
-use crate::dialect::{table, Dialect};
+use crate::database::dialect::{table, Dialect};
 use crate::model::State;
 
 /// One version: its statements on each database.
@@ -32,101 +32,101 @@ const HELD_ARE_SUSPECTS: &str = concat!("UPDATE ", table!(), " SET suspect = 2 W
 pub(crate) const MIGRATIONS: [Migration; 16] = [
     Migration {
         version: 1,
-        sqlite: include_str!("../../migrations/sqlite/0001_inbox_table.sql"),
-        postgres: include_str!("../../migrations/postgres/0001_inbox_table.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0001_inbox_table.sql"),
+        postgres: include_str!("../../../migrations/postgres/0001_inbox_table.sql"),
         then: None,
     },
     // Done events no longer keep a last error: the ones that did are cleared.
     Migration {
         version: 2,
-        sqlite: include_str!("../../migrations/sqlite/0002_purge_index.sql"),
-        postgres: include_str!("../../migrations/postgres/0002_purge_index.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0002_purge_index.sql"),
+        postgres: include_str!("../../../migrations/postgres/0002_purge_index.sql"),
         then: Some((CLEAR_DONE_ERRORS, State::Done)),
     },
     Migration {
         version: 3,
-        sqlite: include_str!("../../migrations/sqlite/0003_attempts.sql"),
-        postgres: include_str!("../../migrations/postgres/0003_attempts.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0003_attempts.sql"),
+        postgres: include_str!("../../../migrations/postgres/0003_attempts.sql"),
         then: None,
     },
     Migration {
         version: 4,
-        sqlite: include_str!("../../migrations/sqlite/0004_type_index.sql"),
-        postgres: include_str!("../../migrations/postgres/0004_type_index.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0004_type_index.sql"),
+        postgres: include_str!("../../../migrations/postgres/0004_type_index.sql"),
         then: None,
     },
     Migration {
         version: 5,
-        sqlite: include_str!("../../migrations/sqlite/0005_paused_types.sql"),
-        postgres: include_str!("../../migrations/postgres/0005_paused_types.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0005_paused_types.sql"),
+        postgres: include_str!("../../../migrations/postgres/0005_paused_types.sql"),
         then: None,
     },
     Migration {
         version: 6,
-        sqlite: include_str!("../../migrations/sqlite/0006_trace_context.sql"),
-        postgres: include_str!("../../migrations/postgres/0006_trace_context.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0006_trace_context.sql"),
+        postgres: include_str!("../../../migrations/postgres/0006_trace_context.sql"),
         then: None,
     },
     Migration {
         version: 7,
-        sqlite: include_str!("../../migrations/sqlite/0007_duplicates.sql"),
-        postgres: include_str!("../../migrations/postgres/0007_duplicates.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0007_duplicates.sql"),
+        postgres: include_str!("../../../migrations/postgres/0007_duplicates.sql"),
         then: None,
     },
     Migration {
         version: 8,
-        sqlite: include_str!("../../migrations/sqlite/0008_fill_factor.sql"),
-        postgres: include_str!("../../migrations/postgres/0008_fill_factor.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0008_fill_factor.sql"),
+        postgres: include_str!("../../../migrations/postgres/0008_fill_factor.sql"),
         then: None,
     },
     Migration {
         version: 9,
-        sqlite: include_str!("../../migrations/sqlite/0009_differing_copies.sql"),
-        postgres: include_str!("../../migrations/postgres/0009_differing_copies.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0009_differing_copies.sql"),
+        postgres: include_str!("../../../migrations/postgres/0009_differing_copies.sql"),
         then: None,
     },
     Migration {
         version: 10,
-        sqlite: include_str!("../../migrations/sqlite/0010_reconciler.sql"),
-        postgres: include_str!("../../migrations/postgres/0010_reconciler.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0010_reconciler.sql"),
+        postgres: include_str!("../../../migrations/postgres/0010_reconciler.sql"),
         then: None,
     },
     Migration {
         version: 11,
-        sqlite: include_str!("../../migrations/sqlite/0011_suspects.sql"),
-        postgres: include_str!("../../migrations/postgres/0011_suspects.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0011_suspects.sql"),
+        postgres: include_str!("../../../migrations/postgres/0011_suspects.sql"),
         then: Some((HELD_ARE_SUSPECTS, State::Running)),
     },
     Migration {
         version: 12,
-        sqlite: include_str!("../../migrations/sqlite/0012_waiting_phase.sql"),
-        postgres: include_str!("../../migrations/postgres/0012_waiting_phase.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0012_waiting_phase.sql"),
+        postgres: include_str!("../../../migrations/postgres/0012_waiting_phase.sql"),
         then: None,
     },
     Migration {
         version: 13,
-        sqlite: include_str!("../../migrations/sqlite/0013_lighter_marks.sql"),
-        postgres: include_str!("../../migrations/postgres/0013_lighter_marks.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0013_lighter_marks.sql"),
+        postgres: include_str!("../../../migrations/postgres/0013_lighter_marks.sql"),
         then: None,
     },
     Migration {
         version: 14,
-        sqlite: include_str!("../../migrations/sqlite/0014_intent_probes.sql"),
-        postgres: include_str!("../../migrations/postgres/0014_intent_probes.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0014_intent_probes.sql"),
+        postgres: include_str!("../../../migrations/postgres/0014_intent_probes.sql"),
         then: None,
     },
     // The count of each namespace's events by phase, kept by triggers.
     Migration {
         version: 15,
-        sqlite: include_str!("../../migrations/sqlite/0015_tally.sql"),
-        postgres: include_str!("../../migrations/postgres/0015_tally.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0015_tally.sql"),
+        postgres: include_str!("../../../migrations/postgres/0015_tally.sql"),
         then: None,
     },
     // Its base on PostgreSQL, counted outside the triggers' lock.
     Migration {
         version: 16,
-        sqlite: include_str!("../../migrations/sqlite/0016_tally_base.sql"),
-        postgres: include_str!("../../migrations/postgres/0016_tally_base.sql"),
+        sqlite: include_str!("../../../migrations/sqlite/0016_tally_base.sql"),
+        postgres: include_str!("../../../migrations/postgres/0016_tally_base.sql"),
         then: None,
     },
 ];
@@ -210,7 +210,10 @@ mod tests {
             );
             if dialect == Dialect::Postgres {
                 assert!(
-                    statements[1].ends_with(concat!("WHERE phase = ", crate::dialect::waiting_phase!())),
+                    statements[1].ends_with(concat!(
+                        "WHERE phase = ",
+                        crate::database::dialect::waiting_phase!()
+                    )),
                     "{}",
                     statements[1]
                 );
@@ -223,7 +226,7 @@ mod tests {
         assert_eq!(intents.len(), 1);
         let key = concat!(
             "(CASE WHEN phase = ",
-            crate::dialect::waiting_phase!(),
+            crate::database::dialect::waiting_phase!(),
             " THEN intent_id END)"
         );
         assert!(
@@ -246,13 +249,13 @@ mod tests {
     fn statements_name_the_crate_tables_exactly() {
         let tables = [
             crate::TABLE,
-            crate::dialect::SCHEMA_TABLE,
-            crate::dialect::ATTEMPTS_TABLE,
-            crate::dialect::PAUSED_TABLE,
-            crate::dialect::DUPLICATES_TABLE,
-            crate::dialect::DIFFERING_TABLE,
-            crate::dialect::RECONCILER_TABLE,
-            crate::dialect::tally_table!(),
+            crate::database::dialect::SCHEMA_TABLE,
+            crate::database::dialect::ATTEMPTS_TABLE,
+            crate::database::dialect::PAUSED_TABLE,
+            crate::database::dialect::DUPLICATES_TABLE,
+            crate::database::dialect::DIFFERING_TABLE,
+            crate::database::dialect::RECONCILER_TABLE,
+            crate::database::dialect::tally_table!(),
         ];
         let mut created = std::collections::BTreeSet::<String>::new();
         for migration in &MIGRATIONS {
@@ -298,7 +301,7 @@ mod tests {
         }
         for table in tables
             .into_iter()
-            .filter(|table| *table != crate::dialect::SCHEMA_TABLE)
+            .filter(|table| *table != crate::database::dialect::SCHEMA_TABLE)
         {
             assert!(created.contains(table), "no migration creates `{table}`");
         }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{Any, Executor, Pool};
 
-use crate::dialect::Dialect;
+use crate::database::dialect::Dialect;
 use crate::error::InboxError;
 
 /// How long the database may take over one piece of work (a delivery's
@@ -289,7 +289,7 @@ mod tests {
     use std::time::Duration;
 
     use super::WriteTurns;
-    use crate::dialect::Dialect;
+    use crate::database::dialect::Dialect;
 
     /// On SQLite a write waits until the one holding the turn is over; on
     /// PostgreSQL writes never wait for each other here.

@@ -21,7 +21,7 @@
 //!
 //! The one per-type code is [`Driver`]: the dialect a pool type implies, and
 //! `rows_affected`, which sqlx gives each driver's result type but no trait.
-//! (`Listen` in [`notify`](crate::notify) is per type too: only PostgreSQL
+//! (`Listen` in [`notify`](crate::database::notify) is per type too: only PostgreSQL
 //! listens, and an `Any` pool listens through a connection of its own.)
 
 use std::time::Duration;
@@ -29,7 +29,7 @@ use std::time::Duration;
 use sqlx::pool::PoolOptions;
 use sqlx::Any;
 
-use crate::dialect::Dialect;
+use crate::database::dialect::Dialect;
 
 /// What only the concrete sqlx type knows. Not nameable outside the crate,
 /// which seals [`Backend`](crate::Backend).
@@ -139,7 +139,7 @@ macro_rules! sql_bounds {
         $(#[$meta])*
         impl<$db> $trait for $db
         where
-            $db: $crate::driver::Driver + sqlx::database::HasStatementCache,
+            $db: $crate::database::driver::Driver + sqlx::database::HasStatementCache,
             for<'c> &'c mut <$db as sqlx::Database>::Connection: sqlx::Executor<'c, Database = $db>,
             for<'c> &'c sqlx::Pool<$db>: sqlx::Executor<'c, Database = $db>,
             for<'q> <$db as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, $db>,

@@ -1,4 +1,4 @@
-//! Running the numbered migrations ([`dialect::migrations`](crate::dialect::migrations)):
+//! Running the numbered migrations ([`dialect::migrations`](crate::database::dialect::migrations)):
 //! each not yet recorded in [`SCHEMA_TABLE`](crate::SCHEMA_TABLE) runs in its
 //! own transaction whose first statement records it, so a second process doing
 //! the same waits for the first, then finds it done.
@@ -8,10 +8,10 @@ use std::future::Future;
 use sqlx::{Connection as _, Executor as _};
 
 use crate::clock::now_ms;
+use crate::database::dialect::migrations::MIGRATIONS;
+use crate::database::dialect::{table, Dialect};
+use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
-use crate::dialect::migrations::MIGRATIONS;
-use crate::dialect::{table, Dialect};
-use crate::driver::{sql_bounds, Driver};
 use crate::error::InboxError;
 
 /// The advisory lock key the migrations serialize on where the dialect takes

@@ -7,9 +7,6 @@
 
 use std::path::PathBuf;
 
-use crate::backend::Backend;
-use crate::database::Database;
-
 /// A file as it was when the inbox opened it.
 #[derive(Debug)]
 pub(crate) struct FileIdentity {
@@ -18,13 +15,9 @@ pub(crate) struct FileIdentity {
 }
 
 impl FileIdentity {
-    /// The main file of a SQLite pool, as SQLite reports it.
-    pub(crate) async fn of_pool<DB: Backend>(db: &Database<DB>) -> Option<Self> {
-        let path = DB::main_file(db).await.ok().flatten()?;
-        Self::of_path(&path)
-    }
-
-    fn of_path(path: &str) -> Option<Self> {
+    /// The file at `path`, the main file of a SQLite pool as SQLite reports
+    /// it (the reads' `main_file`); `None` for an in-memory database.
+    pub(crate) fn of_path(path: &str) -> Option<Self> {
         if path.is_empty() || path == ":memory:" {
             return None;
         }

@@ -7,9 +7,9 @@
 
 use std::future::Future;
 
+use crate::database::dialect::{table, Dialect};
+use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
-use crate::dialect::{table, Dialect};
-use crate::driver::{sql_bounds, Driver};
 use crate::error::describe;
 
 /// The PostgreSQL notification channel ingest announces new events on.
