@@ -2,12 +2,11 @@
 //! tolerance, clock), each checked once at [`build`](VerifierBuilder::build).
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::stripe::{Verifier, DEFAULT_HEADER};
-use super::tolerance::Tolerance;
-use crate::clock::{Clock, SystemClock};
+use super::tolerance::{timestamp_setters, TimestampCheck};
+use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::secret::Secret;
 use crate::secret_set::{Format, Keys, SecretSet};
@@ -25,15 +24,14 @@ pub struct VerifierBuilder {
     secrets: Vec<Result<Secret, ConfigError>>,
     secret_set: Option<SecretSet>,
     header: Option<Result<http::HeaderName, ConfigError>>,
-    tolerance: Tolerance,
-    clock: Option<Arc<dyn Clock>>,
+    timestamp: TimestampCheck,
 }
 
 impl fmt::Debug for VerifierBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("VerifierBuilder")
             .field("secrets", &format_args!("[<{} redacted>]", self.secrets.len()))
-            .field("tolerance", &self.tolerance)
+            .field("tolerance", &self.timestamp.tolerance)
             .finish_non_exhaustive()
     }
 }
@@ -89,26 +87,14 @@ impl VerifierBuilder {
         self
     }
 
-    /// The replay tolerance (default 300 s), checked in whole seconds in both
-    /// directions. Use [`disable_timestamp_check`](Self::disable_timestamp_check)
-    /// to turn the check off; a zero duration means "same second only".
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = Tolerance::Within(tolerance);
-        self
-    }
-
-    /// Turns the timestamp check off. Only for tests replaying old deliveries:
-    /// without it a captured delivery can be replayed forever.
-    pub fn disable_timestamp_check(mut self) -> Self {
-        self.tolerance = Tolerance::Disabled;
-        self
-    }
-
-    /// The clock that gives "now" (default: the system clock). Tests inject a
-    /// [`FixedClock`](crate::FixedClock).
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
-        self
+    timestamp_setters! {
+        /// The replay tolerance (default 300 s), checked in whole seconds in both
+        /// directions. Use [`disable_timestamp_check`](Self::disable_timestamp_check)
+        /// to turn the check off; a zero duration means "same second only".
+        tolerance;
+        /// The clock that gives "now" (default: the system clock). Tests inject a
+        /// [`FixedClock`](crate::FixedClock).
+        clock;
     }
 
     /// Checks the configuration.
@@ -146,11 +132,7 @@ impl VerifierBuilder {
             Some(header) => header?,
             None => http::HeaderName::from_static(DEFAULT_HEADER),
         };
-        Ok(Verifier::new(
-            secrets,
-            header,
-            self.tolerance,
-            self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
-        ))
+        let (tolerance, clock) = self.timestamp.into_parts();
+        Ok(Verifier::new(secrets, header, tolerance, clock))
     }
 }

@@ -12,9 +12,9 @@ use base64::Engine as _;
 use hmac::Mac;
 
 use super::constant_time;
-use super::tolerance::Tolerance;
+use super::tolerance::{timestamp_setters, TimestampCheck, Tolerance};
 use super::SignatureScheme;
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::error::{ConfigError, Error};
 use crate::headers::{HeaderLookup, Headers};
 use crate::secret::Secret;
@@ -431,8 +431,7 @@ pub struct StandardWebhooksBuilder {
     secret_set: Option<SecretSet>,
     #[cfg(feature = "ed25519")]
     public_keys: Vec<String>,
-    tolerance: Tolerance,
-    clock: Option<Arc<dyn Clock>>,
+    timestamp: TimestampCheck,
 }
 
 impl fmt::Debug for StandardWebhooksBuilder {
@@ -441,7 +440,8 @@ impl fmt::Debug for StandardWebhooksBuilder {
         out.field("secrets", &format_args!("[<{} redacted>]", self.secrets.len()));
         #[cfg(feature = "ed25519")]
         out.field("public_keys", &self.public_keys.len());
-        out.field("tolerance", &self.tolerance).finish_non_exhaustive()
+        out.field("tolerance", &self.timestamp.tolerance)
+            .finish_non_exhaustive()
     }
 }
 
@@ -506,24 +506,12 @@ impl StandardWebhooksBuilder {
         self
     }
 
-    /// The replay tolerance (default 300 s), checked in whole seconds in both
-    /// directions; a zero duration means "same second only".
-    pub fn tolerance(mut self, tolerance: Duration) -> Self {
-        self.tolerance = Tolerance::Within(tolerance);
-        self
-    }
-
-    /// Turns the timestamp check off. Only for tests replaying old deliveries:
-    /// without it a captured delivery can be replayed forever.
-    pub fn disable_timestamp_check(mut self) -> Self {
-        self.tolerance = Tolerance::Disabled;
-        self
-    }
-
-    /// The clock that gives "now" (default: the system clock).
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
-        self
+    timestamp_setters! {
+        /// The replay tolerance (default 300 s), checked in whole seconds in both
+        /// directions; a zero duration means "same second only".
+        tolerance;
+        /// The clock that gives "now" (default: the system clock).
+        clock;
     }
 
     /// Checks every key.
@@ -551,11 +539,12 @@ impl StandardWebhooksBuilder {
                 ))
             }
             Some(keys) => {
+                let (tolerance, clock) = self.timestamp.into_parts();
                 return Ok(StandardWebhooks {
                     keys,
-                    tolerance: self.tolerance,
-                    clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
-                })
+                    tolerance,
+                    clock,
+                });
             }
             None => {}
         }
@@ -580,6 +569,7 @@ impl StandardWebhooksBuilder {
         if no_key {
             return Err(ConfigError::NoKey);
         }
+        let (tolerance, clock) = self.timestamp.into_parts();
         Ok(StandardWebhooks {
             keys: SecretSet::fixed(
                 Format::StandardWebhooks,
@@ -589,8 +579,8 @@ impl StandardWebhooksBuilder {
                     public_keys: public_keys.into(),
                 },
             ),
-            tolerance: self.tolerance,
-            clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+            tolerance,
+            clock,
         })
     }
 }
