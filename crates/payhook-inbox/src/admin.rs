@@ -30,7 +30,6 @@ mod bulk;
 mod reconcile;
 
 pub use self::bulk::BULK_BATCH;
-pub use crate::attempts::MAX_ATTEMPT_RECORDS;
 pub use crate::database::dialect::{
     ATTEMPTS_TABLE, DIFFERING_TABLE, DUPLICATES_TABLE, PAUSED_TABLE, RECONCILER_TABLE,
 };
@@ -39,6 +38,7 @@ pub use crate::model::{
     Filter, IntentEvent, Page, PageQuery, PausedType, Selection, Source, State, Stats, StoredEvent,
     MAX_BULK_IDS, MAX_PAGE,
 };
+pub use crate::queue::attempts::MAX_ATTEMPT_RECORDS;
 
 /// A connection to an inbox for operations. Never creates, migrates or
 /// changes a database's schema: pointed at a missing file or a database

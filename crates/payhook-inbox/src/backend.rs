@@ -16,14 +16,15 @@ use crate::error::InboxError;
 /// statements are written for these alone.
 pub trait Backend:
     Driver
-    + crate::queue::Queue
-    + crate::progress::Progress
+    + crate::intake::insert::Intake
+    + crate::queue::transitions::Queue
+    + crate::queue::progress::Progress
     + crate::operations::Operations
     + crate::bulk::Bulk
     + crate::reads::Reads
     + crate::reads::dashboard::Overview
-    + crate::attempts::AttemptsRecord
-    + crate::duplicates::DuplicatesRecord
+    + crate::queue::attempts::AttemptsRecord
+    + crate::intake::duplicates::DuplicatesRecord
     + crate::reconcile_state::ReconcilerRecord
     + crate::reads::plans::Plans
     + crate::database::migrate::Migrate
@@ -34,14 +35,15 @@ pub trait Backend:
 
 impl<DB> Backend for DB where
     DB: Driver
-        + crate::queue::Queue
-        + crate::progress::Progress
+        + crate::intake::insert::Intake
+        + crate::queue::transitions::Queue
+        + crate::queue::progress::Progress
         + crate::operations::Operations
         + crate::bulk::Bulk
         + crate::reads::Reads
         + crate::reads::dashboard::Overview
-        + crate::attempts::AttemptsRecord
-        + crate::duplicates::DuplicatesRecord
+        + crate::queue::attempts::AttemptsRecord
+        + crate::intake::duplicates::DuplicatesRecord
         + crate::reconcile_state::ReconcilerRecord
         + crate::reads::plans::Plans
         + crate::database::migrate::Migrate

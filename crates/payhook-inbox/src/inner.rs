@@ -10,12 +10,11 @@ use std::time::Duration;
 use payhook_core::Receiver;
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::backend::Backend;
 use crate::database::sqlite_file::FileIdentity;
 use crate::database::Database;
 use crate::model::NewRow;
 
-pub(crate) struct Inner<DB: Backend> {
+pub(crate) struct Inner<DB: sqlx::Database> {
     pub(crate) receiver: Receiver,
     pub(crate) db: Database<DB>,
     pub(crate) config: Config,
@@ -48,9 +47,6 @@ pub(crate) struct Config {
     /// The deadline of each piece of database work (the database's own copy
     /// is what the work is held to).
     pub(crate) database_timeout: Duration,
-    /// The reconciler's settings, when it runs beside the workers.
-    #[cfg(feature = "reconcile")]
-    pub(crate) reconcile: Option<crate::reconcile::settings::Reconcile>,
 }
 
 /// One delivery waiting for its ingest commit.

@@ -136,22 +136,16 @@
 //! each statement beside the method that runs it; they know no HTTP, receiver,
 //! handler, worker loop or metrics, and none uses another**
 //!
-//! - `queue.rs` — the queue's state changes: `insert` (new → pending), `claim`
+//! - `intake/` — intake: one verified delivery to a row and its reply, the
+//!   intake writer (one multi-row insert per batch, each delivery answered
+//!   after its commit), `Intake::insert` (new → pending, shared with the
+//!   reconciler), the duplicates records.
+//! - `queue/` — the queue's state changes (`queue/transitions.rs`): `claim`
 //!   (expired leases requeued as suspects or, a suspect's last attempt, made
 //!   dead, then pending → running under a lease token, no attempt counted),
 //!   `renew`, `mark_done_in` (running → done in the handler's transaction, the
 //!   attempt counted), `record_failure` (running → pending later, or dead, the
 //!   attempt counted).
-//! - `queue_tests.rs` — `queue.rs`'s tests of the PostgreSQL claim against a
-//!   real database: from a window of events held back by their intents, the
-//!   first event of each free intent and the events without one, no more than
-//!   asked for.
-//! - `progress.rs` — the workers' batched writes after a claim: `progress`
-//!   (suspects' start marks, which count their attempt first, and done marks
-//!   with their attempt's number and record, in one statement on PostgreSQL,
-//!   one transaction on SQLite),
-//!   `renew_claims` (the leases of a claim's events waiting in the local queue),
-//!   `hand_back` (claimed, never started → pending, uncounted).
 //! - `operations.rs` — the operator's state changes: `retry`, `retry_dead`,
 //!   `replay`, the bounded `purge` batch (`purge_batch`), and `pause`/`resume`
 //!   (a row of the paused types' table, which the claim reads).
@@ -160,10 +154,6 @@
 //!   changed by key in one statement of their own), each built from the
 //!   selection beside the method that runs it; `Admin::bulk_run` loops the
 //!   batches and rests between them.
-//! - `attempts.rs` — the attempts record (written by the workers in batches).
-//! - `duplicates.rs` — the duplicates record: when each duplicate delivery was
-//!   acknowledged (written by the intake after its replies, kept a day), so the
-//!   overview counts duplicates apart from first deliveries.
 //! - `reconcile_state.rs` — `ReconcilerRecord`, the reconciler's state in the
 //!   database: whose turn a namespace is (a lease one process holds, taken
 //!   over once it runs out), up to when the service's events are known to be
@@ -192,17 +182,9 @@
 //! - `worker/job.rs` — `Handler`, `Job`, `JobTransaction`: what a handler sees.
 //! - `worker/attempt.rs` — one attempt: the handler under its renewed lease, the
 //!   done mark or the failure with its backoff, the `INFO` line.
-//! - `writers/marks.rs` — the workers' two writer tasks: marks (start and
-//!   done) and the attempts record, each writing what waits in one statement.
-//! - `writers/intake.rs` — the intake's writer task: one multi-row insert per
-//!   batch of deliveries, each answered after its commit; then the
-//!   duplicates, recorded and compared with their stored events.
-//! - `writers/mod.rs` — the batching writers' module: each a task writing
-//!   what waits in its queue in one statement.
 //! - `inbox/mod.rs` — `Inbox`: the handle (ingest, start the workers, wait
 //!   until idle); `inbox/builder.rs` — `InboxBuilder`, its settings and the
-//!   start of a running inbox; `inbox/intake.rs` — one verified delivery to a
-//!   row, handed to the intake writer, and its reply.
+//!   start of a running inbox.
 //! - `trace.rs` — feature `otel`: the delivery's span, whose `traceparent` the
 //!   row keeps (`trace_context`, migration 6): the adapter's request span in
 //!   payhook's inbox routes, otherwise an ingest span of its own. Also each
@@ -235,19 +217,17 @@
 #![warn(missing_docs)]
 
 pub mod admin;
-mod attempts;
 mod backend;
 mod bulk;
 mod clock;
 mod database;
-mod duplicates;
 mod error;
 mod inbox;
 mod inner;
+mod intake;
 pub mod metrics;
 mod model;
 mod operations;
-mod progress;
 mod queue;
 mod reads;
 #[cfg(feature = "reconcile")]
@@ -256,7 +236,6 @@ mod reconcile_state;
 mod trace;
 mod upkeep;
 mod worker;
-mod writers;
 
 pub use admin::Admin;
 pub use backend::Backend;

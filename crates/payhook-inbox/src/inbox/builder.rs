@@ -16,8 +16,8 @@ use crate::database::sqlite_file::FileIdentity;
 use crate::database::{Database, UrlOptions, WriteTurns, DEFAULT_DATABASE_TIMEOUT};
 use crate::error::InboxError;
 use crate::inner::{Config, Inner};
+use crate::intake::writer::{write_batches, INGEST_BATCH};
 use crate::metrics as m;
-use crate::writers::intake::{write_batches, INGEST_BATCH};
 
 /// The namespace unless configured otherwise: the core receiver's.
 pub const DEFAULT_NAMESPACE: &str = payhook_core::defaults::DEFAULT_NAMESPACE;
@@ -278,8 +278,6 @@ impl InboxBuilder {
             poll_interval: self.poll_interval,
             listen_url: None,
             database_timeout: self.database_timeout,
-            #[cfg(feature = "reconcile")]
-            reconcile: self.reconcile.clone(),
         };
         if config.namespace.is_empty() {
             return Err(InboxError::InvalidSetting("namespace must not be empty"));
@@ -384,7 +382,7 @@ impl InboxBuilder {
         if db.dialect == Dialect::Postgres {
             config.listen_url = Some(url.to_owned());
         }
-        start(self.receiver, db, config, self.migrate).await
+        start(self, db, config).await
     }
 
     /// Builds the inbox on the app's own pool (`sqlx::PgPool`,
@@ -416,18 +414,19 @@ impl InboxBuilder {
             ));
         }
         let db = database_of(pool)?;
-        start(self.receiver, db, config, self.migrate).await
+        start(self, db, config).await
     }
 }
 
+/// A running inbox from the builder's settings (checked into `config`) on
+/// `db`: migrated unless told otherwise, its intake writer started.
 async fn start<DB: Backend>(
-    receiver: Receiver,
+    builder: InboxBuilder,
     mut db: Database<DB>,
     config: Config,
-    migrate: bool,
 ) -> Result<Inbox<DB>, InboxError> {
     db.timeout = config.database_timeout;
-    if migrate {
+    if builder.migrate {
         DB::migrate(&db).await?;
     }
     // The file as SQLite opened it (after the migrations, which create it).
@@ -457,7 +456,7 @@ async fn start<DB: Backend>(
     m::register(&config.namespace);
     Ok(Inbox {
         inner: Arc::new(Inner {
-            receiver,
+            receiver: builder.receiver,
             db,
             config,
             ingest,
@@ -465,5 +464,7 @@ async fn start<DB: Backend>(
             room,
             file,
         }),
+        #[cfg(feature = "reconcile")]
+        reconcile: builder.reconcile,
     })
 }

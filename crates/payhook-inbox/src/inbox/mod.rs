@@ -6,10 +6,9 @@
 //! - [`builder`]: [`InboxBuilder`], its settings and their defaults, and the
 //!   start of a running inbox (the shared [`Inner`](crate::inner::Inner) and
 //!   its intake writer);
-//! - [`intake`]: one verified delivery to a row, handed to the intake writer,
-//!   and its reply (`200`, or `503` when the database cannot store it);
-//! - the intake writer itself is in [`writers::intake`](crate::writers::intake),
-//!   beside the workers' writers.
+//! - [`intake`](crate::intake): one verified delivery to a row, handed to the
+//!   intake writer, and its reply (`200`, or `503` when the database cannot
+//!   store it).
 
 use std::fmt;
 use std::future::Future;
@@ -29,9 +28,8 @@ use crate::inner::Inner;
 use crate::worker::{Handler, Workers};
 
 mod builder;
-pub(crate) mod intake;
 
-use intake::{row_of, store};
+use crate::intake::ingest::{row_of, store};
 
 pub use crate::database::DEFAULT_DATABASE_TIMEOUT;
 pub use builder::{
@@ -47,12 +45,17 @@ pub use builder::{
 /// clone.
 pub struct Inbox<DB: Backend = Any> {
     pub(crate) inner: Arc<Inner<DB>>,
+    /// The reconciler's settings, when it runs beside the workers.
+    #[cfg(feature = "reconcile")]
+    reconcile: Option<crate::reconcile::Reconcile>,
 }
 
 impl<DB: Backend> Clone for Inbox<DB> {
     fn clone(&self) -> Self {
         Self {
             inner: Arc::clone(&self.inner),
+            #[cfg(feature = "reconcile")]
+            reconcile: self.reconcile.clone(),
         }
     }
 }
@@ -178,7 +181,11 @@ impl<DB: Backend> Inbox<DB> {
     ///
     /// Must be called inside a tokio runtime.
     pub fn start<H: Handler<DB>>(&self, handler: H) -> Workers {
-        Workers::start(Arc::clone(&self.inner), handler)
+        let inner = Arc::clone(&self.inner);
+        #[cfg(feature = "reconcile")]
+        return Workers::start(inner, handler, self.reconcile.clone());
+        #[cfg(not(feature = "reconcile"))]
+        Workers::start(inner, handler)
     }
 
     /// Waits until no event of this inbox's namespace is waiting (pending,

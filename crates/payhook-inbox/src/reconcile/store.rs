@@ -4,7 +4,7 @@
 use crate::backend::Backend;
 use crate::database::Database;
 use crate::error::payhook_escape;
-use crate::inbox::intake::row_of;
+use crate::intake::ingest::row_of;
 use crate::model::{NewRow, Source};
 
 use super::ListedEvent;

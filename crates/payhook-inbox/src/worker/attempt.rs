@@ -19,7 +19,7 @@ use crate::error::{describe, payhook_escape};
 use crate::inner::{Config, Inner};
 use crate::metrics as m;
 use crate::model::{AttemptOutcome, AttemptRecord, Claimed, ClaimedAttempt, Failure};
-use crate::writers::marks::{Mark, Step};
+use crate::queue::marks::{Mark, Step};
 
 /// Where an attempt's results go: the writers' queues, and the count of
 /// handlers finished (the workers' pace).

@@ -54,7 +54,7 @@
 //! handlers) are charged for that crash alone, and no other crash charges
 //! anything but the crashing event; an interrupted suspect's attempt is
 //! recorded by the claim that takes its lease over
-//! ([`attempts`](crate::attempts)); and a healthy process pays nothing for
+//! ([`attempts`](crate::queue::attempts)); and a healthy process pays nothing for
 //! crash accounting.
 //!
 //! Start marks and batched done marks go through one writer
@@ -97,8 +97,8 @@ use crate::error::{describe, payhook_escape};
 use crate::inner::{Config, Inner};
 use crate::metrics as m;
 use crate::model::{ClaimRequest, Claimed};
+use crate::queue::marks::{record_attempts, write_marks, Mark, Step, MARK_BATCH};
 use crate::upkeep::{copy_back_wal, forget_orphaned_differing, purge_expired, report_depth, PURGE_EVERY};
-use crate::writers::marks::{record_attempts, write_marks, Mark, Step, MARK_BATCH};
 
 /// How far ahead of its handlers a process claims: the events its handlers
 /// finish in this long, at their recent pace.
@@ -120,10 +120,22 @@ pub struct Workers {
 }
 
 impl Workers {
-    pub(crate) fn start<DB: Backend, H: Handler<DB>>(inbox: Arc<Inner<DB>>, handler: H) -> Self {
+    /// Starts the dispatch loop for `handler` (and, with its settings, the
+    /// reconciler beside it).
+    pub(crate) fn start<DB: Backend, H: Handler<DB>>(
+        inbox: Arc<Inner<DB>>,
+        handler: H,
+        #[cfg(feature = "reconcile")] reconcile: Option<crate::reconcile::Reconcile>,
+    ) -> Self {
         let (stop, stopped) = watch::channel(false);
         let handler: Arc<dyn Handler<DB>> = Arc::new(handler);
-        let task = tokio::spawn(dispatch(inbox, handler, stopped));
+        let task = tokio::spawn(dispatch(
+            inbox,
+            handler,
+            stopped,
+            #[cfg(feature = "reconcile")]
+            reconcile,
+        ));
         Self { stop, task }
     }
 
@@ -180,6 +192,7 @@ async fn dispatch<DB: Backend>(
     inbox: Arc<Inner<DB>>,
     handler: Arc<dyn Handler<DB>>,
     mut stopped: watch::Receiver<bool>,
+    #[cfg(feature = "reconcile")] reconcile: Option<crate::reconcile::Reconcile>,
 ) {
     let config = inbox.config.clone();
     let db = inbox.db.clone();
@@ -218,7 +231,7 @@ async fn dispatch<DB: Backend>(
     };
     // The reconciler, beside the workers and stopped with them.
     #[cfg(feature = "reconcile")]
-    let reconciler = config.reconcile.clone().map(|settings| {
+    let reconciler = reconcile.map(|settings| {
         tokio::spawn(crate::reconcile::run(
             Arc::clone(&inbox),
             settings,
@@ -574,7 +587,7 @@ mod tests {
     use super::attempt::backoff;
     use super::*;
     use crate::clock::random_u64;
-    use crate::writers::marks::mark_all;
+    use crate::queue::marks::mark_all;
     use sqlx::Any;
     use sqlx::Row as _;
 
@@ -590,8 +603,6 @@ mod tests {
             poll_interval: Duration::from_millis(10),
             listen_url: None,
             database_timeout: Duration::from_secs(3),
-            #[cfg(feature = "reconcile")]
-            reconcile: None,
         }
     }
 

@@ -1,9 +1,9 @@
 //! The attempts record: each ended attempt of an event (when, how long, how
 //! it ended, its error), written by the workers with what ends it: a
 //! successful attempt by the statement that marks its event done
-//! ([`progress`](crate::progress)), or after its handler's transaction
+//! ([`progress`](crate::queue::progress)), or after its handler's transaction
 //! committed the done mark; a failure in the transaction that changes its
-//! event's state ([`Queue::record_failure`](crate::queue::Queue)), so a
+//! event's state ([`Queue::record_failure`](crate::queue::transitions::Queue)), so a
 //! worker whose claim was taken over records nothing; read by the
 //! dashboard and `payhook inbox show` ([`reads::dashboard`](crate::reads::dashboard)).
 //!

@@ -1,8 +1,8 @@
 //! The workers' two writers, each a task that writes everything waiting in
 //! its queue in one statement: the marks (suspects' attempts starting and events done,
-//! [`Progress::progress`](crate::progress::Progress)) and the attempts record
+//! [`Progress::progress`](crate::queue::progress::Progress)) and the attempts record
 //! of attempts done in their handler's transaction (a failure is recorded
-//! with its state change: [`Queue::record_failure`](crate::queue::Queue)).
+//! with its state change: [`Queue::record_failure`](crate::queue::transitions::Queue)).
 //!
 //! Batching is what the writers are for: every handler that starts or
 //! finishes while one statement runs joins the next one, so the statements
@@ -11,11 +11,12 @@
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::backend::Backend;
 use crate::clock::now_ms;
 use crate::database::Database;
 use crate::error::describe;
 use crate::model::{AttemptRecord, ClaimedAttempt};
+use crate::queue::attempts::AttemptsRecord;
+use crate::queue::progress::Progress;
 
 /// Most marks (or attempt records) written by one statement.
 pub(crate) const MARK_BATCH: usize = 512;
@@ -42,7 +43,7 @@ pub(crate) struct Mark {
 
 /// Writes the marks waiting in `queue`, as many as are there in one
 /// statement. Ends when every sender is gone.
-pub(crate) async fn write_marks<DB: Backend>(
+pub(crate) async fn write_marks<DB: Progress + AttemptsRecord>(
     db: Database<DB>,
     namespace: String,
     mut queue: mpsc::Receiver<Mark>,
@@ -80,7 +81,7 @@ pub(crate) async fn write_marks<DB: Backend>(
 
 /// Writes a batch of marks (sorted by arrival); for each, the attempt number
 /// when its row was still its claim's.
-pub(crate) async fn mark_all<DB: Backend>(
+pub(crate) async fn mark_all<DB: Progress + AttemptsRecord>(
     db: &Database<DB>,
     namespace: &str,
     batch: &[Mark],
@@ -137,7 +138,7 @@ pub(crate) async fn mark_all<DB: Backend>(
 
 /// Writes ended attempts, all that are waiting in one statement; a failure
 /// to write them is logged, never fatal. Ends when every sender is gone.
-pub(crate) async fn record_attempts<DB: Backend>(
+pub(crate) async fn record_attempts<DB: Progress + AttemptsRecord>(
     db: Database<DB>,
     namespace: String,
     mut queue: mpsc::Receiver<AttemptRecord>,

@@ -20,11 +20,11 @@ use std::future::Future;
 
 use sqlx::Row as _;
 
-use crate::attempts::{MAX_ATTEMPT_RECORDS, TRIM_ATTEMPTS};
 use crate::database::dialect::{attempts_table, table, Dialect};
 use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
 use crate::model::{AttemptOutcome, ClaimedAttempt, State};
+use crate::queue::attempts::{MAX_ATTEMPT_RECORDS, TRIM_ATTEMPTS};
 
 /// A row under one claim: its arrival and the claim's lease token.
 pub(crate) type Lease = (i64, i64);

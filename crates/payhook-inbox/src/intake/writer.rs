@@ -13,11 +13,13 @@ use std::sync::Arc;
 use payhook_core::event::same_content;
 use tokio::sync::mpsc;
 
-use crate::backend::Backend;
 use crate::clock::now_ms;
+use crate::database::notify::Notify;
 use crate::database::Database;
 use crate::error::{describe, is_busy, kind, payhook_escape};
 use crate::inner::Pending;
+use crate::intake::duplicates::DuplicatesRecord;
+use crate::intake::insert::Intake;
 use crate::metrics as m;
 use crate::model::{NewRow, Source};
 
@@ -34,7 +36,7 @@ pub(crate) const TIMED_OUT: &str = "the database did not answer in time";
 /// delivery answers `503` by its own): a database that does not answer holds
 /// the writer no longer than that, and deliveries that gave up while waiting
 /// for it are not written.
-pub(crate) async fn write_batches<DB: Backend>(
+pub(crate) async fn write_batches<DB: Intake + DuplicatesRecord + Notify>(
     db: Database<DB>,
     namespace: String,
     mut queue: mpsc::Receiver<Pending>,
@@ -100,7 +102,11 @@ pub(crate) async fn write_batches<DB: Backend>(
 /// with its stored event and records the ones whose content differed; after
 /// their replies and beside the next batch. A failure to is logged, never
 /// fatal.
-async fn record_duplicates<DB: Backend>(db: Database<DB>, namespace: String, duplicates: Vec<NewRow>) {
+async fn record_duplicates<DB: Intake + DuplicatesRecord + Notify>(
+    db: Database<DB>,
+    namespace: String,
+    duplicates: Vec<NewRow>,
+) {
     let rows: Vec<(&str, i64)> = duplicates
         .iter()
         .map(|row| (row.event_id.as_str(), row.received_at))
@@ -123,7 +129,7 @@ async fn record_duplicates<DB: Backend>(db: Database<DB>, namespace: String, dup
 /// Compares a duplicate's body with its stored event's: one that says
 /// something else (another `type` or `data`) is logged at WARN, counted and
 /// recorded. The stored body is kept either way: it is what the handler got.
-async fn compare_duplicate<DB: Backend>(
+async fn compare_duplicate<DB: Intake + DuplicatesRecord + Notify>(
     db: &Database<DB>,
     namespace: &str,
     row: &NewRow,
@@ -148,7 +154,7 @@ async fn compare_duplicate<DB: Backend>(
 
 /// Writes a batch in one statement; when that statement fails, each row
 /// alone, so that one row the database refuses never fails another delivery.
-async fn insert_batch<DB: Backend>(
+async fn insert_batch<DB: Intake + DuplicatesRecord + Notify>(
     db: &Database<DB>,
     namespace: &str,
     batch: &[Pending],

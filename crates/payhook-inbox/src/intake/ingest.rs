@@ -4,15 +4,14 @@
 use payhook_core::{Error, Event, Reply};
 use tokio::sync::oneshot;
 
-use crate::backend::Backend;
 use crate::clock::now_ms;
 use crate::error::payhook_escape;
 use crate::inner::{Inner, Pending};
+use crate::intake::writer::TIMED_OUT;
 use crate::metrics as m;
 use crate::model::{NewRow, MAX_ID_BYTES};
-use crate::writers::intake::TIMED_OUT;
 
-pub(super) async fn store<DB: Backend>(inner: &Inner<DB>, row: NewRow) -> Reply {
+pub(crate) async fn store<DB: sqlx::Database>(inner: &Inner<DB>, row: NewRow) -> Reply {
     if let Some(file) = &inner.file {
         if let Err(reason) = file.check() {
             tracing::error!(target: "payhook", status = 503, reason, "delivery not stored: the SQLite file the inbox opened is gone");
@@ -51,7 +50,7 @@ pub(super) async fn store<DB: Backend>(inner: &Inner<DB>, row: NewRow) -> Reply 
 
 /// The `503` reply, counted: `kind` is one of a few fixed phrases, never a
 /// database's own message.
-fn unavailable<DB: Backend>(inner: &Inner<DB>, kind: &str) -> Reply {
+fn unavailable<DB: sqlx::Database>(inner: &Inner<DB>, kind: &str) -> Reply {
     m::database_error(inner.config.namespace.clone(), m::INGEST);
     let error = Error::InboxUnavailable(kind.to_owned());
     tracing::error!(target: "payhook", status = 503, reason = %error, "delivery not stored");
