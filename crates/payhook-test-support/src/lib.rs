@@ -3,7 +3,9 @@
 //! tests share, the Standard Webhooks conformance fixture, waiting for a
 //! condition ([`eventually`]), one test per database ([`on_every_backend!`]),
 //! a log captured in memory ([`CapturedLog`]) and the samples of a Prometheus
-//! scrape ([`prometheus_samples`]). Not published; the crates' tests take it
+//! scrape ([`prometheus_samples`]), and with the `database` feature a pool
+//! on either database ([`any_pool`]) and a PostgreSQL database of a test's
+//! own ([`fresh_postgres_database`]). Not published; the crates' tests take it
 //! as a path dev-dependency.
 //!
 //! The tests never skip: without `PAYHOOK_TEST_DATABASE_URL`, the PostgreSQL
@@ -13,6 +15,8 @@
 #![warn(missing_docs)]
 
 mod captured_log;
+#[cfg(feature = "database")]
+mod database;
 mod prometheus;
 pub mod standard_webhooks;
 
@@ -21,6 +25,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use captured_log::CapturedLog;
+#[cfg(feature = "database")]
+pub use database::{any_pool, drop_postgres_database, fresh_postgres_database};
 pub use prometheus::prometheus_samples;
 
 /// The variable that names the test PostgreSQL server.
@@ -62,13 +68,19 @@ pub fn postgres_url() -> String {
 }
 
 /// [`postgres_url`] with its database replaced by `database` (on the same
-/// server, user and password).
+/// server, user and password, with the same parameters after `?`).
 pub fn postgres_url_of(database: &str) -> String {
     let base = postgres_url();
-    let (server, _) = base
+    let (path, query) = base
+        .split_once('?')
+        .map_or((base.as_str(), None), |(path, query)| (path, Some(query)));
+    let (server, _) = path
         .rsplit_once('/')
         .unwrap_or_else(|| panic!("{DATABASE_URL_VAR} names no database: {base}"));
-    format!("{server}/{database}")
+    match query {
+        Some(query) => format!("{server}/{database}?{query}"),
+        None => format!("{server}/{database}"),
+    }
 }
 
 /// How long [`eventually`] and [`eventually_async`] wait before they look

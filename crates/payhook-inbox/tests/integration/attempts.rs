@@ -12,7 +12,7 @@ use payhook_core::Receiver;
 use payhook_inbox::admin::{Admin, Filter, PageQuery, State, MAX_ATTEMPT_RECORDS};
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, Job};
-use payhook_test_support::unique;
+use payhook_test_support::{on_every_backend, postgres_url, sqlite_url, unique};
 
 const SECRET: &str = "whsec_attempts";
 /// How long the handler of a successful event sleeps.
@@ -183,23 +183,6 @@ async fn attempts_are_recorded_bounded_and_deleted_with_their_event(url: String)
     assert_eq!(admin.attempts("evt_always_fails").await.unwrap().len(), 50);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_attempts_are_recorded_bounded_and_deleted_with_their_event() {
-    let dir = std::env::temp_dir().join(unique("payhook-attempts"));
-    std::fs::create_dir_all(&dir).unwrap();
-    attempts_are_recorded_bounded_and_deleted_with_their_event(format!(
-        "sqlite://{}",
-        dir.join("inbox.db").display()
-    ))
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_attempts_are_recorded_bounded_and_deleted_with_their_event() {
-    let url = payhook_test_support::postgres_url();
-    attempts_are_recorded_bounded_and_deleted_with_their_event(url).await;
-}
-
 /// A suspect's attempt cut short (its process killed mid-handler: here its
 /// row is left `running` under a lease that ran out, its attempt counted by
 /// its start mark, as a crash leaves it) is recorded as `interrupted` by the
@@ -292,20 +275,6 @@ async fn cut_short_attempts_are_recorded_as_interrupted(url: String) {
     assert_eq!(total, (3, 2));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_cut_short_attempts_are_recorded_as_interrupted() {
-    let dir = std::env::temp_dir().join(unique("payhook-interrupted"));
-    std::fs::create_dir_all(&dir).unwrap();
-    cut_short_attempts_are_recorded_as_interrupted(format!("sqlite://{}", dir.join("inbox.db").display()))
-        .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_cut_short_attempts_are_recorded_as_interrupted() {
-    let url = payhook_test_support::postgres_url();
-    cut_short_attempts_are_recorded_as_interrupted(url).await;
-}
-
 /// Pending and running events share one phase (migration 12): the counts,
 /// the oldest pending event and the state filters still tell them apart.
 async fn waiting_events_are_told_pending_or_running(url: String) {
@@ -393,18 +362,6 @@ async fn waiting_events_are_told_pending_or_running(url: String) {
     let later = admin.show("evt_later").await.unwrap().received_at;
     assert_eq!(stats.oldest_pending_at, Some(later));
     assert_eq!(of_state(State::Running).await, ["evt_held", "evt_first"]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_waiting_events_are_told_pending_or_running() {
-    let dir = std::env::temp_dir().join(unique("payhook-waiting"));
-    std::fs::create_dir_all(&dir).unwrap();
-    waiting_events_are_told_pending_or_running(format!("sqlite://{}", dir.join("inbox.db").display())).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_waiting_events_are_told_pending_or_running() {
-    waiting_events_are_told_pending_or_running(payhook_test_support::postgres_url()).await;
 }
 
 /// What makes a claim a heap-only update on PostgreSQL (migration 12): no
@@ -502,19 +459,10 @@ async fn duplicates_are_counted_apart_from_first_deliveries(url: String) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_duplicates_are_counted_apart_from_first_deliveries() {
-    let dir = std::env::temp_dir().join(unique("payhook-duplicates"));
-    std::fs::create_dir_all(&dir).unwrap();
-    duplicates_are_counted_apart_from_first_deliveries(format!(
-        "sqlite://{}",
-        dir.join("inbox.db").display()
-    ))
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_duplicates_are_counted_apart_from_first_deliveries() {
-    let url = payhook_test_support::postgres_url();
-    duplicates_are_counted_apart_from_first_deliveries(url).await;
+on_every_backend! {
+    sqlite: sqlite_url("payhook-attempts"), postgres: postgres_url(), worker_threads: 2;
+    attempts_are_recorded_bounded_and_deleted_with_their_event,
+    cut_short_attempts_are_recorded_as_interrupted,
+    waiting_events_are_told_pending_or_running,
+    duplicates_are_counted_apart_from_first_deliveries,
 }

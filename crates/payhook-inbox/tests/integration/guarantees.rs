@@ -129,27 +129,7 @@ impl Setup {
         match backend {
             Backend::Sqlite => Self::new(backend).await,
             Backend::Postgres => {
-                sqlx::any::install_default_drivers();
-                let shared = url_of(backend);
-                let name = unique("payhook_guarantees");
-                let admin = sqlx::any::AnyPoolOptions::new()
-                    .max_connections(1)
-                    .connect(&shared)
-                    .await
-                    .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"));
-                sqlx::query(&format!("CREATE DATABASE {name}"))
-                    .execute(&admin)
-                    .await
-                    .unwrap_or_else(|err| panic!("cannot create a test database (CREATEDB needed): {err}"));
-                admin.close().await;
-                let (base, query) = shared
-                    .split_once('?')
-                    .map_or((shared.as_str(), None), |(b, q)| (b, Some(q)));
-                let server = base.rsplit_once('/').map_or(base, |(server, _)| server);
-                let url = match query {
-                    Some(query) => format!("{server}/{name}?{query}"),
-                    None => format!("{server}/{name}"),
-                };
+                let url = payhook_test_support::fresh_postgres_database("payhook_guarantees").await;
                 Self::on(backend, url).await
             }
         }
@@ -159,23 +139,8 @@ impl Setup {
     /// file is the test's own anyway).
     async fn finish(self) {
         if self.backend == Backend::Postgres && self.url != url_of(Backend::Postgres) {
-            let name = self
-                .url
-                .split('?')
-                .next()
-                .and_then(|base| base.rsplit('/').next())
-                .unwrap()
-                .to_owned();
             self.raw.close().await;
-            let admin = sqlx::any::AnyPoolOptions::new()
-                .max_connections(1)
-                .connect(&url_of(Backend::Postgres))
-                .await
-                .unwrap();
-            sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
-                .execute(&admin)
-                .await
-                .unwrap();
+            payhook_test_support::drop_postgres_database(&self.url).await;
         }
     }
 

@@ -20,9 +20,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use payhook_core::sender::SignedDelivery;
 use payhook_core::Receiver;
-use payhook_inbox::sqlx::{self, AnyPool, Row};
+use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, Job};
-use payhook_test_support::{postgres_url, postgres_url_of, unique};
+use payhook_test_support::{any_pool, drop_postgres_database, fresh_postgres_database, unique};
 
 const SECRET: &str = "whsec_history";
 
@@ -53,24 +53,9 @@ fn body(id: &str, intent: &str) -> String {
     )
 }
 
-async fn any_pool(url: &str) -> AnyPool {
-    sqlx::any::install_default_drivers();
-    sqlx::any::AnyPoolOptions::new()
-        .max_connections(2)
-        .connect(url)
-        .await
-        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_no_statement_of_the_inbox_is_compiled_over_a_million_stored_events() {
-    let name = unique("payhook_history");
-    let server = any_pool(&postgres_url()).await;
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&server)
-        .await
-        .unwrap();
-    let url = postgres_url_of(&name);
+    let url = fresh_postgres_database("payhook_history").await;
     let pool = any_pool(&url).await;
     if let Err(err) = sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         .execute(&pool)
@@ -200,8 +185,5 @@ async fn postgres_no_statement_of_the_inbox_is_compiled_over_a_million_stored_ev
 
     inbox.pool().close().await;
     pool.close().await;
-    sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
-        .execute(&server)
-        .await
-        .unwrap();
+    drop_postgres_database(&url).await;
 }

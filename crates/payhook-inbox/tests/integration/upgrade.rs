@@ -13,10 +13,10 @@ use payhook_core::Receiver;
 use payhook_inbox::admin::{Admin, Filter, State};
 use payhook_inbox::sqlx::{self, AnyPool, Row};
 use payhook_inbox::{Inbox, Job};
-use payhook_test_support::unique;
+use payhook_test_support::{any_pool, fresh_postgres_database, on_every_backend, sqlite_url};
 
-/// The inbox's schema before migrations were numbered (SQLite spelling of the
-/// key; PostgreSQL's is `BIGSERIAL PRIMARY KEY`).
+/// The inbox's schema before migrations were numbered (the key's type is
+/// filled in for each database).
 const FIRST_SCHEMA: [&str; 3] = [
     "CREATE TABLE IF NOT EXISTS payhook_inbox (
         arrival {arrival},
@@ -51,15 +51,6 @@ fn body(id: &str) -> String {
     )
 }
 
-async fn any_pool(url: &str) -> AnyPool {
-    sqlx::any::install_default_drivers();
-    sqlx::any::AnyPoolOptions::new()
-        .max_connections(2)
-        .connect(url)
-        .await
-        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"))
-}
-
 /// (event id, state, attempts, last error) of every row.
 async fn rows(pool: &AnyPool) -> Vec<(String, String, i64, Option<String>)> {
     sqlx::query("SELECT event_id, state, attempts, last_error FROM payhook_inbox ORDER BY event_id")
@@ -74,7 +65,14 @@ async fn rows(pool: &AnyPool) -> Vec<(String, String, i64, Option<String>)> {
 /// (id, state, attempts, last error, done_at) of a row of the old inbox.
 type FixtureRow = (&'static str, &'static str, i64, Option<&'static str>, Option<i64>);
 
-async fn upgrade_in_place(url: String, arrival: &str) {
+async fn inbox_of_the_first_schema_upgrades_in_place(url: String) {
+    // The first schema's key, as each database spelled it.
+    let arrival = if url.starts_with("postgres") {
+        "BIGSERIAL PRIMARY KEY"
+    } else {
+        "INTEGER PRIMARY KEY AUTOINCREMENT"
+    };
+    // On SQLite the old inbox made the file; the fixture's pool does too.
     let old = any_pool(&url).await;
     for statement in FIRST_SCHEMA {
         sqlx::query(&statement.replace("{arrival}", arrival))
@@ -270,30 +268,6 @@ async fn upgrade_in_place(url: String, arrival: &str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_inbox_of_the_first_schema_upgrades_in_place() {
-    let dir = std::env::temp_dir().join(unique("payhook-upgrade"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!("sqlite://{}", dir.join("inbox.db").display());
-    // The old inbox made the file; the fixture does too.
-    drop(any_pool(&format!("{url}?mode=rwc")).await);
-    upgrade_in_place(url, "INTEGER PRIMARY KEY AUTOINCREMENT").await;
-    std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_inbox_of_the_first_schema_upgrades_in_place() {
-    let base = payhook_test_support::postgres_url();
-    let name = unique("payhook_upgrade");
-    let admin = any_pool(&base).await;
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&admin)
-        .await
-        .unwrap();
-    let (server, _) = base.rsplit_once('/').unwrap();
-    upgrade_in_place(format!("{server}/{name}"), "BIGSERIAL PRIMARY KEY").await;
-}
-
 /// An admin never migrates: on a database whose schema predates the tally
 /// (migration 15; here dropped after the fact) the overview counts the
 /// events themselves, and says the same.
@@ -328,19 +302,10 @@ async fn an_admin_counts_the_events_where_there_is_no_tally(url: String) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_an_admin_counts_the_events_where_there_is_no_tally() {
-    let url = payhook_test_support::sqlite_url("payhook-untallied");
-    an_admin_counts_the_events_where_there_is_no_tally(format!("{url}?mode=rwc")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_an_admin_counts_the_events_where_there_is_no_tally() {
-    let base = payhook_test_support::postgres_url();
-    let name = unique("payhook_untallied");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&any_pool(&base).await)
-        .await
-        .unwrap();
-    an_admin_counts_the_events_where_there_is_no_tally(payhook_test_support::postgres_url_of(&name)).await;
+on_every_backend! {
+    sqlite: sqlite_url("payhook-upgrade"),
+    postgres: fresh_postgres_database("payhook_upgrade").await,
+    worker_threads: 2;
+    inbox_of_the_first_schema_upgrades_in_place,
+    an_admin_counts_the_events_where_there_is_no_tally,
 }
