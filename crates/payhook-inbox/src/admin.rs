@@ -26,8 +26,6 @@ use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
 use crate::operations::{purge_batch, PARK_BATCH};
 
 mod bulk;
-#[cfg(feature = "reconcile")]
-mod reconcile;
 
 pub use self::bulk::BULK_BATCH;
 pub use crate::database::dialect::{
@@ -440,4 +438,48 @@ impl<DB: Backend> Admin<DB> {
 /// ```
 pub fn parse_age(text: &str) -> Option<Duration> {
     payhook_core::time::parse_age(text)
+}
+
+/// Reconciling by hand: what `payhook reconcile` runs. The reconciler the
+/// workers run ([`crate::reconcile`]) does the same every interval, with its
+/// mark and its turn; these take a window the operator chose.
+#[cfg(feature = "reconcile")]
+impl<DB: Backend> Admin<DB> {
+    /// Of `events` (a page of the service's events list,
+    /// [`EventsApi::page`](crate::reconcile::EventsApi::page)), the ones this
+    /// namespace does not hold: the deliveries that were missed.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn missing<'e>(
+        &self,
+        events: &'e [crate::reconcile::ListedEvent],
+    ) -> Result<Vec<&'e crate::reconcile::ListedEvent>, InboxError> {
+        Ok(crate::reconcile::store::missing(&self.db, &self.namespace, events).await?)
+    }
+
+    /// Stores `events` as [`Source::Reconciled`](crate::Source::Reconciled),
+    /// in one statement: they are handled when a worker of the app runs. How
+    /// many were new (a delivery may have stored one meanwhile; it then
+    /// stands). Every event is checked first: when one cannot be stored (an
+    /// id over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), a NUL), none is.
+    ///
+    /// Store only events younger than the inbox's retention: an older one may
+    /// have been handled and purged already, and would run again.
+    ///
+    /// # Errors
+    /// [`InboxError::InvalidEvent`] naming the event that cannot be stored,
+    /// or a database error.
+    pub async fn store_reconciled(
+        &self,
+        events: &[&crate::reconcile::ListedEvent],
+    ) -> Result<u64, InboxError> {
+        match crate::reconcile::store::store(&self.db, &self.namespace, events).await {
+            Ok(stored) => Ok(stored.iter().filter(|(_, new)| *new).count() as u64),
+            Err(crate::reconcile::store::StoreError::Unstorable(reason)) => {
+                Err(InboxError::InvalidEvent(reason))
+            }
+            Err(crate::reconcile::store::StoreError::Database(err)) => Err(err.into()),
+        }
+    }
 }

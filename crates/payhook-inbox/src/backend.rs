@@ -25,7 +25,7 @@ pub trait Backend:
     + crate::reads::dashboard::Overview
     + crate::queue::attempts::AttemptsRecord
     + crate::intake::duplicates::DuplicatesRecord
-    + crate::reconcile_state::ReconcilerRecord
+    + Reconciler
     + crate::reads::plans::Plans
     + crate::database::migrate::Migrate
     + crate::database::notify::Notify
@@ -44,13 +44,25 @@ impl<DB> Backend for DB where
         + crate::reads::dashboard::Overview
         + crate::queue::attempts::AttemptsRecord
         + crate::intake::duplicates::DuplicatesRecord
-        + crate::reconcile_state::ReconcilerRecord
+        + Reconciler
         + crate::reads::plans::Plans
         + crate::database::migrate::Migrate
         + crate::database::notify::Notify
         + crate::database::notify::Listen
 {
 }
+
+/// The reconciler's record in the database (`ReconcilerRecord`), a store of
+/// the backend only where the reconciler is built (feature `reconcile`).
+#[cfg(feature = "reconcile")]
+pub use crate::reconcile::record::ReconcilerRecord as Reconciler;
+
+/// Without the reconciler, nothing: every type has it.
+#[cfg(not(feature = "reconcile"))]
+pub trait Reconciler {}
+
+#[cfg(not(feature = "reconcile"))]
+impl<DB> Reconciler for DB {}
 
 /// The [`Database`] of the app's own pool: its dialect from its type (an
 /// `Any` pool is refused: its dialect is known from its URL only).

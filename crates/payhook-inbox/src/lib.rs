@@ -154,11 +154,6 @@
 //!   changed by key in one statement of their own), each built from the
 //!   selection beside the method that runs it; `Admin::bulk_run` loops the
 //!   batches and rests between them.
-//! - `reconcile_state.rs` — `ReconcilerRecord`, the reconciler's state in the
-//!   database: whose turn a namespace is (a lease one process holds, taken
-//!   over once it runs out), up to when the service's events are known to be
-//!   in the inbox, how the last passes went, and which of a page's ids the
-//!   inbox has.
 //! - `reads/mod.rs` — depth, `list`, `show`, the paused types (`paused`),
 //!   whether a database holds an inbox, the SQLite main file.
 //! - `reads/dashboard.rs` — the dashboard's counts, activity chart, keyset
@@ -197,9 +192,6 @@
 //! - `admin/bulk.rs` — `Admin::bulk_count` and `Admin::bulk_run`: the count
 //!   first, then the run over what was counted in batches of `BULK_BATCH`,
 //!   resting between them.
-//! - `admin/reconcile.rs` — feature `reconcile`: `Admin::missing` and
-//!   `Admin::store_reconciled`, reconciling by hand over a window the operator
-//!   chose (`payhook reconcile`).
 //!
 //! **The reconciler (feature `reconcile`) — every event the service created
 //! handled once, the ones no delivery brought included**
@@ -213,6 +205,11 @@
 //! - `reconcile/store.rs` — storing what the events list has and the inbox
 //!   lacks, through the intake's insert: the part of a pass `Admin` runs too.
 //! - `reconcile/metrics.rs` — the reconciler's metrics and failure reasons.
+//! - `reconcile/record.rs` — `ReconcilerRecord`, the reconciler's state in the
+//!   database: whose turn a namespace is (a lease one process holds, taken
+//!   over once it runs out), up to when the service's events are known to be
+//!   in the inbox, how the last passes went, and which of a page's ids the
+//!   inbox has.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -232,7 +229,6 @@ mod queue;
 mod reads;
 #[cfg(feature = "reconcile")]
 pub mod reconcile;
-mod reconcile_state;
 mod trace;
 mod upkeep;
 mod worker;

@@ -101,6 +101,7 @@
 
 mod metrics;
 mod pass;
+pub(crate) mod record;
 pub(crate) mod settings;
 pub(crate) mod store;
 
@@ -121,14 +122,16 @@ pub use settings::{
     MIN_INTERVAL,
 };
 
-use crate::backend::Backend;
 use crate::clock::now_ms;
+use crate::database::notify::Notify;
 use crate::inner::Inner;
+use crate::intake::insert::Intake;
+use crate::reconcile::record::ReconcilerRecord;
 use pass::{pass, PassError};
 
 /// Runs passes every interval until `stopped`, or until the service refuses
 /// the key.
-pub(crate) async fn run<DB: Backend>(
+pub(crate) async fn run<DB: ReconcilerRecord + Intake + Notify>(
     inner: Arc<Inner<DB>>,
     settings: Reconcile,
     mut stopped: watch::Receiver<bool>,

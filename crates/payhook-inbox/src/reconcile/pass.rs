@@ -5,11 +5,13 @@
 
 use std::time::Duration;
 
-use crate::backend::Backend;
 use crate::clock::{millis, now_ms};
+use crate::database::notify::Notify;
 use crate::error::payhook_escape;
 use crate::inner::Inner;
+use crate::intake::insert::Intake;
 use crate::model::Source;
+use crate::reconcile::record::ReconcilerRecord;
 
 use super::store::{self, StoreError};
 use super::Reconcile;
@@ -101,7 +103,7 @@ impl Window {
 /// did, and halves `slice` when none did, so a backlog of any size
 /// completes over the following passes; a window walked whole sets it back
 /// to `None`.
-pub(crate) async fn pass<DB: Backend>(
+pub(crate) async fn pass<DB: ReconcilerRecord + Intake + Notify>(
     inner: &Inner<DB>,
     settings: &Reconcile,
     owner: &str,
@@ -185,7 +187,7 @@ enum Walked {
 }
 
 /// Lists and stores every page of `[start, end)`, within the budget.
-async fn walk<DB: Backend>(
+async fn walk<DB: ReconcilerRecord + Intake + Notify>(
     inner: &Inner<DB>,
     settings: &Reconcile,
     owner: &str,
@@ -248,7 +250,7 @@ async fn walk<DB: Backend>(
 }
 
 /// Takes or renews this process's turn, for three intervals.
-async fn take_turn<DB: Backend>(
+async fn take_turn<DB: ReconcilerRecord + Intake + Notify>(
     inner: &Inner<DB>,
     settings: &Reconcile,
     owner: &str,
@@ -270,7 +272,10 @@ async fn take_turn<DB: Backend>(
 /// Stores the listed events the inbox lacks, as reconciled; how many were
 /// new. The page's rows are checked first, all of them, so a page with an
 /// event that cannot be stored is skipped whole.
-async fn store_missing<DB: Backend>(inner: &Inner<DB>, events: &[ListedEvent]) -> Result<usize, PassError> {
+async fn store_missing<DB: ReconcilerRecord + Intake + Notify>(
+    inner: &Inner<DB>,
+    events: &[ListedEvent],
+) -> Result<usize, PassError> {
     let db = &inner.db;
     let namespace = inner.config.namespace.as_str();
     let missing = store::missing(db, namespace, events).await?;

@@ -1,16 +1,18 @@
 //! Storing what the events list has and the inbox lacks: the part of a pass
 //! that [`Admin`](crate::admin::Admin) runs too, for `payhook reconcile`.
 
-use crate::backend::Backend;
+use crate::database::notify::Notify;
 use crate::database::Database;
 use crate::error::payhook_escape;
 use crate::intake::ingest::row_of;
+use crate::intake::insert::Intake;
 use crate::model::{NewRow, Source};
+use crate::reconcile::record::ReconcilerRecord;
 
 use super::ListedEvent;
 
 /// The listed events the namespace does not hold, in list order.
-pub(crate) async fn missing<'e, DB: Backend>(
+pub(crate) async fn missing<'e, DB: ReconcilerRecord + Intake + Notify>(
     db: &Database<DB>,
     namespace: &str,
     events: &'e [ListedEvent],
@@ -36,7 +38,7 @@ pub(crate) enum StoreError {
 /// Stores `events` as reconciled, in one statement: all of them checked
 /// first, so a batch with one that cannot be stored stores none. For each,
 /// whether it was new (a delivery may have stored it meanwhile).
-pub(crate) async fn store<DB: Backend>(
+pub(crate) async fn store<DB: ReconcilerRecord + Intake + Notify>(
     db: &Database<DB>,
     namespace: &str,
     events: &[&ListedEvent],

@@ -87,6 +87,7 @@ macro_rules! reconciler_table {
         "payhook_inbox_reconciler"
     };
 }
+#[cfg(feature = "reconcile")]
 pub(crate) use reconciler_table;
 
 /// The table every backend keeps events in.
