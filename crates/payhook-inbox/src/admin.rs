@@ -17,24 +17,23 @@ use std::time::Duration;
 
 use sqlx::{Any, Pool};
 
+use crate::actions::bulk_run::BulkRun;
+use crate::actions::operations::{park_all, purge_batch};
 use crate::backend::{database_of, Backend};
 use crate::clock::{millis, now_ms};
 use crate::database::sqlite_file::FileIdentity;
 use crate::database::{Database, UrlOptions};
 use crate::error::{payhook_escape, InboxError};
 use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
-use crate::operations::{purge_batch, PARK_BATCH};
 
-mod bulk;
-
-pub use self::bulk::BULK_BATCH;
+pub use crate::actions::bulk_run::BULK_BATCH;
+pub use crate::actions::selection::{BulkAction, BulkCount, BulkReport, Selection, MAX_BULK_IDS};
 pub use crate::database::dialect::{
     ATTEMPTS_TABLE, DIFFERING_TABLE, DUPLICATES_TABLE, PAUSED_TABLE, RECONCILER_TABLE,
 };
 pub use crate::model::{
-    ActivitySlot, Attempt, AttemptOutcome, BulkAction, BulkCount, BulkReport, Cursor, DifferingCopies,
-    Filter, IntentEvent, Page, PageQuery, PausedType, Selection, Source, State, Stats, StoredEvent,
-    MAX_BULK_IDS, MAX_PAGE,
+    ActivitySlot, Attempt, AttemptOutcome, Cursor, DifferingCopies, Filter, IntentEvent, Page, PageQuery,
+    PausedType, Source, State, Stats, StoredEvent, MAX_PAGE,
 };
 pub use crate::queue::attempts::MAX_ATTEMPT_RECORDS;
 
@@ -229,11 +228,11 @@ impl<DB: Backend> Admin<DB> {
     ///
     /// # Errors
     /// [`InboxError::InvalidSetting`] for an empty type or one longer than
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), or a database error.
+    /// [`MAX_ID_BYTES`](crate::model::MAX_ID_BYTES), or a database error.
     pub async fn pause(&self, event_type: &str) -> Result<bool, InboxError> {
         check_event_type(event_type)?;
         let paused = DB::pause(&self.db, &self.namespace, event_type).await?;
-        self.park_all(event_type, true).await?;
+        park_all(&self.db, &self.namespace, event_type, true).await?;
         Ok(paused)
     }
 
@@ -248,24 +247,8 @@ impl<DB: Backend> Admin<DB> {
     pub async fn resume(&self, event_type: &str) -> Result<bool, InboxError> {
         check_event_type(event_type)?;
         let resumed = DB::resume(&self.db, &self.namespace, event_type).await?;
-        self.park_all(event_type, false).await?;
+        park_all(&self.db, &self.namespace, event_type, false).await?;
         Ok(resumed)
-    }
-
-    /// Parks (`park`) or unparks every waiting event of `event_type`, in
-    /// batches of [`PARK_BATCH`] in due order: a paused type's events are
-    /// kept out of the claims' index range, so claims do not step over them,
-    /// and come back in the order they had. Run on every pause and resume,
-    /// even a repeated one, so a second call finishes an interrupted one.
-    async fn park_all(&self, event_type: &str, park: bool) -> Result<u64, InboxError> {
-        let mut total = 0;
-        loop {
-            let changed = DB::park(&self.db, &self.namespace, event_type, park, PARK_BATCH).await?;
-            total += changed;
-            if changed < u64::try_from(PARK_BATCH).unwrap_or(u64::MAX) {
-                return Ok(total);
-            }
-        }
     }
 
     /// The paused event types, by name, each with its events waiting.
@@ -301,10 +284,10 @@ impl<DB: Backend> Admin<DB> {
     }
 }
 
-/// An event type an operator names: 1 to [`MAX_ID_BYTES`](crate::MAX_ID_BYTES)
+/// An event type an operator names: 1 to [`MAX_ID_BYTES`](crate::model::MAX_ID_BYTES)
 /// bytes, as the intake stores them.
 fn check_event_type(event_type: &str) -> Result<(), InboxError> {
-    if event_type.is_empty() || event_type.len() > crate::MAX_ID_BYTES {
+    if event_type.is_empty() || event_type.len() > crate::model::MAX_ID_BYTES {
         return Err(InboxError::InvalidSetting("an event type is 1 to 255 bytes long"));
     }
     Ok(())
@@ -313,7 +296,7 @@ fn check_event_type(event_type: &str) -> Result<(), InboxError> {
 impl<DB: Backend> Admin<DB> {
     /// Operations on the inbox an [`Inbox`](crate::Inbox) runs on (its pool
     /// and namespace), e.g. for a dashboard served by the same app.
-    pub fn of_inbox(inbox: &crate::Inbox<DB>) -> Self {
+    pub fn of_inbox(inbox: &crate::inbox::Inbox<DB>) -> Self {
         Self {
             db: inbox.inner.db.clone(),
             namespace: inbox.inner.config.namespace.clone(),
@@ -440,6 +423,70 @@ pub fn parse_age(text: &str) -> Option<Duration> {
     payhook_core::time::parse_age(text)
 }
 
+impl<DB: Backend> Admin<DB> {
+    /// How many events `action` would touch in `selection` now, and the most
+    /// common types among them: what the CLI and the dashboard show before
+    /// anything changes. Pass the count on to [`bulk_run`](Self::bulk_run).
+    ///
+    /// With `as_of` (an earlier count's [`BulkCount::as_of`]) it counts the
+    /// events that were selected then and have not changed since: what a run
+    /// given that time would act on.
+    ///
+    /// # Errors
+    /// [`InvalidSetting`](InboxError::InvalidSetting) for a selection the
+    /// action cannot act on (a state it does not change, more than
+    /// [`MAX_BULK_IDS`] ids, an id or type longer than
+    /// [`MAX_ID_BYTES`](crate::model::MAX_ID_BYTES)), an `as_of` in the future, or
+    /// a database error.
+    pub async fn bulk_count(
+        &self,
+        action: BulkAction,
+        selection: &Selection,
+        as_of: Option<i64>,
+    ) -> Result<BulkCount, InboxError> {
+        self.bulk().count(action, selection, as_of).await
+    }
+
+    /// Runs `action` over what `count` (from [`bulk_count`](Self::bulk_count)
+    /// with the same action and selection) selected: the events that match
+    /// and whose last change of state came before [`BulkCount::as_of`]. It
+    /// acts on those events or fewer, never more: an event that died,
+    /// finished, was retried, replayed or handled after the count, or arrived
+    /// after it, is left alone, and the run stops once it has acted on
+    /// [`BulkCount::events`]. The report says how many were selected, acted
+    /// on, and no longer qualified ([`BulkReport`]).
+    ///
+    /// It goes in batches of at most [`BULK_BATCH`] rows, each its own short
+    /// statement, resting between batches four times as long as the last one
+    /// took (2 ms at least), so that deliveries and workers keep their pace
+    /// (on SQLite the rest also checkpoints the WAL the batches wrote). Run
+    /// again with the same count after an interruption, it changes only what
+    /// the first run did not. [`BulkAction::Pause`] pauses the event types
+    /// the count showed (at most 20) that still have a selected event.
+    ///
+    /// The times compared are each writer's clock: keep the hosts' clocks in
+    /// step (NTP), as the lease already needs.
+    ///
+    /// # Errors
+    /// As [`bulk_count`](Self::bulk_count) (the batches before a database
+    /// error stay done).
+    pub async fn bulk_run(
+        &self,
+        action: BulkAction,
+        selection: &Selection,
+        count: &BulkCount,
+    ) -> Result<BulkReport, InboxError> {
+        self.bulk().run(action, selection, count).await
+    }
+
+    fn bulk(&self) -> BulkRun<'_, DB> {
+        BulkRun {
+            db: &self.db,
+            namespace: &self.namespace,
+        }
+    }
+}
+
 /// Reconciling by hand: what `payhook reconcile` runs. The reconciler the
 /// workers run ([`crate::reconcile`]) does the same every interval, with its
 /// mark and its turn; these take a window the operator chose.
@@ -458,11 +505,11 @@ impl<DB: Backend> Admin<DB> {
         Ok(crate::reconcile::store::missing(&self.db, &self.namespace, events).await?)
     }
 
-    /// Stores `events` as [`Source::Reconciled`](crate::Source::Reconciled),
+    /// Stores `events` as [`Source::Reconciled`],
     /// in one statement: they are handled when a worker of the app runs. How
     /// many were new (a delivery may have stored one meanwhile; it then
     /// stands). Every event is checked first: when one cannot be stored (an
-    /// id over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), a NUL), none is.
+    /// id over [`MAX_ID_BYTES`](crate::model::MAX_ID_BYTES), a NUL), none is.
     ///
     /// Store only events younger than the inbox's retention: an older one may
     /// have been handled and purged already, and would run again.

@@ -19,8 +19,8 @@ pub trait Backend:
     + crate::intake::insert::Intake
     + crate::queue::transitions::Queue
     + crate::queue::progress::Progress
-    + crate::operations::Operations
-    + crate::bulk::Bulk
+    + crate::actions::operations::Operations
+    + crate::actions::bulk::Bulk
     + crate::reads::Reads
     + crate::reads::dashboard::Overview
     + crate::queue::attempts::AttemptsRecord
@@ -38,8 +38,8 @@ impl<DB> Backend for DB where
         + crate::intake::insert::Intake
         + crate::queue::transitions::Queue
         + crate::queue::progress::Progress
-        + crate::operations::Operations
-        + crate::bulk::Bulk
+        + crate::actions::operations::Operations
+        + crate::actions::bulk::Bulk
         + crate::reads::Reads
         + crate::reads::dashboard::Overview
         + crate::queue::attempts::AttemptsRecord

@@ -50,7 +50,7 @@ struct Turns {
     /// Held by the write whose turn it is.
     current: tokio::sync::Mutex<()>,
     /// Turns taken so far: whether anything was written since a moment
-    /// (the background WAL copy, [`upkeep`](crate::upkeep)).
+    /// (the background WAL copy, [`upkeep`](crate::worker::upkeep)).
     taken: AtomicU64,
 }
 

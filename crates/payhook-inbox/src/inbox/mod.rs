@@ -4,7 +4,7 @@
 //! writes: nothing unsigned or invalid ever becomes a row. Where the parts are:
 //!
 //! - [`builder`]: [`InboxBuilder`], its settings and their defaults, and the
-//!   start of a running inbox (the shared [`Inner`](crate::inner::Inner) and
+//!   start of a running inbox (the shared [`Inner`] and
 //!   its intake writer);
 //! - [`intake`](crate::intake): one verified delivery to a row, handed to the
 //!   intake writer, and its reply (`200`, or `503` when the database cannot

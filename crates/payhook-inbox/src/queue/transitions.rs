@@ -1,6 +1,6 @@
 //! The queue: the state changes of an event, each a named method with its
 //! statement beside it. Intake stores new events `pending`
-//! ([`insert`](Queue::insert)); a worker's [`claim`](Queue::claim) makes due
+//! ([`insert`](crate::intake::insert::Intake::insert)); a worker's [`claim`](Queue::claim) makes due
 //! ones `running` under a lease token (first requeuing, or making dead, those
 //! whose lease ran out), [`renew`](Queue::renew) extends the lease,
 //! [`mark_done_in`](Queue::mark_done_in) makes one `done` in the handler's

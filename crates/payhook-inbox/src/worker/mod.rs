@@ -58,7 +58,7 @@
 //! crash accounting.
 //!
 //! Start marks and batched done marks go through one writer
-//! ([`writer`]), many in one statement; a done mark also writes the attempt's
+//! ([`marks`](crate::queue::marks)), many in one statement; a done mark also writes the attempt's
 //! record. Marking done in [`Job::transaction`] is the first statement of the
 //! transaction the handler gets: the handler's own writes and the mark
 //! commit together or not at all. The transaction is opened only when the
@@ -75,9 +75,16 @@
 //! Events of one payment intent are claimed one at a time, in the order of their
 //! `created` time and then of arrival: an event is due only when no earlier
 //! event of its intent is still waiting and none is running.
+//!
+//! Files: this one is the dispatch loop; `attempt.rs` one attempt (the
+//! handler under its renewed lease, the done mark or the failure with its
+//! backoff); `job.rs` what a handler sees (`Handler`, `Job`,
+//! `JobTransaction`); `upkeep.rs` the upkeep between claims (depth gauges,
+//! retention purge rounds, SQLite's WAL copied back).
 
 mod attempt;
 mod job;
+pub(crate) mod upkeep;
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -98,7 +105,9 @@ use crate::inner::{Config, Inner};
 use crate::metrics as m;
 use crate::model::{ClaimRequest, Claimed};
 use crate::queue::marks::{record_attempts, write_marks, Mark, Step, MARK_BATCH};
-use crate::upkeep::{copy_back_wal, forget_orphaned_differing, purge_expired, report_depth, PURGE_EVERY};
+use crate::worker::upkeep::{
+    copy_back_wal, forget_orphaned_differing, purge_expired, report_depth, PURGE_EVERY,
+};
 
 /// How far ahead of its handlers a process claims: the events its handlers
 /// finish in this long, at their recent pace.

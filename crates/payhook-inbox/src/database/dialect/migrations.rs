@@ -181,7 +181,7 @@ mod tests {
                 let statements: Vec<String> = migration.statements(dialect).collect();
                 for statement in &statements {
                     assert!(!statement.contains("--"), "{statement}");
-                    assert!(statement.contains(crate::TABLE), "{statement}");
+                    assert!(statement.contains(crate::database::dialect::TABLE), "{statement}");
                 }
             }
         }
@@ -248,7 +248,7 @@ mod tests {
     #[test]
     fn statements_name_the_crate_tables_exactly() {
         let tables = [
-            crate::TABLE,
+            crate::database::dialect::TABLE,
             crate::database::dialect::SCHEMA_TABLE,
             crate::database::dialect::ATTEMPTS_TABLE,
             crate::database::dialect::PAUSED_TABLE,

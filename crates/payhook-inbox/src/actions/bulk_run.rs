@@ -1,14 +1,15 @@
-//! The bulk actions of [`Admin`]: the count first, then the run over what was
+//! The bulk actions as `Admin` runs them: the count first, then the run over what was
 //! counted, in short batches.
 
 use std::time::{Duration, Instant};
 
-use super::Admin;
-use crate::backend::Backend;
-use crate::bulk::{selected_states, Position, Scope};
+use crate::actions::bulk::Bulk;
+use crate::actions::bulk::{selected_states, Position, Scope};
+use crate::actions::operations::{park_all, Operations};
+use crate::actions::selection::{BulkAction, BulkCount, BulkReport, Selection, MAX_BULK_IDS};
 use crate::clock::now_ms;
+use crate::database::Database;
 use crate::error::InboxError;
-use crate::model::{BulkAction, BulkCount, BulkReport, Selection, MAX_BULK_IDS};
 
 /// Rows changed per statement of a bulk action: each statement is its own
 /// short transaction, whatever the selection's size. Each changed row writes
@@ -29,22 +30,16 @@ const BULK_REST: u32 = 4;
 /// microseconds still leaves the writer free for a delivery's commit or two.
 const BULK_MIN_REST: Duration = Duration::from_millis(2);
 
-impl<DB: Backend> Admin<DB> {
-    /// How many events `action` would touch in `selection` now, and the most
-    /// common types among them: what the CLI and the dashboard show before
-    /// anything changes. Pass the count on to [`bulk_run`](Self::bulk_run).
-    ///
-    /// With `as_of` (an earlier count's [`BulkCount::as_of`]) it counts the
-    /// events that were selected then and have not changed since: what a run
-    /// given that time would act on.
-    ///
-    /// # Errors
-    /// [`InvalidSetting`](InboxError::InvalidSetting) for a selection the
-    /// action cannot act on (a state it does not change, more than
-    /// [`MAX_BULK_IDS`] ids, an id or type longer than
-    /// [`MAX_ID_BYTES`](crate::MAX_ID_BYTES)), an `as_of` in the future, or
-    /// a database error.
-    pub async fn bulk_count(
+/// A bulk action on one namespace of an inbox's database.
+pub(crate) struct BulkRun<'a, DB: sqlx::Database> {
+    pub(crate) db: &'a Database<DB>,
+    pub(crate) namespace: &'a str,
+}
+
+impl<DB: Bulk + Operations> BulkRun<'_, DB> {
+    /// How many events `action` would touch in `selection` at `as_of` (now
+    /// when `None`), and the most common types among them.
+    pub(crate) async fn count(
         &self,
         action: BulkAction,
         selection: &Selection,
@@ -58,34 +53,13 @@ impl<DB: Backend> Admin<DB> {
                 "a bulk action's as_of time is in the future",
             ));
         }
-        let (events, types) = DB::count(&self.db, self.scope(action, selection, as_of)).await?;
+        let (events, types) = DB::count(self.db, self.scope(action, selection, as_of)).await?;
         Ok(BulkCount { events, types, as_of })
     }
 
-    /// Runs `action` over what `count` (from [`bulk_count`](Self::bulk_count)
-    /// with the same action and selection) selected: the events that match
-    /// and whose last change of state came before [`BulkCount::as_of`]. It
-    /// acts on those events or fewer, never more: an event that died,
-    /// finished, was retried, replayed or handled after the count, or arrived
-    /// after it, is left alone, and the run stops once it has acted on
-    /// [`BulkCount::events`]. The report says how many were selected, acted
-    /// on, and no longer qualified ([`BulkReport`]).
-    ///
-    /// It goes in batches of at most [`BULK_BATCH`] rows, each its own short
-    /// statement, resting between batches four times as long as the last one
-    /// took (2 ms at least), so that deliveries and workers keep their pace
-    /// (on SQLite the rest also checkpoints the WAL the batches wrote). Run
-    /// again with the same count after an interruption, it changes only what
-    /// the first run did not. [`BulkAction::Pause`] pauses the event types
-    /// the count showed (at most 20) that still have a selected event.
-    ///
-    /// The times compared are each writer's clock: keep the hosts' clocks in
-    /// step (NTP), as the lease already needs.
-    ///
-    /// # Errors
-    /// As [`bulk_count`](Self::bulk_count) (the batches before a database
-    /// error stay done).
-    pub async fn bulk_run(
+    /// Runs `action` over what `count` selected, in batches, resting
+    /// between them; never more events than counted.
+    pub(crate) async fn run(
         &self,
         action: BulkAction,
         selection: &Selection,
@@ -116,14 +90,8 @@ impl<DB: Backend> Admin<DB> {
                     break 'states;
                 }
                 let started = Instant::now();
-                let (changed, last) = DB::batch(
-                    &self.db,
-                    self.scope(action, selection, as_of),
-                    state,
-                    after,
-                    limit,
-                )
-                .await?;
+                let (changed, last) =
+                    DB::batch(self.db, self.scope(action, selection, as_of), state, after, limit).await?;
                 // A read that found no row left ends the run; it is no batch.
                 let Some(last) = last else { break };
                 let took = started.elapsed();
@@ -133,7 +101,7 @@ impl<DB: Backend> Admin<DB> {
                 after = last;
                 // Not a transaction and holding no write lock, so not a
                 // batch; a failed one is made up by the next.
-                let _ = DB::checkpoint(&self.db).await;
+                let _ = DB::checkpoint(self.db).await;
                 tokio::time::sleep(
                     took.saturating_mul(BULK_REST)
                         .clamp(BULK_MIN_REST, Duration::from_millis(300)),
@@ -154,7 +122,7 @@ impl<DB: Backend> Admin<DB> {
         count: &BulkCount,
         report: &mut BulkReport,
     ) -> Result<(), InboxError> {
-        let (_, now) = DB::count(&self.db, self.scope(BulkAction::Pause, selection, count.as_of)).await?;
+        let (_, now) = DB::count(self.db, self.scope(BulkAction::Pause, selection, count.as_of)).await?;
         for (event_type, counted) in &count.types {
             let still = now
                 .iter()
@@ -166,20 +134,20 @@ impl<DB: Backend> Admin<DB> {
                 continue;
             }
             let started = Instant::now();
-            if DB::pause(&self.db, &self.namespace, event_type).await? {
+            if DB::pause(self.db, self.namespace, event_type).await? {
                 report.paused_types.push(event_type.clone());
             }
             report.events += still;
             report.batches += 1;
             report.longest_batch = report.longest_batch.max(started.elapsed());
-            self.park_all(event_type, true).await?;
+            park_all(self.db, self.namespace, event_type, true).await?;
         }
         Ok(())
     }
 
     fn scope<'a>(&'a self, action: BulkAction, selection: &'a Selection, as_of: i64) -> Scope<'a> {
         Scope {
-            namespace: &self.namespace,
+            namespace: self.namespace,
             action,
             selection,
             as_of,
@@ -201,7 +169,7 @@ fn check_selection(action: BulkAction, selection: &Selection) -> Result<(), Inbo
             "at most 1000 ids; select more by prefix, type or age",
         ));
     }
-    let too_long = |text: &str| text.is_empty() || text.len() > crate::MAX_ID_BYTES;
+    let too_long = |text: &str| text.is_empty() || text.len() > crate::model::MAX_ID_BYTES;
     if selection.ids.iter().any(|id| too_long(id))
         || selection.id_prefix.as_deref().is_some_and(too_long)
         || selection.event_type.as_deref().is_some_and(too_long)

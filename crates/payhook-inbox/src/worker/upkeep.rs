@@ -7,13 +7,13 @@
 
 use std::time::Duration;
 
+use crate::actions::operations::purge_batch;
 use crate::backend::Backend;
 use crate::clock::{millis, now_ms};
 use crate::database::Database;
 use crate::error::describe;
 use crate::inner::Config;
 use crate::metrics as m;
-use crate::operations::purge_batch;
 
 /// Sets the depth gauges: events waiting, the oldest one's age, and the
 /// paused types.

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use super::State;
+use crate::model::State;
 
 /// The most ids a [`Selection`] lists: larger sets are chosen by a prefix,
 /// a type or an age.

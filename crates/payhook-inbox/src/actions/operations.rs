@@ -334,6 +334,27 @@ const PURGE: &str = concat!(
     " WHERE namespace = $1 AND phase = $4 AND state = $5 AND done_at < $2 LIMIT $3)"
 );
 
+/// Parks (`park`) or unparks every waiting event of `event_type`, in
+/// batches of [`PARK_BATCH`] in due order: a paused type's events are kept
+/// out of the claims' index range, so claims do not step over them, and come
+/// back in the order they had. Run on every pause and resume, even a repeated
+/// one, so a second call finishes an interrupted one.
+pub(crate) async fn park_all<DB: Operations>(
+    db: &Database<DB>,
+    namespace: &str,
+    event_type: &str,
+    park: bool,
+) -> Result<u64, sqlx::Error> {
+    let mut total = 0;
+    loop {
+        let changed = DB::park(db, namespace, event_type, park, PARK_BATCH).await?;
+        total += changed;
+        if changed < u64::try_from(PARK_BATCH).unwrap_or(u64::MAX) {
+            return Ok(total);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

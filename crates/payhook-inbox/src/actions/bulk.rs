@@ -22,11 +22,12 @@ use std::future::Future;
 
 use sqlx::Row as _;
 
+use crate::actions::selection::{BulkAction, Selection};
 use crate::clock::now_ms;
 use crate::database::dialect::{table, Dialect};
 use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
-use crate::model::{BulkAction, Selection, State};
+use crate::model::State;
 
 /// A bound value of a built statement.
 enum Bind {
