@@ -368,6 +368,23 @@ mod tests {
         }
     }
 
+    /// One parse per event: the page is read once, each event is parsed
+    /// from its own bytes, and those bytes are what an inbox stores, never
+    /// a serialisation of the parsed value (key order, spacing and escapes
+    /// kept).
+    #[test]
+    fn each_event_is_parsed_once_from_the_bytes_it_is_stored_with() {
+        let listed = r#"{ "type" : "customer.created","created":3, "id":"evt_\u0033", "data":{"object":{"b":1,"a":2}} }"#;
+        let page = format!(r#"{{"has_more":false,"data":[{listed}]}}"#);
+        let page = client()
+            .parse_page(&reply(page.as_bytes()), &EventsQuery::default())
+            .unwrap();
+        assert_eq!(page.events.len(), 1);
+        assert_eq!(page.events[0].body, listed);
+        assert_eq!(page.events[0].event.id(), "evt_3");
+        assert_eq!(page.events[0].event.event_type(), "customer.created");
+    }
+
     #[test]
     fn a_page_is_every_event_or_none() {
         let good = br#"{"object":"list","has_more":true,"data":[
