@@ -18,7 +18,7 @@ use payhook::actix::testing::SignedDeliveryExt;
 use payhook::inbox::{HandlerError, Inbox, InboxError, Job};
 use payhook::sender::{EventBuilder, SignedDelivery};
 use payhook::Receiver;
-use payhook_test_support::{postgres_url, postgres_url_of, unique};
+use payhook_test_support::{fresh_postgres_database, postgres_url, unique};
 
 const SECRET: &str = "whsec_actix_inbox_postgres";
 
@@ -106,22 +106,9 @@ async fn the_readme_test_records_a_payment_once_and_waits_for_its_own_namespace_
     workers.shutdown().await;
 }
 
-/// A database of its own in the test server, for the example's default
-/// namespace.
-async fn fresh_database() -> String {
-    let name = unique("payhook_actix_pg");
-    let admin = pool(&postgres_url()).await;
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&admin)
-        .await
-        .unwrap_or_else(|err| panic!("cannot create a test database: {err}"));
-    admin.close().await;
-    postgres_url_of(&name)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_records_each_payment_once_on_the_apps_pool() {
-    let url = fresh_database().await;
+    let url = fresh_postgres_database("payhook_actix_pg").await;
     let mut example = Example::start(
         "actix_inbox_postgres",
         &[("PAYHOOK_SECRET", SECRET), ("PAYHOOK_DATABASE_URL", &url)],

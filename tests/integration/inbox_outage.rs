@@ -35,7 +35,9 @@ use own_postgres::OwnPostgres;
 use payhook::inbox::sqlx::{self, AnyPool, Connection as _, Executor as _, Row};
 use payhook::inbox::DEFAULT_DATABASE_TIMEOUT;
 use payhook::{sign, Secret};
-use payhook_test_support::{eventually_async as eventually, postgres_url, sqlite_url, unique};
+use payhook_test_support::{
+    any_pool, eventually_async as eventually, fresh_postgres_database, on_every_backend, sqlite_url,
+};
 
 const SECRET: &str = "whsec_inbox_outage";
 const EXAMPLE: &str = "inbox_receiver";
@@ -104,27 +106,6 @@ fn start(url: &str, extra: &[(&str, &str)]) -> Example {
     Example::start(EXAMPLE, &env)
 }
 
-async fn pool(url: &str) -> AnyPool {
-    sqlx::any::install_default_drivers();
-    sqlx::any::AnyPoolOptions::new()
-        .max_connections(2)
-        .connect(url)
-        .await
-        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"))
-}
-
-/// A fresh database on the shared test server.
-async fn fresh_postgres_database() -> String {
-    let name = unique("payhook_outage");
-    let admin = pool(&postgres_url()).await;
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&admin)
-        .await
-        .unwrap_or_else(|err| panic!("cannot create a test database on PostgreSQL: {err}"));
-    admin.close().await;
-    payhook_test_support::postgres_url_of(&name)
-}
-
 /// Ledger rows per event id (the example writes one per handled event, in
 /// the transaction of its done mark).
 async fn ledger_counts(pool: &AnyPool) -> BTreeMap<String, i64> {
@@ -147,10 +128,11 @@ async fn count_in_state(pool: &AnyPool, state: &str) -> i64 {
 }
 
 /// Six events asleep in 3 s handlers when their process is killed; a second
-/// process (restarted at once, or `replica`: running before the kill)
-/// handles each again. Returns the time from the kill to the last one
-/// handled.
-async fn killed_mid_handlers(url: &str, replica: bool) -> Duration {
+/// process handles each again within 10 s of the kill: on SQLite, one
+/// restarted at once; on PostgreSQL, a replica running before the kill.
+async fn killed_process_s_events_are_handled_again_within_10_s(url: String) {
+    let url = url.as_str();
+    let replica = url.starts_with("postgres");
     let env = [("PAYHOOK_HANDLER_DELAY_MS", "3000")];
     // Enough handlers that all six run at once in the process killed (with 8,
     // a process claims again only once half of them are free); the process
@@ -160,7 +142,7 @@ async fn killed_mid_handlers(url: &str, replica: bool) -> Duration {
     for id in &ids {
         post_ok(&first, id).await;
     }
-    let db = pool(url).await;
+    let db = any_pool(url).await;
     eventually(Duration::from_secs(10), "6 events running", || async {
         count_in_state(&db, "running").await == 6
     })
@@ -193,17 +175,13 @@ async fn killed_mid_handlers(url: &str, replica: bool) -> Duration {
         took <= Duration::from_secs(10),
         "the killed process's events took {took:?} to be handled again (target: 10 s)"
     );
-    took
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_killed_process_restarted_handles_its_events_again_within_10_s() {
-    killed_mid_handlers(&sqlite_url("payhook-outage"), false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_killed_replica_s_events_are_taken_by_a_running_one_within_10_s() {
-    killed_mid_handlers(&fresh_postgres_database().await, true).await;
+on_every_backend! {
+    sqlite: sqlite_url("payhook-outage"),
+    postgres: fresh_postgres_database("payhook_outage").await,
+    worker_threads: 2;
+    killed_process_s_events_are_handled_again_within_10_s,
 }
 
 /// A 12 s handler (`PAYHOOK_OUTAGE_HANDLER_MS`) with the default 5 s lease,
@@ -211,7 +189,7 @@ async fn postgres_killed_replica_s_events_are_taken_by_a_running_one_within_10_s
 /// the event over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_handler_far_longer_than_the_lease_gets_one_attempt() {
-    let url = fresh_postgres_database().await;
+    let url = fresh_postgres_database("payhook_outage").await;
     let delay = env_number("PAYHOOK_OUTAGE_HANDLER_MS")
         .unwrap_or(12_000)
         .to_string();
@@ -219,7 +197,7 @@ async fn postgres_handler_far_longer_than_the_lease_gets_one_attempt() {
     let first = start(&url, &env);
     let second = start(&url, &env);
     post_ok(&first, "evt_long").await;
-    let db = pool(&url).await;
+    let db = any_pool(&url).await;
     eventually(Duration::from_secs(120), "the long handler done", || async {
         ledger_counts(&db).await.len() == 1
     })
@@ -326,6 +304,7 @@ async fn assert_recovered(
     assert_eq!(handled, expected);
 }
 
+// Not one test on every backend: each database is made unavailable its own way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_write_locked_by_another_process_bounds_every_reply_and_recovers() {
     let url = sqlite_url("payhook-outage");
@@ -349,7 +328,7 @@ async fn sqlite_write_locked_by_another_process_bounds_every_reply_and_recovers(
     locker.await.unwrap();
     let (mut acked, refused) = assert_bounded(&replies);
     acked.insert("evt_locked_before".to_owned());
-    let db = pool(&url).await;
+    let db = any_pool(&url).await;
     assert_recovered(&example, &db, acked, refused).await;
 }
 
@@ -369,7 +348,7 @@ async fn postgres_frozen_with_sigstop_bounds_every_reply_and_recovers() {
     let (replies, ()) = tokio::join!(deliveries, freeze);
     let (mut acked, refused) = assert_bounded(&replies);
     acked.insert("evt_frozen_before".to_owned());
-    let db = pool(&server.url).await;
+    let db = any_pool(&server.url).await;
     assert_recovered(&example, &db, acked, refused).await;
 }
 
@@ -382,7 +361,7 @@ async fn postgres_frozen_with_sigstop_bounds_every_reply_and_recovers() {
 async fn postgres_synchronous_commit_off_immediate_stop_loses_no_acknowledged_event() {
     let server = OwnPostgres::start();
     {
-        let db = pool(&server.url).await;
+        let db = any_pool(&server.url).await;
         db.execute("ALTER SYSTEM SET wal_writer_delay = '10s'")
             .await
             .unwrap();
@@ -422,7 +401,7 @@ async fn postgres_synchronous_commit_off_immediate_stop_loses_no_acknowledged_ev
             acked.extend(poster.await.unwrap());
         }
         server.restart();
-        let db = pool(&server.url).await;
+        let db = any_pool(&server.url).await;
         let stored: BTreeSet<String> = sqlx::query("SELECT event_id FROM payhook_inbox")
             .fetch_all(&db)
             .await
@@ -437,7 +416,7 @@ async fn postgres_synchronous_commit_off_immediate_stop_loses_no_acknowledged_ev
         db.close().await;
         all_acked.extend(acked);
     }
-    let db = pool(&server.url).await;
+    let db = any_pool(&server.url).await;
     eventually(Duration::from_secs(300), "every stored event handled", || async {
         count_in_state(&db, "done").await
             == sqlx::query("SELECT COUNT(*) FROM payhook_inbox")

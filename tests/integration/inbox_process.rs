@@ -18,7 +18,7 @@ use example_process::{payhook_command, Example};
 use payhook::inbox::sqlx::{self, AnyPool, Row};
 use payhook::{sign, Secret};
 use payhook_test_support::{
-    eventually_async as eventually, postgres_url, postgres_url_of, sqlite_url, unique,
+    any_pool, eventually_async as eventually, fresh_postgres_database, on_every_backend, sqlite_url,
 };
 
 const SECRET: &str = "whsec_inbox_process";
@@ -26,32 +26,6 @@ const EXAMPLE: &str = "inbox_receiver";
 
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
-}
-
-/// A fresh database in the test PostgreSQL server.
-async fn fresh_postgres_database() -> String {
-    let name = unique("payhook_t");
-    let admin = pool(&postgres_url()).await;
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&admin)
-        .await
-        .unwrap_or_else(|err| panic!("cannot create a test database on PostgreSQL: {err}"));
-    admin.close().await;
-    postgres_url_of(&name)
-}
-
-async fn pool(url: &str) -> AnyPool {
-    sqlx::any::install_default_drivers();
-    let url = if url.starts_with("sqlite:") {
-        format!("{url}?mode=rwc")
-    } else {
-        url.to_owned()
-    };
-    sqlx::any::AnyPoolOptions::new()
-        .max_connections(2)
-        .connect(&url)
-        .await
-        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"))
 }
 
 fn event(id: &str, intent: &str, created: u64, fail_attempts: Option<u32>) -> String {
@@ -131,7 +105,7 @@ async fn assert_each_applied_once(pool: &AnyPool, expected: &BTreeSet<String>) {
     assert_eq!(&applied, expected, "the ledger holds other events than were sent");
 }
 
-async fn sigkill_then_restart(url: String) {
+async fn sigkill_mid_handlers_then_restart_applies_each_event_once(url: String) {
     let env = [
         ("PAYHOOK_HANDLER_DELAY_MS", "150"),
         ("PAYHOOK_INBOX_LEASE_MS", "1500"),
@@ -172,7 +146,7 @@ async fn sigkill_then_restart(url: String) {
             .await;
         }
     }
-    let db = pool(&url).await;
+    let db = any_pool(&url).await;
     eventually(
         Duration::from_secs(120),
         "all 120 events in the ledger",
@@ -182,16 +156,6 @@ async fn sigkill_then_restart(url: String) {
     let expected = (0..120).map(|i| format!("evt_kill_{i:03}")).collect();
     assert_each_applied_once(&db, &expected).await;
     assert!(acked.is_subset(&expected));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_sigkill_mid_handlers_then_restart_applies_each_event_once() {
-    sigkill_then_restart(sqlite_url("payhook-inbox-process")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_sigkill_mid_handlers_then_restart_applies_each_event_once() {
-    sigkill_then_restart(fresh_postgres_database().await).await;
 }
 
 /// An event whose handler aborts the process, with a supervisor restarting
@@ -212,7 +176,7 @@ async fn crash_loop_ends_dead(url: String) {
     if let Ok(reply) = post(&example.url(), &crash).await {
         assert_eq!(reply, (200, r#"{"received":true}"#.to_owned()));
     }
-    let db = pool(&url).await;
+    let db = any_pool(&url).await;
     let state = |db: AnyPool| async move {
         sqlx::query("SELECT state FROM payhook_inbox WHERE event_id = 'evt_crash'")
             .fetch_one(&db)
@@ -269,7 +233,7 @@ async fn crash_loop_ends_dead(url: String) {
 /// 300 concurrent deliveries to the example, 30 of them poison (a NUL in the
 /// id, type or intent id, or an id of 3 000 characters): the 30 get 400
 /// naming the field, the 270 others all 200 and each lands in the ledger once.
-async fn poison_among_concurrent_deliveries(url: String) {
+async fn poison_among_concurrent_deliveries_fails_alone(url: String) {
     let example = start(&url, &[]);
     let webhook = example.url();
     let long = "x".repeat(3000);
@@ -319,7 +283,7 @@ async fn poison_among_concurrent_deliveries(url: String) {
             }
         }
     }
-    let db = pool(&url).await;
+    let db = any_pool(&url).await;
     eventually(Duration::from_secs(60), "270 events in the ledger", || async {
         ledger_counts(&db).await.len() == 270
     })
@@ -331,24 +295,13 @@ async fn poison_among_concurrent_deliveries(url: String) {
     assert_each_applied_once(&db, &expected).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_poison_among_concurrent_deliveries_fails_alone() {
-    poison_among_concurrent_deliveries(sqlite_url("payhook-inbox-process")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_poison_among_concurrent_deliveries_fails_alone() {
-    poison_among_concurrent_deliveries(fresh_postgres_database().await).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite_crash_loop_ends_dead() {
-    crash_loop_ends_dead(sqlite_url("payhook-inbox-process")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_crash_loop_ends_dead() {
-    crash_loop_ends_dead(fresh_postgres_database().await).await;
+on_every_backend! {
+    sqlite: sqlite_url("payhook-inbox-process"),
+    postgres: fresh_postgres_database("payhook_t").await,
+    worker_threads: 2;
+    sigkill_mid_handlers_then_restart_applies_each_event_once,
+    poison_among_concurrent_deliveries_fails_alone,
+    crash_loop_ends_dead,
 }
 
 /// `payhook inbox` on a mistyped path: a clear error, exit 2, and no file
@@ -375,7 +328,7 @@ async fn inbox_commands_read_without_creating_and_show_leases() {
         ],
     );
     post_ok(&example, &event("evt_slow", "pi_slow", 1, None)).await;
-    let db = pool(&url).await;
+    let db = any_pool(&url).await;
     eventually(Duration::from_secs(10), "the event running", || async {
         sqlx::query("SELECT state FROM payhook_inbox WHERE event_id = 'evt_slow'")
             .fetch_one(&db)
@@ -401,7 +354,7 @@ async fn inbox_commands_read_without_creating_and_show_leases() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_on_postgres_apply_once_in_order() {
-    let url = fresh_postgres_database().await;
+    let url = fresh_postgres_database("payhook_t").await;
     let env = [("PAYHOOK_HANDLER_DELAY_MS", "30")];
     let a = start(&url, &env);
     let b = start(&url, &env);
@@ -428,7 +381,7 @@ async fn two_replicas_on_postgres_apply_once_in_order() {
     for task in tasks {
         task.await.unwrap();
     }
-    let db = pool(&url).await;
+    let db = any_pool(&url).await;
     eventually(Duration::from_secs(60), "80 events in the ledger", || async {
         ledger_counts(&db).await.len() == 80
     })
@@ -495,7 +448,7 @@ async fn assert_applied_in_order(db: &AnyPool, steps: u64) {
 async fn four_replicas_on_postgres_apply_once_in_order_through_sigkill() {
     const INTENTS: usize = 12;
     const STEPS: u64 = 10;
-    let url = fresh_postgres_database().await;
+    let url = fresh_postgres_database("payhook_t").await;
     let env = [
         ("PAYHOOK_HANDLER_DELAY_MS", "100"),
         ("PAYHOOK_INBOX_LEASE_MS", "1500"),
@@ -543,7 +496,7 @@ async fn four_replicas_on_postgres_apply_once_in_order_through_sigkill() {
     for sender in senders {
         sender.await.unwrap();
     }
-    let db = pool(&url).await;
+    let db = any_pool(&url).await;
     let total = INTENTS * STEPS as usize;
     eventually(Duration::from_secs(120), "every event in the ledger", || async {
         ledger_counts(&db).await.len() == total
@@ -582,7 +535,7 @@ async fn fails_twice_then_succeeds_with_one_row() {
     post_ok(&example, &event("evt_twice", "pi_twice", 1, Some(2))).await;
     let handled = example.wait_for_line(Duration::from_secs(30), |line| line.starts_with("handled "));
     assert_eq!(handled, "handled evt_twice payment_intent.succeeded");
-    let db = pool(&url).await;
+    let db = any_pool(&url).await;
     let row = sqlx::query("SELECT event_type, amount FROM ledger WHERE event_id = 'evt_twice'")
         .fetch_all(&db)
         .await
@@ -612,7 +565,7 @@ async fn handled_line_escapes_the_event_id() {
         handled,
         r"handled evt_nl\nhandled evt_forged payment_intent.succeeded payment_intent.succeeded"
     );
-    let db = pool(&url).await;
+    let db = any_pool(&url).await;
     let stored: String = sqlx::query("SELECT event_id FROM ledger")
         .fetch_one(&db)
         .await
@@ -732,7 +685,7 @@ async fn database_down_answers_503_then_resumes() {
     assert!(reply.starts_with("Webhook Error: "), "{reply}");
     cluster.restart();
     // The 503 acknowledged nothing: that delivery was not stored.
-    let db = pool(&url).await;
+    let db = any_pool(&url).await;
     let stored: Vec<String> = sqlx::query("SELECT event_id FROM payhook_inbox")
         .fetch_all(&db)
         .await

@@ -125,18 +125,8 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_probe_runs_on_the_apps_own_pg_pool() {
-    let base = payhook_test_support::postgres_url();
     // A database of its own: the probe's table is the app's.
-    let name = unique("payhook_typed");
-    let admin = sqlx::PgPool::connect(&base)
-        .await
-        .expect("PostgreSQL is reachable");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&admin)
-        .await
-        .unwrap();
-    let (server, _) = base.rsplit_once('/').unwrap();
-    let url = format!("{server}/{name}");
+    let url = payhook_test_support::fresh_postgres_database("payhook_typed").await;
     let app_pool = sqlx::PgPool::connect(&url).await.unwrap();
     sqlx::query("CREATE TABLE typed_pool_credits (event_id TEXT NOT NULL)")
         .execute(&app_pool)
