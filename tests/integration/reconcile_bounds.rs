@@ -6,7 +6,8 @@
 //! stores nothing, and the failed pass leaves the mark where it was; a reply
 //! over `MAX_REPLY_BYTES` fails the pass; the window never reaches past the
 //! retention; passes start one interval apart however long each takes; two
-//! inboxes on one database take turns.
+//! inboxes on one database take turns; settings that cannot hold beside the
+//! retention are refused when the inbox is built.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -775,4 +776,37 @@ async fn a_slow_list_does_not_let_two_inboxes_reconcile_at_once() {
     );
     a.shutdown().await;
     b.shutdown().await;
+}
+
+/// Settings whose times cannot hold beside the retention are refused when
+/// the inbox is built, never clamped: an interval and overlap reaching past
+/// the retention (the window could store an event purged already, and an
+/// interval of `Duration::MAX` would set a turn lease centuries ahead), or a
+/// pass time beyond the durations every deadline is capped at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_settings_that_cannot_hold_are_refused_when_the_inbox_is_built() {
+    let settings = || Reconcile::new("http://127.0.0.1:9", KEY).unwrap();
+    let day = Duration::from_secs(86_400);
+    let refused: [(&str, Reconcile); 4] = [
+        ("interval and overlap", settings().interval(Duration::MAX)),
+        ("interval and overlap", settings().overlap(Duration::MAX)),
+        // The default retention is 7 days: 6 days + 1 day reaches it.
+        ("interval and overlap", settings().interval(6 * day).overlap(day)),
+        ("max pass time", settings().max_pass_time(Duration::MAX)),
+    ];
+    for (setting, reconcile) in refused {
+        let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+        let err = Inbox::builder(receiver)
+            .reconcile(reconcile)
+            .connect(&sqlite_url("reconcile-refused"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(setting), "{setting}: {err}");
+    }
+    let receiver = Receiver::builder().secret(SECRET).build().unwrap();
+    Inbox::builder(receiver)
+        .reconcile(settings().interval(6 * day).overlap(day - Duration::from_secs(1)))
+        .connect(&sqlite_url("reconcile-accepted"))
+        .await
+        .expect("an interval and overlap just short of the retention");
 }

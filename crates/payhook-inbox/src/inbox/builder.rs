@@ -311,6 +311,10 @@ impl InboxBuilder {
         if config.poll_interval.is_zero() {
             return Err(InboxError::InvalidSetting("poll interval must be above zero"));
         }
+        #[cfg(feature = "reconcile")]
+        if let Some(reconcile) = &self.reconcile {
+            reconcile.check(config.retention)?;
+        }
         // Deadlines are `Instant::now() + setting` (std and sqlx add without
         // saturating), so an unbounded Duration would panic a worker or the
         // pool later instead of failing here. The cap is the core's.

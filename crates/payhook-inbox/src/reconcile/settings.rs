@@ -61,9 +61,12 @@ impl Reconcile {
     /// [`MIN_INTERVAL`]). Passes start one interval apart and take an event
     /// once it is one interval old, in the service's whole seconds, so a
     /// missed delivery is stored within two intervals and a second of its
-    /// creation, plus the pass's own time.
+    /// creation, plus the pass's own time. With the overlap it must be
+    /// shorter than the inbox's retention, or the inbox is refused when it
+    /// is built (a window reaching past the retention could store an event
+    /// handled and purged already).
     pub fn interval(mut self, interval: Duration) -> Self {
-        self.interval = interval.clamp(MIN_INTERVAL, payhook_core::defaults::MAX_DURATION);
+        self.interval = interval.max(MIN_INTERVAL);
         self.settle = self.interval;
         self
     }
@@ -73,7 +76,7 @@ impl Reconcile {
     /// after its `created` time, or the service's clock run ahead of this
     /// one, and still be found.
     pub fn overlap(mut self, overlap: Duration) -> Self {
-        self.overlap = overlap.min(payhook_core::defaults::MAX_DURATION);
+        self.overlap = overlap;
         self
     }
 
@@ -96,7 +99,9 @@ impl Reconcile {
     /// The longest one pass pages for (default [`DEFAULT_MAX_PASS_TIME`]):
     /// checked before each request, so a pass ends within this and one
     /// request's timeout. As with [`max_pages`](Self::max_pages), the rest of
-    /// the window follows in time slices.
+    /// the window follows in time slices. At most 100 years
+    /// (`payhook_core::defaults::MAX_DURATION`), or the inbox is refused
+    /// when it is built.
     ///
     /// ```
     /// use std::time::Duration;
@@ -108,8 +113,30 @@ impl Reconcile {
     /// # drop(settings);
     /// ```
     pub fn max_pass_time(mut self, time: Duration) -> Self {
-        self.max_pass_time = time.min(payhook_core::defaults::MAX_DURATION);
+        self.max_pass_time = time;
         self
+    }
+
+    /// Refuses settings that cannot hold beside the inbox's `retention`: an
+    /// interval and overlap reaching past it (and so past any time a turn
+    /// lease or a window could be written as), or a pass time beyond the
+    /// durations every deadline is capped at.
+    pub(crate) fn check(&self, retention: Duration) -> Result<(), InboxError> {
+        if self
+            .interval
+            .checked_add(self.overlap)
+            .is_none_or(|reach| reach >= retention)
+        {
+            return Err(InboxError::InvalidSetting(
+                "reconcile interval and overlap must together be shorter than the retention",
+            ));
+        }
+        if self.max_pass_time > payhook_core::defaults::MAX_DURATION {
+            return Err(InboxError::InvalidSetting(
+                "reconcile max pass time must be at most 100 years",
+            ));
+        }
+        Ok(())
     }
 
     /// The events list this reconciles with.
