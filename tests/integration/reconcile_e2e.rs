@@ -9,13 +9,12 @@
 use crate::example_process::{payhook_command, Example};
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use payhook::inbox::sqlx::{self, AnyPool, Row};
 use payhook_test_support::{
-    eventually_async as eventually, postgres_url, postgres_url_of, sqlite_url, unique,
+    any_pool, eventually_async as eventually, fresh_postgres_database, sqlite_url, Process,
 };
 
 const SECRET: &str = "whsec_reconcile_e2e";
@@ -28,43 +27,38 @@ const PASS_MS: i64 = 1000;
 
 /// `payhook emulate` on a free loopback port, forwarding to `forward_to`.
 struct Emulator {
-    child: Child,
+    _process: Process,
     api: String,
 }
 
 impl Emulator {
     fn start(forward_to: &str, undeliverable: &str, seed: &str) -> Self {
-        let mut child = Command::new(payhook_command())
-            .args([
-                "emulate",
-                "--addr",
-                "127.0.0.1:0",
-                "--key",
-                KEY,
-                "--forward-to",
-                forward_to,
-                "--secret",
-                SECRET,
-                "--undeliverable",
-                undeliverable,
-                "--seed",
-                seed,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start payhook emulate");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let first = lines.next().and_then(Result::ok).unwrap_or_default();
+        let mut command = Command::new(payhook_command());
+        command.args([
+            "emulate",
+            "--addr",
+            "127.0.0.1:0",
+            "--key",
+            KEY,
+            "--forward-to",
+            forward_to,
+            "--secret",
+            SECRET,
+            "--undeliverable",
+            undeliverable,
+            "--seed",
+            seed,
+        ]);
+        let process = Process::spawn("payhook emulate", &mut command);
+        let first = process.next_line(Duration::from_secs(30));
         let api = first
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("the emulator's first line: {first:?}"))
             .to_owned();
-        // Keep reading, so the emulator never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
-        Self { child, api }
+        Self {
+            _process: process,
+            api,
+        }
     }
 
     fn client() -> reqwest::Client {
@@ -164,13 +158,6 @@ impl Emulator {
     }
 }
 
-impl Drop for Emulator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A loopback port free now (the receiver binds it next; the emulator
 /// forwards to it from its start).
 fn free_port() -> u16 {
@@ -179,31 +166,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-async fn pool(url: &str) -> AnyPool {
-    sqlx::any::install_default_drivers();
-    let url = if url.starts_with("sqlite:") {
-        format!("{url}?mode=rwc")
-    } else {
-        url.to_owned()
-    };
-    sqlx::any::AnyPoolOptions::new()
-        .max_connections(2)
-        .connect(&url)
-        .await
-        .unwrap_or_else(|err| panic!("cannot reach the test database: {err}"))
-}
-
-async fn fresh_postgres_database() -> String {
-    let name = unique("payhook_rc");
-    let admin = pool(&postgres_url()).await;
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&admin)
-        .await
-        .unwrap_or_else(|err| panic!("cannot create a test database on PostgreSQL: {err}"));
-    admin.close().await;
-    postgres_url_of(&name)
 }
 
 fn receiver(port: u16, database: &str, api: &str) -> Example {
@@ -309,7 +271,7 @@ async fn sqlite_every_created_event_is_handled_once_across_a_sigkill() {
     let database = sqlite_url("payhook-reconcile-e2e");
     let port = free_port();
     let emulator = Emulator::start(&format!("http://127.0.0.1:{port}/webhooks"), "0.3", "11");
-    let db = pool(&database).await;
+    let db = any_pool(&database).await;
     let first = receiver(port, &database, &emulator.api);
     emulator.drive("before", 24, Duration::from_millis(50)).await;
     // Those are timed: each undeliverable one must be stored within two
@@ -333,10 +295,10 @@ async fn sqlite_every_created_event_is_handled_once_across_a_sigkill() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_two_replicas_handle_every_created_event_once() {
-    let database = fresh_postgres_database().await;
+    let database = fresh_postgres_database("payhook_rc").await;
     let port = free_port();
     let emulator = Emulator::start(&format!("http://127.0.0.1:{port}/webhooks"), "0.3", "12");
-    let db = pool(&database).await;
+    let db = any_pool(&database).await;
     // Deliveries reach the first; both reconcile, one at a time.
     let _first = receiver(port, &database, &emulator.api);
     let _second = receiver(free_port(), &database, &emulator.api);

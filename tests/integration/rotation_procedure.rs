@@ -9,14 +9,14 @@
 //! event is acknowledged at its first attempt), the receiver never restarts,
 //! and a delivery signed with the old secret alone is refused at the end.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use payhook::sender::{EventBuilder, SignedDelivery};
+use payhook_test_support::Process;
 use serde_json::Value;
 
 use crate::example_process::{payhook_command, Example};
@@ -29,14 +29,15 @@ const EXPIRES_IN: u64 = 3;
 
 /// `payhook emulate` forwarding to `url`; killed when dropped.
 struct Emulate {
-    child: Child,
+    _process: Process,
     base: String,
     endpoint: String,
 }
 
 impl Emulate {
     fn start(url: &str) -> Self {
-        let mut child = Command::new(payhook_command())
+        let mut command = Command::new(payhook_command());
+        command
             .args([
                 "emulate",
                 "--addr",
@@ -46,42 +47,23 @@ impl Emulate {
                 "--forward-to",
                 url,
             ])
-            .args(["--secret", OLD])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the payhook binary runs");
-        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
-        let sink = Arc::clone(&lines);
-        let stdout = child.stdout.take().expect("piped");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        // Killed by `Drop` even if it never prints what is awaited.
-        let mut emulate = Self {
-            child,
-            base: String::new(),
-            endpoint: String::new(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let printed = lines.lock().unwrap().clone();
-            let base = printed.iter().find_map(|line| line.strip_prefix("listening on "));
-            let endpoint = printed.iter().find_map(|line| {
-                line.split("(webhook endpoint ")
-                    .nth(1)
-                    .map(|rest| rest.trim_end_matches(')').to_owned())
-            });
-            if let (Some(base), Some(endpoint)) = (base, endpoint) {
-                emulate.base = base.to_owned();
-                emulate.endpoint = endpoint;
-                return emulate;
-            }
-            assert!(Instant::now() < deadline, "payhook emulate printed {printed:#?}");
-            std::thread::sleep(Duration::from_millis(20));
+            .args(["--secret", OLD]);
+        // Killed on drop even if it never prints what is awaited.
+        let process = Process::spawn("payhook emulate", &mut command);
+        let timeout = Duration::from_secs(30);
+        let base = process.wait_for_line(timeout, |line| line.starts_with("listening on "))
+            ["listening on ".len()..]
+            .to_owned();
+        let endpoint = process.wait_for_line(timeout, |line| line.contains("(webhook endpoint "));
+        let endpoint = endpoint
+            .split("(webhook endpoint ")
+            .nth(1)
+            .map(|rest| rest.trim_end_matches(')').to_owned())
+            .expect("the endpoint's line names it");
+        Self {
+            _process: process,
+            base,
+            endpoint,
         }
     }
 
@@ -100,13 +82,6 @@ impl Emulate {
         let response = request.send().await.expect("the emulator answers");
         assert!(response.status().is_success(), "{path}: {}", response.status());
         serde_json::from_str(&response.text().await.expect("a reply")).expect("JSON")
-    }
-}
-
-impl Drop for Emulate {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -2,11 +2,12 @@
 //! earlier run) uses, a fresh SQLite file per test, the PostgreSQL server the
 //! tests share, the Standard Webhooks conformance fixture, waiting for a
 //! condition ([`eventually`]), one test per database ([`on_every_backend!`]),
-//! a log captured in memory ([`CapturedLog`]) and the samples of a Prometheus
-//! scrape ([`prometheus_samples`]), and with the `database` feature a pool
-//! on either database ([`any_pool`]) and a PostgreSQL database of a test's
-//! own ([`fresh_postgres_database`]). Not published; the crates' tests take it
-//! as a path dev-dependency.
+//! a log captured in memory ([`CapturedLog`]), the samples of a Prometheus
+//! scrape ([`prometheus_samples`]) and a program started for a test and
+//! killed after it ([`Process`]). With the `database` feature: a pool on
+//! either database (`any_pool`) and a PostgreSQL database of a test's own
+//! (`fresh_postgres_database`, `drop_postgres_database`). Not published; the
+//! crates' tests take it as a path dev-dependency.
 //!
 //! The tests never skip: without `PAYHOOK_TEST_DATABASE_URL`, the PostgreSQL
 //! helpers panic with how to start a server (`.ci/start-postgres`, which the
@@ -17,6 +18,7 @@
 mod captured_log;
 #[cfg(feature = "database")]
 mod database;
+mod process;
 mod prometheus;
 pub mod standard_webhooks;
 
@@ -27,6 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub use captured_log::CapturedLog;
 #[cfg(feature = "database")]
 pub use database::{any_pool, drop_postgres_database, fresh_postgres_database};
+pub use process::Process;
 pub use prometheus::prometheus_samples;
 
 /// The variable that names the test PostgreSQL server.

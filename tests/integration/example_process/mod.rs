@@ -2,12 +2,13 @@
 //! `cargo run --example <name>` does, and reads what it prints.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use payhook_test_support::Process;
 
 /// How long an example may take to start listening.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -99,8 +100,7 @@ pub fn payhook_command() -> std::path::PathBuf {
 
 /// A running example; killed when dropped.
 pub struct Example {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
+    process: Process,
     pub addr: SocketAddr,
 }
 
@@ -108,51 +108,34 @@ impl Example {
     /// Starts `example` (see [`command`]) and waits until it prints
     /// `listening on http://ADDR` with a loopback address.
     pub fn start(example: &str, env: &[(&str, &str)]) -> Self {
-        let mut child = command(example, env)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|err| panic!("start example {example}: {err}"));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let mut started = Self {
-            child,
-            lines,
-            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-        };
-        let listening = started.wait_for_line(START_TIMEOUT, |line| line.starts_with("listening on http://"));
-        started.addr = listening["listening on http://".len()..]
+        let process = Process::spawn(&format!("example {example}"), &mut command(example, env));
+        let listening = process.wait_for_line(START_TIMEOUT, |line| line.starts_with("listening on http://"));
+        let addr: SocketAddr = listening["listening on http://".len()..]
             .parse()
             .unwrap_or_else(|err| panic!("not an address in {listening:?}: {err}"));
-        assert_eq!(started.addr.ip(), Ipv4Addr::LOCALHOST, "{listening}");
-        started
+        assert_eq!(addr.ip(), Ipv4Addr::LOCALHOST, "{listening}");
+        Self { process, addr }
     }
 
     /// The process id (for `kill -HUP`).
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     /// Whether the process is still running.
     pub fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        self.process.running()
     }
 
     /// Everything printed so far.
     pub fn lines(&self) -> Vec<String> {
-        self.lines.lock().unwrap().clone()
+        self.process.lines()
     }
 
     /// Waits for a line matching `matches`; panics with the output so far if
     /// none comes in time or the process exits.
     pub fn wait_for_line(&mut self, timeout: Duration, matches: impl Fn(&str) -> bool) -> String {
-        self.wait_for_lines(timeout, 1, matches).remove(0)
+        self.process.wait_for_line(timeout, matches)
     }
 
     /// Waits until `count` lines match `matches`, and returns them; panics with
@@ -163,43 +146,13 @@ impl Example {
         count: usize,
         matches: impl Fn(&str) -> bool,
     ) -> Vec<String> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let found: Vec<String> = self.lines().into_iter().filter(|line| matches(line)).collect();
-            if found.len() >= count {
-                return found;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                // Let the reader thread drain what is left before reporting.
-                std::thread::sleep(Duration::from_millis(100));
-                panic!(
-                    "the example exited ({status}) before printing the expected line; output:\n{}",
-                    self.lines().join("\n")
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "expected {count} line(s), {} printed in {timeout:?}; output:\n{}",
-                found.len(),
-                self.lines().join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.process.wait_for_lines(timeout, count, matches)
     }
 
     /// Waits until the process exits by itself (it is not killed); its exit
     /// status, or `None` when it still runs after `timeout`.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.process.wait_exit(timeout)
     }
 
     /// The webhook URL.
@@ -268,13 +221,6 @@ impl Example {
             .nth(1)
             .and_then(|status| status.parse().ok())
             .unwrap_or_else(|| panic!("not an HTTP reply: {head:?}"))
-    }
-}
-
-impl Drop for Example {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

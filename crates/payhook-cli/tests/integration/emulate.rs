@@ -4,71 +4,42 @@
 #![cfg(feature = "emulate")]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::routing::post;
 use payhook_core::{Event, Receiver};
+use payhook_test_support::Process;
 use payhook_tower::axum::{Received, Webhook};
 use payhook_tower::WebhookLayer;
 
 use crate::eventually as wait_until;
 
-/// A running `payhook emulate` process, killed when dropped (the reconcile
-/// tests start theirs through it too).
+/// A running `payhook emulate` process, killed when dropped (the reconcile,
+/// faults and trigger tests start theirs through it too).
 pub(crate) struct Emulate {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    stderr: Arc<Mutex<String>>,
+    process: Process,
 }
 
 impl Emulate {
     pub(crate) fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_payhook"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_payhook"));
+        command
             .arg("emulate")
             .args(args)
-            .env("RUST_LOG", "payhook_emulator=info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the payhook binary runs");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (send, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if send.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().expect("piped stderr");
-        let sink = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .expect("not poisoned")
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Self { child, lines, stderr }
+            .env("RUST_LOG", "payhook_emulator=info");
+        Self {
+            process: Process::spawn("payhook emulate", &mut command),
+        }
     }
 
     fn line(&self) -> String {
-        self.lines
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("no stdout line; stderr: {}", self.stderr()))
+        self.process.next_line(Duration::from_secs(30))
     }
 
     pub(crate) fn stderr(&self) -> String {
-        self.stderr.lock().expect("not poisoned").clone()
+        self.process.stderr()
     }
 
     /// Reads the contract line and returns the base URL.
@@ -95,33 +66,19 @@ impl Emulate {
     }
 
     /// SIGTERM, then the exit code and the rest of stdout.
-    fn stop(mut self) -> (i32, String) {
-        let pid = self.child.id().to_string();
+    fn stop(self) -> (i32, String) {
+        let pid = self.process.pid().to_string();
         let status = Command::new("kill")
             .args(["-TERM", &pid])
             .status()
             .expect("kill runs");
         assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                // The reader thread ends (dropping its sender) at stdout's end.
-                let mut rest = Vec::new();
-                while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(10)) {
-                    rest.push(line);
-                }
-                return (status.code().expect("exited, not killed"), rest.join("\n"));
-            }
-            assert!(Instant::now() < deadline, "did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Emulate {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let status = self
+            .process
+            .wait_exit(Duration::from_secs(20))
+            .expect("did not stop on SIGTERM");
+        let rest = self.process.rest_of_stdout(Duration::from_secs(10));
+        (status.code().expect("exited, not killed"), rest.join("\n"))
     }
 }
 

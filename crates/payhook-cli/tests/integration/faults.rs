@@ -5,10 +5,7 @@
 //! attempt it held.
 #![cfg(feature = "emulate")]
 
-use crate::support;
-
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use crate::{emulate, support};
 
 use support::{payhook, Run, TestReceiver, SECRET};
 
@@ -16,38 +13,30 @@ const KEY: &str = "sk_test_faults";
 
 /// `payhook emulate` forwarding to `url`; killed when dropped.
 struct Emulate {
-    child: Child,
+    _process: emulate::Emulate,
     base: String,
 }
 
 impl Emulate {
     fn start(url: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_payhook"))
-            .args([
-                "emulate",
-                "--addr",
-                "127.0.0.1:0",
-                "--key",
-                KEY,
-                "--forward-to",
-                url,
-            ])
-            .args(["--secret", SECRET, "--seed", "7"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the payhook binary runs");
-        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-        let mut line = String::new();
-        stdout.read_line(&mut line).expect("a first line");
-        let base = line
-            .trim_end()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("first line {line:?}"))
-            .to_owned();
-        std::thread::spawn(move || for _ in stdout.lines().map_while(Result::ok) {});
-        Self { child, base }
+        let args = vec![
+            "--addr",
+            "127.0.0.1:0",
+            "--key",
+            KEY,
+            "--forward-to",
+            url,
+            "--secret",
+            SECRET,
+            "--seed",
+            "7",
+        ];
+        let process = emulate::Emulate::start(&args);
+        let base = process.listening();
+        Self {
+            _process: process,
+            base,
+        }
     }
 
     fn run(&self, args: &[&str]) -> Run {
@@ -78,13 +67,6 @@ impl Emulate {
                 serde_json::from_str(&reply.text().await.unwrap()).unwrap(),
             )
         })
-    }
-}
-
-impl Drop for Emulate {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -4,10 +4,8 @@
 //! (`docs/guide/emulator.md`), with a fixed signing secret.
 #![cfg(feature = "emulate")]
 
-use crate::support;
+use crate::{emulate, support};
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::{payhook, Config, Run, TestReceiver, SECRET};
@@ -16,47 +14,29 @@ const KEY: &str = "sk_test_trigger";
 
 /// `payhook emulate` with a fixed key and secret, forwarding to `url`; killed when dropped.
 struct Emulate {
-    child: Child,
+    _process: emulate::Emulate,
     base: String,
 }
 
 impl Emulate {
     fn start(url: &str, extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_payhook"))
-            .args([
-                "emulate",
-                "--addr",
-                "127.0.0.1:0",
-                "--key",
-                KEY,
-                "--forward-to",
-                url,
-            ])
-            .args(["--secret", SECRET])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the payhook binary runs");
-        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-        let mut line = String::new();
-        stdout.read_line(&mut line).expect("a first line");
-        let base = line
-            .trim_end()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("first line {line:?}"))
-            .to_owned();
-        // Keep draining stdout so the emulator never blocks on a full pipe.
-        std::thread::spawn(move || for _ in stdout.lines().map_while(Result::ok) {});
-        Self { child, base }
-    }
-}
-
-impl Drop for Emulate {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let mut args = vec![
+            "--addr",
+            "127.0.0.1:0",
+            "--key",
+            KEY,
+            "--forward-to",
+            url,
+            "--secret",
+            SECRET,
+        ];
+        args.extend_from_slice(extra);
+        let process = emulate::Emulate::start(&args);
+        let base = process.listening();
+        Self {
+            _process: process,
+            base,
+        }
     }
 }
 
