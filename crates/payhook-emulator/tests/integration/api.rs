@@ -5,18 +5,12 @@ use crate::support;
 
 use std::time::Duration;
 
-use payhook_emulator::{Emulator, Limits};
-use support::Api;
-
-async fn start() -> (Emulator, Api) {
-    let emulator = Emulator::builder().start().await.expect("emulator starts");
-    let api = Api::new(&emulator);
-    (emulator, api)
-}
+use payhook_emulator::Emulator;
+use support::{limits, started, Api};
 
 #[tokio::test]
 async fn authentication_accepts_bearer_and_basic_test_keys_only() {
-    let (_emulator, api) = start().await;
+    let (_emulator, api) = started(Emulator::builder()).await;
     let url = api.url("/v1/payment_intents");
     let get = || api.client.get(&url);
 
@@ -55,13 +49,8 @@ async fn authentication_accepts_bearer_and_basic_test_keys_only() {
 
 #[tokio::test]
 async fn a_fixed_key_is_the_only_key() {
-    let emulator = Emulator::builder()
-        .api_key("sk_test_fixed_key")
-        .start()
-        .await
-        .expect("starts");
+    let (emulator, api) = started(Emulator::builder().api_key("sk_test_fixed_key")).await;
     assert_eq!(emulator.api_key(), "sk_test_fixed_key");
-    let api = Api::new(&emulator);
     assert_eq!(api.get("/v1/events").await.status, 200);
     let other = api
         .send(
@@ -80,7 +69,7 @@ async fn a_fixed_key_is_the_only_key() {
 
 #[tokio::test]
 async fn create_and_retrieve_a_payment_intent_with_an_exact_wei_amount() {
-    let (_emulator, api) = start().await;
+    let (_emulator, api) = started(Emulator::builder()).await;
     // 2^128 − 1: far beyond 2^64, exact.
     let amount = "340282366920938463463374607431768211455";
     let reply = api
@@ -151,7 +140,7 @@ async fn create_and_retrieve_a_payment_intent_with_an_exact_wei_amount() {
 
 #[tokio::test]
 async fn invalid_payment_intents_are_refused_naming_the_parameter() {
-    let (emulator, api) = start().await;
+    let (emulator, api) = started(Emulator::builder()).await;
     let cases: &[(&str, &str, &str)] = &[
         (r#"{"currency":"btc"}"#, "amount", "parameter_missing"),
         (r#"{"amount":10}"#, "currency", "parameter_missing"),
@@ -320,16 +309,8 @@ async fn invalid_payment_intents_are_refused_naming_the_parameter() {
 
 #[tokio::test]
 async fn malformed_bodies_wrong_types_sizes_ids_and_methods_get_json_errors() {
-    let emulator = Emulator::builder()
-        .limits({
-            let mut limits = Limits::default();
-            limits.body_bytes = 1024;
-            limits
-        })
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (_emulator, api) =
+        started(Emulator::builder().limits(limits(|limits| limits.body_bytes = 1024))).await;
 
     let reply = api.post_json("/v1/payment_intents", r#"{"amount":1,"#).await;
     assert_eq!(
@@ -464,7 +445,7 @@ async fn malformed_bodies_wrong_types_sizes_ids_and_methods_get_json_errors() {
 
 #[tokio::test]
 async fn test_helpers_move_a_payment_intent_once_and_emit_its_event() {
-    let (_emulator, api) = start().await;
+    let (_emulator, api) = started(Emulator::builder()).await;
     let paid = api.create_intent("250000", "btc").await;
     let reply = api.succeed(&paid).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
@@ -539,7 +520,7 @@ async fn test_helpers_move_a_payment_intent_once_and_emit_its_event() {
 
 #[tokio::test]
 async fn lists_page_newest_first_with_both_cursors() {
-    let (_emulator, api) = start().await;
+    let (_emulator, api) = started(Emulator::builder()).await;
     let empty = api.get("/v1/payment_intents").await;
     assert_eq!(
         empty.text,
@@ -610,7 +591,7 @@ async fn lists_page_newest_first_with_both_cursors() {
 
 #[tokio::test]
 async fn webhook_endpoints_are_registered_listed_rolled_and_deleted() {
-    let (_emulator, api) = start().await;
+    let (_emulator, api) = started(Emulator::builder()).await;
     let reply = api
         .post_json(
             "/v1/webhook_endpoints",
@@ -716,16 +697,7 @@ async fn webhook_endpoints_are_registered_listed_rolled_and_deleted() {
 
 #[tokio::test]
 async fn too_many_endpoints_are_refused_not_evicted() {
-    let emulator = Emulator::builder()
-        .limits({
-            let mut limits = Limits::default();
-            limits.endpoints = 2;
-            limits
-        })
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (_emulator, api) = started(Emulator::builder().limits(limits(|limits| limits.endpoints = 2))).await;
     let (first, _) = api.register("http://127.0.0.1:9/a").await;
     api.register("http://127.0.0.1:9/b").await;
     let reply = api
@@ -740,7 +712,7 @@ async fn too_many_endpoints_are_refused_not_evicted() {
 
 #[tokio::test]
 async fn an_idempotency_key_replays_refuses_other_parameters_and_scopes_per_api_key() {
-    let (_emulator, api) = start().await;
+    let (_emulator, api) = started(Emulator::builder()).await;
     let post = |key: &str, body: &str| {
         api.client
             .post(api.url("/v1/payment_intents"))
@@ -795,12 +767,7 @@ async fn an_idempotency_key_replays_refuses_other_parameters_and_scopes_per_api_
 
 #[tokio::test]
 async fn two_concurrent_requests_with_one_key_run_once_and_the_other_gets_409() {
-    let emulator = Emulator::builder()
-        .api_latency(Duration::from_millis(400))
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (_emulator, api) = started(Emulator::builder().api_latency(Duration::from_millis(400))).await;
     let post = || {
         api.client
             .post(api.url("/v1/payment_intents"))
@@ -826,12 +793,7 @@ async fn two_concurrent_requests_with_one_key_run_once_and_the_other_gets_409() 
 
 #[tokio::test]
 async fn a_client_that_goes_away_does_not_leave_its_key_in_flight() {
-    let emulator = Emulator::builder()
-        .api_latency(Duration::from_secs(1))
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (_emulator, api) = started(Emulator::builder().api_latency(Duration::from_secs(1))).await;
     let post = |timeout: Duration| {
         api.client
             .post(api.url("/v1/payment_intents"))
@@ -857,7 +819,7 @@ async fn a_client_that_goes_away_does_not_leave_its_key_in_flight() {
 
 #[tokio::test]
 async fn parameter_names_from_the_request_are_escaped_and_capped_in_error_replies() {
-    let (_emulator, api) = start().await;
+    let (_emulator, api) = started(Emulator::builder()).await;
 
     // An unknown form parameter whose name holds a bidi override (it would
     // reorder a terminal line) and runs on for 5 000 characters.
@@ -918,7 +880,7 @@ async fn parameter_names_from_the_request_are_escaped_and_capped_in_error_replie
 
 #[tokio::test]
 async fn an_endpoint_url_with_credentials_is_refused_so_they_never_reach_a_log_or_a_listing() {
-    let (emulator, api) = start().await;
+    let (emulator, api) = started(Emulator::builder()).await;
     for url in [
         "http://hook:hunter2@127.0.0.1:9/webhooks",
         "http://hunter2@127.0.0.1:9/webhooks",
@@ -956,8 +918,7 @@ async fn an_endpoint_url_with_credentials_is_refused_so_they_never_reach_a_log_o
 
 #[tokio::test]
 async fn events_filter_by_type_and_creation_time() {
-    let emulator = Emulator::builder().start().await.expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(Emulator::builder()).await;
     let paid = api.create_intent("5", "btc").await;
     api.succeed(&paid).await;
     let failed = api.create_intent("5", "btc").await;
@@ -1053,7 +1014,7 @@ async fn walk(api: &Api, query: &str) -> (Vec<String>, Vec<bool>) {
 
 #[tokio::test]
 async fn events_filter_by_types_and_delivery_success_and_page_exactly_once_under_a_filter() {
-    let (emulator, api) = start().await;
+    let (emulator, api) = started(Emulator::builder()).await;
     // 25 events within a second or two (many share their `created`): every
     // third one failed, the rest succeeded. No endpoint: none is acknowledged.
     for i in 0..25 {

@@ -7,10 +7,10 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use payhook_core::Verifier;
-use payhook_emulator::{Emulator, EmulatorBuilder, Faults, Limits, RetrySchedule};
+use payhook_emulator::{Emulator, Faults, RetrySchedule};
 use support::{
-    eventually, independent_hmac, timestamp, unix_now, v1_items, Api, PayhookReceiver, RecordingReceiver,
-    Script,
+    eventually, independent_hmac, limits, started, timestamp, unix_now, v1_items, Api, PayhookReceiver,
+    RecordingReceiver, Script,
 };
 
 /// A quick schedule for tests: 100 ms, 200 ms, 400 ms … (less jitter), 6 attempts.
@@ -20,13 +20,6 @@ fn fast() -> RetrySchedule {
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// Starts `builder`'s emulator and a client of its API.
-async fn started(builder: EmulatorBuilder) -> (Emulator, Api) {
-    let emulator = builder.start().await.expect("starts");
-    let api = Api::new(&emulator);
-    (emulator, api)
-}
-
 /// Creates a payment intent and succeeds it through the API: one
 /// `payment_intent.succeeded` event to deliver. Returns the intent's id.
 async fn one_succeeded_event(api: &Api) -> String {
@@ -34,6 +27,17 @@ async fn one_succeeded_event(api: &Api) -> String {
     let succeeded = api.succeed(&intent).await;
     assert_eq!(succeeded.status, 200, "{}", succeeded.text);
     intent
+}
+
+/// A receiver following `script`, registered as the emulator's one endpoint
+/// (for every event type), and one event for it, delivered: returns once the
+/// emulator is idle (acknowledged, or given up).
+async fn one_event_delivered_to(emulator: &Emulator, api: &Api, script: Script) -> RecordingReceiver {
+    let receiver = RecordingReceiver::start(script).await;
+    api.register(&receiver.url).await;
+    one_succeeded_event(api).await;
+    assert!(emulator.wait_idle(WAIT).await);
+    receiver
 }
 
 #[tokio::test]
@@ -151,14 +155,15 @@ async fn a_receiver_failing_three_times_gets_retries_with_growing_gaps_until_it_
         6,
     )))
     .await;
-    let receiver = RecordingReceiver::start(Script {
-        fail_first: 3,
-        ..Script::default()
-    })
+    let receiver = one_event_delivered_to(
+        &emulator,
+        &api,
+        Script {
+            fail_first: 3,
+            ..Script::default()
+        },
+    )
     .await;
-    api.register(&receiver.url).await;
-    one_succeeded_event(&api).await;
-    assert!(emulator.wait_idle(WAIT).await);
 
     let arrivals = receiver.arrivals();
     assert_eq!(arrivals.len(), 4, "3 failures, then the acknowledged attempt");
@@ -206,14 +211,15 @@ async fn a_receiver_that_never_acknowledges_is_given_up_after_the_last_attempt()
         4,
     )))
     .await;
-    let receiver = RecordingReceiver::start(Script {
-        fail_first: usize::MAX,
-        ..Script::default()
-    })
+    let receiver = one_event_delivered_to(
+        &emulator,
+        &api,
+        Script {
+            fail_first: usize::MAX,
+            ..Script::default()
+        },
+    )
     .await;
-    api.register(&receiver.url).await;
-    one_succeeded_event(&api).await;
-    assert!(emulator.wait_idle(WAIT).await);
     assert_eq!(receiver.arrivals().len(), 4);
     let stats = emulator.stats();
     assert_eq!((stats.gave_up, stats.acknowledged), (1, 0));
@@ -227,14 +233,15 @@ async fn no_reply_within_the_timeout_is_a_failed_attempt_and_is_retried() {
             .attempt_timeout(Duration::from_secs(1)),
     )
     .await;
-    let receiver = RecordingReceiver::start(Script {
-        hang_first: 1,
-        ..Script::default()
-    })
+    let receiver = one_event_delivered_to(
+        &emulator,
+        &api,
+        Script {
+            hang_first: 1,
+            ..Script::default()
+        },
+    )
     .await;
-    api.register(&receiver.url).await;
-    one_succeeded_event(&api).await;
-    assert!(emulator.wait_idle(WAIT).await);
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 2, "{attempts:?}");
     assert_eq!(attempts[0].status, None);
@@ -347,60 +354,66 @@ async fn an_unreachable_endpoint_is_a_connection_error_retried() {
         .all(|a| a.status.is_none() && a.error.as_deref() == Some("could not connect")));
 }
 
-#[tokio::test]
-async fn retry_after_is_honoured() {
-    let (emulator, api) = started(Emulator::builder().retry_schedule(RetrySchedule::new(
-        Duration::from_millis(20),
-        Duration::from_secs(5),
-        3,
-    )))
-    .await;
-    let receiver = RecordingReceiver::start(Script {
-        fail_first: 1,
-        retry_after: Some("1"),
-        ..Script::default()
-    })
-    .await;
-    api.register(&receiver.url).await;
-    one_succeeded_event(&api).await;
-    assert!(emulator.wait_idle(WAIT).await);
-    let arrivals = receiver.arrivals();
-    assert_eq!(arrivals.len(), 2);
-    let gap = arrivals[1].at - arrivals[0].at;
-    assert!(
-        gap >= Duration::from_millis(950),
-        "Retry-After: 1 waited only {gap:?}"
-    );
+/// One case of [`retry_after_is_honoured_up_to_the_schedules_cap`].
+struct RetryAfterCase {
+    name: &'static str,
+    /// The `Retry-After` of the receiver's one failure.
+    retry_after: &'static str,
+    /// The schedule's cap (its backoff is 20 ms).
+    cap: Duration,
+    /// The gap between the two attempts: at least the first, below the second.
+    gap: (Duration, Option<Duration>),
+    /// The retry planned by the first attempt, in ms after it started.
+    planned_ms: Option<std::ops::RangeInclusive<u64>>,
 }
 
 #[tokio::test]
-async fn retry_after_as_an_http_date_is_honoured_up_to_the_schedules_cap() {
-    let (emulator, api) = started(Emulator::builder().retry_schedule(RetrySchedule::new(
-        Duration::from_millis(20),
-        Duration::from_secs(1),
-        3,
-    )))
-    .await;
-    let receiver = RecordingReceiver::start(Script {
-        fail_first: 1,
-        retry_after: Some("Fri, 31 Dec 9999 23:59:59 GMT"),
-        ..Script::default()
-    })
-    .await;
-    api.register(&receiver.url).await;
-    one_succeeded_event(&api).await;
-    assert!(emulator.wait_idle(WAIT).await);
-    let arrivals = receiver.arrivals();
-    assert_eq!(arrivals.len(), 2);
-    let gap = arrivals[1].at - arrivals[0].at;
-    // Far off: the wait is the cap (1 s), not the 20 ms backoff.
-    assert!(
-        gap >= Duration::from_millis(950) && gap < Duration::from_secs(5),
-        "Retry-After as a date waited {gap:?}"
-    );
-    let first = &emulator.attempts()[0];
-    let planned = first.next_attempt_at_ms.expect("a retry follows") - first.started_at_ms;
-    assert!((900..=1100).contains(&planned), "{planned} ms");
+async fn retry_after_is_honoured_up_to_the_schedules_cap() {
+    let cases = [
+        RetryAfterCase {
+            name: "seconds",
+            retry_after: "1",
+            cap: Duration::from_secs(5),
+            gap: (Duration::from_millis(950), None),
+            planned_ms: None,
+        },
+        // Far off: the wait is the cap (1 s), not the 20 ms backoff.
+        RetryAfterCase {
+            name: "an HTTP date beyond the cap",
+            retry_after: "Fri, 31 Dec 9999 23:59:59 GMT",
+            cap: Duration::from_secs(1),
+            gap: (Duration::from_millis(950), Some(Duration::from_secs(5))),
+            planned_ms: Some(900..=1100),
+        },
+    ];
+    for case in cases {
+        let name = case.name;
+        let (emulator, api) = started(Emulator::builder().retry_schedule(RetrySchedule::new(
+            Duration::from_millis(20),
+            case.cap,
+            3,
+        )))
+        .await;
+        let script = Script {
+            fail_first: 1,
+            retry_after: Some(case.retry_after),
+            ..Script::default()
+        };
+        let receiver = one_event_delivered_to(&emulator, &api, script).await;
+        let arrivals = receiver.arrivals();
+        assert_eq!(arrivals.len(), 2, "{name}");
+        let gap = arrivals[1].at - arrivals[0].at;
+        let (at_least, below) = case.gap;
+        assert!(gap >= at_least, "{name}: Retry-After waited only {gap:?}");
+        if let Some(below) = below {
+            assert!(gap < below, "{name}: Retry-After waited {gap:?}");
+        }
+        if let Some(expected) = case.planned_ms {
+            let first = &emulator.attempts()[0];
+            let planned = first.next_attempt_at_ms.expect("a retry follows") - first.started_at_ms;
+            assert!(expected.contains(&planned), "{name}: {planned} ms");
+        }
+    }
 }
 
 #[tokio::test]
@@ -698,13 +711,11 @@ async fn a_delivery_waiting_for_a_place_on_the_wire_is_signed_with_the_secret_of
 async fn a_receiver_that_never_answers_cannot_grow_the_emulator_without_bound() {
     let emulator = Emulator::builder()
         .attempt_timeout(Duration::from_secs(30))
-        .limits({
-            let mut limits = Limits::default();
+        .limits(limits(|limits| {
             limits.pending_deliveries = 5;
             limits.attempts = 3;
             limits.objects = 8;
-            limits
-        })
+        }))
         .start()
         .await
         .expect("starts");
@@ -737,11 +748,7 @@ async fn a_receiver_that_never_answers_cannot_grow_the_emulator_without_bound() 
 async fn a_waiting_delivery_whose_event_was_evicted_is_abandoned() {
     let emulator = Emulator::builder()
         .faults(Faults::default().delay(Duration::from_millis(300)))
-        .limits({
-            let mut limits = Limits::default();
-            limits.objects = 2;
-            limits
-        })
+        .limits(limits(|limits| limits.objects = 2))
         .start()
         .await
         .expect("starts");

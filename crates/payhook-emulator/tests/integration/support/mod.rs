@@ -17,7 +17,7 @@ use axum::routing::post;
 use axum::Router;
 use hmac::{Hmac, Mac};
 use payhook_core::{Event, Receiver};
-use payhook_emulator::Emulator;
+use payhook_emulator::{Emulator, EmulatorBuilder, Limits};
 /// Waits until a condition holds (the tests' one polling loop).
 pub use payhook_test_support::eventually;
 use payhook_tower::axum::{Received, Webhook};
@@ -71,6 +71,21 @@ impl Reply {
 }
 
 /// A client for one emulator, authenticated with its test key.
+/// Starts `builder`'s emulator and a client of its API: the set-up of
+/// nearly every test.
+pub async fn started(builder: EmulatorBuilder) -> (Emulator, Api) {
+    let emulator = builder.start().await.expect("the emulator starts");
+    let api = Api::new(&emulator);
+    (emulator, api)
+}
+
+/// The default limits with `set` applied (`limits(|l| l.endpoints = 2)`).
+pub fn limits(set: impl FnOnce(&mut Limits)) -> Limits {
+    let mut limits = Limits::default();
+    set(&mut limits);
+    limits
+}
+
 #[derive(Clone)]
 pub struct Api {
     pub base: String,
