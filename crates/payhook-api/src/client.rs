@@ -12,6 +12,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
 
+use payhook_core::defaults::DEFAULT_BODY_LIMIT;
+
 use crate::error::ApiError;
 use crate::key::ApiKey;
 
@@ -56,6 +58,7 @@ pub struct Client {
     http: HttpClient,
     timeout: Duration,
     max_reply_bytes: usize,
+    max_event_bytes: usize,
 }
 
 impl fmt::Debug for Client {
@@ -65,6 +68,7 @@ impl fmt::Debug for Client {
             .field("key", &self.key)
             .field("timeout", &self.timeout)
             .field("max_reply_bytes", &self.max_reply_bytes)
+            .field("max_event_bytes", &self.max_event_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -93,6 +97,7 @@ impl Client {
             http: http_client(https)?,
             timeout: REQUEST_TIMEOUT,
             max_reply_bytes: MAX_REPLY_BYTES,
+            max_event_bytes: DEFAULT_BODY_LIMIT,
         })
     }
 
@@ -144,6 +149,40 @@ impl Client {
         self
     }
 
+    /// The longest event the events list may carry (default
+    /// `payhook_core::defaults::DEFAULT_BODY_LIMIT`, 1 MiB: what a receiver
+    /// reads of a delivery's body): a longer one is refused like one that
+    /// does not parse ([`EventsPage::refused`](crate::EventsPage::refused)),
+    /// as its delivery would be. Give it the receiver's
+    /// [`body_limit`](payhook_core::Receiver::body_limit) when that differs.
+    ///
+    /// ```
+    /// use payhook::api::{ApiKey, Client};
+    ///
+    /// let client = Client::new("http://127.0.0.1:12111", ApiKey::new("sk_test_1").unwrap())
+    ///     .unwrap()
+    ///     .max_event_bytes(64 * 1024);
+    /// assert_eq!(client.event_bytes_limit(), 64 * 1024);
+    /// ```
+    #[must_use]
+    pub fn max_event_bytes(mut self, limit: usize) -> Self {
+        self.max_event_bytes = limit;
+        self
+    }
+
+    /// The longest event the events list may carry
+    /// ([`max_event_bytes`](Self::max_event_bytes)).
+    ///
+    /// ```
+    /// use payhook::api::{ApiKey, Client};
+    ///
+    /// let client = Client::new("http://127.0.0.1:12111", ApiKey::new("sk_test_1").unwrap()).unwrap();
+    /// assert_eq!(client.event_bytes_limit(), 1024 * 1024);
+    /// ```
+    pub fn event_bytes_limit(&self) -> usize {
+        self.max_event_bytes
+    }
+
     /// The base URL requests go to (it holds no credentials).
     ///
     /// ```
@@ -160,6 +199,11 @@ impl Client {
     /// goes through before it is kept.
     pub(crate) fn scrub(&self, text: &str) -> String {
         self.key.scrub(text)
+    }
+
+    /// `text` with the key cut out, nothing else changed.
+    pub(crate) fn redact(&self, text: &str) -> String {
+        self.key.redact(text)
     }
 
     /// Any `GET` of the API (`path` starts with `/v1/`, with its query), its

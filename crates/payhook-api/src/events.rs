@@ -30,12 +30,45 @@ pub struct ListedEvent {
     pub body: String,
 }
 
+/// A listed event the page could not take: its JSON does not parse as a
+/// delivery's body must, or it is longer than a delivery may be
+/// ([`Client::max_event_bytes`]). The rest of its page is kept: one bad
+/// event holds back none.
+///
+/// Every text in it came from the service: the key is cut out of both
+/// fields; the reason is escaped and bounded like every message
+/// ([`ApiKey::scrub`](crate::ApiKey::scrub)), the id only bounded (show it
+/// through [`Untrusted`](payhook_core::untrusted::Untrusted) or escape it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedEvent {
+    /// The event's `id` when one could be read (a JSON string under `id`),
+    /// at most [`MAX_REFUSED_ID_BYTES`] bytes (a longer one is cut, ending
+    /// in `…`).
+    pub id: Option<String>,
+    /// Why it was refused.
+    pub reason: String,
+    /// Its place in the page as listed, from 1.
+    pub position: usize,
+    /// Its length in bytes, as listed.
+    pub bytes: usize,
+}
+
+/// The longest id a [`RefusedEvent`] keeps, in bytes (the inbox's own bound
+/// on ids).
+pub const MAX_REFUSED_ID_BYTES: usize = 255;
+
 /// One page of the list, newest first: only the events inside the query's
-/// `created` range (the others are counted in `outside`).
+/// `created` range (the others are counted in `outside`), and the ones that
+/// could not be taken apart (`refused`).
 #[derive(Debug, Clone)]
 pub struct EventsPage {
     /// The events of the page inside the window, newest first.
     pub events: Vec<ListedEvent>,
+    /// The listed events that do not parse as a delivery's body must, or
+    /// are longer than a delivery may be, in list order: the page keeps the
+    /// others. Whether they are inside the window is not known (their
+    /// `created` may not be readable): they are listed whatever it says.
+    pub refused: Vec<RefusedEvent>,
     /// Whether more events match past the last one.
     pub has_more: bool,
     /// Events the service listed outside the query's `created` range (or
@@ -133,9 +166,14 @@ impl EventsQuery {
 }
 
 impl Client {
-    /// One page of `GET /v1/events`: every event parsed, or the page refused
-    /// whole; the events outside the query's `created` range dropped and
-    /// counted ([`EventsPage::outside`]).
+    /// One page of `GET /v1/events`: every event parsed by the rules of a
+    /// delivery's body, the ones that do not parse or are longer than
+    /// [`max_event_bytes`](Self::max_event_bytes) listed apart
+    /// ([`EventsPage::refused`]) while the rest of the page is kept; the
+    /// events outside the query's `created` range dropped and counted
+    /// ([`EventsPage::outside`]). A reply that is not a list at all, or a
+    /// page that says more follow while no event of it has a readable id
+    /// (no cursor to ask for the next), is [`ApiError::BadReply`].
     ///
     /// ```no_run
     /// use payhook::api::{ApiKey, Client, EventsQuery};
@@ -200,17 +238,40 @@ impl Client {
             .map_err(|err| ApiError::BadReply(self.scrub(&format!("not a list of events: {err}"))))?;
         let mut page = EventsPage {
             events: Vec::with_capacity(list.data.len()),
+            refused: Vec::new(),
             has_more: list.has_more,
             outside: 0,
             cursor: None,
         };
         for (index, item) in list.data.iter().enumerate() {
             let body = item.get();
-            let event = Event::from_slice(body.as_bytes()).map_err(|err| {
-                ApiError::BadReply(
-                    self.scrub(&format!("event #{} of the page does not parse: {err}", index + 1)),
-                )
-            })?;
+            let parsed = if body.len() > self.event_bytes_limit() {
+                Err(format!(
+                    "{} bytes long, over the {} bytes a delivery's body may be",
+                    body.len(),
+                    self.event_bytes_limit()
+                ))
+            } else {
+                Event::from_slice(body.as_bytes()).map_err(|err| format!("does not parse: {err}"))
+            };
+            let event = match parsed {
+                Ok(event) => event,
+                Err(reason) => {
+                    let id = readable_id(body);
+                    // The list goes on after the id as listed, when it can
+                    // be read.
+                    if let Some(id) = &id {
+                        page.cursor = Some(id.clone());
+                    }
+                    page.refused.push(RefusedEvent {
+                        id: id.map(|id| bounded_id(&self.redact(&id))),
+                        reason: self.scrub(&format!("event #{} of the page {reason}", index + 1)),
+                        position: index + 1,
+                        bytes: body.len(),
+                    });
+                    continue;
+                }
+            };
             page.cursor = Some(event.id().to_owned());
             if query.contains(event.created()) {
                 page.events.push(ListedEvent {
@@ -221,8 +282,41 @@ impl Client {
                 page.outside += 1;
             }
         }
+        if page.has_more && page.cursor.is_none() && !list.data.is_empty() {
+            return Err(ApiError::BadReply(
+                "the page says more events follow, but none of its events has a readable id \
+                 to ask for the next page after"
+                    .to_owned(),
+            ));
+        }
         Ok(page)
     }
+}
+
+/// The `id` of a listed event that did not parse, when it is a JSON string
+/// under `id` of an object.
+fn readable_id(body: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct IdOf {
+        id: Option<serde_json::Value>,
+    }
+    let id = serde_json::from_str::<IdOf>(body).ok()?.id?;
+    match id {
+        serde_json::Value::String(id) => Some(id),
+        _ => None,
+    }
+}
+
+/// `id` cut to [`MAX_REFUSED_ID_BYTES`], on a character boundary.
+fn bounded_id(id: &str) -> String {
+    if id.len() <= MAX_REFUSED_ID_BYTES {
+        return id.to_owned();
+    }
+    let mut end = MAX_REFUSED_ID_BYTES - '…'.len_utf8();
+    while !id.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &id[..end])
 }
 
 /// Every page of one query of the events list, in turn (see
@@ -386,7 +480,7 @@ mod tests {
     }
 
     #[test]
-    fn a_page_is_every_event_or_none() {
+    fn a_page_keeps_every_event_that_parses() {
         let good = br#"{"object":"list","has_more":true,"data":[
             {"id":"evt_2","object":"event","type":"customer.created","created":2,"data":{"object":{}}},
             {"id":"evt_1","object":"event","type":"customer.created","created":1,"data":{"object":{}}}]}"#;
@@ -394,24 +488,100 @@ mod tests {
             .parse_page(&reply(good), &EventsQuery::default())
             .unwrap();
         assert!(page.has_more);
+        assert!(page.refused.is_empty());
         let ids: Vec<&str> = page.events.iter().map(|listed| listed.event.id()).collect();
         assert_eq!(ids, ["evt_2", "evt_1"]);
         assert_eq!(page.cursor.as_deref(), Some("evt_1"));
         assert!(page.events[1].body.starts_with(r#"{"id":"evt_1""#));
-        let one_bad = br#"{"has_more":false,"data":[
-            {"id":"evt_2","type":"customer.created","data":{}},
-            {"type":"payment_intent.succeeded","data":{"object":{}}}]}"#;
-        let refused = client()
-            .parse_page(&reply(one_bad), &EventsQuery::default())
-            .unwrap_err();
-        assert!(
-            matches!(&refused, ApiError::BadReply(reason) if reason.contains("event #2")),
-            "{refused}"
-        );
         assert!(matches!(
             client().parse_page(&reply(b"<html>"), &EventsQuery::default()),
             Err(ApiError::BadReply(_))
         ));
+    }
+
+    /// One bad event holds back none: an event that does not parse and one
+    /// longer than a delivery may be are listed apart, with their ids when
+    /// readable, and the rest of the page is kept.
+    #[test]
+    fn one_bad_event_holds_back_none() {
+        let client = client().max_event_bytes(200);
+        let big = format!(
+            r#"{{"id":"evt_big","type":"customer.created","created":3,"data":{{"object":{{"note":"{}"}}}}}}"#,
+            "x".repeat(300)
+        );
+        let body = format!(
+            r#"{{"has_more":true,"data":[
+            {{"id":"evt_4","type":"customer.created","created":4,"data":{{"object":{{}}}}}},
+            {big},
+            {{"id":"evt_bad\u001b[31m","created":2,"data":{{"object":{{}}}}}},
+            {{"type":"payment_intent.succeeded","data":{{"object":{{}}}}}},
+            {{"id":"evt_1","type":"customer.created","created":1,"data":{{"object":{{}}}}}}]}}"#
+        );
+        let page = client
+            .parse_page(&reply(body.as_bytes()), &EventsQuery::default())
+            .unwrap();
+        let ids: Vec<&str> = page.events.iter().map(|listed| listed.event.id()).collect();
+        assert_eq!(ids, ["evt_4", "evt_1"]);
+        assert_eq!(page.cursor.as_deref(), Some("evt_1"));
+        let refused: Vec<(Option<&str>, usize)> = page
+            .refused
+            .iter()
+            .map(|refused| (refused.id.as_deref(), refused.position))
+            .collect();
+        assert_eq!(
+            refused,
+            [(Some("evt_big"), 2), (Some("evt_bad\u{1b}[31m"), 3), (None, 4)]
+        );
+        assert!(
+            page.refused[0].reason.contains("over the 200 bytes"),
+            "{:?}",
+            page.refused[0]
+        );
+        assert_eq!(page.refused[0].bytes, big.len());
+        assert!(
+            page.refused[1].reason.contains("does not parse"),
+            "{:?}",
+            page.refused[1]
+        );
+        assert!(page.refused[2].reason.starts_with("event #4 of the page"));
+        // The default bound is a delivery's.
+        assert_eq!(
+            self::client().event_bytes_limit(),
+            payhook_core::defaults::DEFAULT_BODY_LIMIT
+        );
+        // A page that says more follow with no readable id: no next page
+        // can be asked for.
+        let none = br#"{"has_more":true,"data":[{"data":{}}]}"#;
+        assert!(matches!(
+            client.parse_page(&reply(none), &EventsQuery::default()),
+            Err(ApiError::BadReply(_))
+        ));
+        // The last event refused: the list goes on after its id.
+        let last = br#"{"has_more":true,"data":[{"id":"evt_9","data":{}}]}"#;
+        let page = client.parse_page(&reply(last), &EventsQuery::default()).unwrap();
+        assert_eq!(page.cursor.as_deref(), Some("evt_9"));
+    }
+
+    /// The key never reaches a refused event's id or reason, and both are
+    /// bounded.
+    #[test]
+    fn a_refused_event_carries_no_key_and_is_bounded() {
+        let key = "sk_test_in_a_refused_event";
+        let client = Client::new("http://127.0.0.1:1", ApiKey::new(key).unwrap()).unwrap();
+        let body = format!(
+            r#"{{"has_more":false,"data":[{{"id":"evt_{key}","created":"{key}"}},{{"id":"{}","data":1}}]}}"#,
+            "é".repeat(1000)
+        );
+        let page = client
+            .parse_page(&reply(body.as_bytes()), &EventsQuery::default())
+            .unwrap();
+        assert_eq!(page.refused.len(), 2);
+        for refused in &page.refused {
+            assert!(!format!("{refused:?}").contains(key), "{refused:?}");
+            assert!(refused.reason.len() <= crate::MAX_MESSAGE_BYTES);
+            assert!(refused.id.as_ref().unwrap().len() <= MAX_REFUSED_ID_BYTES);
+        }
+        assert_eq!(page.refused[0].id.as_deref(), Some("evt_<redacted>"));
     }
 
     #[test]

@@ -60,6 +60,13 @@ impl ApiKey {
         bounded(Untrusted::message(&redacted).to_string())
     }
 
+    /// `text` with every occurrence of the key replaced by `<redacted>`,
+    /// nothing else changed (for a value shown later through the escaping
+    /// rule, such as a refused event's id).
+    pub(crate) fn redact(&self, text: &str) -> String {
+        text.replace(&*self.0, REDACTED)
+    }
+
     /// The `Authorization` header's value.
     pub(crate) fn bearer(&self) -> String {
         format!("Bearer {}", self.0)

@@ -68,6 +68,12 @@
 //!   events inside the query's `created` range ([`EventsQuery::contains`]);
 //!   the others are dropped and counted ([`EventsPage::outside`]), whatever
 //!   the server sent.
+//! - **One bad event holds back none.** An event of the list that does not
+//!   parse as a delivery's body must, or is longer than a delivery's body
+//!   may be ([`Client::max_event_bytes`]), is listed apart in
+//!   [`EventsPage::refused`] — its id when one can be read (the key cut
+//!   out, bounded), the reason (scrubbed like every message) — and the rest
+//!   of its page is kept.
 //! - **A walk of the list always ends.** [`Pages::next`] ends with
 //!   [`ApiError::BrokenList`] when a page's cursor repeats one already
 //!   followed or an event is newer than one listed before it; it holds one
@@ -88,6 +94,8 @@ mod key;
 
 pub use client::{Client, CONNECT_TIMEOUT, MAX_REPLY_BYTES, MAX_RETRY_AFTER, REQUEST_TIMEOUT};
 pub use error::ApiError;
-pub use events::{EventsPage, EventsQuery, ListedEvent, Pages, PAGE_LIMIT};
+pub use events::{
+    EventsPage, EventsQuery, ListedEvent, Pages, RefusedEvent, MAX_REFUSED_ID_BYTES, PAGE_LIMIT,
+};
 pub use intents::{NewPaymentIntent, Resend};
 pub use key::{ApiKey, MAX_MESSAGE_BYTES};
