@@ -39,7 +39,7 @@ async fn authentication_accepts_bearer_and_basic_test_keys_only() {
     ] {
         let reply = api.send(request).await;
         assert_eq!(reply.status, 401, "{code}: {}", reply.text);
-        assert_eq!(reply.error_type(), "authentication_error");
+        assert_eq!(reply.error_type(), "authentication_error", "{code}");
         assert_eq!(reply.code(), code, "{}", reply.text);
     }
     let live = api.send(get().bearer_auth("sk_live_abc")).await;
@@ -241,21 +241,21 @@ async fn invalid_payment_intents_are_refused_naming_the_parameter() {
             reply.text
         );
     }
-    let negative = api
-        .post_form("/v1/payment_intents", "amount=-5&currency=btc")
-        .await;
-    assert!(negative.message().contains("negative"), "{}", negative.text);
-    let fraction = api
-        .post_form("/v1/payment_intents", "amount=1.5&currency=btc")
-        .await;
-    assert!(fraction.message().contains("fraction"), "{}", fraction.text);
-    let overflow = api
-        .post_form(
-            "/v1/payment_intents",
-            "amount=99999999999999999999999999999999999999999&currency=btc",
-        )
-        .await;
-    assert!(overflow.message().contains("too large"), "{}", overflow.text);
+    // A form amount's message says what is wrong with the number.
+    for (name, amount, says) in [
+        ("negative", "-5", "negative"),
+        ("a fraction", "1.5", "fraction"),
+        (
+            "beyond 2^128",
+            "99999999999999999999999999999999999999999",
+            "too large",
+        ),
+    ] {
+        let reply = api
+            .post_form("/v1/payment_intents", &format!("amount={amount}&currency=btc"))
+            .await;
+        assert!(reply.message().contains(says), "{name}: {}", reply.text);
+    }
 
     // Metadata limits: 51 keys, a 41-character key, a 501-character value.
     let many: Vec<String> = (0..51).map(|i| format!("metadata[k{i}]=v")).collect();
@@ -383,16 +383,32 @@ async fn malformed_bodies_wrong_types_sizes_ids_and_methods_get_json_errors() {
         );
         assert_eq!(reply.param(), "id");
     }
-    let reply = api
-        .post_empty(&format!("/v1/test_helpers/payment_intents/{unknown}/succeed"))
-        .await;
-    assert_eq!((reply.status, reply.code()), (404, "resource_missing"));
-    let reply = api.delete("/v1/webhook_endpoints/we_nope").await;
-    assert_eq!((reply.status, reply.code()), (404, "resource_missing"));
-    let reply = api.post_empty("/v1/webhook_endpoints/we_nope/roll_secret").await;
-    assert_eq!((reply.status, reply.code()), (404, "resource_missing"));
-    let reply = api.get("/v1/charges").await;
-    assert_eq!((reply.status, reply.code()), (404, "route_unknown"));
+    for (method, path, code) in [
+        (
+            reqwest::Method::POST,
+            format!("/v1/test_helpers/payment_intents/{unknown}/succeed"),
+            "resource_missing",
+        ),
+        (
+            reqwest::Method::DELETE,
+            "/v1/webhook_endpoints/we_nope".to_owned(),
+            "resource_missing",
+        ),
+        (
+            reqwest::Method::POST,
+            "/v1/webhook_endpoints/we_nope/roll_secret".to_owned(),
+            "resource_missing",
+        ),
+        (reqwest::Method::GET, "/v1/charges".to_owned(), "route_unknown"),
+    ] {
+        let reply = api.request(method.clone(), &path).await;
+        assert_eq!(
+            (reply.status, reply.code()),
+            (404, code),
+            "{method} {path}: {}",
+            reply.text
+        );
+    }
     // A hostile path is escaped and capped in the message.
     let reply = api.get(&format!("/v1/{}%0A%1B", "x".repeat(500))).await;
     assert_eq!(reply.status, 404);
@@ -407,13 +423,7 @@ async fn malformed_bodies_wrong_types_sizes_ids_and_methods_get_json_errors() {
         ),
         (reqwest::Method::POST, "/v1/events/evt_x"),
     ] {
-        let reply = api
-            .send(
-                api.client
-                    .request(method.clone(), api.url(path))
-                    .bearer_auth(&api.key),
-            )
-            .await;
+        let reply = api.request(method.clone(), path).await;
         assert_eq!(
             (reply.status, reply.code()),
             (405, "method_not_allowed"),
@@ -421,23 +431,31 @@ async fn malformed_bodies_wrong_types_sizes_ids_and_methods_get_json_errors() {
         );
     }
 
-    let reply = api.get("/v1/payment_intents?limit=0").await;
-    assert_eq!((reply.status, reply.param()), (400, "limit"));
-    let reply = api.get("/v1/payment_intents?limit=101").await;
-    assert_eq!((reply.status, reply.param()), (400, "limit"));
-    let reply = api.get("/v1/payment_intents?limit=ten").await;
-    assert_eq!((reply.status, reply.param()), (400, "limit"));
-    let reply = api.get("/v1/payment_intents?expand=data").await;
-    assert_eq!(
-        (reply.status, reply.param(), reply.code()),
-        (400, "expand", "parameter_unknown")
-    );
-    let reply = api
-        .get("/v1/payment_intents?starting_after=pi_a&ending_before=pi_b")
-        .await;
-    assert_eq!((reply.status, reply.param()), (400, "ending_before"));
-    let reply = api.get("/v1/payment_intents?starting_after=pi_gone").await;
-    assert_eq!((reply.status, reply.param()), (404, "starting_after"));
+    // A list's query: (query, status, the parameter named, its code if checked).
+    for (query, status, param, code) in [
+        ("limit=0", 400, "limit", None),
+        ("limit=101", 400, "limit", None),
+        ("limit=ten", 400, "limit", None),
+        ("expand=data", 400, "expand", Some("parameter_unknown")),
+        (
+            "starting_after=pi_a&ending_before=pi_b",
+            400,
+            "ending_before",
+            None,
+        ),
+        ("starting_after=pi_gone", 404, "starting_after", None),
+    ] {
+        let reply = api.get(&format!("/v1/payment_intents?{query}")).await;
+        assert_eq!(
+            (reply.status, reply.param()),
+            (status, param),
+            "?{query}: {}",
+            reply.text
+        );
+        if let Some(code) = code {
+            assert_eq!(reply.code(), code, "?{query}: {}", reply.text);
+        }
+    }
 
     // After all that, the emulator still serves.
     assert_eq!(api.get("/v1/payment_intents").await.status, 200);

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use payhook_core::Verifier;
-use payhook_emulator::{Emulator, Faults, RetrySchedule};
+use payhook_emulator::{Emulator, EmulatorBuilder, Faults, RetrySchedule};
 use support::{
     eventually, independent_hmac, limits, started, timestamp, unix_now, v1_items, Api, PayhookReceiver,
     RecordingReceiver, Script,
@@ -38,6 +38,32 @@ async fn one_event_delivered_to(emulator: &Emulator, api: &Api, script: Script) 
     one_succeeded_event(api).await;
     assert!(emulator.wait_idle(WAIT).await);
     receiver
+}
+
+/// `builder`'s emulator, driven through the library (no API client), with
+/// a receiver following `script` registered as its one endpoint.
+async fn emulator_delivering_to(builder: EmulatorBuilder, script: Script) -> (Emulator, RecordingReceiver) {
+    let emulator = builder.start().await.expect("starts");
+    let receiver = RecordingReceiver::start(script).await;
+    emulator.register_endpoint(&receiver.url).expect("registered");
+    (emulator, receiver)
+}
+
+/// Creates and succeeds `n` payment intents through the library: `n`
+/// events to deliver.
+fn succeeded_events(emulator: &Emulator, n: usize) {
+    for _ in 0..n {
+        let intent = emulator.create_payment_intent(1, "btc").expect("created");
+        emulator.succeed_payment_intent(&intent.id).expect("succeeded");
+    }
+}
+
+/// A payhook receiver whose handler takes `handler_delay`, registered
+/// through the API with the secret the emulator gives it.
+async fn payhook_receiver(api: &Api, handler_delay: Duration) -> PayhookReceiver {
+    let (listener, url) = PayhookReceiver::bind().await;
+    let (_, secret) = api.register(&url).await;
+    PayhookReceiver::serve(listener, url, &secret, handler_delay)
 }
 
 #[tokio::test]
@@ -424,10 +450,8 @@ async fn duplicates_and_reordering_reach_a_payhook_receiver_whose_handler_runs_o
             .faults(Faults::default().duplicates(1.0).reorder().seed(42)),
     )
     .await;
-    let (listener, url) = PayhookReceiver::bind().await;
-    let (_, secret) = api.register(&url).await;
     // A slow handler, so concurrent copies overlap and one gets 409.
-    let receiver = PayhookReceiver::serve(listener, url, &secret, Duration::from_millis(400));
+    let receiver = payhook_receiver(&api, Duration::from_millis(400)).await;
 
     let mut intents = Vec::new();
     for _ in 0..6 {
@@ -467,21 +491,16 @@ async fn duplicates_and_reordering_reach_a_payhook_receiver_whose_handler_runs_o
 
 #[tokio::test]
 async fn reorder_sends_a_window_of_deliveries_newest_first() {
-    let emulator = Emulator::builder()
-        .faults(
+    let (emulator, receiver) = emulator_delivering_to(
+        Emulator::builder().faults(
             Faults::default()
                 .reorder()
                 .reorder_window(Duration::from_millis(500)),
-        )
-        .start()
-        .await
-        .expect("starts");
-    let receiver = RecordingReceiver::start(Script::default()).await;
-    emulator.register_endpoint(&receiver.url).expect("registered");
-    for _ in 0..4 {
-        let intent = emulator.create_payment_intent(1, "btc").expect("created");
-        emulator.succeed_payment_intent(&intent.id).expect("succeeded");
-    }
+        ),
+        Script::default(),
+    )
+    .await;
+    succeeded_events(&emulator, 4);
     assert!(emulator.wait_idle(WAIT).await);
     let arrived: Vec<String> = receiver
         .arrivals()
@@ -496,17 +515,12 @@ async fn reorder_sends_a_window_of_deliveries_newest_first() {
 #[tokio::test]
 async fn the_same_seed_gives_the_same_faults() {
     async fn pattern(seed: u64) -> Vec<(u64, u32)> {
-        let emulator = Emulator::builder()
-            .faults(Faults::default().duplicates(0.5).seed(seed))
-            .start()
-            .await
-            .expect("starts");
-        let receiver = RecordingReceiver::start(Script::default()).await;
-        emulator.register_endpoint(&receiver.url).expect("registered");
-        for _ in 0..16 {
-            let intent = emulator.create_payment_intent(1, "btc").expect("created");
-            emulator.succeed_payment_intent(&intent.id).expect("succeeded");
-        }
+        let (emulator, _receiver) = emulator_delivering_to(
+            Emulator::builder().faults(Faults::default().duplicates(0.5).seed(seed)),
+            Script::default(),
+        )
+        .await;
+        succeeded_events(&emulator, 16);
         assert!(emulator.wait_idle(WAIT).await);
         assert_eq!(emulator.seed(), seed);
         let order: Vec<String> = emulator.events().iter().map(|e| e.id.clone()).collect();
@@ -541,9 +555,7 @@ async fn drop_first_loses_the_first_reply_so_the_receiver_sees_a_redelivery() {
             .faults(Faults::default().drop_first()),
     )
     .await;
-    let (listener, url) = PayhookReceiver::bind().await;
-    let (_, secret) = api.register(&url).await;
-    let receiver = PayhookReceiver::serve(listener, url, &secret, Duration::ZERO);
+    let receiver = payhook_receiver(&api, Duration::ZERO).await;
     one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let attempts = emulator.attempts();
@@ -574,9 +586,7 @@ async fn skew_signs_with_a_shifted_clock_that_a_receiver_rejects_as_stale() {
             .faults(Faults::default().skew(-600)),
     )
     .await;
-    let (listener, url) = PayhookReceiver::bind().await;
-    let (_, secret) = api.register(&url).await;
-    let receiver = PayhookReceiver::serve(listener, url, &secret, Duration::ZERO);
+    let receiver = payhook_receiver(&api, Duration::ZERO).await;
     one_succeeded_event(&api).await;
     assert!(emulator.wait_idle(WAIT).await);
     let attempts = emulator.attempts();
@@ -595,13 +605,11 @@ async fn skew_signs_with_a_shifted_clock_that_a_receiver_rejects_as_stale() {
 
 #[tokio::test]
 async fn delay_holds_each_delivery_back() {
-    let emulator = Emulator::builder()
-        .faults(Faults::default().delay(Duration::from_millis(400)))
-        .start()
-        .await
-        .expect("starts");
-    let receiver = RecordingReceiver::start(Script::default()).await;
-    emulator.register_endpoint(&receiver.url).expect("registered");
+    let (emulator, receiver) = emulator_delivering_to(
+        Emulator::builder().faults(Faults::default().delay(Duration::from_millis(400))),
+        Script::default(),
+    )
+    .await;
     let intent = emulator.create_payment_intent(1, "btc").expect("created");
     let at = std::time::Instant::now();
     emulator.succeed_payment_intent(&intent.id).expect("succeeded");
@@ -746,18 +754,14 @@ async fn a_receiver_that_never_answers_cannot_grow_the_emulator_without_bound() 
 
 #[tokio::test]
 async fn a_waiting_delivery_whose_event_was_evicted_is_abandoned() {
-    let emulator = Emulator::builder()
-        .faults(Faults::default().delay(Duration::from_millis(300)))
-        .limits(limits(|limits| limits.objects = 2))
-        .start()
-        .await
-        .expect("starts");
-    let receiver = RecordingReceiver::start(Script::default()).await;
-    emulator.register_endpoint(&receiver.url).expect("registered");
-    for _ in 0..5 {
-        let intent = emulator.create_payment_intent(1, "btc").expect("created");
-        emulator.succeed_payment_intent(&intent.id).expect("succeeded");
-    }
+    let (emulator, receiver) = emulator_delivering_to(
+        Emulator::builder()
+            .faults(Faults::default().delay(Duration::from_millis(300)))
+            .limits(limits(|limits| limits.objects = 2)),
+        Script::default(),
+    )
+    .await;
+    succeeded_events(&emulator, 5);
     let kept: Vec<String> = emulator.events().into_iter().map(|e| e.id).collect();
     assert_eq!(kept.len(), 2);
     assert!(emulator.wait_idle(WAIT).await);
@@ -793,21 +797,18 @@ async fn deleting_an_endpoint_abandons_its_pending_retries() {
 
 #[tokio::test]
 async fn shutdown_is_graceful_and_abandons_pending_retries() {
-    let emulator = Emulator::builder()
-        .retry_schedule(RetrySchedule::new(
+    let (emulator, receiver) = emulator_delivering_to(
+        Emulator::builder().retry_schedule(RetrySchedule::new(
             Duration::from_secs(30),
             Duration::from_secs(30),
             5,
-        ))
-        .start()
-        .await
-        .expect("starts");
-    let receiver = RecordingReceiver::start(Script {
-        fail_first: usize::MAX,
-        ..Script::default()
-    })
+        )),
+        Script {
+            fail_first: usize::MAX,
+            ..Script::default()
+        },
+    )
     .await;
-    emulator.register_endpoint(&receiver.url).expect("registered");
     let intent = emulator.create_payment_intent(1, "btc").expect("created");
     emulator.succeed_payment_intent(&intent.id).expect("succeeded");
     eventually(WAIT, "first attempt", || receiver.arrivals().len() == 1).await;
@@ -1111,9 +1112,7 @@ async fn an_undeliverable_event_never_reaches_the_receiver_and_stays_undelivered
     )
     .await;
     let receiver = RecordingReceiver::start(Script::default()).await;
-    let (listener, url) = PayhookReceiver::bind().await;
-    let (_, secret) = api.register(&url).await;
-    let payhook = PayhookReceiver::serve(listener, url, &secret, Duration::ZERO);
+    let payhook = payhook_receiver(&api, Duration::ZERO).await;
     api.register(&receiver.url).await;
     one_succeeded_event(&api).await;
     one_succeeded_event(&api).await;
@@ -1162,10 +1161,7 @@ async fn the_same_seed_makes_the_same_share_of_events_undeliverable() {
         .await;
         let receiver = RecordingReceiver::start(Script::default()).await;
         api.register(&receiver.url).await;
-        for _ in 0..40 {
-            let intent = emulator.create_payment_intent(1, "btc").expect("created");
-            emulator.succeed_payment_intent(&intent.id).expect("succeeded");
-        }
+        succeeded_events(&emulator, 40);
         assert!(emulator.wait_idle(WAIT).await);
         let order: Vec<String> = emulator.events().iter().map(|e| e.id.clone()).collect();
         let mut positions: Vec<usize> = listed(&api, false)

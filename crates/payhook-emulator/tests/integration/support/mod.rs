@@ -120,14 +120,18 @@ impl Api {
         format!("{}{path}", self.base)
     }
 
-    pub async fn get(&self, path: &str) -> Reply {
-        self.send(self.client.get(self.url(path)).bearer_auth(&self.key))
+    /// A `method` request on `path` with the API key and no body.
+    pub async fn request(&self, method: reqwest::Method, path: &str) -> Reply {
+        self.send(self.client.request(method, self.url(path)).bearer_auth(&self.key))
             .await
     }
 
+    pub async fn get(&self, path: &str) -> Reply {
+        self.request(reqwest::Method::GET, path).await
+    }
+
     pub async fn delete(&self, path: &str) -> Reply {
-        self.send(self.client.delete(self.url(path)).bearer_auth(&self.key))
-            .await
+        self.request(reqwest::Method::DELETE, path).await
     }
 
     pub async fn post_json(&self, path: &str, body: &str) -> Reply {
@@ -153,8 +157,7 @@ impl Api {
     }
 
     pub async fn post_empty(&self, path: &str) -> Reply {
-        self.send(self.client.post(self.url(path)).bearer_auth(&self.key))
-            .await
+        self.request(reqwest::Method::POST, path).await
     }
 
     pub async fn create_intent(&self, amount: &str, currency: &str) -> String {
