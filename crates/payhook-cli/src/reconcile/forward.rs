@@ -23,7 +23,7 @@ use payhook_inbox::reconcile::ListedEvent;
 use url::Url;
 
 use super::list::Pager;
-use super::{print_types, Service, Window};
+use super::{print_types, ReconcileArgs, Service, Window};
 use crate::client::{http_client, post_signed, shown_body, shown_url, Endpoint, Seen};
 use crate::failure::Failure;
 use crate::output::{paint_stdout, say, Colour};
@@ -40,9 +40,10 @@ pub(crate) async fn run(
     window: Window,
     to: &Url,
     secret: &Secret,
-    yes: bool,
+    args: &ReconcileArgs,
 ) -> Result<(), Failure> {
-    let mut pages = Pager::new(service, window, Some(false));
+    let yes = args.yes;
+    let mut pages = Pager::new(service, window, Some(false), args.max_pages);
     let mut events: Vec<ListedEvent> = Vec::new();
     while let Some(page) = pages.next().await? {
         events.extend(page);

@@ -29,18 +29,29 @@ pub(crate) struct Pager<'a> {
     seen: HashSet<String>,
     started: Instant,
     last_progress: Instant,
+    /// The window, for the message of a run that stops at `max_pages`.
+    window: Window,
+    /// The most pages read (`--max-pages`).
+    max_pages: u32,
 }
 
 impl<'a> Pager<'a> {
     /// The events created in `window`; only those no endpoint acknowledged
-    /// when `delivery_success` is `Some(false)`.
-    pub(crate) fn new(service: &'a Service, window: Window, delivery_success: Option<bool>) -> Self {
+    /// when `delivery_success` is `Some(false)`; at most `max_pages` pages.
+    pub(crate) fn new(
+        service: &'a Service,
+        window: Window,
+        delivery_success: Option<bool>,
+        max_pages: u32,
+    ) -> Self {
         Self {
             service,
             pages: service.api.events(window.query(delivery_success)),
             seen: HashSet::new(),
             started: Instant::now(),
             last_progress: Instant::now(),
+            window,
+            max_pages,
         }
     }
 
@@ -65,6 +76,16 @@ impl<'a> Pager<'a> {
             Some(page) => page,
         }
         .map_err(|err| self.failure(err))?;
+        // The bound ends a run that would otherwise hold an ever longer list
+        // (ever new pages whose events move back in time never end a walk).
+        if page.has_more && self.pages.requests() >= u64::from(self.max_pages) {
+            return Err(Failure::Failed(format!(
+                "the events list has more than {} page(s) of events created {}; nothing was changed: \
+                 narrow the window with --since, or raise --max-pages",
+                self.max_pages,
+                self.window.describe()
+            )));
+        }
         let mut events = Vec::with_capacity(page.events.len());
         for listed in page.events {
             if self.seen.insert(listed.event.id().to_owned()) {

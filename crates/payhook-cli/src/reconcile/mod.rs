@@ -143,6 +143,17 @@ pub struct ReconcileArgs {
     /// Store (or send) the events found; without it, only count them.
     #[arg(long)]
     pub yes: bool,
+
+    /// The most pages of the events list to read (up to 100 events each).
+    /// A window with more ends the run before anything is stored or sent:
+    /// narrow it with --since, or raise this.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = payhook_inbox::reconcile::DEFAULT_MAX_PAGES,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub max_pages: u32,
 }
 
 /// The events created in `[since, until)`, in Unix seconds.
@@ -168,7 +179,7 @@ impl Window {
     }
 
     /// `in the last 24h (since 2026-11-23 04:00:00 UTC)`.
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "in the last {} (since {} UTC)",
             duration(self.span),
@@ -215,10 +226,9 @@ pub fn run(args: &ReconcileArgs) -> Result<(), Failure> {
         key_file: args.api_key_file.clone(),
     };
     match target {
-        Target::Receiver(to, secret) => runtime::block_on(
-            Threads::One,
-            forward::run(&service, window, to, &secret, args.yes),
-        ),
+        Target::Receiver(to, secret) => {
+            runtime::block_on(Threads::One, forward::run(&service, window, to, &secret, args))
+        }
         Target::Inbox(url) => runtime::block_on(Threads::One, into_inbox(&service, window, &url, args)),
     }
 }
@@ -297,7 +307,7 @@ async fn into_inbox(
         .await
         .map_err(|err| Failure::usage(format_args!("cannot open the inbox at --database-url: {err}")))?;
     crate::inbox::check_namespace(&admin, args.yes).await?;
-    let mut pages = list::Pager::new(service, window, None);
+    let mut pages = list::Pager::new(service, window, None, args.max_pages);
     let mut missing: Vec<ListedEvent> = Vec::new();
     while let Some(page) = pages.next().await? {
         if page.is_empty() {
@@ -396,6 +406,7 @@ mod tests {
             since: Duration::from_secs(since),
             retention: retention.map(Duration::from_secs),
             yes: false,
+            max_pages: 1000,
         }
     }
 

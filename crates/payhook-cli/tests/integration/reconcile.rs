@@ -785,6 +785,73 @@ async fn reconcile_ends_on_a_list_whose_cursor_repeats() {
     assert_no_key(&run);
 }
 
+/// A list of ever new pages inside the window (distinct ids, one `created`
+/// second, `has_more` always): no cursor repeats and time never moves
+/// forward, so only the page bound ends the walk. The command stops after
+/// `--max-pages` with a non-zero exit naming the bound, before anything is
+/// stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_stops_at_max_pages_on_a_list_that_never_ends() {
+    let created = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 60;
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let app = axum::Router::new().route(
+        "/v1/events",
+        axum::routing::get({
+            let served = std::sync::Arc::clone(&served);
+            move || {
+                let page = served.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async move {
+                    let event = |n: u64| {
+                        format!(
+                            r#"{{"id":"evt_{page}_{n}","object":"event","type":"customer.created","created":{created},"data":{{"object":{{}}}}}}"#
+                        )
+                    };
+                    (
+                        [("content-type", "application/json")],
+                        format!(r#"{{"has_more":true,"data":[{},{}]}}"#, event(1), event(2)),
+                    )
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let dir = support::temp_dir("reconcile-max-pages");
+    let key_file = key_file(&dir, KEY);
+    let database = format!("sqlite://{}", dir.join("inbox.db").display());
+    let receiver = payhook_core::Receiver::builder()
+        .secret("whsec_max_pages")
+        .build()
+        .unwrap();
+    let inbox = payhook_inbox::Inbox::builder(receiver)
+        .connect(&database)
+        .await
+        .expect("an inbox");
+    let run = reconcile(&[
+        "--api-base",
+        &base,
+        "--api-key-file",
+        key_file.to_str().unwrap(),
+        "--database-url",
+        &database,
+        "--max-pages",
+        "5",
+    ])
+    .await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("more than 5 page(s)"), "{run:?}");
+    assert!(run.stderr.contains("--max-pages"), "{run:?}");
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 5, "{run:?}");
+    let stored = payhook_inbox::Admin::of_inbox(&inbox).stats().await.unwrap();
+    assert_eq!(stored.counts().map(|(_, n)| n).sum::<i64>(), 0, "{run:?}");
+    assert_no_key(&run);
+}
+
 /// A key file whose line has spaces around the key: the key sent and the
 /// key redacted are the same trimmed key, so a 401 echoing it (alone and
 /// inside a longer word) prints none of it.
