@@ -181,15 +181,7 @@ async fn a_receiver_failing_three_times_gets_retries_with_growing_gaps_until_it_
         6,
     )))
     .await;
-    let receiver = one_event_delivered_to(
-        &emulator,
-        &api,
-        Script {
-            fail_first: 3,
-            ..Script::default()
-        },
-    )
-    .await;
+    let receiver = one_event_delivered_to(&emulator, &api, Script::failing_first(3)).await;
 
     let arrivals = receiver.arrivals();
     assert_eq!(arrivals.len(), 4, "3 failures, then the acknowledged attempt");
@@ -237,15 +229,7 @@ async fn a_receiver_that_never_acknowledges_is_given_up_after_the_last_attempt()
         4,
     )))
     .await;
-    let receiver = one_event_delivered_to(
-        &emulator,
-        &api,
-        Script {
-            fail_first: usize::MAX,
-            ..Script::default()
-        },
-    )
-    .await;
+    let receiver = one_event_delivered_to(&emulator, &api, Script::failing_first(usize::MAX)).await;
     assert_eq!(receiver.arrivals().len(), 4);
     let stats = emulator.stats();
     assert_eq!((stats.gave_up, stats.acknowledged), (1, 0));
@@ -259,15 +243,7 @@ async fn no_reply_within_the_timeout_is_a_failed_attempt_and_is_retried() {
             .attempt_timeout(Duration::from_secs(1)),
     )
     .await;
-    let receiver = one_event_delivered_to(
-        &emulator,
-        &api,
-        Script {
-            hang_first: 1,
-            ..Script::default()
-        },
-    )
-    .await;
+    let receiver = one_event_delivered_to(&emulator, &api, Script::hanging_first(1)).await;
     let attempts = emulator.attempts();
     assert_eq!(attempts.len(), 2, "{attempts:?}");
     assert_eq!(attempts[0].status, None);
@@ -421,9 +397,8 @@ async fn retry_after_is_honoured_up_to_the_schedules_cap() {
         )))
         .await;
         let script = Script {
-            fail_first: 1,
             retry_after: Some(case.retry_after),
-            ..Script::default()
+            ..Script::failing_first(1)
         };
         let receiver = one_event_delivered_to(&emulator, &api, script).await;
         let arrivals = receiver.arrivals();
@@ -679,11 +654,7 @@ async fn a_delivery_waiting_for_a_place_on_the_wire_is_signed_with_the_secret_of
             .retry_schedule(fast()),
     )
     .await;
-    let receiver = RecordingReceiver::start(Script {
-        hang_first: 1,
-        ..Script::default()
-    })
-    .await;
+    let receiver = RecordingReceiver::start(Script::hanging_first(1)).await;
     let (endpoint, old_secret) = api.register(&receiver.url).await;
     let first = api.create_intent("5", "btc").await;
     api.succeed(&first).await;
@@ -727,11 +698,7 @@ async fn a_receiver_that_never_answers_cannot_grow_the_emulator_without_bound() 
         .start()
         .await
         .expect("starts");
-    let receiver = RecordingReceiver::start(Script {
-        hang_first: usize::MAX,
-        ..Script::default()
-    })
-    .await;
+    let receiver = RecordingReceiver::start(Script::hanging_first(usize::MAX)).await;
     emulator.register_endpoint(&receiver.url).expect("registered");
     let pay = || {
         let intent = emulator.create_payment_intent(1, "btc").expect("created");
@@ -782,11 +749,7 @@ async fn deleting_an_endpoint_abandons_its_pending_retries() {
         5,
     )))
     .await;
-    let receiver = RecordingReceiver::start(Script {
-        fail_first: usize::MAX,
-        ..Script::default()
-    })
-    .await;
+    let receiver = RecordingReceiver::start(Script::failing_first(usize::MAX)).await;
     let (endpoint, _) = api.register(&receiver.url).await;
     one_succeeded_event(&api).await;
     eventually(WAIT, "first attempt", || receiver.arrivals().len() == 1).await;
@@ -803,10 +766,7 @@ async fn shutdown_is_graceful_and_abandons_pending_retries() {
             Duration::from_secs(30),
             5,
         )),
-        Script {
-            fail_first: usize::MAX,
-            ..Script::default()
-        },
+        Script::failing_first(usize::MAX),
     )
     .await;
     let intent = emulator.create_payment_intent(1, "btc").expect("created");
@@ -1059,16 +1019,8 @@ async fn delivery_success_turns_true_once_one_endpoint_acknowledges() {
         RetrySchedule::new(Duration::from_secs(2), Duration::from_secs(2), 2).without_jitter(),
     ))
     .await;
-    let recovering = RecordingReceiver::start(Script {
-        fail_first: 1,
-        ..Script::default()
-    })
-    .await;
-    let down = RecordingReceiver::start(Script {
-        fail_first: usize::MAX,
-        ..Script::default()
-    })
-    .await;
+    let recovering = RecordingReceiver::start(Script::failing_first(1)).await;
+    let down = RecordingReceiver::start(Script::failing_first(usize::MAX)).await;
     api.register(&recovering.url).await;
     api.register(&down.url).await;
     one_succeeded_event(&api).await;

@@ -101,11 +101,7 @@ async fn extreme_valid_settings_deliver_without_overflow() {
         .start()
         .await
         .expect("starts");
-    let receiver = RecordingReceiver::start(Script {
-        fail_first: 3,
-        ..Script::default()
-    })
-    .await;
+    let receiver = RecordingReceiver::start(Script::failing_first(3)).await;
     emulator.register_endpoint(&receiver.url).expect("registered");
     let intent = emulator.create_payment_intent(u128::MAX, "eth").expect("created");
     emulator.succeed_payment_intent(&intent.id).expect("succeeded");

@@ -217,6 +217,24 @@ pub struct Script {
     pub hang_first: usize,
 }
 
+impl Script {
+    /// Answers 500 to the first `n` requests, then 200.
+    pub fn failing_first(n: usize) -> Self {
+        Self {
+            fail_first: n,
+            ..Self::default()
+        }
+    }
+
+    /// Holds the first `n` requests open without an answer, then answers 200.
+    pub fn hanging_first(n: usize) -> Self {
+        Self {
+            hang_first: n,
+            ..Self::default()
+        }
+    }
+}
+
 struct Recorder {
     script: Script,
     arrivals: Mutex<Vec<Arrival>>,
