@@ -31,7 +31,7 @@ use clap::builder::NonEmptyStringValueParser;
 use clap::Args;
 use payhook_core::time::{format_utc, now_ms};
 use payhook_core::untrusted::Untrusted;
-use payhook_inbox::admin::{Admin, BulkAction, BulkCount, Selection, State};
+use payhook_inbox::admin::{Admin, BulkAction, BulkCount, Selection, State, BULK_COUNT_LIMIT};
 
 use crate::failure::Failure;
 use crate::output::{confirmed, say};
@@ -102,10 +102,17 @@ pub async fn run(admin: &Admin, namespace: &str, args: &BulkArgs) -> Result<(), 
         .map_err(Failure::usage)?;
     let as_of = count.as_of;
     say!(
-        "{action}: {} event(s) selected: {}",
+        "{action}: {}{} event(s) selected: {}",
+        if count.more { "more than " } else { "" },
         count.events,
         describe(action, &selection, as_of)
     );
+    if count.more {
+        say!(
+            "the count stops at {BULK_COUNT_LIMIT} events; the run acts on every event selected at the count's time \
+             (the types below are those of the first {BULK_COUNT_LIMIT})"
+        );
+    }
     show_types(&count);
     // What the count the operator saw selected; with --counted, the events
     // that changed since are left out of this count already.

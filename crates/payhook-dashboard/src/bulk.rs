@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use http::{Response, StatusCode};
 use payhook_core::time::{format_utc, now_ms};
-use payhook_inbox::admin::{BulkAction, BulkCount, Selection, State};
+use payhook_inbox::admin::{BulkAction, BulkCount, Selection, State, BULK_COUNT_LIMIT};
 use payhook_inbox::{Backend, InboxError};
 
 use crate::forms::{bulk_form, params, Form};
@@ -116,12 +116,22 @@ pub(crate) async fn action<DB: Backend>(ctx: &Ctx<'_, DB>, form: &Form) -> Respo
         let mut out = String::with_capacity(4096);
         let _ = write!(
             out,
-            "<h1>Confirm</h1><p class=\"notice\" id=\"question\">{action} {n} event{s}? \
+            "<h1>Confirm</h1><p class=\"notice\" id=\"question\">{action} {more}{n} event{s}? \
              Selected: {filter}.</p>",
             action = capitalised(action),
+            more = if count.more { "more than " } else { "" },
             n = count.events,
-            s = if count.events == 1 { "" } else { "s" },
+            s = if count.events == 1 && !count.more { "" } else { "s" },
         );
+        if count.more {
+            let _ = write!(
+                out,
+                "<p id=\"bulk-more\">The count stops at {limit} events, so it takes the same time \
+                 however long the history: the run acts on every event selected at the count's time. \
+                 The types below are those of the first {limit}.</p>",
+                limit = BULK_COUNT_LIMIT
+            );
+        }
         if !count.types.is_empty() {
             out.push_str(
                 "<table id=\"bulk-types\"><thead><tr><th>Type</th><th>Events</th></tr></thead><tbody>",

@@ -27,13 +27,16 @@ use crate::error::{payhook_escape, InboxError};
 use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
 
 pub use crate::actions::bulk_run::BULK_BATCH;
-pub use crate::actions::selection::{BulkAction, BulkCount, BulkReport, Selection, MAX_BULK_IDS};
-pub use crate::database::dialect::{
-    ATTEMPTS_TABLE, DIFFERING_TABLE, DUPLICATES_TABLE, PAUSED_TABLE, RECONCILER_TABLE,
+pub use crate::actions::selection::{
+    BulkAction, BulkCount, BulkReport, Selection, BULK_COUNT_LIMIT, MAX_BULK_IDS,
 };
+pub use crate::database::dialect::{
+    ATTEMPTS_TABLE, DIFFERING_TABLE, DUPLICATES_TABLE, PAUSED_TABLE, RECONCILER_TABLE, REFUSED_TABLE,
+};
+pub use crate::intake::refused::MAX_REFUSED_KEPT;
 pub use crate::model::{
     ActivitySlot, Attempt, AttemptOutcome, Cursor, DifferingCopies, Filter, IntentEvent, Page, PageQuery,
-    PausedType, Source, State, Stats, StoredEvent, MAX_PAGE,
+    PausedType, Refused, Source, State, Stats, StoredEvent, MAX_PAGE,
 };
 pub use crate::queue::attempts::MAX_ATTEMPT_RECORDS;
 
@@ -384,6 +387,18 @@ impl<DB: Backend> Admin<DB> {
     /// app adds it when it next starts).
     pub async fn differing_copies(&self, event_id: &str) -> Result<Option<DifferingCopies>, InboxError> {
         Ok(DB::differing_copies(&self.db, &self.namespace, event_id).await?)
+    }
+
+    /// The events the inbox was offered and could not take, last refused
+    /// first (at most `limit`): listed events of the service's events list
+    /// that do not parse, are longer than a delivery's body may be, or
+    /// cannot be stored. The rest of each one's page was stored.
+    ///
+    /// # Errors
+    /// A database error, or an inbox whose schema predates the record (the
+    /// app adds it when it next starts).
+    pub async fn refused(&self, limit: u32) -> Result<Vec<Refused>, InboxError> {
+        Ok(DB::refused(&self.db, &self.namespace, i64::from(limit)).await?)
     }
 
     /// The events of one payment intent, in `created` order (at most `limit`).

@@ -22,7 +22,7 @@ use std::future::Future;
 
 use sqlx::Row as _;
 
-use crate::actions::selection::{BulkAction, Selection};
+use crate::actions::selection::{BulkAction, Selection, BULK_COUNT_LIMIT};
 use crate::clock::now_ms;
 use crate::database::dialect::{table, Dialect};
 use crate::database::driver::{sql_bounds, Driver};
@@ -243,8 +243,9 @@ pub struct Scope<'a> {
 
 /// The bulk actions on one backend. Not nameable outside the crate.
 pub trait Bulk: Driver {
-    /// Events the action would touch, and the 20 most common types among
-    /// them.
+    /// Events the action would touch, read up to one over
+    /// [`BULK_COUNT_LIMIT`], and the 20 most common types among the first
+    /// [`BULK_COUNT_LIMIT`].
     fn count<'a>(
         db: &'a Database<Self>,
         scope: Scope<'a>,
@@ -269,15 +270,22 @@ sql_bounds! {
             let Scope { namespace, action, selection, as_of } = scope;
             let states = selected_states(action, selection);
             let clause = Clause::selecting(namespace, &states, selection, as_of, Lookup::Indexed);
-            let count = format!(concat!("SELECT COUNT(*) AS n FROM ", table!(), " WHERE {}"), clause.sql);
+            // Bounded reads: a count costs the same however much history
+            // the table keeps (one over the limit says "more").
+            let count = format!(
+                concat!("SELECT COUNT(*) AS n FROM (SELECT 1 FROM ", table!(), " WHERE {} LIMIT {}) counted"),
+                clause.sql,
+                BULK_COUNT_LIMIT + 1
+            );
             let total: i64 = bound::<DB>(&count, &clause.binds).fetch_one(&db.pool).await?.try_get("n")?;
             let by_type = format!(
                 concat!(
-                    "SELECT event_type, COUNT(*) AS n FROM ",
+                    "SELECT event_type, COUNT(*) AS n FROM (SELECT event_type FROM ",
                     table!(),
-                    " WHERE {} GROUP BY event_type ORDER BY COUNT(*) DESC, event_type LIMIT 20"
+                    " WHERE {} LIMIT {}) counted GROUP BY event_type ORDER BY COUNT(*) DESC, event_type LIMIT 20"
                 ),
-                clause.sql
+                clause.sql,
+                BULK_COUNT_LIMIT
             );
             let types = bound::<DB>(&by_type, &clause.binds)
                 .fetch_all(&db.pool)

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use crate::actions::bulk::Bulk;
 use crate::actions::bulk::{selected_states, Position, Scope};
 use crate::actions::operations::{park_all, Operations};
-use crate::actions::selection::{BulkAction, BulkCount, BulkReport, Selection, MAX_BULK_IDS};
+use crate::actions::selection::{
+    BulkAction, BulkCount, BulkReport, Selection, BULK_COUNT_LIMIT, MAX_BULK_IDS,
+};
 use crate::clock::now_ms;
 use crate::database::Database;
 use crate::error::InboxError;
@@ -53,8 +55,13 @@ impl<DB: Bulk + Operations> BulkRun<'_, DB> {
                 "a bulk action's as_of time is in the future",
             ));
         }
-        let (events, types) = DB::count(self.db, self.scope(action, selection, as_of)).await?;
-        Ok(BulkCount { events, types, as_of })
+        let (read, types) = DB::count(self.db, self.scope(action, selection, as_of)).await?;
+        Ok(BulkCount {
+            events: read.min(BULK_COUNT_LIMIT),
+            types,
+            as_of,
+            more: read > BULK_COUNT_LIMIT,
+        })
     }
 
     /// Runs `action` over what `count` selected, in batches, resting
@@ -84,7 +91,13 @@ impl<DB: Bulk + Operations> BulkRun<'_, DB> {
             let mut after = Position::START;
             loop {
                 // Never more than the count selected.
-                let left = count.events.saturating_sub(report.events);
+                // Never more than the count selected; a count that stopped
+                // at its limit bounds the run by its time alone.
+                let left = if count.more {
+                    u64::MAX
+                } else {
+                    count.events.saturating_sub(report.events)
+                };
                 let limit = BULK_BATCH.min(i64::try_from(left).unwrap_or(i64::MAX));
                 if limit == 0 {
                     break 'states;

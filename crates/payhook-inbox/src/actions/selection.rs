@@ -111,14 +111,23 @@ pub struct Selection {
     pub ids: Vec<String>,
 }
 
+/// The most events a bulk count reads: 10 000. A selection with more is
+/// counted as "more than 10 000" ([`BulkCount::more`]), so a count costs the
+/// same however much history the inbox keeps (exactly counting millions of
+/// done events took seconds, past the dashboard's page limit); below it,
+/// every count is exact.
+pub const BULK_COUNT_LIMIT: u64 = 10_000;
+
 /// How many events a bulk action would touch
 /// ([`Admin::bulk_count`](crate::admin::Admin::bulk_count)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BulkCount {
-    /// Events selected now.
+    /// Events selected now: exact, or [`BULK_COUNT_LIMIT`] when
+    /// [`more`](Self::more) are.
     pub events: u64,
-    /// The most common event types among them, with their counts (at most
-    /// 20, most events first).
+    /// The most common event types among the events counted, with their
+    /// counts (at most 20, most events first; among the first
+    /// [`BULK_COUNT_LIMIT`] when [`more`](Self::more)).
     pub types: Vec<(String, u64)>,
     /// The time the count was taken at (Unix milliseconds): the count
     /// selects the events whose last change of state came before it, and so
@@ -126,11 +135,15 @@ pub struct BulkCount {
     /// count, so that the run touches only what was counted; given it again,
     /// it finishes an interrupted run.
     pub as_of: i64,
+    /// The selection holds more than [`events`](Self::events) (the count
+    /// stopped at [`BULK_COUNT_LIMIT`]): a run given this count acts on
+    /// every event selected at [`as_of`](Self::as_of), not only that many.
+    pub more: bool,
 }
 
 /// What a bulk action did ([`Admin::bulk_run`](crate::admin::Admin::bulk_run)):
 /// how many events the count selected, how many the run acted on (never
-/// more), and how many of the counted ones no longer qualified when the run
+/// more, unless the count stopped at its limit), and how many of the counted ones no longer qualified when the run
 /// reached them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -138,7 +151,8 @@ pub struct BulkReport {
     /// Events the count selected ([`BulkCount::events`]).
     pub selected: u64,
     /// Events acted on (retried, replayed or deleted; for a pause, the
-    /// selected events of the types paused): at most `selected`.
+    /// selected events of the types paused): at most `selected`, unless the
+    /// count found [`more`](BulkCount::more).
     pub events: u64,
     /// Counted events the run left alone because they had changed since the
     /// count (died again, finished, retried, replayed, handled or purged

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | [`retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest`] | the count names what the run changes (by type, prefix, id list); the run goes in batches of at most `BULK_BATCH`, resting between them; run again with the count's time it changes only what the first run left (an interruption), never an event that died again since |
 //! | [`replay_and_purge_act_on_their_states_only_once`] | replay takes done events done before the count, once (a replayed event done again is not replayed again); purge deletes done and dead events only, never waiting ones; a state an action does not change is refused |
+//! | [`a_count_stops_at_its_limit_and_the_run_acts_on_all_selected`] | a count reads at most `BULK_COUNT_LIMIT` events, so its cost does not grow with history: exact at the limit, `more` past it, and a run given a `more` count acts on every event selected at its time |
 //! | [`bulk_pause_pauses_the_selected_types`] | a bulk pause pauses each type among the selected events and changes no event |
 //! | [`bulk_runs_act_on_what_was_counted`] | with workers failing and finishing events between the count and the run: a confirmed retry retries exactly the events dead at the count, never one that died after it (the issue's "counted 2, retried 7"); a confirmed purge deletes only events done or dead at the count, never one running then (dead or done since) nor one retried since; each report says selected, acted on and no longer qualified; a run given a smaller count acts on that many and no more |
 //! | [`bulk_pause_leaves_what_arrived_after_the_count_alone`] | a bulk pause confirmed after the counted event was handled and a new event of its type (and one of a new type) arrived pauses nothing: the new events were not there at the count, and the counted one no longer qualifies |
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use payhook_core::sender::SignedDelivery;
 use payhook_core::Receiver;
-use payhook_inbox::admin::{Admin, BulkAction, BulkCount, Selection, State, BULK_BATCH};
+use payhook_inbox::admin::{Admin, BulkAction, BulkCount, Selection, State, BULK_BATCH, BULK_COUNT_LIMIT};
 use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, InboxError, Job};
 use payhook_test_support::{on_every_backend, unique};
@@ -484,8 +485,57 @@ async fn bulk_pause_leaves_what_arrived_after_the_count_alone(backend: Backend) 
     assert_eq!(count_in(&inbox, "evt_later_", "pending").await, 2);
 }
 
+/// Dead events written by SQL, `count` of them with ids
+/// `{prefix}{n}`, died an hour ago (as a history fill would leave them).
+async fn fill_dead(inbox: &Inbox, prefix: &str, count: i64) {
+    let died = now_ms() - 3_600_000;
+    sqlx::query(
+        "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < $3) \
+         INSERT INTO payhook_inbox (namespace, event_id, event_type, intent_id, created, body, received_at, \
+           state, attempts, due_at, last_error, last_attempt_at) \
+         SELECT $1, $2 || CAST(n AS TEXT), 'payment_intent.succeeded', NULL, 1, '{}', $4, 'dead', 1, $4, 'failed', $4 \
+         FROM g",
+    )
+    .bind(inbox.namespace())
+    .bind(prefix)
+    .bind(count)
+    .bind(died)
+    .execute(inbox.pool())
+    .await
+    .unwrap();
+}
+
+/// A count reads at most `BULK_COUNT_LIMIT` events (one more says "more"),
+/// so its cost does not grow with history: at the limit it is exact, past it
+/// it says `more`, and a run given that count acts on every event selected
+/// at its time, not only the limit's number.
+async fn a_count_stops_at_its_limit_and_the_run_acts_on_all_selected(backend: Backend) {
+    let inbox = inbox(backend).await;
+    let admin = Admin::of_inbox(&inbox);
+    let limit = i64::try_from(BULK_COUNT_LIMIT).unwrap();
+    fill_dead(&inbox, "evt_many_", limit).await;
+    let dead = Selection {
+        state: Some(State::Dead),
+        ..Selection::default()
+    };
+    let exact = admin.bulk_count(BulkAction::Purge, &dead, None).await.unwrap();
+    assert_eq!((exact.events, exact.more), (BULK_COUNT_LIMIT, false));
+    assert_eq!(
+        exact.types,
+        [("payment_intent.succeeded".to_owned(), BULK_COUNT_LIMIT)]
+    );
+    fill_dead(&inbox, "evt_more_", 2).await;
+    let count = admin.bulk_count(BulkAction::Purge, &dead, None).await.unwrap();
+    assert_eq!((count.events, count.more), (BULK_COUNT_LIMIT, true));
+    assert_eq!(count.types[0].1, BULK_COUNT_LIMIT);
+    let report = admin.bulk_run(BulkAction::Purge, &dead, &count).await.unwrap();
+    assert_eq!(report.events, BULK_COUNT_LIMIT + 2, "{report:?}");
+    assert_eq!(count_in(&inbox, "evt_", "dead").await, 0);
+}
+
 on_every_backend!(
     sqlite: Backend::Sqlite, postgres: Backend::Postgres, worker_threads: 2;
+    a_count_stops_at_its_limit_and_the_run_acts_on_all_selected,
     retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest,
     replay_and_purge_act_on_their_states_only_once,
     bulk_pause_pauses_the_selected_types,
