@@ -9,12 +9,11 @@
 use crate::example_process::{payhook_command, Example};
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::time::Duration;
 
 use payhook::inbox::sqlx::{self, AnyPool, Row};
 use payhook_test_support::{
-    any_pool, eventually_async as eventually, fresh_postgres_database, sqlite_url, Process,
+    any_pool, eventually_async as eventually, fresh_postgres_database, payhook_emulate, sqlite_url, Process,
 };
 
 const SECRET: &str = "whsec_reconcile_e2e";
@@ -33,15 +32,8 @@ struct Emulator {
 
 impl Emulator {
     fn start(forward_to: &str, undeliverable: &str, seed: &str) -> Self {
-        let mut command = Command::new(payhook_command());
+        let mut command = payhook_emulate(payhook_command(), KEY, forward_to);
         command.args([
-            "emulate",
-            "--addr",
-            "127.0.0.1:0",
-            "--key",
-            KEY,
-            "--forward-to",
-            forward_to,
             "--secret",
             SECRET,
             "--undeliverable",

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use payhook::sender::{EventBuilder, SignedDelivery};
-use payhook_test_support::Process;
+use payhook_test_support::{payhook_emulate, Process};
 use serde_json::Value;
 
 use crate::example_process::{payhook_command, Example};
@@ -36,19 +36,8 @@ struct Emulate {
 
 impl Emulate {
     fn start(url: &str) -> Self {
-        let mut command = Command::new(payhook_command());
-        command
-            .args([
-                "emulate",
-                "--addr",
-                "127.0.0.1:0",
-                "--key",
-                KEY,
-                "--forward-to",
-                url,
-            ])
-            .args(["--secret", OLD]);
-        // Killed on drop even if it never prints what is awaited.
+        let mut command = payhook_emulate(payhook_command(), KEY, url);
+        command.args(["--secret", OLD]);
         let process = Process::spawn("payhook emulate", &mut command);
         let timeout = Duration::from_secs(30);
         let base = process.wait_for_line(timeout, |line| line.starts_with("listening on "))

@@ -36,17 +36,11 @@ pub async fn any_pool(url: &str) -> AnyPool {
 /// when the server is not configured, cannot be reached or refuses.
 pub async fn fresh_postgres_database(prefix: &str) -> String {
     let name = unique(prefix);
-    let mut admin = PgConnection::connect(&postgres_url())
-        .await
-        .unwrap_or_else(|err| panic!("cannot reach the test PostgreSQL server: {err}"));
-    admin
-        .execute(format!("CREATE DATABASE {name}").as_str())
-        .await
-        .unwrap_or_else(|err| panic!("cannot create the test database {name} (CREATEDB needed): {err}"));
-    admin
-        .close()
-        .await
-        .unwrap_or_else(|err| panic!("cannot close the connection to PostgreSQL: {err}"));
+    on_the_server(
+        &format!("CREATE DATABASE {name}"),
+        &format!("create the test database {name} (CREATEDB needed)"),
+    )
+    .await;
     postgres_url_of(&name)
 }
 
@@ -61,13 +55,23 @@ pub async fn drop_postgres_database(url: &str) {
         .and_then(|path| path.rsplit_once('/'))
         .map(|(_, name)| name)
         .unwrap_or_else(|| panic!("no database named in {url}"));
+    on_the_server(
+        &format!("DROP DATABASE {name} WITH (FORCE)"),
+        &format!("drop the test database {name}"),
+    )
+    .await;
+}
+
+/// Runs `statement` on the test server's own database, in a connection of
+/// its own; panics saying it cannot `what` when that fails.
+async fn on_the_server(statement: &str, what: &str) {
     let mut admin = PgConnection::connect(&postgres_url())
         .await
         .unwrap_or_else(|err| panic!("cannot reach the test PostgreSQL server: {err}"));
     admin
-        .execute(format!("DROP DATABASE {name} WITH (FORCE)").as_str())
+        .execute(statement)
         .await
-        .unwrap_or_else(|err| panic!("cannot drop the test database {name}: {err}"));
+        .unwrap_or_else(|err| panic!("cannot {what}: {err}"));
     admin
         .close()
         .await

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub use captured_log::CapturedLog;
 #[cfg(feature = "database")]
 pub use database::{any_pool, drop_postgres_database, fresh_postgres_database};
-pub use process::Process;
+pub use process::{payhook_emulate, Process};
 pub use prometheus::prometheus_samples;
 
 /// The variable that names the test PostgreSQL server.

@@ -1,6 +1,7 @@
 //! [`Process`]: a program the tests start (`payhook emulate`, an example
 //! receiver), its output read as it comes, killed when the test is done.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -200,6 +201,24 @@ impl Process {
     fn output(&self) -> String {
         format!("stdout:\n{}\nstderr:\n{}", self.lines().join("\n"), self.stderr())
     }
+}
+
+/// `payhook emulate` (the `payhook` executable given) on a free loopback port
+/// with the API key `key`, delivering every event to `forward_to`: the start
+/// of the tests' emulator commands, for [`Process::spawn`] after any further
+/// arguments.
+pub fn payhook_emulate(payhook: impl AsRef<OsStr>, key: &str, forward_to: &str) -> Command {
+    let mut command = Command::new(payhook);
+    command.args([
+        "emulate",
+        "--addr",
+        "127.0.0.1:0",
+        "--key",
+        key,
+        "--forward-to",
+        forward_to,
+    ]);
+    command
 }
 
 impl Drop for Process {

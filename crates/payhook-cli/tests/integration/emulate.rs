@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::routing::post;
 use payhook_core::{Event, Receiver};
-use payhook_test_support::Process;
+use payhook_test_support::{payhook_emulate, Process};
 use payhook_tower::axum::{Received, Webhook};
 use payhook_tower::WebhookLayer;
 
@@ -25,10 +25,23 @@ pub(crate) struct Emulate {
 impl Emulate {
     pub(crate) fn start(args: &[&str]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_payhook"));
-        command
-            .arg("emulate")
-            .args(args)
-            .env("RUST_LOG", "payhook_emulator=info");
+        command.arg("emulate").args(args);
+        Self::spawn(command)
+    }
+
+    /// On a free loopback port with the API key `key`, forwarding to `url`,
+    /// with `extra` arguments; returns it and its base URL (the listening
+    /// line checked).
+    pub(crate) fn forwarding_to(url: &str, key: &str, extra: &[&str]) -> (Self, String) {
+        let mut command = payhook_emulate(env!("CARGO_BIN_EXE_payhook"), key, url);
+        command.args(extra);
+        let emulate = Self::spawn(command);
+        let base = emulate.listening();
+        (emulate, base)
+    }
+
+    fn spawn(mut command: Command) -> Self {
+        command.env("RUST_LOG", "payhook_emulator=info");
         Self {
             process: Process::spawn("payhook emulate", &mut command),
         }

@@ -19,20 +19,7 @@ struct Emulate {
 
 impl Emulate {
     fn start(url: &str) -> Self {
-        let args = vec![
-            "--addr",
-            "127.0.0.1:0",
-            "--key",
-            KEY,
-            "--forward-to",
-            url,
-            "--secret",
-            SECRET,
-            "--seed",
-            "7",
-        ];
-        let process = emulate::Emulate::start(&args);
-        let base = process.listening();
+        let (process, base) = emulate::Emulate::forwarding_to(url, KEY, &["--secret", SECRET, "--seed", "7"]);
         Self {
             _process: process,
             base,

@@ -20,19 +20,9 @@ struct Emulate {
 
 impl Emulate {
     fn start(url: &str, extra: &[&str]) -> Self {
-        let mut args = vec![
-            "--addr",
-            "127.0.0.1:0",
-            "--key",
-            KEY,
-            "--forward-to",
-            url,
-            "--secret",
-            SECRET,
-        ];
+        let mut args = vec!["--secret", SECRET];
         args.extend_from_slice(extra);
-        let process = emulate::Emulate::start(&args);
-        let base = process.listening();
+        let (process, base) = emulate::Emulate::forwarding_to(url, KEY, &args);
         Self {
             _process: process,
             base,
