@@ -72,8 +72,7 @@ async fn admin_on_a_file_that_is_not_a_database_fails_at_once() {
 async fn admin_on_a_database_without_an_inbox_changes_nothing() {
     let dir = temp_dir();
     let url = format!("sqlite://{}", dir.join("app.db").display());
-    sqlx::any::install_default_drivers();
-    let app = sqlx::AnyPool::connect(&format!("{url}?mode=rwc")).await.unwrap();
+    let app = payhook_test_support::any_pool(&url).await;
     sqlx::query("CREATE TABLE orders (id TEXT)")
         .execute(&app)
         .await
