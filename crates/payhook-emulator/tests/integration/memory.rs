@@ -4,7 +4,7 @@
 use crate::support;
 
 use payhook_emulator::{Emulator, Limits};
-use support::Api;
+use support::{limits, started, Api};
 
 /// A form body creating an intent with `keys` metadata values of 500 characters.
 fn large_intent(keys: usize) -> String {
@@ -29,8 +29,7 @@ async fn post_with_key(api: &Api, path: &str, key: &str, body: &str) -> support:
 
 #[tokio::test]
 async fn replies_replayed_by_reference_are_the_replies_as_first_sent() {
-    let emulator = Emulator::builder().start().await.expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(Emulator::builder()).await;
     let created = post_with_key(&api, "/v1/payment_intents", "create-1", &large_intent(3)).await;
     assert_eq!(created.status, 200, "{}", created.text);
     let id = created.id();
@@ -90,16 +89,8 @@ async fn replies_replayed_by_reference_are_the_replies_as_first_sent() {
 #[tokio::test]
 async fn the_byte_budget_bounds_what_is_kept_with_large_objects() {
     let budget = 2 * 1024 * 1024;
-    let emulator = Emulator::builder()
-        .limits({
-            let mut limits = Limits::default();
-            limits.stored_bytes = budget;
-            limits
-        })
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) =
+        started(Emulator::builder().limits(limits(|limits| limits.stored_bytes = budget))).await;
     let empty = emulator.stats().stored_bytes;
     // Each intent about 25 KB, its event as much again, and each request keyed.
     for n in 0..120 {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use payhook_core::signature::StandardWebhooks;
 use payhook_core::Receiver;
 use payhook_emulator::{DeliveryScheme, Emulator, Faults, RetrySchedule};
-use support::{eventually, Api, PayhookReceiver};
+use support::{eventually, started, Api, PayhookReceiver};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -49,18 +49,17 @@ fn standard_receiver(
 async fn standard_deliveries_are_verified_by_secret_or_public_key_and_handled_once() {
     // Every first reply is dropped and every delivery duplicated: the
     // receivers see the same webhook-id several times and handle it once.
-    let emulator = Emulator::builder()
-        .scheme(DeliveryScheme::StandardWebhooks)
-        .retry_schedule(RetrySchedule::new(
-            Duration::from_millis(100),
-            Duration::from_secs(1),
-            6,
-        ))
-        .faults(Faults::default().drop_first().duplicates(1.0).seed(29))
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(
+        Emulator::builder()
+            .scheme(DeliveryScheme::StandardWebhooks)
+            .retry_schedule(RetrySchedule::new(
+                Duration::from_millis(100),
+                Duration::from_secs(1),
+                6,
+            ))
+            .faults(Faults::default().drop_first().duplicates(1.0).seed(29)),
+    )
+    .await;
 
     let (by_secret_listener, by_secret_url) = PayhookReceiver::bind().await;
     let (_, secret, public_key) = register(&api, &by_secret_url).await;
@@ -123,17 +122,16 @@ async fn standard_deliveries_are_verified_by_secret_or_public_key_and_handled_on
 
 #[tokio::test]
 async fn a_receiver_with_other_keys_refuses_standard_deliveries() {
-    let emulator = Emulator::builder()
-        .scheme(DeliveryScheme::StandardWebhooks)
-        .retry_schedule(RetrySchedule::new(
-            Duration::from_millis(50),
-            Duration::from_millis(100),
-            2,
-        ))
-        .start()
-        .await
-        .expect("starts");
-    let api = Api::new(&emulator);
+    let (emulator, api) = started(
+        Emulator::builder()
+            .scheme(DeliveryScheme::StandardWebhooks)
+            .retry_schedule(RetrySchedule::new(
+                Duration::from_millis(50),
+                Duration::from_millis(100),
+                2,
+            )),
+    )
+    .await;
     let (listener, url) = PayhookReceiver::bind().await;
     register(&api, &url).await;
     // The specification's example secret: not this endpoint's.
