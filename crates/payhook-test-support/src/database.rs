@@ -1,7 +1,8 @@
 //! The tests' databases, made and reached in one way: [`any_pool`] to reach
 //! a database of either kind, [`fresh_postgres_database`] for a PostgreSQL
-//! database of the test's own and [`drop_postgres_database`] to drop it. Both fail the test when the
-//! server cannot be reached; nothing here skips.
+//! database of the test's own and [`drop_postgres_database`] to drop it.
+//! Each fails the test when the server cannot be reached; nothing here
+//! skips.
 
 use sqlx::any::AnyPoolOptions;
 use sqlx::AnyPool;
