@@ -469,6 +469,6 @@ async fn start<DB: Backend>(
             file,
         }),
         #[cfg(feature = "reconcile")]
-        reconcile: builder.reconcile,
+        reconcile: builder.reconcile.map(Arc::new),
     })
 }

@@ -45,9 +45,10 @@ pub use builder::{
 /// clone.
 pub struct Inbox<DB: Backend = Any> {
     pub(crate) inner: Arc<Inner<DB>>,
-    /// The reconciler's settings, when it runs beside the workers.
+    /// The reconciler's settings, when it runs beside the workers (shared:
+    /// the handle stays small and cheap to clone).
     #[cfg(feature = "reconcile")]
-    reconcile: Option<crate::reconcile::Reconcile>,
+    reconcile: Option<Arc<crate::reconcile::Reconcile>>,
 }
 
 impl<DB: Backend> Clone for Inbox<DB> {
@@ -183,7 +184,7 @@ impl<DB: Backend> Inbox<DB> {
     pub fn start<H: Handler<DB>>(&self, handler: H) -> Workers {
         let inner = Arc::clone(&self.inner);
         #[cfg(feature = "reconcile")]
-        return Workers::start(inner, handler, self.reconcile.clone());
+        return Workers::start(inner, handler, self.reconcile.as_deref().cloned());
         #[cfg(not(feature = "reconcile"))]
         Workers::start(inner, handler)
     }
