@@ -717,6 +717,23 @@ async fn reconcile_refuses_bad_input() {
     );
 }
 
+/// A fresh SQLite inbox in its own directory, with a key file beside it:
+/// the key file, the database URL and the inbox.
+async fn empty_inbox(name: &str) -> (PathBuf, String, payhook_inbox::Inbox) {
+    let dir = support::temp_dir(name);
+    let key_file = key_file(&dir, KEY);
+    let database = format!("sqlite://{}", dir.join("inbox.db").display());
+    let receiver = payhook_core::Receiver::builder()
+        .secret("whsec_reconcile")
+        .build()
+        .unwrap();
+    let inbox = payhook_inbox::Inbox::builder(receiver)
+        .connect(&database)
+        .await
+        .expect("an inbox");
+    (key_file, database, inbox)
+}
+
 /// A list on loopback answering `reply` to every `GET /v1/events`.
 async fn hostile_list(status: http::StatusCode, reply: String) -> String {
     let app = axum::Router::new().route(
@@ -752,17 +769,7 @@ async fn reconcile_ends_on_a_list_whose_cursor_repeats() {
         event("evt_a")
     );
     let base = hostile_list(http::StatusCode::OK, page).await;
-    let dir = support::temp_dir("reconcile-cursor");
-    let key_file = key_file(&dir, KEY);
-    let database = format!("sqlite://{}", dir.join("inbox.db").display());
-    let receiver = payhook_core::Receiver::builder()
-        .secret("whsec_cursor")
-        .build()
-        .unwrap();
-    let inbox = payhook_inbox::Inbox::builder(receiver)
-        .connect(&database)
-        .await
-        .expect("an inbox");
+    let (key_file, database, inbox) = empty_inbox("reconcile-cursor").await;
     drop(inbox);
     let started = std::time::Instant::now();
     let run = reconcile(&[
@@ -821,17 +828,7 @@ async fn reconcile_stops_at_max_pages_on_a_list_that_never_ends() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
-    let dir = support::temp_dir("reconcile-max-pages");
-    let key_file = key_file(&dir, KEY);
-    let database = format!("sqlite://{}", dir.join("inbox.db").display());
-    let receiver = payhook_core::Receiver::builder()
-        .secret("whsec_max_pages")
-        .build()
-        .unwrap();
-    let inbox = payhook_inbox::Inbox::builder(receiver)
-        .connect(&database)
-        .await
-        .expect("an inbox");
+    let (key_file, database, inbox) = empty_inbox("reconcile-max-pages").await;
     let run = reconcile(&[
         "--api-base",
         &base,
@@ -906,20 +903,10 @@ async fn reconcile_yes_stopping_midway_says_how_many_were_stored() {
     data.extend((0..100).map(|n| event(&format!("evt_midway_{n:03}"), 20 + n)));
     let page = format!(r#"{{"has_more":false,"data":[{}]}}"#, data.join(","));
     let base = hostile_list(http::StatusCode::OK, page).await;
-    let dir = support::temp_dir("reconcile-midway");
-    let key_file = key_file(&dir, KEY);
-    let database = format!("sqlite://{}", dir.join("inbox.db").display());
     // An inbox whose namespace holds one delivered event.
-    let receiver = payhook_core::Receiver::builder()
-        .secret("whsec_midway")
-        .build()
-        .unwrap();
-    let inbox = payhook_inbox::Inbox::builder(receiver)
-        .connect(&database)
-        .await
-        .expect("an inbox");
+    let (key_file, database, inbox) = empty_inbox("reconcile-midway").await;
     let delivery =
-        SignedDelivery::now(bytes::Bytes::from(event("evt_delivered", 30)), "whsec_midway").unwrap();
+        SignedDelivery::now(bytes::Bytes::from(event("evt_delivered", 30)), "whsec_reconcile").unwrap();
     let reply = inbox.ingest(&delivery.headers(), delivery.body).await;
     assert_eq!(reply.status().as_u16(), 200);
     drop(inbox);
