@@ -258,6 +258,7 @@ async fn every_event_handled_once(emulator: &Emulator, db: &AnyPool, timed: &BTr
     undelivered.len()
 }
 
+// Not one test on every backend: SQLite is one process killed and restarted, PostgreSQL two replicas.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_every_created_event_is_handled_once_across_a_sigkill() {
     let database = sqlite_url("payhook-reconcile-e2e");
