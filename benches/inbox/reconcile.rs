@@ -20,6 +20,13 @@
 //!   run (the reconciled rows counted in the table), this process's CPU
 //!   (the emulator's reply included), and on PostgreSQL the reconciler's
 //!   row updates (`pg_stat_user_tables`).
+//! - **An endless list**: the API client (`payhook::api::Client`, what the
+//!   reconciler and `payhook reconcile` page with) walks a list on loopback
+//!   that never ends — every page 100 new events, each a second older than
+//!   the last, `has_more` always — for `PAYHOOK_BENCH_ENDLESS_PAGES` pages
+//!   (default 3 000, 300 000 events); this process's resident memory
+//!   (`VmRSS`) after 10 pages and at each tenfold, so memory that grew with
+//!   the events read would show.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -100,6 +107,79 @@ pub(super) async fn reconciling(url: &str, postgres: bool) {
         r_handled / d_handled,
     );
     quiet_passes(url, postgres).await;
+    endless_list().await;
+}
+
+/// This process's resident memory, in KiB (`VmRSS` of `/proc/self/status`).
+fn resident_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmRSS:"))
+                .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The API client walking an endless list of distinct pages: resident
+/// memory after 10 pages and at each tenfold.
+async fn endless_list() {
+    use payhook::api::{ApiKey, Client, EventsQuery};
+    let pages = env_number("PAYHOOK_BENCH_ENDLESS_PAGES", if quick() { 300 } else { 3000 });
+    let served = Arc::new(AtomicUsize::new(0));
+    let start = i64::try_from(now()).expect("a time");
+    let app = axum::Router::new().route(
+        "/v1/events",
+        axum::routing::get({
+            let served = Arc::clone(&served);
+            move || {
+                let page = served.fetch_add(1, Ordering::SeqCst) as i64;
+                async move {
+                    let mut data = Vec::with_capacity(100);
+                    for n in 0..100i64 {
+                        let id = page * 100 + n;
+                        data.push(format!(
+                            r#"{{"id":"evt_endless_{id}","object":"event","type":"payment_intent.succeeded","created":{},"data":{{"object":{{"id":"pi_{id}","object":"payment_intent","amount":1500,"currency":"btc","status":"succeeded"}}}}}}"#,
+                            start - id
+                        ));
+                    }
+                    (
+                        [("content-type", "application/json")],
+                        format!(r#"{{"object":"list","has_more":true,"data":[{}]}}"#, data.join(",")),
+                    )
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = Client::new(&base, ApiKey::new("sk_test_bench").expect("key")).expect("client");
+    let mut walk = client.events(EventsQuery::default());
+    let mut events = 0usize;
+    let mut read = 0u64;
+    let mut samples = Vec::new();
+    let mut next_sample = 10u64;
+    let started = Instant::now();
+    while read < pages {
+        let Some(page) = walk.next().await else { break };
+        events += page.expect("a page").events.len();
+        read += 1;
+        if read == next_sample || read == pages {
+            samples.push(format!(
+                "{read} pages ({events} events) {:.1} MB",
+                resident_kib() as f64 / 1024.0
+            ));
+            next_sample *= 10;
+        }
+    }
+    println!(
+        "15. an endless list walked by the API client, {read} pages in {:.1} s: resident memory after {}",
+        started.elapsed().as_secs_f64(),
+        samples.join(", ")
+    );
 }
 
 fn seconds(taken: Taken) -> (f64, f64) {
