@@ -4,13 +4,16 @@
 //! events list every 2 s. Every event the service created is handled exactly
 //! once — the undeliverable ones within two intervals and a second of their
 //! creation — across a `kill -9` of the receiver (SQLite), and with two
-//! replicas on one PostgreSQL.
+//! replicas on one PostgreSQL. The test drives and reads the emulator
+//! through `payhook::api::Client`, the crate's own client of the service's
+//! API, so the client is tried against the real `payhook emulate` process.
 
 use crate::example_process::{payhook_command, Example};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use payhook::api::{ApiKey, Client, EventsQuery, NewPaymentIntent};
 use payhook::inbox::sqlx::{self, AnyPool, Row};
 use payhook_test_support::{
     any_pool, eventually_async as eventually, fresh_postgres_database, payhook_emulate, sqlite_url, Process,
@@ -53,8 +56,9 @@ impl Emulator {
         }
     }
 
-    fn client() -> reqwest::Client {
-        reqwest::Client::new()
+    /// The crate's own client of the service's API, on the emulator at `api`.
+    fn client(api: &str) -> Client {
+        Client::new(api, ApiKey::new(KEY).unwrap()).unwrap()
     }
 
     /// `n` payment intents, each driven to succeeded or failed (one event
@@ -65,85 +69,44 @@ impl Emulator {
 
     /// [`drive`](Self::drive) on the emulator at `api`.
     async fn drive_at(api: &str, tag: &str, n: usize, pause: Duration) {
-        let client = Self::client();
+        let client = Self::client(api);
         for i in 0..n {
-            let created: serde_json::Value = client
-                .post(format!("{api}/v1/payment_intents"))
-                .basic_auth(KEY, Some(""))
-                .header("content-type", "application/x-www-form-urlencoded")
-                .body(format!(
-                    "amount=1500&currency=btc&metadata%5Brun%5D={}",
-                    tag.replace(' ', "+")
-                ))
-                .send()
+            let created = client
+                .create_payment_intent(&NewPaymentIntent::new(1500, "btc").metadata("run", tag))
                 .await
-                .unwrap()
-                .text()
-                .await
-                .map(|text| serde_json::from_str(&text).expect("a JSON reply"))
-                .unwrap();
-            let id = created["id"].as_str().expect("an intent id").to_owned();
-            let helper = if i % 3 == 0 { "fail" } else { "succeed" };
-            let reply = client
-                .post(format!("{api}/v1/test_helpers/payment_intents/{id}/{helper}"))
-                .basic_auth(KEY, Some(""))
-                .send()
-                .await
-                .unwrap();
-            assert!(reply.status().is_success(), "{helper}: {}", reply.status());
+                .expect("an intent");
+            assert_eq!(created.metadata.get("run"), Some(tag));
+            let settled = if i % 3 == 0 {
+                client.fail_payment_intent(&created.id).await
+            } else {
+                client.succeed_payment_intent(&created.id, None).await
+            };
+            settled.expect("the intent settled");
             tokio::time::sleep(pause).await;
         }
     }
 
     /// Every event the emulator created: id → (created, delivered).
     async fn events(&self) -> BTreeMap<String, (i64, bool)> {
-        let client = Self::client();
+        let client = Self::client(&self.api);
         let mut events = BTreeMap::new();
-        let mut after: Option<String> = None;
-        loop {
-            let mut url = format!("{}/v1/events?limit=100", self.api);
-            if let Some(after) = &after {
-                url.push_str(&format!("&starting_after={after}"));
+        let mut all = client.events(EventsQuery::default());
+        while let Some(page) = all.next().await {
+            for listed in page.expect("a page of the events list").events {
+                let created = listed.event.created().expect("a created time");
+                events.insert(listed.event.id().to_owned(), (created, false));
             }
-            let page: serde_json::Value = client
-                .get(url)
-                .basic_auth(KEY, Some(""))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .map(|text| serde_json::from_str(&text).expect("a JSON page"))
-                .unwrap();
-            let data = page["data"].as_array().expect("a list");
-            for event in data {
-                events.insert(
-                    event["id"].as_str().unwrap().to_owned(),
-                    (event["created"].as_i64().unwrap(), false),
-                );
-            }
-            if !page["has_more"].as_bool().unwrap_or(false) || data.is_empty() {
-                break;
-            }
-            after = data
-                .last()
-                .and_then(|event| event["id"].as_str())
-                .map(str::to_owned);
         }
         // Which ones a delivery reached.
-        let delivered: serde_json::Value = client
-            .get(format!("{}/v1/events?limit=100&delivery_success=true", self.api))
-            .basic_auth(KEY, Some(""))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .map(|text| serde_json::from_str(&text).expect("a JSON page"))
-            .unwrap();
-        for event in delivered["data"].as_array().unwrap() {
-            if let Some(entry) = events.get_mut(event["id"].as_str().unwrap()) {
-                entry.1 = true;
+        let mut delivered = client.events(EventsQuery {
+            delivery_success: Some(true),
+            ..EventsQuery::default()
+        });
+        while let Some(page) = delivered.next().await {
+            for listed in page.expect("a page of delivered events").events {
+                if let Some(entry) = events.get_mut(listed.event.id()) {
+                    entry.1 = true;
+                }
             }
         }
         events
