@@ -3,7 +3,8 @@
 //! stores nothing; missed events are stored once, as reconciled, and handed
 //! to the handler once; a backlog is paged; `401` stops the reconciler,
 //! `429` waits its `Retry-After`; a page with an event that does not parse
-//! stores nothing, and the failed pass leaves the mark where it was; a reply
+//! stores the rest and records that one; a failed pass leaves the mark where
+//! it was; a reply
 //! over `MAX_REPLY_BYTES` fails the pass; the window never reaches past the
 //! retention; passes start one interval apart however long each takes; two
 //! inboxes on one database take turns; settings that cannot hold beside the
@@ -380,26 +381,23 @@ async fn throttling_waits_its_retry_after_then_goes_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_page_with_an_event_that_does_not_parse_stores_nothing_until_it_does() {
+async fn a_page_with_an_event_that_does_not_parse_stores_the_rest_and_goes_on() {
     let (api, base) = fake_api().await;
     let good = event("evt_page_good", 20);
     let bad = unparsable(20);
-    *api.events.lock().unwrap() = vec![good.clone(), bad];
+    *api.events.lock().unwrap() = vec![good, bad];
     let inbox = inbox(&sqlite_url("payhook-reconcile-bad-page"), &base, 200, |b| b).await;
     let handled = Handled::default();
     let workers = start(&inbox, &handled);
-    eventually(Duration::from_secs(10), "a failed pass recorded", || {
-        api.requests().len() >= 2
-    })
-    .await;
-    assert!(sources(&inbox).await.is_empty(), "nothing of the page was stored");
-    let (failures, error, _) = reconciler_row(&inbox).await;
-    assert!(failures >= 1);
-    assert!(error.unwrap().contains("event #2"));
-    // The service fixes its list: the next pass takes the whole window again.
-    *api.events.lock().unwrap() = vec![good];
     eventually(Duration::from_secs(10), "the good event handled", || {
         !handled.lock().unwrap().is_empty()
+    })
+    .await;
+    // One bad event holds back none: the rest of the page is stored, the
+    // bad one recorded, and the pass reaches its end.
+    let admin = payhook::inbox::Admin::of_inbox(&inbox);
+    eventually_async(Duration::from_secs(10), "a pass reached its end", || async {
+        mark(&inbox).await.is_some()
     })
     .await;
     workers.shutdown().await;
@@ -407,6 +405,12 @@ async fn a_page_with_an_event_that_does_not_parse_stores_nothing_until_it_does()
         sources(&inbox).await,
         [("evt_page_good".to_owned(), Some("reconciled".to_owned()))]
     );
+    let refused = admin.refused(10).await.unwrap();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].event_id, None);
+    assert!(refused[0].reason.contains("does not parse"), "{refused:?}");
+    let (failures, _, _) = reconciler_row(&inbox).await;
+    assert_eq!(failures, 0);
 }
 
 /// A listed event with no id, `age` seconds old: it does not parse.
@@ -418,15 +422,24 @@ fn unparsable(age: i64) -> String {
 }
 
 /// A pass that fails on a page leaves the mark where it was, so the next
-/// pass lists the whole window again: a good event of the failed page,
-/// created long before the overlap, is stored once the list is fixed. A mark
-/// moved to the window's end before the page is stored would start the next
-/// window an overlap (60 s) before that end, past the event, for good.
+/// pass lists the whole window again: an event created long before the
+/// overlap is stored once the list is fixed. A mark moved to the window's
+/// end on a failed page would start the next window an overlap (60 s)
+/// before that end, past the event, for good. The page fails as one that
+/// says more events follow while none of its events has a readable id (no
+/// cursor to ask for the next page after).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_pass_leaves_the_mark_so_an_event_older_than_the_overlap_is_stored() {
     let (api, base) = fake_api().await;
     let good = event("evt_old_good", 600);
-    *api.events.lock().unwrap() = vec![good.clone(), unparsable(610)];
+    *api.events.lock().unwrap() = vec![good];
+    let unreadable = format!(
+        r#"{{"object":"list","has_more":true,"data":[{}]}}"#,
+        unparsable(610)
+    );
+    *api.scripted.lock().unwrap() = (0..10_000)
+        .map(|_| (200, Vec::new(), unreadable.clone()))
+        .collect();
     let inbox = inbox(&sqlite_url("payhook-reconcile-failed-mark"), &base, 200, |b| b).await;
     let handled = Handled::default();
     let workers = start(&inbox, &handled);
@@ -441,10 +454,10 @@ async fn a_failed_pass_leaves_the_mark_so_an_event_older_than_the_overlap_is_sto
     );
     let (failures, error, _) = reconciler_row(&inbox).await;
     assert!(failures >= 1, "the passes failed");
-    assert!(error.unwrap().contains("event #2"));
-    assert!(sources(&inbox).await.is_empty(), "nothing of the page was stored");
+    assert!(error.unwrap().contains("readable id"));
+    assert!(sources(&inbox).await.is_empty(), "nothing was stored");
     // The service fixes its list: a later pass lists the whole window again.
-    *api.events.lock().unwrap() = vec![good];
+    api.scripted.lock().unwrap().clear();
     eventually(Duration::from_secs(15), "the old event handled", || {
         !handled.lock().unwrap().is_empty()
     })

@@ -45,7 +45,8 @@ pub struct RefusedEvent {
     /// at most [`MAX_REFUSED_ID_BYTES`] bytes (a longer one is cut, ending
     /// in `…`).
     pub id: Option<String>,
-    /// Why it was refused.
+    /// Why it was refused: `does not parse: …` or `is N bytes long, over
+    /// the M bytes a delivery's body may be`.
     pub reason: String,
     /// Its place in the page as listed, from 1.
     pub position: usize,
@@ -247,7 +248,7 @@ impl Client {
             let body = item.get();
             let parsed = if body.len() > self.event_bytes_limit() {
                 Err(format!(
-                    "{} bytes long, over the {} bytes a delivery's body may be",
+                    "is {} bytes long, over the {} bytes a delivery's body may be",
                     body.len(),
                     self.event_bytes_limit()
                 ))
@@ -265,7 +266,7 @@ impl Client {
                     }
                     page.refused.push(RefusedEvent {
                         id: id.map(|id| bounded_id(&self.redact(&id))),
-                        reason: self.scrub(&format!("event #{} of the page {reason}", index + 1)),
+                        reason: self.scrub(&reason),
                         position: index + 1,
                         bytes: body.len(),
                     });
@@ -543,7 +544,11 @@ mod tests {
             "{:?}",
             page.refused[1]
         );
-        assert!(page.refused[2].reason.starts_with("event #4 of the page"));
+        assert!(
+            page.refused[2].reason.starts_with("does not parse: "),
+            "{:?}",
+            page.refused[2]
+        );
         // The default bound is a delivery's.
         assert_eq!(
             self::client().event_bytes_limit(),

@@ -2,7 +2,7 @@
 //! [`Postgres`](https://docs.rs/sqlx/0.8/sqlx/struct.Postgres.html), [`Sqlite`](https://docs.rs/sqlx/0.8/sqlx/struct.Sqlite.html) (features
 //! `postgres`, `sqlite`) or [`Any`](sqlx::Any) (an inbox built from a URL),
 //! and is every layer's trait at once — the queue's transitions, the
-//! operator's state changes, the bulk actions, the reads, the attempts and duplicates records, the migrations,
+//! operator's state changes, the bulk actions, the reads, the attempts, duplicates and refused events records, the migrations,
 //! `NOTIFY` and `LISTEN` — each implemented once for all three types (see
 //! [`driver`](crate::database::driver) for how and why).
 
@@ -25,6 +25,7 @@ pub trait Backend:
     + crate::reads::dashboard::Overview
     + crate::queue::attempts::AttemptsRecord
     + crate::intake::duplicates::DuplicatesRecord
+    + crate::intake::refused::RefusedRecord
     + Reconciler
     + crate::reads::plans::Plans
     + crate::database::migrate::Migrate
@@ -44,6 +45,7 @@ impl<DB> Backend for DB where
         + crate::reads::dashboard::Overview
         + crate::queue::attempts::AttemptsRecord
         + crate::intake::duplicates::DuplicatesRecord
+        + crate::intake::refused::RefusedRecord
         + Reconciler
         + crate::reads::plans::Plans
         + crate::database::migrate::Migrate

@@ -121,7 +121,8 @@
 //!   dashboard's counts (from the tally), activity, pages and query plans.
 //! - `intake/` — a verified delivery to a row and its reply, the batching
 //!   intake writer, the insert statement (shared with the reconciler), the
-//!   duplicates records.
+//!   duplicates records, a later copy compared with its stored event (shared
+//!   with the reconciler), the refused events record.
 //! - `reconcile/` — feature `reconcile`: the reconciler's passes, its
 //!   settings and metrics, its record in the database (turn, mark, passes),
 //!   and storing what the events list has and the inbox lacks.

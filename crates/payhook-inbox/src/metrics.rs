@@ -69,6 +69,10 @@ pub const RECONCILE_FAILURES: &str = "payhook_inbox_reconcile_failures_total";
 pub const RECONCILE_LAST_SUCCESS: &str = "payhook_inbox_reconcile_last_success_timestamp_seconds";
 /// 1 once the reconciler stopped because the service refused the API key.
 pub const RECONCILE_STOPPED: &str = "payhook_inbox_reconcile_stopped";
+/// Counter: events of the service's events list the reconciler could not
+/// take (they do not parse, are longer than a delivery may be, or cannot be
+/// stored), each recorded and the rest of its page stored: `{namespace}`.
+pub const RECONCILE_REFUSED: &str = "payhook_inbox_reconcile_refused_total";
 /// Database failures, by `operation` ([`INGEST`], [`CLAIM`]).
 pub const DATABASE_ERRORS: &str = "payhook_inbox_database_errors_total";
 /// The `operation` of a delivery answered `503` because it could not be stored.

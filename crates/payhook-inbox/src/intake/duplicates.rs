@@ -7,7 +7,10 @@
 //!   overview shows the last hour;
 //! * the duplicates whose content differed from the stored event (the same
 //!   id with another `type` or `data`): one row per event, kept while the
-//!   event is, shown on its dashboard page and by `payhook inbox show`.
+//!   event is, shown on its dashboard page and by `payhook inbox show`;
+//!   a copy the service's events list carries counts as one too;
+//! * when a delivery of an event the reconciler stored first arrived
+//!   (`delivered_at` on the event's row, migration 17).
 //!
 //! A duplicate's body is compared with the stored one only off the reply
 //! path: identical bytes (a sender's retry) cost one read of the stored
@@ -16,12 +19,13 @@
 //! serialised differently — the events list's copy of an event against its
 //! delivery — is an ordinary duplicate.
 
+use std::collections::HashMap;
 use std::future::Future;
 
 use crate::database::dialect::{differing_table, duplicates_table, table};
 use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
-use crate::model::DifferingCopies;
+use crate::model::{DifferingCopies, Source, StoredCopy};
 
 /// How long a duplicate stays recorded (a day, in milliseconds).
 pub(crate) const KEPT_MS: i64 = 24 * 3_600_000;
@@ -36,12 +40,22 @@ pub trait DuplicatesRecord: Driver {
         duplicates: &'a [(&'a str, i64)],
         now: i64,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
-    /// The stored body of an event, `None` when it is gone (purged since).
-    fn stored_body<'a>(
+    /// The stored copies of the events `ids` names (body, source, when a
+    /// reconciled one was delivered), by id; an id not stored (never, or
+    /// purged since) is absent.
+    fn stored_copies<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        ids: &'a [&'a str],
+    ) -> impl Future<Output = Result<HashMap<String, StoredCopy>, sqlx::Error>> + Send + 'a;
+    /// Records that a delivery of a reconciled event arrived at `at` (the
+    /// earliest is kept); a delivered event is left alone.
+    fn mark_delivered<'a>(
         db: &'a Database<Self>,
         namespace: &'a str,
         event_id: &'a str,
-    ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a;
+        at: i64,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'a;
     /// Counts a duplicate whose content differed, received at `at`, and
     /// keeps its body as the event's last differing copy.
     fn record_differing<'a>(
@@ -94,13 +108,59 @@ sql_bounds! {
             Ok(())
         }
 
-        async fn stored_body<'a>(
+        async fn stored_copies<'a>(
+            db: &'a Database<Self>,
+            namespace: &'a str,
+            ids: &'a [&'a str],
+        ) -> Result<HashMap<String, StoredCopy>, sqlx::Error> {
+            use sqlx::Row as _;
+            let mut copies = HashMap::with_capacity(ids.len());
+            for chunk in ids.chunks(100) {
+                let mut sql = String::from(concat!(
+                    "SELECT event_id, body, source, delivered_at FROM ",
+                    table!(),
+                    " WHERE namespace = $1 AND event_id IN ("
+                ));
+                for index in 0..chunk.len() {
+                    if index > 0 {
+                        sql.push_str(", ");
+                    }
+                    sql.push_str(&format!("${}", index + 2));
+                }
+                sql.push(')');
+                let mut query = sqlx::query(&sql).persistent(chunk.len() == 1).bind(namespace);
+                for id in chunk {
+                    query = query.bind(*id);
+                }
+                for row in query.fetch_all(&db.pool).await? {
+                    let source: Option<String> = row.try_get("source")?;
+                    copies.insert(
+                        row.try_get("event_id")?,
+                        StoredCopy {
+                            body: row.try_get("body")?,
+                            source: Source::of_column(source.as_deref()),
+                            delivered_at: row.try_get("delivered_at")?,
+                        },
+                    );
+                }
+            }
+            Ok(copies)
+        }
+
+        async fn mark_delivered<'a>(
             db: &'a Database<Self>,
             namespace: &'a str,
             event_id: &'a str,
-        ) -> Result<Option<String>, sqlx::Error> {
-            const BODY: &str = concat!("SELECT body FROM ", table!(), " WHERE namespace = $1 AND event_id = $2");
-            sqlx::query_scalar(BODY).bind(namespace).bind(event_id).fetch_optional(&db.pool).await
+            at: i64,
+        ) -> Result<(), sqlx::Error> {
+            const MARK: &str = concat!(
+                "UPDATE ",
+                table!(),
+                " SET delivered_at = $3 WHERE namespace = $1 AND event_id = $2 \
+                 AND source IS NOT NULL AND (delivered_at IS NULL OR delivered_at > $3)"
+            );
+            sqlx::query(MARK).bind(namespace).bind(event_id).bind(at).execute(&db.pool).await?;
+            Ok(())
         }
 
         async fn record_differing<'a>(

@@ -10,9 +10,18 @@
 //! - [`insert`] — `Intake::insert`, the statement both the writer and the
 //!   reconciler store through.
 //! - [`duplicates`] — the duplicates records: when each duplicate delivery
-//!   was acknowledged, and the ones whose content differed.
+//!   was acknowledged, and the ones whose content differed; the stored
+//!   copies a later copy is compared with, and the mark of a reconciled
+//!   event's delivery.
+//! - [`compare`] — a later copy of a stored event (a duplicate delivery, or
+//!   the events list's copy) compared with it: a differing content recorded,
+//!   a delivery of a reconciled event marked.
+//! - [`refused`] — the refused events record: events offered that the inbox
+//!   could not take, with their reason and id, bounded.
 
+pub(crate) mod compare;
 pub(crate) mod duplicates;
 pub(crate) mod ingest;
 pub(crate) mod insert;
+pub(crate) mod refused;
 pub(crate) mod writer;

@@ -10,7 +10,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use payhook_core::event::same_content;
 use tokio::sync::mpsc;
 
 use crate::clock::now_ms;
@@ -18,9 +17,9 @@ use crate::database::notify::Notify;
 use crate::database::Database;
 use crate::error::{describe, is_busy, kind, payhook_escape};
 use crate::inner::Pending;
+use crate::intake::compare::{compare, LaterCopy};
 use crate::intake::duplicates::DuplicatesRecord;
 use crate::intake::insert::Intake;
-use crate::metrics as m;
 use crate::model::{NewRow, Source};
 
 /// Most deliveries written in one ingest transaction.
@@ -99,7 +98,8 @@ pub(crate) async fn write_batches<DB: Intake + DuplicatesRecord + Notify>(
 }
 
 /// Adds acknowledged duplicates to the duplicates record, then compares each
-/// with its stored event and records the ones whose content differed; after
+/// with its stored event ([`compare`]: a differing content recorded, a
+/// delivery of a reconciled event marked); after
 /// their replies and beside the next batch. A failure to is logged, never
 /// fatal.
 async fn record_duplicates<DB: Intake + DuplicatesRecord + Notify>(
@@ -118,38 +118,31 @@ async fn record_duplicates<DB: Intake + DuplicatesRecord + Notify>(
         let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
         tracing::warn!(target: "payhook", %reason, "could not write to the duplicates record");
     }
+    let ids: Vec<&str> = duplicates.iter().map(|row| row.event_id.as_str()).collect();
+    let stored = match db.bounded(DB::stored_copies(&db, &namespace, &ids)).await {
+        Ok(stored) => stored,
+        Err(err) => {
+            let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
+            tracing::warn!(target: "payhook", %reason, "could not compare duplicate deliveries with their stored events");
+            return;
+        }
+    };
     for row in &duplicates {
-        if let Err(err) = compare_duplicate(&db, &namespace, row).await {
+        // Gone (purged since): nothing to compare with.
+        let Some(stored) = stored.get(&row.event_id) else {
+            continue;
+        };
+        let copy = LaterCopy {
+            event_id: &row.event_id,
+            body: &row.body,
+            at: row.received_at,
+            source: Source::Delivered,
+        };
+        if let Err(err) = compare(&db, &namespace, &copy, stored).await {
             let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
             tracing::warn!(target: "payhook", event_id = %payhook_escape(&row.event_id), %reason, "could not compare a duplicate delivery with its stored event");
         }
     }
-}
-
-/// Compares a duplicate's body with its stored event's: one that says
-/// something else (another `type` or `data`) is logged at WARN, counted and
-/// recorded. The stored body is kept either way: it is what the handler got.
-async fn compare_duplicate<DB: Intake + DuplicatesRecord + Notify>(
-    db: &Database<DB>,
-    namespace: &str,
-    row: &NewRow,
-) -> Result<(), sqlx::Error> {
-    let Some(stored) = db.bounded(DB::stored_body(db, namespace, &row.event_id)).await? else {
-        return Ok(()); // purged since: nothing to compare with
-    };
-    if same_content(&stored, &row.body) {
-        return Ok(());
-    }
-    m::differing_duplicate(namespace.to_owned());
-    tracing::warn!(target: "payhook", event_id = %payhook_escape(&row.event_id), "duplicate delivery with a different body: its type or data differs from the stored event's; acknowledged, and the first body kept");
-    db.write(DB::record_differing(
-        db,
-        namespace,
-        &row.event_id,
-        row.received_at,
-        &row.body,
-    ))
-    .await
 }
 
 /// Writes a batch in one statement; when that statement fails, each row

@@ -65,6 +65,46 @@ pub struct StoredEvent {
     pub body: Option<String>,
     /// Whether a delivery stored it or the reconciler did.
     pub source: Source,
+    /// For an event the reconciler stored ([`Source::Reconciled`]): when a
+    /// delivery of it arrived afterwards (Unix milliseconds), acknowledged
+    /// as a duplicate; `None` while none has (and for a delivered event).
+    pub delivered_at: Option<i64>,
+}
+
+impl StoredEvent {
+    /// Where it came from, as the operator's tools show it (the SOURCE
+    /// column): `delivered`, `reconciled` (no delivery of it has arrived:
+    /// recovered by the reconciler), or `reconciled, delivered later` (the
+    /// reconciler stored it first; a delivery arrived afterwards, at
+    /// [`delivered_at`](Self::delivered_at)).
+    ///
+    /// ```
+    /// use payhook::inbox::admin::{Source, State, StoredEvent};
+    ///
+    /// let mut event = StoredEvent {
+    ///     event_id: "evt_1".to_owned(), event_type: "customer.created".to_owned(), intent_id: None,
+    ///     state: State::Done, attempts: 1, created: 1, received_at: 1000, due_at: 1000,
+    ///     lease_until: None, last_attempt_at: None, last_error: None, done_at: None, body: None,
+    ///     source: Source::Reconciled, delivered_at: None,
+    /// };
+    /// assert_eq!(event.source_label(), "reconciled");
+    /// event.delivered_at = Some(2000);
+    /// assert_eq!(event.source_label(), "reconciled, delivered later");
+    /// ```
+    pub fn source_label(&self) -> &'static str {
+        match (self.source, self.delivered_at) {
+            (Source::Delivered, _) => "delivered",
+            (Source::Reconciled, None) => "reconciled",
+            (Source::Reconciled, Some(_)) => "reconciled, delivered later",
+        }
+    }
+
+    /// Whether the reconciler recovered it: stored from the events list and
+    /// no delivery of it has arrived since (the overview counts these apart,
+    /// [`Stats::recovered`](crate::admin::Stats::recovered)).
+    pub fn is_recovered(&self) -> bool {
+        self.source == Source::Reconciled && self.delivered_at.is_none()
+    }
 }
 
 /// One ended attempt of an event ([`Admin::attempts`](crate::admin::Admin::attempts)).
@@ -114,4 +154,32 @@ pub struct DifferingCopies {
     pub last_at: i64,
     /// The last one's raw body.
     pub last_body: String,
+}
+
+/// An event the inbox was offered and could not take
+/// ([`Admin::refused`](crate::admin::Admin::refused)): a listed event of the
+/// service's events list that does not parse as a delivery's body must, is
+/// longer than a delivery's body may be, or cannot be stored (an id over
+/// [`MAX_ID_BYTES`], a NUL). The rest of its page was stored. One record per
+/// event, seen again on later passes.
+///
+/// Its texts came from the service: show them through the escaping rule
+/// ([`Untrusted`](payhook_core::untrusted::Untrusted)); the reason is
+/// bounded, the id at most [`MAX_ID_BYTES`] bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The event's id, when one could be read.
+    pub event_id: Option<String>,
+    /// Where it was offered from ([`Source::Reconciled`]: the events list).
+    pub source: Source,
+    /// Why it was refused.
+    pub reason: String,
+    /// Its length in bytes.
+    pub bytes: i64,
+    /// When it was first refused (Unix milliseconds).
+    pub first_at: i64,
+    /// When it was last refused (Unix milliseconds).
+    pub last_at: i64,
+    /// How many times it was refused (once per pass that listed it).
+    pub times: i64,
 }

@@ -4,13 +4,13 @@
 //!
 //! - `state.rs` — `State`, its groups, `AttemptOutcome`.
 //! - `event.rs` — `StoredEvent`, `Filter`, `Attempt`, `IntentEvent`,
-//!   `DifferingCopies`, `MAX_ID_BYTES`.
+//!   `DifferingCopies`, `Refused`, `MAX_ID_BYTES`.
 //! - `page.rs` — `PageQuery`, `Page`, `Cursor`, `MAX_PAGE`: keyset pages.
 //! - `stats.rs` — `Stats` (one count per `State`), `ActivitySlot`.
 //! - `pause.rs` — `PausedType`.
 //! - `source.rs` — `Source`: a delivery or the reconciler.
 //! - `rows.rs` — crate-internal rows (`NewRow`, `Claimed`, `ClaimRequest`,
-//!   `ClaimResult`, `AttemptRecord`).
+//!   `ClaimResult`, `AttemptRecord`, `RefusedRow`, `StoredCopy`).
 //!
 //! The bulk actions' types are with the actions (`actions/selection.rs`).
 //!
@@ -25,10 +25,13 @@ mod source;
 mod state;
 mod stats;
 
-pub use event::{Attempt, DifferingCopies, Filter, IntentEvent, StoredEvent, MAX_ID_BYTES};
+pub use event::{Attempt, DifferingCopies, Filter, IntentEvent, Refused, StoredEvent, MAX_ID_BYTES};
 pub use page::{Cursor, Page, PageQuery, MAX_PAGE};
 pub use pause::PausedType;
-pub(crate) use rows::{AttemptRecord, ClaimRequest, ClaimResult, Claimed, ClaimedAttempt, Failure, NewRow};
+pub(crate) use rows::{
+    AttemptRecord, ClaimRequest, ClaimResult, Claimed, ClaimedAttempt, Failure, NewRow, RefusedRow,
+    StoredCopy,
+};
 pub use source::Source;
 pub use state::{AttemptOutcome, State};
 pub use stats::{ActivitySlot, Stats};

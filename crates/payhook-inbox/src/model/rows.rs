@@ -16,6 +16,59 @@ pub struct NewRow {
     pub(crate) trace_context: Option<String>,
 }
 
+/// What a later copy of a stored event is compared with: the stored body,
+/// where it came from, and when a delivery of a reconciled one arrived.
+#[derive(Debug, Clone)]
+pub struct StoredCopy {
+    pub(crate) body: String,
+    pub(crate) source: Source,
+    pub(crate) delivered_at: Option<i64>,
+}
+
+/// An offered event the inbox could not take, as the refused events record
+/// keeps it: one row per `key` (its id when one could be read, else its
+/// reason), the id and reason bounded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedRow {
+    pub(crate) key: String,
+    pub(crate) event_id: Option<String>,
+    pub(crate) reason: String,
+    pub(crate) bytes: i64,
+}
+
+impl RefusedRow {
+    /// The row of an event refused for `reason`, with its id if it had one.
+    pub(crate) fn new(event_id: Option<&str>, reason: &str, bytes: usize) -> Self {
+        let event_id = event_id.map(|id| bounded(id, crate::model::MAX_ID_BYTES));
+        let reason = bounded(reason, 1024);
+        let key = match &event_id {
+            Some(id) => format!("id:{id}"),
+            None => format!("reason:{reason}"),
+        };
+        Self {
+            key,
+            event_id,
+            reason,
+            bytes: i64::try_from(bytes).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+/// `text` cut to at most `limit` bytes on a character boundary, ending in
+/// `…` when cut, its NUL characters (which PostgreSQL's text cannot hold)
+/// replaced by U+FFFD.
+fn bounded(text: &str, limit: usize) -> String {
+    let text = text.replace('\0', "\u{FFFD}");
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 /// A claimed row.
 #[derive(Debug)]
 pub struct Claimed {

@@ -10,6 +10,7 @@ pub struct Stats {
     counts: [i64; State::ALL.len()],
     /// When the oldest pending event was received (Unix milliseconds).
     pub oldest_pending_at: Option<i64>,
+    recovered: i64,
 }
 
 impl Stats {
@@ -21,6 +22,30 @@ impl Stats {
     /// Every state with its count, in [`State::ALL`] order.
     pub fn counts(&self) -> impl Iterator<Item = (State, i64)> + '_ {
         State::ALL.iter().map(|&state| (state, self.count(state)))
+    }
+
+    /// Every event stored, in any state.
+    pub fn total(&self) -> i64 {
+        self.counts.iter().sum()
+    }
+
+    /// Events the reconciler recovered: stored from the service's events
+    /// list, and no delivery of them has arrived since (each one a delivery
+    /// that was missed).
+    pub fn recovered(&self) -> i64 {
+        self.recovered
+    }
+
+    /// Events a delivery brought: stored by one, or stored by the
+    /// reconciler and delivered afterwards ([`total`](Self::total) less
+    /// [`recovered`](Self::recovered)).
+    pub fn delivered(&self) -> i64 {
+        self.total().saturating_sub(self.recovered).max(0)
+    }
+
+    /// Sets the count of recovered events.
+    pub(crate) fn set_recovered(&mut self, recovered: i64) {
+        self.recovered = recovered;
     }
 
     /// Sets the count of `state`.

@@ -66,6 +66,15 @@ pub(crate) const OLDEST_PENDING: &str = concat!(
     " WHERE namespace = $1 AND phase = $3 AND state = $2"
 );
 
+/// The events the reconciler recovered: stored from the events list, no
+/// delivery since. Read from the reconciled events' partial index
+/// (migration 10), a few rows whatever the history.
+pub(crate) const RECOVERED: &str = concat!(
+    "SELECT COUNT(*) AS n FROM ",
+    table!(),
+    " WHERE namespace = $1 AND source IS NOT NULL AND delivered_at IS NULL"
+);
+
 /// Deliveries received per interval since `$2` (`$3` milliseconds each).
 pub(crate) const RECEIVED_PER_INTERVAL: &str = concat!(
     "SELECT (received_at - $2) / $3 AS slot, COUNT(*) AS n FROM ",
@@ -240,6 +249,8 @@ sql_bounds! {
                 .fetch_one(&db.pool)
                 .await?;
             stats.oldest_pending_at = row.try_get("oldest")?;
+            let recovered: i64 = sqlx::query_scalar(RECOVERED).bind(namespace).fetch_one(&db.pool).await?;
+            stats.set_recovered(recovered);
             Ok(stats)
         }
 

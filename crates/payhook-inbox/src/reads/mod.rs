@@ -24,7 +24,7 @@ use crate::model::{Filter, PausedType, Source, State, StoredEvent};
 macro_rules! columns {
     () => {
         "event_id, event_type, intent_id, state, attempts, created, received_at, \
-         due_at, lease_until, last_attempt_at, last_error, done_at, source"
+         due_at, lease_until, last_attempt_at, last_error, done_at, source, delivered_at"
     };
 }
 
@@ -320,6 +320,7 @@ where
         done_at: row.try_get("done_at")?,
         body,
         source: Source::of_column(row.try_get::<Option<String>, _>("source")?.as_deref()),
+        delivered_at: row.try_get("delivered_at")?,
     })
 }
 

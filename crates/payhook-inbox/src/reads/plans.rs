@@ -12,7 +12,7 @@ use crate::database::Database;
 use crate::model::{Cursor, Filter, PageQuery, State};
 use crate::reads::dashboard::{
     page_statement, ATTEMPTS_PER_INTERVAL, DUPLICATES_PER_INTERVAL, OLDEST_PENDING, RECEIVED_PER_INTERVAL,
-    TALLY_BY_PHASE,
+    RECOVERED, TALLY_BY_PHASE,
 };
 
 /// One statement with example parameters: (what, SQL, text parameters,
@@ -54,6 +54,7 @@ fn dashboard_statements() -> Vec<Example> {
             vec![State::Pending.as_str(), State::Pending.phase().as_str()],
             vec![],
         ),
+        ("recovered events", RECOVERED.to_owned(), vec![], vec![]),
         (
             "received per interval",
             RECEIVED_PER_INTERVAL.to_owned(),

@@ -1,7 +1,8 @@
 //! The reconciler's metrics (names in [`crate::metrics`]).
 
 use crate::metrics::{
-    RECONCILED, RECONCILE_FAILURES, RECONCILE_LAST_SUCCESS, RECONCILE_REQUESTS, RECONCILE_STOPPED,
+    RECONCILED, RECONCILE_FAILURES, RECONCILE_LAST_SUCCESS, RECONCILE_REFUSED, RECONCILE_REQUESTS,
+    RECONCILE_STOPPED,
 };
 
 /// The `reason` of a pass the service refused the key for.
@@ -34,6 +35,12 @@ pub(crate) fn register(namespace: &str) {
             .increment(0);
     }
     metrics::gauge!(RECONCILE_STOPPED, "namespace" => namespace.to_owned()).set(0.0);
+    metrics::counter!(RECONCILE_REFUSED, "namespace" => namespace.to_owned()).increment(0);
+}
+
+/// A listed event refused (recorded, the rest of its page stored).
+pub(crate) fn refused(namespace: &str) {
+    metrics::counter!(RECONCILE_REFUSED, "namespace" => namespace.to_owned()).increment(1);
 }
 
 pub(crate) fn request(namespace: &str) {

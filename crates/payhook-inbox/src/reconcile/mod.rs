@@ -41,8 +41,36 @@
 //! secret API key. The key is never logged or shown (`Debug` redacts it).
 //! Every reply is bounded in size ([`MAX_REPLY_BYTES`]) and time
 //! ([`REQUEST_TIMEOUT`]); each listed event must parse as a delivery's body
-//! must, and a page with one that does not is skipped whole, never half
-//! stored (the pass fails, its mark stays, the next pass tries again).
+//! must and be no longer than the receiver's
+//! [`body_limit`](payhook_core::Receiver::body_limit), as its delivery would.
+//!
+//! # One bad event holds back none
+//! A listed event that does not parse, is longer than a delivery may be, or
+//! cannot be stored (an id over [`MAX_ID_BYTES`](crate::MAX_ID_BYTES), a
+//! NUL) is recorded like a refused delivery is reported — a `WARN` line
+//! naming its id and reason, `payhook_inbox_reconcile_refused_total`, and a
+//! row of the refused events record ([`Admin::refused`](crate::Admin::refused):
+//! the dashboard's overview, `payhook inbox refused`) — and the rest of its
+//! page is stored; the pass goes on and its mark moves. The record holds
+//! one row per event (listed again, it counts the times), forgets rows older
+//! than the retention and keeps at most
+//! [`MAX_REFUSED_KEPT`](crate::admin::MAX_REFUSED_KEPT) per namespace. A
+//! page that says more follow while none of its events has a readable id
+//! (no cursor for the next page) fails the pass as a bad reply.
+//!
+//! # The copies it lists of stored events
+//! The list also carries the events the inbox holds. Each is compared with
+//! the stored event by the rule a duplicate delivery is compared by: a copy
+//! whose `type` or `data` differs — or a second copy of one id in a page
+//! that differs from the first — is flagged as a differing duplicate is
+//! (the event's differing-copies record,
+//! `payhook_inbox_differing_duplicates_total`, a `WARN` line saying it
+//! "differs"), once however many passes list it again; the stored body stays
+//! the event's. And when a delivery of an event the reconciler stored
+//! arrives afterwards, it is acknowledged as a duplicate and recorded on the
+//! event ([`StoredEvent::delivered_at`](crate::admin::StoredEvent::delivered_at)):
+//! the operator's tools then show "reconciled at T, delivered at T2", and
+//! the overview counts the event as delivered, no longer recovered.
 //!
 //! # The window
 //! A pass lists the events created in `[mark − overlap, now − interval)`:
@@ -96,7 +124,9 @@
 //! type}` and logged at `INFO`; each pass that stored any logs a `WARN`
 //! naming how many, since each one is a delivery that was missed. Handlers
 //! see [`Job::source`](crate::Job::source); the dashboard, `payhook inbox
-//! list` and `show` show the source. The time of the last pass that reached
+//! list` and `show` show the source ("reconciled", or "reconciled, delivered
+//! later" once its delivery came), and the overview counts delivered and
+//! recovered events apart ([`Stats::recovered`](crate::admin::Stats::recovered)). The time of the last pass that reached
 //! its end is `payhook_inbox_reconcile_last_success_timestamp_seconds`.
 
 mod metrics;
@@ -114,8 +144,8 @@ use tokio::sync::watch;
 /// (`payhook::api::Client`).
 pub use payhook_api::Client as EventsApi;
 pub use payhook_api::{
-    ApiError, ApiKey, EventsPage, EventsQuery, ListedEvent, MAX_REPLY_BYTES, MAX_RETRY_AFTER, PAGE_LIMIT,
-    REQUEST_TIMEOUT,
+    ApiError, ApiKey, EventsPage, EventsQuery, ListedEvent, RefusedEvent, MAX_REPLY_BYTES, MAX_RETRY_AFTER,
+    PAGE_LIMIT, REQUEST_TIMEOUT,
 };
 pub use settings::{
     Reconcile, DEFAULT_INTERVAL, DEFAULT_MAX_PAGES, DEFAULT_MAX_PASS_TIME, DEFAULT_OVERLAP, MAX_BACKOFF,
@@ -123,15 +153,12 @@ pub use settings::{
 };
 
 use crate::clock::now_ms;
-use crate::database::notify::Notify;
 use crate::inner::Inner;
-use crate::intake::insert::Intake;
-use crate::reconcile::record::ReconcilerRecord;
-use pass::{pass, PassError};
+use pass::{pass, PassError, PassStores};
 
 /// Runs passes every interval until `stopped`, or until the service refuses
 /// the key.
-pub(crate) async fn run<DB: ReconcilerRecord + Intake + Notify>(
+pub(crate) async fn run<DB: PassStores>(
     inner: Arc<Inner<DB>>,
     settings: Reconcile,
     mut stopped: watch::Receiver<bool>,
@@ -242,7 +269,7 @@ fn reason(err: &PassError) -> &'static str {
         PassError::Api(ApiError::Throttled { .. }) => metrics::THROTTLED,
         PassError::Api(ApiError::Unreachable(_)) => metrics::UNREACHABLE,
         PassError::Api(ApiError::BrokenList(_)) => metrics::BROKEN_LIST,
-        PassError::Api(_) | PassError::Unstorable(_) => metrics::BAD_REPLY,
+        PassError::Api(_) => metrics::BAD_REPLY,
         PassError::TooDense(_) => metrics::BROKEN_LIST,
         PassError::Database(_) => metrics::DATABASE,
     }

@@ -9,13 +9,24 @@ use crate::clock::{millis, now_ms};
 use crate::database::notify::Notify;
 use crate::error::payhook_escape;
 use crate::inner::Inner;
+use crate::intake::compare::{compare, LaterCopy};
+use crate::intake::duplicates::DuplicatesRecord;
 use crate::intake::insert::Intake;
-use crate::model::Source;
+use crate::intake::refused::RefusedRecord;
+use crate::model::{NewRow, RefusedRow, Source};
 use crate::reconcile::record::ReconcilerRecord;
 
-use super::store::{self, StoreError};
+use super::store;
 use super::Reconcile;
-use super::{ApiError, EventsQuery, ListedEvent, PAGE_LIMIT};
+use super::{ApiError, EventsPage, EventsQuery, PAGE_LIMIT};
+
+/// The stores a pass uses.
+pub(crate) trait PassStores:
+    ReconcilerRecord + Intake + Notify + DuplicatesRecord + RefusedRecord
+{
+}
+
+impl<DB: ReconcilerRecord + Intake + Notify + DuplicatesRecord + RefusedRecord> PassStores for DB {}
 
 /// What a pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -28,6 +39,8 @@ pub(crate) struct PassReport {
     pub(crate) outside: usize,
     /// Events stored: the deliveries that were missed.
     pub(crate) stored: usize,
+    /// Listed events refused (recorded; the rest of their pages stored).
+    pub(crate) refused: usize,
     /// Another process holds the turn: this one did nothing.
     pub(crate) not_our_turn: bool,
     /// The pass ran out of pages or time before the window's end: the rest
@@ -43,9 +56,6 @@ pub(crate) enum PassError {
     Api(ApiError),
     /// The inbox's database failed.
     Database(sqlx::Error),
-    /// An event of the list cannot be stored (too long an id, a NUL…): the
-    /// page is skipped whole.
-    Unstorable(String),
     /// More events in one second of the window than a pass may page.
     TooDense(String),
 }
@@ -55,7 +65,6 @@ impl std::fmt::Display for PassError {
         match self {
             Self::Api(err) => err.fmt(f),
             Self::Database(err) => write!(f, "the inbox's database failed: {}", crate::error::describe(err)),
-            Self::Unstorable(reason) => write!(f, "a listed event cannot be stored: {reason}"),
             Self::TooDense(reason) => f.write_str(reason),
         }
     }
@@ -103,7 +112,7 @@ impl Window {
 /// did, and halves `slice` when none did, so a backlog of any size
 /// completes over the following passes; a window walked whole sets it back
 /// to `None`.
-pub(crate) async fn pass<DB: ReconcilerRecord + Intake + Notify>(
+pub(crate) async fn pass<DB: PassStores>(
     inner: &Inner<DB>,
     settings: &Reconcile,
     owner: &str,
@@ -187,7 +196,7 @@ enum Walked {
 }
 
 /// Lists and stores every page of `[start, end)`, within the budget.
-async fn walk<DB: ReconcilerRecord + Intake + Notify>(
+async fn walk<DB: PassStores>(
     inner: &Inner<DB>,
     settings: &Reconcile,
     owner: &str,
@@ -200,7 +209,10 @@ async fn walk<DB: ReconcilerRecord + Intake + Notify>(
     // Every page of the slice, through the API client: only the events
     // inside it come back, and a list whose cursor repeats or whose events
     // stop moving back in time ends the pass. One page is held at a time.
-    let mut pages = settings.api.events(EventsQuery {
+    // An event longer than this inbox takes a delivery's body is refused
+    // as its delivery would be.
+    let api = settings.api.clone().max_event_bytes(inner.receiver.body_limit());
+    let mut pages = api.events(EventsQuery {
         created_gte: Some(start),
         created_lt: Some(end),
         limit: PAGE_LIMIT,
@@ -236,9 +248,9 @@ async fn walk<DB: ReconcilerRecord + Intake + Notify>(
         report.requests += 1;
         super::metrics::request(namespace);
         let page = page.map_err(PassError::Api)?;
-        report.listed += page.events.len();
+        report.listed += page.events.len() + page.refused.len();
         report.outside += page.outside;
-        report.stored += store_missing(inner, &page.events).await?;
+        store_page(inner, &page, report).await?;
         if !page.has_more || page.cursor.is_none() {
             return Ok(Walked::Complete);
         }
@@ -250,7 +262,7 @@ async fn walk<DB: ReconcilerRecord + Intake + Notify>(
 }
 
 /// Takes or renews this process's turn, for three intervals.
-async fn take_turn<DB: ReconcilerRecord + Intake + Notify>(
+async fn take_turn<DB: PassStores>(
     inner: &Inner<DB>,
     settings: &Reconcile,
     owner: &str,
@@ -269,27 +281,50 @@ async fn take_turn<DB: ReconcilerRecord + Intake + Notify>(
         .await
 }
 
-/// Stores the listed events the inbox lacks, as reconciled; how many were
-/// new. The page's rows are checked first, all of them, so a page with an
-/// event that cannot be stored is skipped whole.
-async fn store_missing<DB: ReconcilerRecord + Intake + Notify>(
+/// Stores the listed events of `page` the inbox lacks, as reconciled;
+/// records the ones it refused and the ones that cannot be stored, so one
+/// bad event holds back none; compares the ones the inbox holds (and a
+/// second copy of one id in the page) with the stored event by the
+/// duplicates' rule, so a copy that differs is flagged as a differing
+/// duplicate is.
+async fn store_page<DB: PassStores>(
     inner: &Inner<DB>,
-    events: &[ListedEvent],
-) -> Result<usize, PassError> {
+    page: &EventsPage,
+    report: &mut PassReport,
+) -> Result<(), PassError> {
     let db = &inner.db;
     let namespace = inner.config.namespace.as_str();
-    let missing = store::missing(db, namespace, events).await?;
-    let rows = store::store(db, namespace, &missing)
-        .await
-        .map_err(|err| match err {
-            StoreError::Unstorable(reason) => PassError::Unstorable(reason),
-            StoreError::Database(err) => PassError::Database(err),
-        })?;
-    let mut stored = 0;
-    // A row that was not new: its delivery arrived between the check and the
-    // insert, and the delivery's row stands.
-    for (row, _) in rows.iter().filter(|(_, new)| *new) {
-        stored += 1;
+    let (rows, unstorable) = store::rows_of(&page.events);
+    let mut refused: Vec<RefusedRow> = page
+        .refused
+        .iter()
+        .map(|refused| RefusedRow::new(refused.id.as_deref(), &refused.reason, refused.bytes))
+        .collect();
+    refused.extend(unstorable);
+    record_refused(inner, &refused).await?;
+    report.refused += refused.len();
+    let ids: Vec<&str> = rows.iter().map(|row| row.event_id.as_str()).collect();
+    let stored = db.bounded(DB::stored_copies(db, namespace, &ids)).await?;
+    let missing: Vec<&NewRow> = rows
+        .iter()
+        .filter(|row| !stored.contains_key(&row.event_id))
+        .collect();
+    let new = if missing.is_empty() {
+        Vec::new()
+    } else {
+        db.write(DB::insert(db, namespace, &missing, Source::Reconciled))
+            .await?
+    };
+    let mut stored_now = 0;
+    let mut again = Vec::new();
+    for (row, new) in missing.iter().zip(new) {
+        if !new {
+            // A second copy of an id in the page, or a delivery that
+            // arrived between the read and the insert: compared below.
+            again.push(*row);
+            continue;
+        }
+        stored_now += 1;
         super::metrics::reconciled(namespace, &row.event_type);
         tracing::info!(
             target: "payhook",
@@ -299,11 +334,70 @@ async fn store_missing<DB: ReconcilerRecord + Intake + Notify>(
             "event stored from the service's events list: no delivery of it arrived"
         );
     }
-    if stored > 0 {
+    report.stored += stored_now;
+    if stored_now > 0 {
         inner.arrived.notify_one();
         let _ = tokio::time::timeout(db.timeout, DB::notify(db, namespace)).await;
     }
-    Ok(stored)
+    let held: Vec<&NewRow> = rows
+        .iter()
+        .filter(|row| stored.contains_key(&row.event_id))
+        .collect();
+    let again_ids: Vec<&str> = again.iter().map(|row| row.event_id.as_str()).collect();
+    let stored_again = if again_ids.is_empty() {
+        Default::default()
+    } else {
+        db.bounded(DB::stored_copies(db, namespace, &again_ids)).await?
+    };
+    for (row, copies) in held
+        .into_iter()
+        .map(|row| (row, &stored))
+        .chain(again.into_iter().map(|row| (row, &stored_again)))
+    {
+        let Some(stored) = copies.get(&row.event_id) else {
+            continue;
+        };
+        let copy = LaterCopy {
+            event_id: &row.event_id,
+            body: &row.body,
+            at: row.received_at,
+            source: Source::Reconciled,
+        };
+        compare(db, namespace, &copy, stored).await?;
+    }
+    Ok(())
+}
+
+/// Records the refused listed events, each logged at `WARN` and counted.
+async fn record_refused<DB: PassStores>(inner: &Inner<DB>, refused: &[RefusedRow]) -> Result<(), PassError> {
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let db = &inner.db;
+    let namespace = inner.config.namespace.as_str();
+    let now = now_ms();
+    let forget_before = now.saturating_sub(millis(inner.config.retention));
+    db.write(DB::record_refused(
+        db,
+        namespace,
+        refused,
+        Source::Reconciled,
+        now,
+        forget_before,
+    ))
+    .await?;
+    for row in refused {
+        super::metrics::refused(namespace);
+        tracing::warn!(
+            target: "payhook",
+            namespace = %namespace,
+            event_id = %payhook_escape(row.event_id.as_deref().unwrap_or("-")),
+            reason = %payhook_core::untrusted::Untrusted::message(&row.reason),
+            source = Source::Reconciled.as_str(),
+            "a listed event of the service's events list was refused and recorded; the rest of its page was stored"
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

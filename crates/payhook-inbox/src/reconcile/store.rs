@@ -6,7 +6,7 @@ use crate::database::Database;
 use crate::error::payhook_escape;
 use crate::intake::ingest::row_of;
 use crate::intake::insert::Intake;
-use crate::model::{NewRow, Source};
+use crate::model::{NewRow, RefusedRow, Source};
 use crate::reconcile::record::ReconcilerRecord;
 
 use super::ListedEvent;
@@ -64,4 +64,25 @@ pub(crate) async fn store<DB: ReconcilerRecord + Intake + Notify>(
         .await
         .map_err(StoreError::Database)?;
     Ok(rows.into_iter().zip(new).collect())
+}
+
+/// The rows of `events`, and the events that cannot be stored (too long an
+/// id, a NUL…) as refused rows: one such event holds back none.
+pub(crate) fn rows_of(events: &[ListedEvent]) -> (Vec<NewRow>, Vec<RefusedRow>) {
+    let mut rows = Vec::with_capacity(events.len());
+    let mut refused = Vec::new();
+    for listed in events {
+        match row_of(&listed.event, listed.body.as_bytes()) {
+            Ok(row) => rows.push(row),
+            Err(err) => refused.push(RefusedRow::new(
+                Some(listed.event.id()),
+                &format!(
+                    "cannot be stored: {}",
+                    payhook_core::untrusted::Untrusted::message(&err.to_string())
+                ),
+                listed.body.len(),
+            )),
+        }
+    }
+    (rows, refused)
 }

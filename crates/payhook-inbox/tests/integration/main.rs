@@ -18,6 +18,7 @@ mod history;
 mod operations;
 mod pause;
 mod pause_metrics;
+mod reconciled_copies;
 mod suspects;
 mod upgrade;
 mod wal;

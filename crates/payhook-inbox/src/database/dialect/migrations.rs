@@ -29,7 +29,7 @@ const CLEAR_DONE_ERRORS: &str = concat!("UPDATE ", table!(), " SET last_error = 
 const HELD_ARE_SUSPECTS: &str = concat!("UPDATE ", table!(), " SET suspect = 2 WHERE state = $1");
 
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 16] = [
+pub(crate) const MIGRATIONS: [Migration; 17] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../../migrations/sqlite/0001_inbox_table.sql"),
@@ -127,6 +127,13 @@ pub(crate) const MIGRATIONS: [Migration; 16] = [
         version: 16,
         sqlite: include_str!("../../../migrations/sqlite/0016_tally_base.sql"),
         postgres: include_str!("../../../migrations/postgres/0016_tally_base.sql"),
+        then: None,
+    },
+    // When a reconciled event's delivery arrived, and the refused events.
+    Migration {
+        version: 17,
+        sqlite: include_str!("../../../migrations/sqlite/0017_refused_and_delivered.sql"),
+        postgres: include_str!("../../../migrations/postgres/0017_refused_and_delivered.sql"),
         then: None,
     },
 ];
@@ -255,6 +262,7 @@ mod tests {
             crate::database::dialect::DUPLICATES_TABLE,
             crate::database::dialect::DIFFERING_TABLE,
             crate::database::dialect::RECONCILER_TABLE,
+            crate::database::dialect::REFUSED_TABLE,
             crate::database::dialect::tally_table!(),
         ];
         let mut created = std::collections::BTreeSet::<String>::new();

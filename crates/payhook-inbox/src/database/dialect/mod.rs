@@ -81,6 +81,14 @@ macro_rules! differing_table {
 }
 pub(crate) use differing_table;
 
+/// The refused events' table name, for `concat!`.
+macro_rules! refused_table {
+    () => {
+        "payhook_inbox_refused"
+    };
+}
+pub(crate) use refused_table;
+
 /// The reconciler's table name, for `concat!`.
 macro_rules! reconciler_table {
     () => {
@@ -116,6 +124,15 @@ pub const DUPLICATES_TABLE: &str = duplicates_table!();
 /// body ([`Admin::differing_copies`](crate::admin::Admin::differing_copies));
 /// removed once its event is.
 pub const DIFFERING_TABLE: &str = differing_table!();
+
+/// The table recording the events the inbox was offered and could not take
+/// (a listed event that does not parse, is longer than a delivery may be,
+/// or cannot be stored): one row per event, with its id when one could be
+/// read, the reason, how often and when
+/// ([`Admin::refused`](crate::admin::Admin::refused)); kept for the
+/// retention, and at most
+/// [`MAX_REFUSED_KEPT`](crate::admin::MAX_REFUSED_KEPT) rows per namespace.
+pub const REFUSED_TABLE: &str = refused_table!();
 
 /// The reconciler's table: per namespace, how far the service's events are
 /// known to be in the inbox, which process reconciles now, and how the last
