@@ -3,8 +3,12 @@
 //! * `list` — events, newest first, filtered by state, type and age;
 //! * `stats` — counts by state, the oldest pending event, the last hour's
 //!   deliveries and attempts, the backend (what the dashboard's overview shows);
-//! * `show ID` — one event: state, attempts, last error, every recorded
-//!   attempt, the other events of its payment intent, body;
+//! * `show ID` — one event: state, source (delivered; reconciled, and when
+//!   its delivery came later), attempts, last error, every recorded
+//!   attempt, differing copies, the other events of its payment intent, body;
+//! * `refused` — the events the inbox was offered and could not take (listed
+//!   events that do not parse, are too long, or cannot be stored): id,
+//!   reason, how often and when;
 //! * `retry ID` / `retry --dead` — make a dead (or waiting) event due now;
 //! * `replay --since TIME` — run done events again, explicitly;
 //! * `purge --done-before TIME --yes` — delete done events;
@@ -37,7 +41,7 @@ use std::time::Duration;
 
 use clap::builder::NonEmptyStringValueParser;
 use clap::{Args, Subcommand};
-use payhook_core::time::{now_secs, SinceError};
+use payhook_core::time::{format_utc, now_secs, SinceError};
 use payhook_core::untrusted::Untrusted;
 use payhook_inbox::admin::{Admin, Filter, Source, State, StoredEvent};
 use payhook_inbox::InboxError;
@@ -90,9 +94,19 @@ pub enum InboxAction {
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
         limit: u32,
     },
-    /// Counts by state, the age of the oldest pending event, the last hour's
-    /// deliveries, handled and failed attempts, and the database backend.
+    /// Counts by state, delivered and recovered events, the age of the
+    /// oldest pending event, the last hour's deliveries, handled and failed
+    /// attempts, and the database backend.
     Stats,
+    /// The events the inbox was offered and could not take, last first:
+    /// listed events of the service's events list that do not parse, are
+    /// longer than a delivery may be, or cannot be stored (the rest of each
+    /// one's page was stored).
+    Refused {
+        /// At most this many.
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        limit: u32,
+    },
     /// Show one event: its state, attempts, last error, attempt history, the
     /// other events of its payment intent, and its body.
     Show {
@@ -160,7 +174,11 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
         .map_err(|err| Failure::usage(format!("cannot open the inbox at --database-url: {err}")))?;
     let changes = !matches!(
         args.action,
-        InboxAction::List { .. } | InboxAction::Stats | InboxAction::Show { .. } | InboxAction::Paused
+        InboxAction::List { .. }
+            | InboxAction::Stats
+            | InboxAction::Show { .. }
+            | InboxAction::Paused
+            | InboxAction::Refused { .. }
     );
     check_namespace(&admin, changes).await?;
     let namespace = shell_word(&args.namespace);
@@ -194,12 +212,13 @@ async fn run_async(args: &InboxArgs) -> Result<(), Failure> {
                     Untrusted::value(&event.event_type),
                     event.attempts,
                     age(event.received_at),
-                    event.source,
+                    event.source_label(),
                     one_line(event.last_error.as_deref().unwrap_or("-"))
                 );
             }
         }
         InboxAction::Stats => stats(&admin).await?,
+        InboxAction::Refused { limit } => refused(&admin, *limit).await?,
         InboxAction::Show { id } => {
             let event = admin.show(id).await.map_err(failure)?;
             show(&event);
@@ -372,12 +391,7 @@ fn show(event: &StoredEvent) {
         Untrusted::value(event.intent_id.as_deref().unwrap_or("-"))
     );
     say!("state: {}", event.state);
-    match event.source {
-        Source::Delivered => say!("source: delivered"),
-        Source::Reconciled => say!(
-            "source: reconciled (no delivery of it arrived: the reconciler stored it from the service's events list)"
-        ),
-    }
+    say!("source: {}", source_line(event));
     if let Some(until) = event.lease_until {
         say!("lease: {}", lease(until));
     }
@@ -403,8 +417,8 @@ fn show(event: &StoredEvent) {
 async fn show_differing(admin: &Admin, event: &StoredEvent) {
     if let Ok(Some(differing)) = admin.differing_copies(&event.event_id).await {
         say!(
-            "differing copies: {} later deliver{} of this id carried another type or data, the last {} ago; \
-             each was acknowledged and the first body kept",
+            "differing copies: {} later cop{} of this id (a delivery, or the service's events list) carried \
+             another type or data, the last {} ago; the first body kept",
             differing.copies,
             if differing.copies == 1 { "y" } else { "ies" },
             age(differing.last_at)
@@ -415,9 +429,17 @@ async fn show_differing(admin: &Admin, event: &StoredEvent) {
 async fn show_history(admin: &Admin, event: &StoredEvent) {
     // The heading names the source, so that a history read on its own still
     // says whether a delivery brought the event or the reconciler did.
-    let heading = match event.source {
-        Source::Delivered => "attempt history (delivered)",
-        Source::Reconciled => "attempt history (reconciled: no delivery arrived, the reconciler stored it)",
+    let heading = match (event.source, event.delivered_at) {
+        (Source::Delivered, _) => "attempt history (delivered)".to_owned(),
+        (Source::Reconciled, None) => {
+            "attempt history (reconciled: no delivery arrived, the reconciler stored it)".to_owned()
+        }
+        (Source::Reconciled, Some(at)) => format!(
+            "attempt history (reconciled at {} UTC, its delivery arrived later, at {} UTC: \
+             the reconciler's copy is the one handled)",
+            format_utc(event.received_at),
+            format_utc(at)
+        ),
     };
     match admin.attempts(&event.event_id).await {
         Ok(attempts) if attempts.is_empty() => say!("{heading}: none recorded"),
@@ -462,6 +484,43 @@ async fn show_history(admin: &Admin, event: &StoredEvent) {
     }
 }
 
+/// Where the event came from, for `show`: delivered; reconciled (no
+/// delivery of it arrived); or reconciled at T, delivered at T2.
+fn source_line(event: &StoredEvent) -> String {
+    match (event.source, event.delivered_at) {
+        (Source::Delivered, _) => "delivered".to_owned(),
+        (Source::Reconciled, None) => {
+            "reconciled (no delivery of it arrived: the reconciler stored it from the service's events list)"
+                .to_owned()
+        }
+        (Source::Reconciled, Some(at)) => format!(
+            "reconciled at {} UTC, delivered at {} UTC (the reconciler stored it from the service's events \
+             list; its delivery arrived later and was acknowledged as a duplicate)",
+            format_utc(event.received_at),
+            format_utc(at)
+        ),
+    }
+}
+
+/// `payhook inbox refused`: the refused events, last first. Their ids and
+/// reasons came from the service: escaped and capped.
+async fn refused(admin: &Admin, limit: u32) -> Result<(), Failure> {
+    let refused = admin.refused(limit).await.map_err(failure)?;
+    say!("EVENT\tSOURCE\tTIMES\tLAST\tBYTES\tREASON");
+    for refused in refused {
+        say!(
+            "{}\t{}\t{}\t{} ago\t{}\t{}",
+            Untrusted::value(refused.event_id.as_deref().unwrap_or("-")),
+            refused.source,
+            refused.times,
+            age(refused.last_at),
+            refused.bytes,
+            one_line(&refused.reason)
+        );
+    }
+    Ok(())
+}
+
 /// `payhook inbox stats`: what the dashboard's overview shows.
 async fn stats(admin: &Admin) -> Result<(), Failure> {
     let stats = admin.stats().await.map_err(failure)?;
@@ -469,6 +528,11 @@ async fn stats(admin: &Admin) -> Result<(), Failure> {
     for (state, count) in stats.counts() {
         say!("{state}: {count}");
     }
+    say!("delivered: {}", stats.delivered());
+    say!(
+        "recovered: {} (stored by the reconciler, no delivery of them arrived)",
+        stats.recovered()
+    );
     say!(
         "oldest pending: {}",
         stats

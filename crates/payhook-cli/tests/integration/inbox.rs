@@ -121,7 +121,8 @@ async fn dead_event_is_brought_back(url: String) {
     assert_eq!(
         run.stdout,
         format!(
-            "backend: {backend}\npending: 0\nrunning: 0\ndead: 1\ndone: 1\noldest pending: none\n\
+            "backend: {backend}\npending: 0\nrunning: 0\ndead: 1\ndone: 1\ndelivered: 2\n\
+             recovered: 0 (stored by the reconciler, no delivery of them arrived)\noldest pending: none\n\
              last hour: 2 acknowledged (2 first deliveries, 0 duplicates), 1 handled, 2 failed attempt(s)\n"
         ),
         "{run:?}"

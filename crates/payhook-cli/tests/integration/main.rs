@@ -12,6 +12,7 @@ mod hostile_peer;
 mod https;
 mod inbox;
 mod inbox_pause_bulk;
+mod inbox_sources;
 mod reconcile;
 mod secrets_and_output;
 mod send;
