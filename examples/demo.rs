@@ -8,9 +8,10 @@
 //!
 //! It starts the service emulator and the receiver on free loopback ports; the
 //! receiver's endpoint is registered with the service, which generates its
-//! signing secret. Through the service's API the demo creates a payment intent
-//! (1.5 ETH, in wei) and succeeds it with the test helper; the service signs and
-//! delivers `payment_intent.succeeded` and the receiver's handler gets it. A
+//! signing secret. Through the service's API (`payhook::api::Client`) the demo
+//! creates a payment intent (20 ETH, in wei) and succeeds it with the test
+//! helper; the service signs and delivers `payment_intent.succeeded` and the
+//! receiver's handler gets it. A
 //! failed payment and a flaky service (every delivery duplicated, first replies
 //! lost) follow. Then come genuine, duplicate, tampered, stale, oversized and
 //! concurrent deliveries made by hand. Each row shows what was sent, the reply
@@ -27,11 +28,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use payhook::api::{ApiKey, Client, NewPaymentIntent};
 use payhook::emulator::{Emulator, Faults, RetrySchedule};
 use payhook::sender::{unix_now, EventBuilder, SignedDelivery};
 use payhook::tower::axum::{Received, Webhook};
 use payhook::tower::WebhookLayer;
-use payhook::{Event, EventKind, Receiver};
+use payhook::{Event, EventKind, PaymentIntentStatus, Receiver};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How many times the handler ran, per event id, and the payment intent
@@ -491,34 +493,15 @@ pub async fn run() -> std::io::Result<Vec<Row>> {
 /// 20 ETH in wei: beyond 2^64, and exact all the way.
 const TWENTY_ETH_IN_WEI: u128 = 20_000_000_000_000_000_000;
 
-/// The integer value of `"name":123` in JSON text, read exactly (a JSON number
-/// this large would lose digits through `f64`).
-fn integer_field(json: &str, name: &str) -> Option<u128> {
-    let start = json.find(&format!("\"{name}\":"))? + name.len() + 3;
-    let digits: String = json[start..].chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
-
 impl Demo {
-    /// Calls the service's API over HTTP, as an app's own code would.
-    async fn api(&self, service: &Emulator, path: &str, form: &str) -> (u16, String, serde_json::Value) {
-        let sent = self
-            .client
-            .post(format!("{}{path}", service.base_url()))
-            .bearer_auth(service.api_key())
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form.to_owned())
-            .send()
-            .await;
-        match sent {
-            Ok(response) => {
-                let status = response.status().as_u16();
-                let text = response.text().await.unwrap_or_default();
-                let json = serde_json::from_str(&text).unwrap_or_default();
-                (status, text, json)
-            }
-            Err(err) => (0, format!("request failed: {err}"), serde_json::Value::Null),
-        }
+    /// The crate's client of the service's API (`payhook::api`), on
+    /// `service`: what an app's own code calls it with.
+    fn api(service: &Emulator) -> Client {
+        Client::new(
+            &service.base_url(),
+            ApiKey::new(service.api_key()).expect("the emulator's key"),
+        )
+        .expect("the emulator's URL")
     }
 
     /// The row of the service's delivery of the event about `payment_intent`.
@@ -567,16 +550,19 @@ impl Demo {
     /// through its API, paid through the test helper, and the signed event
     /// delivered to the receiver; then a failed payment and a flaky service.
     async fn service_story(&mut self, service: &Emulator, flaky: &Emulator) {
-        let form = format!("amount={TWENTY_ETH_IN_WEI}&currency=eth&metadata[order_id]=42");
-        let (status, text, json) = self.api(service, "/v1/payment_intents", &form).await;
-        let id = json["id"].as_str().unwrap_or_default().to_owned();
-        let state = json["status"].as_str().unwrap_or("?");
-        let amount = integer_field(&text, "amount");
-        let ok = status == 200
-            && id.starts_with("pi_")
-            && state == "requires_payment"
-            && amount == Some(TWENTY_ETH_IN_WEI);
-        let reply = format!("{status} {state}, amount {}", amount.unwrap_or(0));
+        let api = Self::api(service);
+        let order = NewPaymentIntent::new(TWENTY_ETH_IN_WEI, "eth").metadata("order_id", "42");
+        let (id, reply, ok) = match api.create_payment_intent(&order).await {
+            Ok(intent) => (
+                intent.id.clone(),
+                format!("{}, amount {}", intent.status.as_str(), intent.amount),
+                intent.id.starts_with("pi_")
+                    && intent.status.as_str() == "requires_payment"
+                    && intent.amount == TWENTY_ETH_IN_WEI
+                    && intent.metadata.get("order_id") == Some("42"),
+            ),
+            Err(err) => (String::new(), err.to_string(), false),
+        };
         self.row(
             "service API: create intent, 20 ETH in wei",
             reply,
@@ -585,12 +571,18 @@ impl Demo {
             ok,
         );
 
-        let path = format!("/v1/test_helpers/payment_intents/{id}/succeed");
-        let (status, text, json) = self.api(service, &path, "").await;
-        let state = json["status"].as_str().unwrap_or("?");
-        let received = integer_field(&text, "amount_received");
-        let ok = status == 200 && state == "succeeded" && received == Some(TWENTY_ETH_IN_WEI);
-        let reply = format!("{status} {state}, amount_received {}", received.unwrap_or(0));
+        let (reply, ok) = match api.succeed_payment_intent(&id, None).await {
+            Ok(paid) => (
+                format!(
+                    "{}, amount_received {}",
+                    paid.status.as_str(),
+                    paid.amount_received.unwrap_or(0)
+                ),
+                paid.status == PaymentIntentStatus::Succeeded
+                    && paid.amount_received == Some(TWENTY_ETH_IN_WEI),
+            ),
+            Err(err) => (err.to_string(), false),
+        };
         self.row("service API: customer pays (test helper)", reply, (&id, 0), 0, ok);
         self.delivery_row(
             service,
@@ -601,21 +593,21 @@ impl Demo {
         )
         .await;
 
-        let (_, _, json) = self
-            .api(service, "/v1/payment_intents", "amount=250000&currency=btc")
-            .await;
-        let id = json["id"].as_str().unwrap_or_default().to_owned();
-        let path = format!("/v1/test_helpers/payment_intents/{id}/fail");
-        let (status, _, json) = self.api(service, &path, "").await;
-        let state = json["status"].as_str().unwrap_or("?");
-        let ok = status == 200 && state == "failed";
-        self.row(
-            "service API: a btc payment fails",
-            format!("{status} {state}"),
-            (&id, 0),
-            0,
-            ok,
-        );
+        let id = match api
+            .create_payment_intent(&NewPaymentIntent::new(250_000, "btc"))
+            .await
+        {
+            Ok(intent) => intent.id,
+            Err(_) => String::new(),
+        };
+        let (reply, ok) = match api.fail_payment_intent(&id).await {
+            Ok(failed) => (
+                failed.status.as_str().to_owned(),
+                failed.status.as_str() == "failed",
+            ),
+            Err(err) => (err.to_string(), false),
+        };
+        self.row("service API: a btc payment fails", reply, (&id, 0), 0, ok);
         self.delivery_row(
             service,
             "service delivers payment_intent.failed",
@@ -626,12 +618,14 @@ impl Demo {
         .await;
 
         // The flaky service: two deliveries of one event, each first reply lost.
-        let (_, _, json) = self
-            .api(flaky, "/v1/payment_intents", "amount=5000&currency=btc")
-            .await;
-        let id = json["id"].as_str().unwrap_or_default().to_owned();
-        let path = format!("/v1/test_helpers/payment_intents/{id}/succeed");
-        let (status, _, _) = self.api(flaky, &path, "").await;
+        let flaky_api = Self::api(flaky);
+        let paid = match flaky_api
+            .create_payment_intent(&NewPaymentIntent::new(5000, "btc"))
+            .await
+        {
+            Ok(intent) => flaky_api.succeed_payment_intent(&intent.id, None).await.is_ok(),
+            Err(_) => false,
+        };
         let idle = flaky.wait_idle(Duration::from_secs(10)).await;
         let event_id = flaky.events().first().map(|e| e.id.clone()).unwrap_or_default();
         let attempts: Vec<_> = flaky
@@ -644,7 +638,7 @@ impl Demo {
             .iter()
             .filter(|a| a.error.as_deref().is_some_and(|e| e.contains("drop-first")))
             .count();
-        let ok = status == 200 && idle && acknowledged == 2 && lost == 2;
+        let ok = paid && idle && acknowledged == 2 && lost == 2;
         let reply = format!(
             "{} attempts: {acknowledged} acknowledged, {lost} replies lost",
             attempts.len()
