@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use payhook_core::untrusted::Untrusted;
-use payhook_inbox::admin::{AttemptOutcome, Source, State};
+use payhook_inbox::admin::{AttemptOutcome, Source, State, StoredEvent};
 
 /// Escapes text for HTML element content and double- or single-quoted
 /// attribute values: `&`, `<`, `>`, `"` and `'` become character references.
@@ -115,13 +115,18 @@ pub(crate) fn outcome_badge(outcome: &str) -> String {
     format!("<span class=\"state {class}\">{}</span>", value(outcome))
 }
 
-/// The badge of an event no delivery brought (the reconciler stored it from
-/// the service's events list); nothing for a delivered one.
-pub(crate) fn source_badge(source: Source) -> &'static str {
-    match source {
-        Source::Delivered => "",
-        Source::Reconciled => {
+/// The badge of an event the reconciler stored from the service's events
+/// list: "reconciled" while no delivery of it arrived, "reconciled,
+/// delivered later" once one did ([`StoredEvent::source_label`]); nothing
+/// for a delivered one.
+pub(crate) fn source_badge(event: &StoredEvent) -> &'static str {
+    match (event.source, event.delivered_at) {
+        (Source::Delivered, _) => "",
+        (Source::Reconciled, None) => {
             " <span class=\"state reconciled\" title=\"No delivery of it arrived: the reconciler stored it from the service's events list\">reconciled</span>"
+        }
+        (Source::Reconciled, Some(_)) => {
+            " <span class=\"state reconciled\" title=\"The reconciler stored it from the service's events list; its delivery arrived later\">reconciled, delivered later</span>"
         }
     }
 }

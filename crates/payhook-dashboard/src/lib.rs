@@ -50,13 +50,16 @@
 //!   bulk run) is not cut short: it runs to its end, one action at a time.
 //!
 //! Pages, under the path the app mounts it at (say `/payhook`):
-//! `/payhook/` the overview (counts by state, oldest pending event, the last
-//! hour's deliveries and attempts as a chart, the backend; reloads itself
-//! every 10 s), `/payhook/events` (newest first, filtered by state, type,
+//! `/payhook/` the overview (counts by state, delivered and recovered
+//! events — a recovered one the reconciler stored and no delivery of it has
+//! arrived —, oldest pending event, the last hour's deliveries and attempts
+//! as a chart, the backend, the latest refused events with their ids and
+//! reasons; reloads itself every 10 s), `/payhook/events` (newest first, filtered by state, type,
 //! source, age and id, keyset-paginated: no `OFFSET`, no count over the
 //! table; the dead letters are `/payhook/events?state=dead`),
-//! `/payhook/event?id=…` (one event: body, attempts, lease, the other events
-//! of its payment intent; `/payhook/events/ID` redirects there with `303`,
+//! `/payhook/event?id=…` (one event: body, attempts, lease, its source —
+//! delivered, reconciled, or reconciled at T and delivered at T2 —, its
+//! differing copies, the other events of its payment intent; `/payhook/events/ID` redirects there with `303`,
 //! the id percent-encoded), `/payhook/paused` (the paused types) and
 //! `/payhook/bulk` (bulk actions by filter). The actions are `POST`s to
 //! `/payhook/retry`, `/retry-dead`, `/replay`, `/pause`, `/resume` and
@@ -95,7 +98,7 @@
 //! | `html.rs` | the one escaping rule (`escape`; `value`/`message` = the core's `Untrusted` then `escape`), state badges, spans of time, the JSON body laid out, the page frame |
 //! | `forms.rs` | what requests carry, parsed and checked: query strings (the events filters), form bodies, ages, "since" times, a path segment percent-decoded; errors as sentences quoting the value through `Untrusted` |
 //! | `pages/mod.rs` | what every page needs (`Ctx`: the inbox's `Admin`, base path, form token), the error pages |
-//! | `pages/overview.rs` | counts by state, oldest pending, the last hour as an SVG chart, the bulk actions' forms |
+//! | `pages/overview.rs` | counts by state, delivered and recovered, oldest pending, the last hour as an SVG chart, the refused events, the bulk actions' forms |
 //! | `pages/events.rs` | the events list: filters, keyset pages |
 //! | `pages/event.rs` | one event: facts, retry button, attempts, the same payment intent's events, body; the redirect from `/events/ID` to it |
 //! | `pages/paused.rs` | the paused event types: waiting events, resume buttons, the pause form |

@@ -132,12 +132,20 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
     fact("Attempts", event.attempts.to_string());
     fact(
         "Source",
-        match event.source {
-            Source::Delivered => "<span id=\"event-source\">delivered</span>".to_owned(),
-            Source::Reconciled => format!(
+        match (event.source, event.delivered_at) {
+            (Source::Delivered, _) => "<span id=\"event-source\">delivered</span>".to_owned(),
+            (Source::Reconciled, None) => format!(
                 "<span id=\"event-source\">{}</span> no delivery of it arrived: the reconciler stored it from the \
                  service's events list",
-                source_badge(event.source).trim_start()
+                source_badge(&event).trim_start()
+            ),
+            (Source::Reconciled, Some(at)) => format!(
+                "<span id=\"event-source\">{}</span> reconciled at {} UTC, delivered at {} UTC: the reconciler \
+                 stored it from the service's events list, and its delivery arrived later (acknowledged as a \
+                 duplicate)",
+                source_badge(&event).trim_start(),
+                escape(&format_utc(event.received_at)),
+                escape(&format_utc(at))
             ),
         },
     );
@@ -209,9 +217,9 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
         let body = lay_out_json(&differing.last_body, "");
         let _ = write!(
             out,
-            "<h2>Differing copies</h2><p class=\"notice\" id=\"differing\">{} later deliver{} of this id \
-             carried another type or data (first at {} UTC, last at {} UTC). Each was acknowledged and \
-             the first body kept: the one below, which the handler got. The last differing body:</p>\
+            "<h2>Differing copies</h2><p class=\"notice\" id=\"differing\">{} later cop{} of this id (a \
+             delivery, or the service's events list) carried another type or data (first at {} UTC, last at \
+             {} UTC). The first body was kept: the one below, which the handler got. The last differing body:</p>\
              <pre class=\"body\" id=\"differing-body\">{}</pre>",
             differing.copies,
             if differing.copies == 1 { "y" } else { "ies" },
@@ -223,15 +231,25 @@ pub(crate) async fn event<DB: Backend>(ctx: &Ctx<'_, DB>, query: &str) -> Respon
     out.push_str("<h2>Attempts</h2>");
     // The history says where the event came from, so that attempts read on
     // their own are not taken for a delivery's.
-    out.push_str(match event.source {
-        Source::Delivered => {
-            "<p class=\"muted\" id=\"attempts-source\">Delivered: a signed delivery stored this event.</p>"
-        }
-        Source::Reconciled => {
+    match (event.source, event.delivered_at) {
+        (Source::Delivered, _) => out.push_str(
+            "<p class=\"muted\" id=\"attempts-source\">Delivered: a signed delivery stored this event.</p>",
+        ),
+        (Source::Reconciled, None) => out.push_str(
             "<p class=\"notice\" id=\"attempts-source\">Reconciled: no delivery arrived. The reconciler \
-             stored this event from the service's events list; its attempts handle that copy.</p>"
+             stored this event from the service's events list; its attempts handle that copy.</p>",
+        ),
+        (Source::Reconciled, Some(at)) => {
+            let _ = write!(
+                out,
+                "<p class=\"notice\" id=\"attempts-source\">Reconciled at {} UTC, delivered at {} UTC: the \
+                 reconciler stored this event from the service's events list before its delivery arrived; its \
+                 attempts handle the reconciler's copy.</p>",
+                escape(&format_utc(event.received_at)),
+                escape(&format_utc(at))
+            );
         }
-    });
+    }
     if attempts.is_empty() {
         out.push_str("<p class=\"muted\">No attempt has ended yet.</p>");
     } else {

@@ -103,7 +103,7 @@ pub(crate) fn render_events<DB: Backend>(
                 ctx.event_link(&event.event_id),
                 value(&event.event_type),
                 state_badge(event.state),
-                source_badge(event.source),
+                source_badge(event),
                 event.attempts,
                 event.last_error.as_deref().map(message).unwrap_or_default(),
             );

@@ -1,5 +1,6 @@
-//! The overview: counts by state, the oldest pending event, the last hour as
-//! a chart, the backend, and the bulk actions' forms.
+//! The overview: counts by state, delivered and recovered events, the
+//! oldest pending event, the last hour as a chart, the backend, the refused
+//! events, and the bulk actions' forms.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -9,7 +10,10 @@ use payhook_core::time::{format_utc, now_ms};
 use payhook_inbox::Backend;
 
 use super::{unavailable, Ctx};
-use crate::html::{escape, span, Nav};
+use crate::html::{escape, message, span, value, Nav};
+
+/// The most refused events the overview lists (the latest).
+const REFUSED_SHOWN: u32 = 20;
 
 /// The overview: counts by state, the oldest pending event, the last hour
 /// as a chart, the backend, and the bulk actions.
@@ -22,6 +26,9 @@ pub(crate) async fn overview<DB: Backend>(ctx: &Ctx<'_, DB>) -> Response<String>
         Ok(activity) => activity,
         Err(err) => return unavailable(ctx.base, &err),
     };
+    // Absent on an inbox whose schema predates the record, until the app
+    // next starts: the overview is shown without it.
+    let refused = ctx.admin.refused(REFUSED_SHOWN).await.unwrap_or_default();
     let now = now_ms();
     let base = escape(ctx.base);
     let mut out = String::with_capacity(8192);
@@ -44,8 +51,21 @@ pub(crate) async fn overview<DB: Backend>(ctx: &Ctx<'_, DB>) -> Response<String>
         escape(&oldest),
         escape(ctx.admin.backend())
     );
+    // Where the events came from: a delivery (a reconciled one whose
+    // delivery arrived later included), or the reconciler alone.
+    let _ = write!(
+        out,
+        "<div class=\"cards\"><a class=\"card\" href=\"{base}/events?source=delivered\" id=\"count-delivered\">\
+         <span class=\"n\">{}</span><span class=\"label\">delivered</span></a>\
+         <a class=\"card\" href=\"{base}/events?source=reconciled\" id=\"count-recovered\" \
+         title=\"Stored by the reconciler from the service's events list; no delivery of them arrived\">\
+         <span class=\"n\">{}</span><span class=\"label\">recovered</span></a></div>",
+        stats.delivered(),
+        stats.recovered()
+    );
     out.push_str("<h2>The last hour, in 5-minute intervals</h2>");
     chart(&mut out, &activity, now);
+    refused_events(&mut out, &refused);
     let _ = write!(
         out,
         "<h2>Actions</h2><div class=\"actions\">\
@@ -58,6 +78,35 @@ pub(crate) async fn overview<DB: Backend>(ctx: &Ctx<'_, DB>) -> Response<String>
         csrf = ctx.csrf_field()
     );
     ctx.page("Overview", Nav::Overview, ctx.refresh, &out)
+}
+
+/// The latest refused events: listed events the inbox could not take, with
+/// their ids and reasons (the service's text: escaped and capped).
+fn refused_events(out: &mut String, refused: &[payhook_inbox::admin::Refused]) {
+    if refused.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<h2>Refused events</h2><p class=\"notice\">Events the inbox was offered and could not take: \
+         the rest of each one's page was stored.</p><table id=\"refused\"><thead><tr><th>Last (UTC)</th>\
+         <th>Id</th><th>Source</th><th>Times</th><th>Bytes</th><th>Reason</th></tr></thead><tbody>",
+    );
+    for refused in refused {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td class=\"id\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"error\">{}</td></tr>",
+            escape(&format_utc(refused.last_at)),
+            refused
+                .event_id
+                .as_deref()
+                .map_or_else(|| "<span class=\"muted\">none readable</span>".to_owned(), value),
+            refused.source,
+            refused.times,
+            refused.bytes,
+            message(&refused.reason)
+        );
+    }
+    out.push_str("</tbody></table>");
 }
 
 /// The last hour's deliveries (first deliveries and duplicates), handled and

@@ -36,6 +36,7 @@ pub struct RefusedRow {
     pub(crate) bytes: i64,
 }
 
+#[cfg(feature = "reconcile")]
 impl RefusedRow {
     /// The row of an event refused for `reason`, with its id if it had one.
     pub(crate) fn new(event_id: Option<&str>, reason: &str, bytes: usize) -> Self {
@@ -57,6 +58,7 @@ impl RefusedRow {
 /// `text` cut to at most `limit` bytes on a character boundary, ending in
 /// `…` when cut, its NUL characters (which PostgreSQL's text cannot hold)
 /// replaced by U+FFFD.
+#[cfg(feature = "reconcile")]
 fn bounded(text: &str, limit: usize) -> String {
     let text = text.replace('\0', "\u{FFFD}");
     if text.len() <= limit {
