@@ -166,6 +166,42 @@ async fn drain(inbox: &Inbox, events: usize) -> f64 {
     rate
 }
 
+/// Empties `pg_stat_statements`; whether it is there to read.
+async fn statements_reset(pool: &sqlx::AnyPool) -> bool {
+    let _ = sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .execute(pool)
+        .await;
+    sqlx::query("SELECT pg_stat_statements_reset()")
+        .execute(pool)
+        .await
+        .is_ok()
+}
+
+/// The inbox statements that took most of the database's time since the
+/// reset, per drained event: calls, time, buffers read from outside
+/// PostgreSQL's cache and found in it.
+async fn print_statements(pool: &sqlx::AnyPool, level: i64, drained: usize) {
+    let rows: Vec<(i64, f64, i64, i64, String)> = sqlx::query_as(
+        "SELECT calls, total_exec_time, shared_blks_read, shared_blks_hit, \
+           regexp_replace(left(query, 70), '\\s+', ' ', 'g') \
+         FROM pg_stat_statements WHERE query LIKE '%payhook_inbox%' \
+         ORDER BY total_exec_time DESC LIMIT 6",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap_or_default();
+    let per = drained.max(1) as f64;
+    for (calls, total_ms, read, hit, query) in rows {
+        println!(
+            "16. {level} stored: drain's statement {:.3} calls, {:.3} ms, {:.2} blocks read, {:.1} hit per event: {query}",
+            calls as f64 / per,
+            total_ms / per,
+            read as f64 / per,
+            hit as f64 / per
+        );
+    }
+}
+
 /// Section 16 on one database.
 pub(crate) async fn with_history(url: &str, postgres: bool) {
     let q = quick();
@@ -244,11 +280,17 @@ pub(crate) async fn with_history(url: &str, postgres: bool) {
                 started.elapsed().as_secs_f64()
             );
         }
+        // Where the drain's database time goes (PostgreSQL with
+        // pg_stat_statements loaded, as `.ci/start-postgres` starts it).
+        let statements = postgres && statements_reset(&pool).await;
         let mut rates = Vec::new();
         for _ in 0..rounds {
             rates.push(drain(&inbox, events).await);
         }
         let rate = median(rates);
+        if statements {
+            print_statements(&pool, level, rounds * events).await;
+        }
         // One stored event: of the history when there is one.
         let any_id = if stored > 0 {
             format!("evt_history_{}", stored / 2)
