@@ -68,15 +68,19 @@ sql_bounds! {
                 refused_table!(),
                 " WHERE namespace = $1 AND last_at < $2"
             );
-            // Past the latest kept: strictly older than the row at the
-            // bound (none when there are fewer rows).
+            // All but the latest kept, by when last refused (ties by key):
+            // the table holds a bounded number of rows, so this reads at
+            // most that many and a page's more.
             const CAP: &str = concat!(
                 "DELETE FROM ",
                 refused_table!(),
-                " WHERE namespace = $1 AND last_at < (SELECT k.last_at FROM ",
+                " WHERE namespace = $1 AND refused_key NOT IN (SELECT k.refused_key FROM ",
                 refused_table!(),
-                " k WHERE k.namespace = $1 ORDER BY k.last_at DESC LIMIT 1 OFFSET $2)"
+                " k WHERE k.namespace = $1 ORDER BY k.last_at DESC, k.refused_key DESC LIMIT $2)"
             );
+            // One transaction: one commit (on SQLite one turn of the write
+            // lock) for a page's refused events, however many.
+            let mut tx = db.begin().await?;
             for row in rows {
                 sqlx::query(RECORD)
                     .bind(namespace)
@@ -86,11 +90,12 @@ sql_bounds! {
                     .bind(row.reason.as_str())
                     .bind(row.bytes)
                     .bind(now)
-                    .execute(&db.pool)
+                    .execute(&mut *tx)
                     .await?;
             }
-            sqlx::query(FORGET).bind(namespace).bind(forget_before).execute(&db.pool).await?;
-            sqlx::query(CAP).bind(namespace).bind(MAX_REFUSED_KEPT - 1).execute(&db.pool).await?;
+            sqlx::query(FORGET).bind(namespace).bind(forget_before).execute(&mut *tx).await?;
+            sqlx::query(CAP).bind(namespace).bind(MAX_REFUSED_KEPT).execute(&mut *tx).await?;
+            tx.commit().await?;
             Ok(())
         }
 

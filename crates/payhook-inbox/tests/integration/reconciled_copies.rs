@@ -4,7 +4,8 @@
 //! - one bad event holds back none: a page with an event that does not
 //!   parse and one longer than a delivery may be stores the rest, and both
 //!   are recorded (reason and id, `WARN`, metric), once each however many
-//!   passes list them again;
+//!   passes list them again, and the record keeps at most
+//!   `MAX_REFUSED_KEPT` rows;
 //! - a reconciled event whose delivery arrives later says so (its
 //!   `delivered_at`, its source label), and the overview counts delivered
 //!   and recovered events apart;
@@ -22,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use payhook_core::sender::SignedDelivery;
 use payhook_core::Receiver;
-use payhook_inbox::admin::{Admin, Source};
+use payhook_inbox::admin::{Admin, Source, MAX_REFUSED_KEPT};
 use payhook_inbox::metrics::{DIFFERING_DUPLICATES, RECONCILE_REFUSED};
 use payhook_inbox::{Inbox, Job, Reconcile, Workers};
 use payhook_test_support::{on_every_backend, postgres_url, sqlite_url, unique};
@@ -295,9 +296,33 @@ async fn a_differing_listed_copy_is_flagged(url: String) {
     workers.shutdown().await;
 }
 
+/// A list of more bad events than the record keeps: the record holds
+/// `MAX_REFUSED_KEPT` of them, however many passes list them, and the good
+/// event beside them is stored.
+async fn the_refused_record_is_bounded(url: String) {
+    let ns = unique("refused-bound");
+    let list = Arc::new(FakeList::default());
+    let good = format!("evt_{ns}_good");
+    let mut page = vec![event(&good, 1)];
+    let bad = usize::try_from(MAX_REFUSED_KEPT).unwrap() + 5;
+    page.extend((0..bad).map(|i| format!(r#"{{"id":"evt_{ns}_bad_{i}","created":{}}}"#, now_s() - 20)));
+    list.set(page);
+    let (_inbox, workers, admin) = reconciling(&url, &ns, &list).await;
+    eventually("the good event stored and the bad ones recorded", || async {
+        admin.show(&good).await.is_ok() && !admin.refused(1).await.unwrap().is_empty()
+    })
+    .await;
+    passes(&list, 2).await;
+    let kept = admin.refused(u32::MAX).await.unwrap();
+    assert_eq!(kept.len() as i64, MAX_REFUSED_KEPT);
+    assert!(counter(RECONCILE_REFUSED, &ns) >= bad as f64);
+    workers.shutdown().await;
+}
+
 on_every_backend! {
     sqlite: sqlite_url("payhook-reconciled-copies"), postgres: postgres_url(), worker_threads: 2;
     one_bad_event_holds_back_none,
+    the_refused_record_is_bounded,
     a_reconciled_event_delivered_later_says_so,
     a_differing_listed_copy_is_flagged,
 }
