@@ -9,7 +9,8 @@ use sqlx::Row as _;
 
 use crate::clock::millis;
 use crate::database::dialect::{
-    attempts_table, duplicates_table, is_missing_table, table, tally_table, waiting_phase, Dialect,
+    attempts_table, duplicates_table, is_missing_column, is_missing_table, table, tally_table, waiting_phase,
+    Dialect,
 };
 use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
@@ -73,6 +74,15 @@ pub(crate) const RECOVERED: &str = concat!(
     "SELECT COUNT(*) AS n FROM ",
     table!(),
     " WHERE namespace = $1 AND source IS NOT NULL AND delivered_at IS NULL"
+);
+
+/// [`RECOVERED`] on a schema before migration 17 (an [`Admin`](crate::Admin)
+/// never migrates): no delivery of a reconciled event was recorded then, so
+/// every reconciled event counts.
+pub(crate) const RECOVERED_BEFORE_17: &str = concat!(
+    "SELECT COUNT(*) AS n FROM ",
+    table!(),
+    " WHERE namespace = $1 AND source IS NOT NULL"
 );
 
 /// Deliveries received per interval since `$2` (`$3` milliseconds each).
@@ -249,7 +259,19 @@ sql_bounds! {
                 .fetch_one(&db.pool)
                 .await?;
             stats.oldest_pending_at = row.try_get("oldest")?;
-            let recovered: i64 = sqlx::query_scalar(RECOVERED).bind(namespace).fetch_one(&db.pool).await?;
+            let mut recovered = 0;
+            for sql in [RECOVERED, RECOVERED_BEFORE_17] {
+                match sqlx::query_scalar(sql).bind(namespace).fetch_one(&db.pool).await {
+                    Ok(n) => {
+                        recovered = n;
+                        break;
+                    }
+                    // A schema before migration 17 (or 10, no source at all:
+                    // nothing reconciled).
+                    Err(sqlx::Error::Database(err)) if is_missing_column(err.as_ref()) => {}
+                    Err(err) => return Err(err),
+                }
+            }
             stats.set_recovered(recovered);
             Ok(stats)
         }

@@ -26,7 +26,7 @@ use payhook_core::Receiver;
 use payhook_inbox::admin::{Admin, Source, MAX_REFUSED_KEPT};
 use payhook_inbox::metrics::{DIFFERING_DUPLICATES, RECONCILE_REFUSED};
 use payhook_inbox::{Inbox, Job, Reconcile, Workers};
-use payhook_test_support::{on_every_backend, postgres_url, sqlite_url, unique};
+use payhook_test_support::{fresh_postgres_database, on_every_backend, sqlite_url, unique};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::eventually;
@@ -319,8 +319,33 @@ async fn the_refused_record_is_bounded(url: String) {
     workers.shutdown().await;
 }
 
+/// An admin never migrates: on a schema before migration 17 (here the
+/// column dropped after the fact) the overview still counts, every
+/// reconciled event as recovered, since no delivery of one was recorded.
+async fn an_admin_counts_recovered_events_on_an_older_schema(url: String) {
+    let ns = unique("older-schema");
+    let list = Arc::new(FakeList::default());
+    let id = format!("evt_{ns}_listed");
+    list.set(vec![event(&id, 3)]);
+    let (inbox, workers, admin) = reconciling(&url, &ns, &list).await;
+    eventually("stored from the list", || async { admin.show(&id).await.is_ok() }).await;
+    workers.shutdown().await;
+    deliver(&inbox, &event(&format!("evt_{ns}_delivered"), 4)).await;
+    payhook_inbox::sqlx::query("ALTER TABLE payhook_inbox DROP COLUMN delivered_at")
+        .execute(inbox.pool())
+        .await
+        .unwrap();
+    let admin = Admin::connect(&url, &ns).await.unwrap();
+    let stats = admin.stats().await.unwrap();
+    assert_eq!((stats.delivered(), stats.recovered()), (1, 1));
+}
+
+// Each test on a PostgreSQL database of its own: one drops a column.
 on_every_backend! {
-    sqlite: sqlite_url("payhook-reconciled-copies"), postgres: postgres_url(), worker_threads: 2;
+    sqlite: sqlite_url("payhook-reconciled-copies"),
+    postgres: fresh_postgres_database("payhook_reconciled_copies").await,
+    worker_threads: 2;
+    an_admin_counts_recovered_events_on_an_older_schema,
     one_bad_event_holds_back_none,
     the_refused_record_is_bounded,
     a_reconciled_event_delivered_later_says_so,

@@ -402,6 +402,12 @@ pub(crate) fn is_missing_table(err: &dyn sqlx::error::DatabaseError) -> bool {
     err.message().contains("no such table") || err.code().as_deref() == Some("42P01")
 }
 
+/// Whether a database error says a column does not exist: SQLite says "no
+/// such column", PostgreSQL answers SQLSTATE `42703`.
+pub(crate) fn is_missing_column(err: &dyn sqlx::error::DatabaseError) -> bool {
+    err.message().contains("no such column") || err.code().as_deref() == Some("42703")
+}
+
 /// The phase of every waiting event ([`State::phase`] of `pending` and
 /// `running`) as an SQL literal, for `concat!` into the statements that must
 /// read the partial index of waiting events (`payhook_inbox_waiting`, `WHERE
