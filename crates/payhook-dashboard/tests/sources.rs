@@ -126,7 +126,7 @@ async fn sources_are_told_honestly(url: String) {
 
     let page = get(&dashboard, "/", None).await;
     let count = |id: &str| {
-        let card = element(&page, id, "</a>");
+        let card = element(&page, id, "class=\"label\"");
         let start = card.find("<span class=\"n\">").unwrap() + "<span class=\"n\">".len();
         card[start..start + card[start..].find('<').unwrap()].to_owned()
     };

@@ -55,8 +55,9 @@ pub(crate) async fn overview<DB: Backend>(ctx: &Ctx<'_, DB>) -> Response<String>
     // delivery arrived later included), or the reconciler alone.
     let _ = write!(
         out,
-        "<div class=\"cards\"><a class=\"card\" href=\"{base}/events?source=delivered\" id=\"count-delivered\">\
-         <span class=\"n\">{}</span><span class=\"label\">delivered</span></a>\
+        "<div class=\"cards\"><div class=\"card\" id=\"count-delivered\" \
+         title=\"Stored by a delivery, or by the reconciler and delivered later\">\
+         <span class=\"n\">{}</span><span class=\"label\">delivered</span></div>\
          <a class=\"card\" href=\"{base}/events?source=reconciled\" id=\"count-recovered\" \
          title=\"Stored by the reconciler from the service's events list; no delivery of them arrived\">\
          <span class=\"n\">{}</span><span class=\"label\">recovered</span></a></div>",
