@@ -40,6 +40,19 @@ pub(crate) async fn overview<DB: Backend>(ctx: &Ctx<'_, DB>) -> Response<String>
              <span class=\"n\">{count}</span><span class=\"label\">{state}</span></a>"
         );
     }
+    // Where the events came from: a delivery (a reconciled one whose
+    // delivery arrived later included), or the reconciler alone.
+    let _ = write!(
+        out,
+        "<div class=\"card\" id=\"count-delivered\" \
+         title=\"Stored by a delivery, or by the reconciler and delivered later\">\
+         <span class=\"n\">{}</span><span class=\"label\">delivered</span></div>\
+         <a class=\"card\" href=\"{base}/events?source=reconciled\" id=\"count-recovered\" \
+         title=\"Stored by the reconciler from the service's events list; no delivery of them arrived\">\
+         <span class=\"n\">{}</span><span class=\"label\">recovered</span></a>",
+        stats.delivered(),
+        stats.recovered()
+    );
     let oldest = stats
         .oldest_pending_at
         .map_or_else(|| "none".to_owned(), |at| span(now - at));
@@ -50,19 +63,6 @@ pub(crate) async fn overview<DB: Backend>(ctx: &Ctx<'_, DB>) -> Response<String>
          <div class=\"card\"><span class=\"n\">{}</span><span class=\"label\">database</span></div></div>",
         escape(&oldest),
         escape(ctx.admin.backend())
-    );
-    // Where the events came from: a delivery (a reconciled one whose
-    // delivery arrived later included), or the reconciler alone.
-    let _ = write!(
-        out,
-        "<div class=\"cards\"><div class=\"card\" id=\"count-delivered\" \
-         title=\"Stored by a delivery, or by the reconciler and delivered later\">\
-         <span class=\"n\">{}</span><span class=\"label\">delivered</span></div>\
-         <a class=\"card\" href=\"{base}/events?source=reconciled\" id=\"count-recovered\" \
-         title=\"Stored by the reconciler from the service's events list; no delivery of them arrived\">\
-         <span class=\"n\">{}</span><span class=\"label\">recovered</span></a></div>",
-        stats.delivered(),
-        stats.recovered()
     );
     out.push_str("<h2>The last hour, in 5-minute intervals</h2>");
     chart(&mut out, &activity, now);
