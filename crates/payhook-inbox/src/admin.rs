@@ -211,6 +211,9 @@ impl<DB: Backend> Admin<DB> {
             if deleted < u64::try_from(batch).unwrap_or(u64::MAX) {
                 return Ok(total);
             }
+            // SQLite: the WAL this batch wrote is copied back here, without
+            // the write lock (see `worker::upkeep::purge_expired`).
+            let _ = self.db.bounded(DB::checkpoint(&self.db)).await;
             // Let the intake and the claims have the write lock between
             // batches.
             tokio::task::yield_now().await;

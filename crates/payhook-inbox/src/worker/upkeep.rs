@@ -54,6 +54,12 @@ pub(crate) async fn purge_expired<DB: Backend>(db: &Database<DB>, config: &Confi
                 return false;
             }
         }
+        // SQLite: the WAL this batch wrote is copied back now, in this task
+        // and without the write lock (`PASSIVE`). A purge fills SQLite's
+        // automatic checkpoint's 1 000 pages within a few batches, and the
+        // commit that crosses it copies them: an acknowledgement's commit
+        // would wait tens of milliseconds for it.
+        let _ = db.bounded(DB::checkpoint(db)).await;
         // Let ingest and claims have the write lock between batches.
         tokio::task::yield_now().await;
     }
