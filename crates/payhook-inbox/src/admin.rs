@@ -547,4 +547,53 @@ impl<DB: Backend> Admin<DB> {
             Err(crate::reconcile::store::StoreError::Database(err)) => Err(err.into()),
         }
     }
+
+    /// Records listed events the service's events list sent that could not
+    /// be taken (they do not parse, or are longer than a delivery's body
+    /// may be: [`EventsPage::refused`](crate::reconcile::EventsPage::refused))
+    /// in the refused record, as the reconciler does: they show on the
+    /// dashboard and in `payhook inbox refused` with their id and reason,
+    /// each logged at `WARN`. Rows older than `retention` are forgotten
+    /// meanwhile, as are all but the latest
+    /// [`MAX_REFUSED_KEPT`](crate::admin::MAX_REFUSED_KEPT). How many were
+    /// recorded.
+    ///
+    /// # Errors
+    /// A database error, or an inbox whose schema predates the record.
+    pub async fn record_refused(
+        &self,
+        events: &[crate::reconcile::RefusedEvent],
+        retention: std::time::Duration,
+    ) -> Result<u64, InboxError> {
+        if events.is_empty() {
+            return Ok(0);
+        }
+        let rows: Vec<crate::model::RefusedRow> = events
+            .iter()
+            .map(|refused| {
+                crate::model::RefusedRow::new(refused.id.as_deref(), &refused.reason, refused.bytes)
+            })
+            .collect();
+        let now = now_ms();
+        self.db
+            .write(DB::record_refused(
+                &self.db,
+                &self.namespace,
+                &rows,
+                Source::Reconciled,
+                now,
+                now.saturating_sub(millis(retention)),
+            ))
+            .await?;
+        for row in &rows {
+            tracing::warn!(
+                target: "payhook",
+                namespace = %payhook_escape(&self.namespace),
+                event_id = %payhook_escape(row.event_id.as_deref().unwrap_or("-")),
+                reason = %payhook_core::untrusted::Untrusted::message(&row.reason),
+                "a listed event of the service's events list was refused and recorded"
+            );
+        }
+        Ok(rows.len() as u64)
+    }
 }

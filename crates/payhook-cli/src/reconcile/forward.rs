@@ -55,6 +55,7 @@ pub(crate) async fn run(
     );
     print_types(&events);
     pages.note_outside();
+    pages.note_refused();
     let shown = shown_url(to);
     if events.is_empty() {
         return Ok(());

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use payhook_api::{ApiError, ListedEvent, Pages};
+use payhook_api::{ApiError, ListedEvent, Pages, RefusedEvent};
 use payhook_core::untrusted::Untrusted;
 
 use super::{Service, Window};
@@ -27,6 +27,9 @@ pub(crate) struct Pager<'a> {
     pages: Pages<'a>,
     /// The ids listed so far: an event listed twice is counted once.
     seen: HashSet<String>,
+    /// The listed events the client could not take (they do not parse, or
+    /// are longer than a delivery may be), as the pages said.
+    refused: Vec<RefusedEvent>,
     started: Instant,
     last_progress: Instant,
     /// The window, for the message of a run that stops at `max_pages`.
@@ -48,6 +51,7 @@ impl<'a> Pager<'a> {
             service,
             pages: service.api.events(window.query(delivery_success)),
             seen: HashSet::new(),
+            refused: Vec::new(),
             started: Instant::now(),
             last_progress: Instant::now(),
             window,
@@ -86,6 +90,7 @@ impl<'a> Pager<'a> {
                 self.window.describe()
             )));
         }
+        self.refused.extend(page.refused);
         let mut events = Vec::with_capacity(page.events.len());
         for listed in page.events {
             if self.seen.insert(listed.event.id().to_owned()) {
@@ -101,6 +106,30 @@ impl<'a> Pager<'a> {
             );
         }
         Ok(Some(events))
+    }
+
+    /// The listed events that could not be taken, each once.
+    pub(crate) fn refused(&self) -> &[RefusedEvent] {
+        &self.refused
+    }
+
+    /// Says on stderr which listed events could not be taken, if any (id
+    /// and reason escaped and bounded, as the client keeps them).
+    pub(crate) fn note_refused(&self) {
+        if self.refused.is_empty() {
+            return;
+        }
+        note!(
+            "warning: {} listed event(s) could not be taken (the rest were):",
+            self.refused.len()
+        );
+        for refused in &self.refused {
+            note!(
+                "  {}\t{}",
+                Untrusted::value(refused.id.as_deref().unwrap_or("-")),
+                Untrusted::message(&refused.reason)
+            );
+        }
     }
 
     /// How many distinct events of the window were listed.

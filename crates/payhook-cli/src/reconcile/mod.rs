@@ -325,6 +325,15 @@ async fn into_inbox(
     );
     print_types(&missing);
     pages.note_outside();
+    pages.note_refused();
+    if args.yes && !pages.refused().is_empty() {
+        let retention = args.retention.unwrap_or(payhook_inbox::DEFAULT_RETENTION);
+        let recorded = admin
+            .record_refused(pages.refused(), retention)
+            .await
+            .map_err(crate::inbox::failure)?;
+        say!("{recorded} refused event(s) recorded: payhook inbox refused lists them");
+    }
     if missing.is_empty() {
         return Ok(());
     }

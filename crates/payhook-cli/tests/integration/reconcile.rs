@@ -929,3 +929,58 @@ async fn reconcile_yes_stopping_midway_says_how_many_were_stored() {
     assert!(run.stdout.contains("1 not stored"), "{run:?}");
     assert_no_key(&run);
 }
+
+/// A listed event that does not parse holds back none: the command says so
+/// on stderr (its id and reason), stores the good event with `--yes`, and
+/// records the refused one where the dashboard and `payhook inbox refused`
+/// show it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_records_a_listed_event_that_does_not_parse_and_stores_the_rest() {
+    use payhook_core::sender::SignedDelivery;
+
+    let created = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 60;
+    let event = |id: &str| {
+        format!(
+            r#"{{"id":"{id}","object":"event","type":"customer.created","created":{created},"data":{{"object":{{}}}}}}"#
+        )
+    };
+    let broken = format!(r#"{{"id":"evt_broken","type":7,"created":{created}}}"#);
+    let page = format!(
+        r#"{{"has_more":false,"data":[{broken},{}]}}"#,
+        event("evt_listed_good")
+    );
+    let base = hostile_list(http::StatusCode::OK, page).await;
+    let (key_file, database, inbox) = empty_inbox("reconcile-refused").await;
+    // The namespace has seen a delivery, so --yes takes it.
+    let delivery =
+        SignedDelivery::now(bytes::Bytes::from(event("evt_delivered")), "whsec_reconcile").unwrap();
+    let reply = inbox.ingest(&delivery.headers(), delivery.body).await;
+    assert_eq!(reply.status().as_u16(), 200);
+    let run = reconcile(&[
+        "--api-base",
+        &base,
+        "--api-key-file",
+        key_file.to_str().unwrap(),
+        "--database-url",
+        &database,
+        "--yes",
+    ])
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr.contains("1 listed event(s) could not be taken"),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("evt_broken"), "{run:?}");
+    assert!(run.stdout.contains("1 refused event(s) recorded"), "{run:?}");
+    let admin = payhook_inbox::Admin::of_inbox(&inbox);
+    assert!(admin.show("evt_listed_good").await.is_ok(), "{run:?}");
+    let refused = admin.refused(10).await.unwrap();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].event_id.as_deref(), Some("evt_broken"), "{refused:?}");
+    assert_no_key(&run);
+}
