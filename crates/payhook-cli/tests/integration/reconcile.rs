@@ -734,6 +734,17 @@ async fn empty_inbox(name: &str) -> (PathBuf, String, payhook_inbox::Inbox) {
     (key_file, database, inbox)
 }
 
+/// [`empty_inbox`] whose namespace has seen one delivery (of `body`), so
+/// `--yes` takes it.
+async fn inbox_with_one_delivery(name: &str, body: String) -> (PathBuf, String, payhook_inbox::Inbox) {
+    let (key_file, database, inbox) = empty_inbox(name).await;
+    let delivery =
+        payhook_core::sender::SignedDelivery::now(bytes::Bytes::from(body), "whsec_reconcile").unwrap();
+    let reply = inbox.ingest(&delivery.headers(), delivery.body).await;
+    assert_eq!(reply.status().as_u16(), 200);
+    (key_file, database, inbox)
+}
+
 /// A list on loopback answering `reply` to every `GET /v1/events`.
 async fn hostile_list(status: http::StatusCode, reply: String) -> String {
     let app = axum::Router::new().route(
@@ -886,8 +897,6 @@ async fn reconcile_redacts_the_trimmed_key_echoed_by_the_service() {
 /// before the error and exits non-zero; the 100 stored stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_yes_stopping_midway_says_how_many_were_stored() {
-    use payhook_core::sender::SignedDelivery;
-
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -903,12 +912,8 @@ async fn reconcile_yes_stopping_midway_says_how_many_were_stored() {
     data.extend((0..100).map(|n| event(&format!("evt_midway_{n:03}"), 20 + n)));
     let page = format!(r#"{{"has_more":false,"data":[{}]}}"#, data.join(","));
     let base = hostile_list(http::StatusCode::OK, page).await;
-    // An inbox whose namespace holds one delivered event.
-    let (key_file, database, inbox) = empty_inbox("reconcile-midway").await;
-    let delivery =
-        SignedDelivery::now(bytes::Bytes::from(event("evt_delivered", 30)), "whsec_reconcile").unwrap();
-    let reply = inbox.ingest(&delivery.headers(), delivery.body).await;
-    assert_eq!(reply.status().as_u16(), 200);
+    let (key_file, database, inbox) =
+        inbox_with_one_delivery("reconcile-midway", event("evt_delivered", 30)).await;
     drop(inbox);
     let run = reconcile(&[
         "--api-base",
@@ -936,8 +941,6 @@ async fn reconcile_yes_stopping_midway_says_how_many_were_stored() {
 /// show it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_records_a_listed_event_that_does_not_parse_and_stores_the_rest() {
-    use payhook_core::sender::SignedDelivery;
-
     let created = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -954,12 +957,8 @@ async fn reconcile_records_a_listed_event_that_does_not_parse_and_stores_the_res
         event("evt_listed_good")
     );
     let base = hostile_list(http::StatusCode::OK, page).await;
-    let (key_file, database, inbox) = empty_inbox("reconcile-refused").await;
-    // The namespace has seen a delivery, so --yes takes it.
-    let delivery =
-        SignedDelivery::now(bytes::Bytes::from(event("evt_delivered")), "whsec_reconcile").unwrap();
-    let reply = inbox.ingest(&delivery.headers(), delivery.body).await;
-    assert_eq!(reply.status().as_u16(), 200);
+    let (key_file, database, inbox) =
+        inbox_with_one_delivery("reconcile-refused", event("evt_delivered")).await;
     let run = reconcile(&[
         "--api-base",
         &base,
