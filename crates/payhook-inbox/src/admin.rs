@@ -554,9 +554,8 @@ impl<DB: Backend> Admin<DB> {
     /// in the refused record, as the reconciler does: they show on the
     /// dashboard and in `payhook inbox refused` with their id and reason,
     /// each logged at `WARN`. Rows older than `retention` are forgotten
-    /// meanwhile, as are all but the latest
-    /// [`MAX_REFUSED_KEPT`](crate::admin::MAX_REFUSED_KEPT). How many were
-    /// recorded.
+    /// meanwhile, as are all but the latest [`MAX_REFUSED_KEPT`]. How many
+    /// were recorded.
     ///
     /// # Errors
     /// A database error, or an inbox whose schema predates the record.
