@@ -113,8 +113,17 @@ impl Process {
             }
             let exited = lock(&self.child).try_wait();
             if let Ok(Some(status)) = exited {
-                // Let the reader threads take in what is left before reporting.
-                std::thread::sleep(Duration::from_millis(100));
+                // The lines it printed before exiting may still be on their
+                // way through the reader thread: wait for its end of stdout,
+                // then look once more before reporting.
+                let drained = Instant::now() + Duration::from_secs(5);
+                while !self.stdout_ended.load(Ordering::Acquire) && Instant::now() < drained {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let found: Vec<String> = self.lines().into_iter().filter(|line| matches(line)).collect();
+                if found.len() >= count {
+                    return found;
+                }
                 panic!(
                     "{} exited ({status}) before printing the expected line; {}",
                     self.name,
