@@ -745,6 +745,22 @@ async fn inbox_with_one_delivery(name: &str, body: String) -> (PathBuf, String, 
     (key_file, database, inbox)
 }
 
+/// Unix seconds now.
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// One event of the service's list, `id`, created at `created` (Unix
+/// seconds).
+fn listed(id: &str, created: u64) -> String {
+    format!(
+        r#"{{"id":"{id}","object":"event","type":"customer.created","created":{created},"data":{{"object":{{}}}}}}"#
+    )
+}
+
 /// A list on loopback answering `reply` to every `GET /v1/events`.
 async fn hostile_list(status: http::StatusCode, reply: String) -> String {
     let app = axum::Router::new().route(
@@ -764,16 +780,7 @@ async fn hostile_list(status: http::StatusCode, reply: String) -> String {
 /// 30 s with a non-zero exit, naming the broken list, and counts nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_ends_on_a_list_whose_cursor_repeats() {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let event = |id: &str| {
-        format!(
-            r#"{{"id":"{id}","object":"event","type":"customer.created","created":{},"data":{{"object":{{}}}}}}"#,
-            now - 60
-        )
-    };
+    let event = |id: &str| listed(id, now_secs() - 60);
     let page = format!(
         r#"{{"has_more":true,"data":[{},{}]}}"#,
         event("evt_b"),
@@ -810,11 +817,7 @@ async fn reconcile_ends_on_a_list_whose_cursor_repeats() {
 /// stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_stops_at_max_pages_on_a_list_that_never_ends() {
-    let created = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        - 60;
+    let created = now_secs() - 60;
     let served = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let app = axum::Router::new().route(
         "/v1/events",
@@ -823,11 +826,7 @@ async fn reconcile_stops_at_max_pages_on_a_list_that_never_ends() {
             move || {
                 let page = served.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 async move {
-                    let event = |n: u64| {
-                        format!(
-                            r#"{{"id":"evt_{page}_{n}","object":"event","type":"customer.created","created":{created},"data":{{"object":{{}}}}}}"#
-                        )
-                    };
+                    let event = |n: u64| listed(&format!("evt_{page}_{n}"), created);
                     (
                         [("content-type", "application/json")],
                         format!(r#"{{"has_more":true,"data":[{},{}]}}"#, event(1), event(2)),
@@ -897,16 +896,8 @@ async fn reconcile_redacts_the_trimmed_key_echoed_by_the_service() {
 /// before the error and exits non-zero; the 100 stored stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_yes_stopping_midway_says_how_many_were_stored() {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let event = |id: &str, age: u64| {
-        format!(
-            r#"{{"id":"{id}","object":"event","type":"customer.created","created":{},"data":{{"object":{{}}}}}}"#,
-            now - age
-        )
-    };
+    let now = now_secs();
+    let event = |id: &str, age: u64| listed(id, now - age);
     // Newest first: the unstorable one, then 100 good ones.
     let mut data = vec![event(&format!("evt_{}", "x".repeat(1000)), 10)];
     data.extend((0..100).map(|n| event(&format!("evt_midway_{n:03}"), 20 + n)));
@@ -941,16 +932,8 @@ async fn reconcile_yes_stopping_midway_says_how_many_were_stored() {
 /// show it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_records_a_listed_event_that_does_not_parse_and_stores_the_rest() {
-    let created = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        - 60;
-    let event = |id: &str| {
-        format!(
-            r#"{{"id":"{id}","object":"event","type":"customer.created","created":{created},"data":{{"object":{{}}}}}}"#
-        )
-    };
+    let created = now_secs() - 60;
+    let event = |id: &str| listed(id, created);
     let broken = format!(r#"{{"id":"evt_broken","type":7,"created":{created}}}"#);
     let page = format!(
         r#"{{"has_more":false,"data":[{broken},{}]}}"#,
