@@ -310,14 +310,7 @@ fn readable_id(body: &str) -> Option<String> {
 
 /// `id` cut to [`MAX_REFUSED_ID_BYTES`], on a character boundary.
 fn bounded_id(id: &str) -> String {
-    if id.len() <= MAX_REFUSED_ID_BYTES {
-        return id.to_owned();
-    }
-    let mut end = MAX_REFUSED_ID_BYTES - '…'.len_utf8();
-    while !id.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &id[..end])
+    payhook_core::untrusted::cut(id, MAX_REFUSED_ID_BYTES)
 }
 
 /// Every page of one query of the events list, in turn (see

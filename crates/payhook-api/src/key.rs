@@ -80,16 +80,11 @@ impl fmt::Debug for ApiKey {
 }
 
 /// `text` cut to at most [`MAX_MESSAGE_BYTES`] bytes, on a character boundary.
-pub(crate) fn bounded(mut text: String) -> String {
-    if text.len() > MAX_MESSAGE_BYTES {
-        let mut end = MAX_MESSAGE_BYTES - '…'.len_utf8();
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push('…');
+pub(crate) fn bounded(text: String) -> String {
+    if text.len() <= MAX_MESSAGE_BYTES {
+        return text;
     }
-    text
+    payhook_core::untrusted::cut(&text, MAX_MESSAGE_BYTES)
 }
 
 #[cfg(test)]

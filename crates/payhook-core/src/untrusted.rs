@@ -149,6 +149,27 @@ pub struct LaidOutJson {
     pub omitted_bytes: usize,
 }
 
+/// `text` cut to at most `limit` bytes on a character boundary, ending in
+/// `…` when it was cut (the `…` counted in the limit), so that a value from
+/// a request or a reply is stored or logged bounded by one rule.
+///
+/// ```
+/// use payhook::untrusted::cut;
+///
+/// assert_eq!(cut("evt_short", 16), "evt_short");
+/// assert_eq!(cut("évènement", 7), "év…"); // never inside a character
+/// ```
+pub fn cut(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let mut end = limit.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 /// A JSON body laid out for a person to read — in a terminal or a web page —
 /// with nothing in it that its sender could use to forge a line, reorder the
 /// text or make the view huge.

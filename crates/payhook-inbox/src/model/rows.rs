@@ -60,15 +60,7 @@ impl RefusedRow {
 /// replaced by U+FFFD.
 #[cfg(feature = "reconcile")]
 fn bounded(text: &str, limit: usize) -> String {
-    let text = text.replace('\0', "\u{FFFD}");
-    if text.len() <= limit {
-        return text;
-    }
-    let mut end = limit - '…'.len_utf8();
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    payhook_core::untrusted::cut(&text.replace('\0', "\u{FFFD}"), limit)
 }
 
 /// A claimed row.
