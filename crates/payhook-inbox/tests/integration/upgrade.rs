@@ -423,6 +423,15 @@ async fn an_inbox_with_history_upgrades_while_an_old_replica_stores_deliveries(u
         );
     }
     assert!(stored > 0);
+    // The tally itself, not the admin's fallback count of a schema without it.
+    let tallied: i64 = sqlx::query(
+        "SELECT CAST(SUM(n) AS BIGINT) AS n FROM payhook_inbox_tally WHERE namespace = 'payhook'",
+    )
+    .fetch_one(&old)
+    .await
+    .unwrap()
+    .get("n");
+    assert_eq!(tallied, HISTORY + stored);
     let counts: Vec<(State, i64)> = Admin::of_inbox(&inbox).stats().await.unwrap().counts().collect();
     assert!(
         counts.contains(&(State::Done, HISTORY)) && counts.contains(&(State::Pending, stored)),
