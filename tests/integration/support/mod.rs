@@ -252,8 +252,10 @@ impl Harness {
         let mut stream = TcpStream::connect(self.addr)
             .await
             .expect("connect to the test server");
-        stream.write_all(request).await.expect("send the request");
+        // The clock starts before the write: once the bytes are sent the server
+        // may start its body timer before this task runs again.
         let sent = tokio::time::Instant::now();
+        stream.write_all(request).await.expect("send the request");
         let mut reply = Vec::new();
         let mut buf = [0u8; 4096];
         let mut answered_after = None;
