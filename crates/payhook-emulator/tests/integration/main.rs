@@ -8,6 +8,7 @@ mod support;
 
 mod api;
 mod delivery;
+mod handle;
 mod library;
 mod memory;
 mod settings;

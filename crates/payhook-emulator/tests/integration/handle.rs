@@ -1,0 +1,105 @@
+//! The in-process handle's own calls, checked against what the HTTP API then
+//! shows: an intent created with every field.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+
+use payhook_api::NewPaymentIntent;
+use payhook_core::{PaymentIntent, PaymentIntentStatus, PaymentMethod};
+use payhook_emulator::Emulator;
+
+/// The API's payment intents list, first page, newest first: read from the
+/// reply's text, where an amount beyond 2^64 is an exact JSON integer (a
+/// `serde_json::Value` would round it).
+async fn listed_intents(emulator: &Emulator) -> Vec<PaymentIntent> {
+    #[derive(serde::Deserialize)]
+    struct Page {
+        data: Vec<PaymentIntent>,
+    }
+    let reply = support::Api::new(emulator)
+        .get("/v1/payment_intents?limit=100")
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let page: Page = serde_json::from_str(&reply.text).expect("a list of payment intents");
+    page.data
+}
+
+/// Every field of `asked` as `intent` carries it.
+fn assert_same_fields(intent: &PaymentIntent, asked: &NewPaymentIntent) {
+    assert_eq!(intent.amount, asked.amount);
+    assert_eq!(intent.currency, asked.currency);
+    assert_eq!(
+        intent.payment_method_types.as_deref(),
+        Some(asked.payment_method_types.as_slice())
+    );
+    assert_eq!(intent.description, asked.description);
+    let metadata: BTreeMap<String, String> = asked.metadata.iter().cloned().collect();
+    assert_eq!(intent.metadata.to_map(), metadata);
+    assert_eq!(intent.amount_received, Some(0));
+    assert_eq!(
+        intent.status,
+        PaymentIntentStatus::Other("requires_payment".to_owned())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_created_with_every_field_through_the_handle_reads_back_exactly() {
+    let emulator = Emulator::builder().start().await.expect("starts");
+    let api = emulator.api().expect("a loopback client");
+    let plain = emulator.create_payment_intent(7, "btc").expect("created");
+
+    // Beyond 2^64, methods other than the currency's default, two keys.
+    let asked = NewPaymentIntent::new(340_282_366_920_938_463_463_374_607_431_768_211_455, "usdc")
+        .payment_method_types([
+            PaymentMethod::Bitcoin,
+            PaymentMethod::Other("solana_pay".to_owned()),
+        ])
+        .description("Order 42: two mugs, gift-wrapped")
+        .metadata("order", "42")
+        .metadata("customer", "cus_7");
+    let created = emulator.create_payment_intent_with(&asked).expect("created");
+    assert!(created.id.starts_with("pi_"), "{}", created.id);
+    assert_same_fields(&created, &asked);
+
+    let retrieved = api.retrieve_payment_intent(&created.id).await.expect("retrieved");
+    assert_same_fields(&retrieved, &asked);
+    assert_eq!(retrieved, created);
+
+    let listed = listed_intents(&emulator).await;
+    let ids: Vec<&str> = listed.iter().map(|intent| intent.id.as_str()).collect();
+    assert_eq!(ids, [created.id.as_str(), plain.id.as_str()], "newest first");
+    assert_same_fields(&listed[0], &asked);
+    assert_eq!(listed[0], created);
+    assert_eq!(emulator.payment_intent(&created.id), Some(created.clone()));
+
+    // A refused field is an error naming it, and nothing is stored.
+    let refused = emulator
+        .create_payment_intent_with(
+            &NewPaymentIntent::new(5, "btc")
+                .payment_method_types([PaymentMethod::Other("Solana-Pay".to_owned())]),
+        )
+        .expect_err("an invalid payment method type is refused");
+    assert_eq!(refused.status, 400, "{refused:?}");
+    assert_eq!(refused.param.as_deref(), Some("payment_method_types"));
+    assert_eq!(refused.code.as_deref(), Some("parameter_invalid_array"));
+    assert!(refused.message.contains("Solana-Pay"), "{}", refused.message);
+    let too_long_key = "k".repeat(41);
+    let refused = emulator
+        .create_payment_intent_with(&NewPaymentIntent::new(5, "btc").metadata(&too_long_key, "v"))
+        .expect_err("a metadata key over 40 characters is refused");
+    assert_eq!(refused.status, 400, "{refused:?}");
+    assert!(
+        refused
+            .param
+            .as_deref()
+            .is_some_and(|param| param.starts_with("metadata")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        listed_intents(&emulator).await.len(),
+        2,
+        "nothing refused was stored"
+    );
+    emulator.shutdown().await;
+}
