@@ -1,13 +1,18 @@
 //! The in-process handle's own calls, checked against what the HTTP API then
-//! shows: an intent created with every field.
+//! shows: an intent created with every field, and faults changed while the
+//! emulator runs.
 
 use crate::support;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use payhook_api::NewPaymentIntent;
 use payhook_core::{PaymentIntent, PaymentIntentStatus, PaymentMethod};
-use payhook_emulator::Emulator;
+use payhook_emulator::{Emulator, Faults, RetrySchedule};
+use support::{RecordingReceiver, Script};
+
+const WAIT: Duration = Duration::from_secs(20);
 
 /// The API's payment intents list, first page, newest first: read from the
 /// reply's text, where an amount beyond 2^64 is an exact JSON integer (a
@@ -101,5 +106,91 @@ async fn an_intent_created_with_every_field_through_the_handle_reads_back_exactl
         2,
         "nothing refused was stored"
     );
+    emulator.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_changed_through_the_handle_keep_the_state_and_apply_to_the_next_delivery() {
+    let emulator = Emulator::builder()
+        .retry_schedule(RetrySchedule::new(
+            Duration::from_millis(20),
+            Duration::from_millis(50),
+            2,
+        ))
+        .start()
+        .await
+        .expect("starts");
+    let api = emulator.api().expect("a loopback client");
+    let receiver = RecordingReceiver::start(Script::default()).await;
+    let endpoint = emulator.register_endpoint(&receiver.url).expect("registered");
+
+    // Before: one event delivered, one intent still waiting.
+    let paid = emulator.create_payment_intent(5, "btc").expect("created");
+    let paid = emulator.succeed_payment_intent(&paid.id).expect("succeeded");
+    let waiting = emulator.create_payment_intent(7, "eth").expect("created");
+    assert!(emulator.wait_idle(WAIT).await);
+    assert_eq!(receiver.arrivals().len(), 1);
+    let events_before: Vec<String> = emulator.events().iter().map(|e| e.id.clone()).collect();
+    assert_eq!(events_before.len(), 1);
+    let attempts_before = emulator.attempts();
+    assert_eq!(attempts_before.len(), 1);
+    assert!(attempts_before[0].succeeded);
+
+    // The endpoint goes down: every event undeliverable.
+    let down = emulator
+        .faults()
+        .undeliverable(1.0)
+        .delay(Duration::from_millis(5));
+    assert_ne!(emulator.faults(), down);
+    emulator.set_faults(down.clone()).expect("faults changed");
+    assert_eq!(emulator.faults(), down, "read back as set");
+    assert_eq!(emulator.faults().seed_value(), Some(emulator.seed()));
+
+    // Nothing held was lost: intents, events, attempts, the endpoint.
+    assert_eq!(emulator.payment_intent(&paid.id), Some(paid.clone()));
+    assert_eq!(emulator.payment_intent(&waiting.id), Some(waiting.clone()));
+    assert_eq!(listed_intents(&emulator).await, [waiting.clone(), paid.clone()]);
+    let events_after: Vec<String> = emulator.events().iter().map(|e| e.id.clone()).collect();
+    assert_eq!(events_after, events_before);
+    let page = api.get_json("/v1/events").await.expect("events listed");
+    assert_eq!(page["data"][0]["id"], events_before[0].as_str());
+    assert_eq!(emulator.attempts(), attempts_before);
+    let kept = api
+        .get_json(&format!("/v1/webhook_endpoints/{}", endpoint.id))
+        .await
+        .expect("the endpoint is still there");
+    assert_eq!(kept["url"], receiver.url.as_str());
+
+    // The next delivery follows the new faults: never sent.
+    emulator.succeed_payment_intent(&waiting.id).expect("succeeded");
+    assert!(emulator.wait_idle(WAIT).await);
+    assert_eq!(receiver.arrivals().len(), 1, "no request was sent");
+    let events = emulator.events();
+    assert_eq!(events.len(), 2);
+    let undelivered = &events[1];
+    assert!(!undelivered.delivery_success());
+    let attempts: Vec<_> = emulator
+        .attempts()
+        .into_iter()
+        .filter(|attempt| attempt.event == undelivered.id)
+        .collect();
+    assert_eq!(attempts.len(), 2, "every attempt of the schedule: {attempts:?}");
+    for attempt in &attempts {
+        assert_eq!((attempt.status, attempt.succeeded), (None, false), "{attempt:?}");
+        assert_eq!(
+            attempt.error.as_deref(),
+            Some("not sent: the injected fault undeliverable fails every attempt of this event (the receiver got no request)")
+        );
+    }
+
+    // Back up: faults off, and the resend gets through.
+    emulator.set_faults(Faults::default()).expect("faults off");
+    assert_eq!(emulator.faults(), Faults::default().seed(emulator.seed()));
+    emulator.resend_event(&undelivered.id, None).expect("resent");
+    assert!(emulator.wait_idle(WAIT).await);
+    let arrivals = receiver.arrivals();
+    assert_eq!(arrivals.len(), 2);
+    assert_eq!(arrivals[1].event_id(), undelivered.id);
+    assert!(emulator.events()[1].delivery_success());
     emulator.shutdown().await;
 }
