@@ -3,7 +3,9 @@
 //! `EmulatorBuilder` in the public API listing
 //! (`public-api/payhook-emulator.txt`, which CI compares with the code), and
 //! each test helper of the event catalogue as its API path. A new helper fails
-//! this test until the page names it.
+//! this test until the page names it. Its HTTP API table lists every route
+//! the emulator's router (`crates/payhook-emulator/src/api/mod.rs`) serves,
+//! and no other: a route added, removed or renamed on one side only fails here.
 
 use std::path::Path;
 
@@ -75,4 +77,292 @@ fn a_method_of_the_listing_is_found() {
         methods(listing, "payhook_emulator::Emulator"),
         ["shutdown", "fail_payment_intent"]
     );
+}
+
+/// The router's source, where it declares its routes.
+const ROUTER: &str = "crates/payhook-emulator/src/api/mod.rs";
+
+/// The HTTP methods a route's method router may name (`get(…)`, `.post(…)`).
+const METHODS: [&str; 7] = ["get", "post", "put", "delete", "patch", "head", "options"];
+
+/// The text of a `(` … `)` group: `text` starts just after the `(`; returns
+/// what comes before the matching `)`. String literals are skipped whole.
+fn group(text: &str) -> &str {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (at, c) in text.char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' if depth > 0 => depth -= 1,
+            ')' => return &text[..at],
+            _ => {}
+        }
+    }
+    panic!(
+        "{ROUTER}: no closing `)` after `{}`",
+        text.chars().take(80).collect::<String>()
+    )
+}
+
+/// `text` split at its commas outside any bracket or string literal.
+fn top_level(text: &str, split_at: char) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut in_string, mut escaped, mut start) = (0usize, false, false, 0);
+    for (at, c) in text.char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ if c == split_at && depth == 0 => {
+                parts.push(&text[start..at]);
+                start = at + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+/// The methods of a method router expression (`get(a).post(b)`): the names
+/// called at its top level, each checked to be an HTTP method.
+fn route_methods(expression: &str) -> Vec<String> {
+    top_level(expression, '.')
+        .into_iter()
+        .map(|call| {
+            let name = call.trim().split('(').next().unwrap_or("").trim();
+            assert!(
+                METHODS.contains(&name),
+                "{ROUTER}: `{name}` in `{}` is not an HTTP method router this test reads ({METHODS:?})",
+                expression.trim()
+            );
+            name.to_uppercase()
+        })
+        .collect()
+}
+
+/// `/v1/events/{id}` as the guide writes it: `/v1/events/:id`.
+fn as_written(path: &str) -> String {
+    path.split('/')
+        .map(
+            |segment| match segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                Some(name) => format!(":{name}"),
+                None => segment.to_owned(),
+            },
+        )
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// `line` without its `//` comment (one outside a string literal).
+fn without_comment(line: &str) -> &str {
+    let (mut in_string, mut escaped) = (false, false);
+    for (at, c) in line.char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if line[at..].starts_with("//") {
+            return &line[..at];
+        }
+    }
+    line
+}
+
+/// Every `METHOD /path` the router source serves: each
+/// `.route(PATH, METHOD(…).METHOD(…))`, PATH a string literal or a
+/// `format!` of one with a `{}` filled in with each of `helpers` (the test
+/// helper routes of the event catalogue).
+fn served_routes(source: &str, helpers: &[&str]) -> Vec<String> {
+    let code: String = source
+        .lines()
+        .map(|line| format!("{}\n", without_comment(line)))
+        .collect();
+    for unread in [".nest(", ".merge(", ".route_service(", ".nest_service("] {
+        assert!(
+            !code.contains(unread),
+            "{ROUTER}: routes added with `{unread}`, which this test does not read: teach it"
+        );
+    }
+    let mut routes = Vec::new();
+    for (at, _) in code.match_indices(".route(") {
+        let args = group(&code[at + ".route(".len()..]);
+        // rustfmt ends a call split over lines with a comma: an empty last part.
+        let parts: Vec<&str> = top_level(args, ',')
+            .into_iter()
+            .filter(|part| !part.trim().is_empty())
+            .collect();
+        let [path, methods] = parts[..] else {
+            panic!("{ROUTER}: a `.route(` without two arguments: `{args}`");
+        };
+        let literal = path
+            .split('"')
+            .nth(1)
+            .unwrap_or_else(|| panic!("{ROUTER}: no string literal in the route path `{path}`"));
+        let paths: Vec<String> = if path.contains("format!") {
+            assert!(
+                literal.contains("{}"),
+                "{ROUTER}: a `format!` route path without `{{}}`: `{path}`"
+            );
+            helpers
+                .iter()
+                .map(|helper| {
+                    literal
+                        .replace("{}", helper)
+                        .replace("{{", "{")
+                        .replace("}}", "}")
+                })
+                .collect()
+        } else {
+            vec![literal.to_owned()]
+        };
+        for method in route_methods(methods) {
+            for path in &paths {
+                routes.push(format!("{method} {}", as_written(path)));
+            }
+        }
+    }
+    routes
+}
+
+/// Every `METHOD /path` of the table in the guide's "The HTTP API" section:
+/// the code span opening each row.
+fn documented_routes(page: &str) -> Vec<String> {
+    let section = page
+        .split("\n## The HTTP API")
+        .nth(1)
+        .unwrap_or_else(|| panic!("docs/guide/emulator.md: no `## The HTTP API` section"));
+    let section = section.split("\n## ").next().unwrap_or(section);
+    section
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|rest| rest.split_once('`'))
+        .map(|(route, _)| route.to_owned())
+        .filter(|route| {
+            METHODS
+                .iter()
+                .any(|m| route.starts_with(&format!("{} /", m.to_uppercase())))
+        })
+        .collect()
+}
+
+/// The routes served but not in the table, and those in the table but not served.
+fn route_differences(served: &[String], documented: &[String]) -> (Vec<String>, Vec<String>) {
+    let missing = served
+        .iter()
+        .filter(|route| !documented.contains(route))
+        .cloned()
+        .collect();
+    let stale = documented
+        .iter()
+        .filter(|route| !served.contains(route))
+        .cloned()
+        .collect();
+    (missing, stale)
+}
+
+#[test]
+fn the_emulator_page_lists_exactly_the_routes_the_router_serves() {
+    let helpers: Vec<&str> = CATALOGUE
+        .iter()
+        .filter_map(|entry| entry.test_helper.as_ref().map(|helper| helper.path))
+        .collect();
+    let served = served_routes(&read(ROUTER), &helpers);
+    let documented = documented_routes(&read("docs/guide/emulator.md"));
+    for route in [
+        "GET /v1/payment_intents",
+        "POST /v1/webhook_endpoints/:id/roll_secret",
+    ] {
+        assert!(
+            served.iter().any(|r| r == route),
+            "{route} not read from {ROUTER}: {served:?}"
+        );
+    }
+    assert!(
+        served.len() >= 15,
+        "too few routes read from {ROUTER}: {served:?}"
+    );
+    assert!(
+        documented.len() >= 15,
+        "too few rows read from the guide's table: {documented:?}"
+    );
+    let (missing, stale) = route_differences(&served, &documented);
+    assert!(
+        missing.is_empty(),
+        "docs/guide/emulator.md's HTTP API table does not list these routes the router serves: {missing:?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "docs/guide/emulator.md's HTTP API table lists routes the router does not serve: {stale:?}"
+    );
+}
+
+#[test]
+fn a_route_missing_from_the_table_is_found() {
+    let source = r#"
+        for entry in EventType::emulated() {
+            // Not a route: .route("/v1/commented", get(nothing))
+            router = router.route(
+                &format!("/v1/test_helpers/payment_intents/{{id}}/{}", helper.path),
+                post(move |s, k, p, h, b| object_post(s, k, p, h, b, helper.path, op(entry))),
+            );
+        }
+        router
+            .route("/v1/things", get(list_things).post(|s, k, h, b| collection_post(s, k, h, b, "/v1/things(", op))) // a comment, with .route("/v1/no", get(x))
+            .route(
+                "/v1/things/{id}",
+                get(get_thing).delete(delete_thing),
+            )
+            .fallback(unknown_route)
+    "#;
+    let served = served_routes(source, &["succeed", "fail"]);
+    assert_eq!(
+        served,
+        [
+            "POST /v1/test_helpers/payment_intents/:id/succeed",
+            "POST /v1/test_helpers/payment_intents/:id/fail",
+            "GET /v1/things",
+            "POST /v1/things",
+            "GET /v1/things/:id",
+            "DELETE /v1/things/:id",
+        ]
+    );
+    let page = "# Emulator\n\n## The HTTP API\n\n| method and path | does |\n|---|---|\n\
+                | `GET /v1/things` | lists them |\n\
+                | `POST /v1/things` | creates one |\n\
+                | `GET /v1/things/:id` | retrieves one |\n\
+                | `POST /v1/things/:id/archive` | archives one |\n\
+                | `POST /v1/test_helpers/payment_intents/:id/succeed` | pays |\n\
+                | `POST /v1/test_helpers/payment_intents/:id/fail` | fails |\n\n\
+                ## Next\n\n| `GET /v1/elsewhere` | not the API table |\n";
+    let documented = documented_routes(page);
+    assert_eq!(documented.len(), 6, "{documented:?}");
+    let (missing, stale) = route_differences(&served, &documented);
+    assert_eq!(missing, ["DELETE /v1/things/:id"]);
+    assert_eq!(stale, ["POST /v1/things/:id/archive"]);
 }
