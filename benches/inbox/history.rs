@@ -17,7 +17,8 @@
 //!   1 day), the paused types;
 //! - the ack p99 of a paced load (`PAYHOOK_BENCH_BULK_RATE`, default 300/s)
 //!   with no-op workers running, idle and while the oldest day of history
-//!   is purged: rows, seconds, seconds per 100 000 rows;
+//!   is purged: rows, batches, seconds in the purge's statements (per
+//!   100 000 rows) and over all, its rests included;
 //! - on PostgreSQL, the bytes on disk per stored event (table, indexes,
 //!   TOAST and attempts) and the largest index.
 //!
@@ -351,10 +352,13 @@ pub(crate) async fn with_history(url: &str, postgres: bool) {
             };
             let (during, purged) = p99_while(&endpoint, Some(Box::pin(purge)), Duration::ZERO).await;
             let (purged, seconds) = purged.expect("purged");
+            let busy = purged.busy.as_secs_f64();
             println!(
-                "16. {level} stored: purge of the oldest day: {purged} events in {seconds:.2} s ({:.2} s per 100 000), \
-                 ack p99 meanwhile {:.1} ms ({:.2}x idle)",
-                seconds * 100_000.0 / purged.max(1) as f64,
+                "16. {level} stored: purge of the oldest day: {} events in {} batches, {busy:.2} s in statements \
+                 ({:.2} s per 100 000) over {seconds:.2} s, ack p99 meanwhile {:.1} ms ({:.2}x idle)",
+                purged.events,
+                purged.batches,
+                busy * 100_000.0 / purged.events.max(1) as f64,
                 ms(during),
                 during.as_secs_f64() / idle.as_secs_f64()
             );

@@ -367,7 +367,7 @@ async fn purge(admin: &Admin, namespace: &str, done_before: i64, yes: bool) -> R
         }
     }
     let purged = admin.purge_done_before(before_ms).await.map_err(failure)?;
-    say!("{purged} done event(s) purged");
+    say!("{} done event(s) purged", purged.events);
     Ok(())
 }
 

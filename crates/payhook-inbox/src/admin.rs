@@ -18,7 +18,8 @@ use std::time::Duration;
 use sqlx::{Any, Pool};
 
 use crate::actions::bulk_run::BulkRun;
-use crate::actions::operations::{park_all, purge_batch};
+use crate::actions::operations::park_all;
+use crate::actions::purge::purge_paced;
 use crate::backend::{database_of, Backend};
 use crate::clock::{millis, now_ms};
 use crate::database::sqlite_file::FileIdentity;
@@ -27,6 +28,7 @@ use crate::error::{payhook_escape, InboxError};
 use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
 
 pub use crate::actions::bulk_run::BULK_BATCH;
+pub use crate::actions::purge::PurgeReport;
 pub use crate::actions::selection::{
     BulkAction, BulkCount, BulkReport, Selection, BULK_COUNT_LIMIT, MAX_BULK_IDS,
 };
@@ -190,34 +192,21 @@ impl<DB: Backend> Admin<DB> {
     }
 
     /// Deletes done events marked done before `before_ms` (Unix milliseconds),
-    /// in bounded batches (no long lock); returns how many. Their ids are then
+    /// in bounded batches (no long lock); says how many, in how many batches
+    /// and how long its statements took ([`PurgeReport`]). Their ids are then
     /// no longer recognised as repeats.
     ///
-    /// Each batch takes its turn among this process's writes on SQLite, as
-    /// the retention purge's do, so the deliveries stored meanwhile wait for
-    /// one batch at most, never for the database's busy handler.
+    /// Paced as the retention purge is: after each batch it rests four times
+    /// as long as the batch took (2 to 300 milliseconds), so deliveries and
+    /// workers keep most of the database while it runs. Each batch takes its
+    /// turn among this process's writes on SQLite, so the deliveries stored
+    /// meanwhile wait for one batch at most, never for the database's busy
+    /// handler.
     ///
     /// # Errors
     /// A database error.
-    pub async fn purge_done_before(&self, before_ms: i64) -> Result<u64, InboxError> {
-        let mut total = 0;
-        let batch = purge_batch(self.db.dialect);
-        loop {
-            let deleted = self
-                .db
-                .write(DB::purge(&self.db, &self.namespace, before_ms, batch))
-                .await?;
-            total += deleted;
-            if deleted < u64::try_from(batch).unwrap_or(u64::MAX) {
-                return Ok(total);
-            }
-            // SQLite: the WAL this batch wrote is copied back here, without
-            // the write lock (see `worker::upkeep::purge_expired`).
-            let _ = self.db.bounded(DB::checkpoint(&self.db)).await;
-            // Let the intake and the claims have the write lock between
-            // batches.
-            tokio::task::yield_now().await;
-        }
+    pub async fn purge_done_before(&self, before_ms: i64) -> Result<PurgeReport, InboxError> {
+        Ok(purge_paced(&self.db, &self.namespace, before_ms, || false).await?)
     }
 }
 

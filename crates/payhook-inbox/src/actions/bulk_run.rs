@@ -1,11 +1,12 @@
 //! The bulk actions as `Admin` runs them: the count first, then the run over what was
 //! counted, in short batches.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::actions::bulk::Bulk;
 use crate::actions::bulk::{selected_states, Position, Scope};
 use crate::actions::operations::{park_all, Operations};
+use crate::actions::purge::rest_after;
 use crate::actions::selection::{
     BulkAction, BulkCount, BulkReport, Selection, BULK_COUNT_LIMIT, MAX_BULK_IDS,
 };
@@ -21,16 +22,6 @@ use crate::error::InboxError;
 /// deliveries arriving beside it keep their acknowledgement time, while each
 /// statement's fixed cost stays small beside its rows.
 pub const BULK_BATCH: i64 = 25;
-
-/// How long a bulk action rests after a batch, as a multiple of that batch's
-/// time: the database (SQLite's one writer, PostgreSQL's share of the CPU)
-/// is the action's a fifth of the time at most, and deliveries and workers
-/// have it the rest.
-const BULK_REST: u32 = 4;
-
-/// The shortest rest between two batches: a batch of a few hundred
-/// microseconds still leaves the writer free for a delivery's commit or two.
-const BULK_MIN_REST: Duration = Duration::from_millis(2);
 
 /// A bulk action on one namespace of an inbox's database.
 pub(crate) struct BulkRun<'a, DB: sqlx::Database> {
@@ -115,11 +106,7 @@ impl<DB: Bulk + Operations> BulkRun<'_, DB> {
                 // Not a transaction and holding no write lock, so not a
                 // batch; a failed one is made up by the next.
                 let _ = DB::checkpoint(self.db).await;
-                tokio::time::sleep(
-                    took.saturating_mul(BULK_REST)
-                        .clamp(BULK_MIN_REST, Duration::from_millis(300)),
-                )
-                .await;
+                tokio::time::sleep(rest_after(took)).await;
             }
         }
         report.no_longer_qualified = report.selected.saturating_sub(report.events);

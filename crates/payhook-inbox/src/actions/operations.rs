@@ -22,19 +22,6 @@ use crate::model::State;
 /// resumed: each statement is short, whatever the type's backlog.
 pub(crate) const PARK_BATCH: i64 = 500;
 
-/// Rows deleted per purge statement on `dialect`: each statement is short
-/// whatever the backlog. On SQLite a statement holds the file's one write
-/// lock, which the intake waits for, and deleting a row also deletes its
-/// index entries, its attempts and its count in the tally (about 50 µs a
-/// row with a million stored), so a batch is 100 rows: a few milliseconds
-/// of lock. PostgreSQL's deletes hold no lock the intake waits for.
-pub(crate) fn purge_batch(dialect: crate::database::dialect::Dialect) -> i64 {
-    match dialect {
-        crate::database::dialect::Dialect::Sqlite => 100,
-        crate::database::dialect::Dialect::Postgres => 1000,
-    }
-}
-
 /// The operator's state changes on one backend. Not nameable outside the crate.
 pub trait Operations: Driver {
     /// Copies SQLite's WAL back into the database file without taking the

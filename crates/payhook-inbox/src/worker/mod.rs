@@ -79,8 +79,8 @@
 //! Files: this one is the dispatch loop; `attempt.rs` one attempt (the
 //! handler under its renewed lease, the done mark or the failure with its
 //! backoff); `job.rs` what a handler sees (`Handler`, `Job`,
-//! `JobTransaction`); `upkeep.rs` the upkeep between claims (depth gauges,
-//! retention purge rounds, SQLite's WAL copied back).
+//! `JobTransaction`); `upkeep.rs` the upkeep (depth gauges between claims;
+//! the paced retention purge and SQLite's WAL copy in tasks beside them).
 
 mod attempt;
 mod job;
@@ -105,9 +105,7 @@ use crate::inner::{Config, Inner};
 use crate::metrics as m;
 use crate::model::{ClaimRequest, Claimed};
 use crate::queue::marks::{record_attempts, write_marks, Mark, Step, MARK_BATCH};
-use crate::worker::upkeep::{
-    copy_back_wal, forget_orphaned_differing, purge_expired, report_depth, PURGE_EVERY,
-};
+use crate::worker::upkeep::{copy_back_wal, purge_expired, report_depth};
 
 /// How far ahead of its handlers a process claims: the events its handlers
 /// finish in this long, at their recent pace.
@@ -216,6 +214,9 @@ async fn dispatch<DB: Backend>(
     ));
     // SQLite's WAL copied back beside the writes, not in a delivery's commit.
     let copier = tokio::spawn(copy_back_wal(db.clone()));
+    // The retention purge beside the claims: a catch-up on a day of history
+    // never holds a claim back.
+    let purger = tokio::spawn(purge_expired(db.clone(), config.clone(), stopped.clone()));
     let writers = Arc::new(Writers {
         marks,
         attempts,
@@ -257,7 +258,6 @@ async fn dispatch<DB: Backend>(
     let mut last_full = true;
     let mut started_since = 0;
     let mut next_depth = Instant::now();
-    let mut next_purge = Instant::now();
     let mut next_requeue = Instant::now();
     let mut next_renew = Instant::now() + config.lease / 4;
     loop {
@@ -269,13 +269,6 @@ async fn dispatch<DB: Backend>(
         if now >= next_depth {
             report_depth(&db, &config).await;
             next_depth = now + Duration::from_secs(5);
-        }
-        if now >= next_purge {
-            let purged = purge_expired(&db, &config).await;
-            forget_orphaned_differing(&db, &config).await;
-            // A full round means more is waiting: come back soon, so the
-            // purge keeps up with any sustained rate of new events.
-            next_purge = now + if purged { PURGE_EVERY / 10 } else { PURGE_EVERY };
         }
         if now >= next_renew {
             renew_waiting(&db, &config, &local).await;
@@ -391,6 +384,8 @@ async fn dispatch<DB: Backend>(
         listener.abort();
     }
     copier.abort();
+    // It stops before its next batch: one batch at most to wait for.
+    let _ = purger.await;
     // It gives its turn up as it stops, so another replica takes over at once.
     #[cfg(feature = "reconcile")]
     if let Some(reconciler) = reconciler {

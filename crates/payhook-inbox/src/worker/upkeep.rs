@@ -1,13 +1,15 @@
-//! The workers' upkeep between claims: the depth gauges (events waiting, the
-//! oldest one's age, the paused types) and the retention purge in bounded
-//! batches; and beside the claims, the copy of SQLite's WAL back into its
-//! file. Each statement is held to the database's deadline; a failure is
+//! The workers' upkeep: between claims, the depth gauges (events waiting,
+//! the oldest one's age, the paused types); beside the claims, in tasks of
+//! their own, the retention purge in paced batches and the copy of SQLite's
+//! WAL back into its file. Each statement is held to the database's deadline; a failure is
 //! logged (the purge) or skipped (the gauges, the copy) and the next round
 //! tries again.
 
 use std::time::Duration;
 
-use crate::actions::operations::purge_batch;
+use tokio::sync::watch;
+
+use crate::actions::purge::purge_paced;
 use crate::backend::Backend;
 use crate::clock::{millis, now_ms};
 use crate::database::Database;
@@ -29,47 +31,40 @@ pub(crate) async fn report_depth<DB: Backend>(db: &Database<DB>, config: &Config
     }
 }
 
-/// How often the workers purge done events past their retention, when the
-/// last round found no more than it could take.
+/// How often the retention purge looks for done events past their
+/// retention once it has caught up.
 pub(crate) const PURGE_EVERY: Duration = Duration::from_secs(10);
 
-/// Batches per purge round, before the workers go back to claiming.
-const PURGE_ROUND: usize = 20;
-
-/// Deletes done events past their retention in bounded batches: up to
-/// [`PURGE_ROUND`] batches of [`purge_batch`] rows. Returns whether the
-/// round was full (more may be waiting), so that the next comes sooner: the
-/// purge then removes up to 200 000 rows a second round, and keeps up with any
-/// ingest rate the workers keep up with.
-pub(crate) async fn purge_expired<DB: Backend>(db: &Database<DB>, config: &Config) -> bool {
-    let before = now_ms().saturating_sub(millis(config.retention));
-    let batch = purge_batch(db.dialect);
-    for _ in 0..PURGE_ROUND {
-        match db.write(DB::purge(db, &config.namespace, before, batch)).await {
-            Ok(deleted) if deleted < u64::try_from(batch).unwrap_or(u64::MAX) => return false,
-            Ok(_) => {}
-            Err(err) => {
-                let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
-                tracing::warn!(target: "payhook", %reason, "could not purge expired inbox events");
-                return false;
-            }
+/// The retention purge, in its own task beside the claims until the workers
+/// stop: it deletes the done events past their retention in paced batches
+/// ([`purge_paced`]: a catch-up on a day of history takes a share of the
+/// database, never the claims' turn), forgets the differing copies of the
+/// events no longer stored, and looks again [`PURGE_EVERY`]. A failed batch
+/// is logged and the next round tries again.
+pub(crate) async fn purge_expired<DB: Backend>(
+    db: Database<DB>,
+    config: Config,
+    mut stopped: watch::Receiver<bool>,
+) {
+    loop {
+        let before = now_ms().saturating_sub(millis(config.retention));
+        let purged = purge_paced(&db, &config.namespace, before, || *stopped.borrow()).await;
+        if let Err(err) = purged {
+            let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
+            tracing::warn!(target: "payhook", %reason, "could not purge expired inbox events");
         }
-        // SQLite: the WAL this batch wrote is copied back now, in this task
-        // and without the write lock (`PASSIVE`). A purge fills SQLite's
-        // automatic checkpoint's 1 000 pages within a few batches, and the
-        // commit that crosses it copies them: an acknowledgement's commit
-        // would wait tens of milliseconds for it.
-        let _ = db.bounded(DB::checkpoint(db)).await;
-        // Let ingest and claims have the write lock between batches.
-        tokio::task::yield_now().await;
+        forget_orphaned_differing(&db, &config).await;
+        tokio::select! {
+            () = tokio::time::sleep(PURGE_EVERY) => {}
+            () = super::stop_requested(&mut stopped) => return,
+        }
     }
-    true
 }
 
 /// Forgets the differing copies of events no longer stored, whichever way
 /// they went (retention, by hand, in bulk). The record holds a row only per
 /// event that had one, so this reads a few rows at most.
-pub(crate) async fn forget_orphaned_differing<DB: Backend>(db: &Database<DB>, config: &Config) {
+async fn forget_orphaned_differing<DB: Backend>(db: &Database<DB>, config: &Config) {
     if let Err(err) = db
         .write(DB::forget_orphaned_differing(db, &config.namespace))
         .await

@@ -168,7 +168,7 @@ async fn attempts_are_recorded_bounded_and_deleted_with_their_event(url: String)
 
     // Deleted with their event: the done one purged, its attempts go too.
     let purged = admin.purge_done_before(i64::MAX).await.unwrap();
-    assert_eq!(purged, 1);
+    assert_eq!(purged.events, 1);
     let orphans: i64 = sqlx::query(
         "SELECT COUNT(*) AS n FROM payhook_inbox_attempts a WHERE a.namespace = $1 \
          AND NOT EXISTS (SELECT 1 FROM payhook_inbox e WHERE e.arrival = a.arrival)",

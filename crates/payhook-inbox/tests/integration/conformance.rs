@@ -392,7 +392,7 @@ async fn dead_after_last_attempt_then_retry(url: String) {
     .await;
     assert_eq!(setup.ledger(&inbox).await.len(), 2);
     workers.shutdown().await;
-    assert_eq!(admin.purge_done_before(i64::MAX).await.unwrap(), 1);
+    assert_eq!(admin.purge_done_before(i64::MAX).await.unwrap().events, 1);
     assert!(matches!(
         admin.show("evt_dead").await,
         Err(InboxError::NotFound(_))
@@ -1139,7 +1139,7 @@ async fn stats_are_the_exact_counts_after_every_kind_of_write(url: String) {
     assert_eq!((counted[2], counted[3]), ((State::Dead, 2), (State::Done, 10)));
 
     let purged = admin.purge_done_before(i64::MAX / 2).await.unwrap();
-    assert_eq!(purged, 10);
+    assert_eq!(purged.events, 10);
     check(&admin, &inbox, &namespace, "the retention purge").await;
     let everything = payhook_inbox::admin::Selection::default();
     let count = admin

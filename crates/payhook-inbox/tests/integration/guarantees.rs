@@ -17,7 +17,7 @@
 //! | [`one_intent_never_runs_twice_at_once_across_replicas`] | two events of one payment intent never run at once, also when an earlier event of the intent arrives while another replica's claim is under way (on PostgreSQL: the per-intent guard taken by the claim) | the PostgreSQL claim ignoring whether it got the intent's guard |
 //! | [`retention_purges_only_old_done_rows`] | done rows older than the retention are purged; younger done rows, rows in any other state and other namespaces' rows are kept; a redelivery of a purged event is stored and handled again | the purge ignoring `done_at`, the state or the namespace |
 //! | [`purge_round_continues_while_old_rows_remain`] | the workers' purge keeps deleting batch after batch in one round while old done rows remain, so a backlog of several batches is gone at once, not one batch per round | the workers' purge returning after its first batch |
-//! | [`admin_purge_continues_while_old_rows_remain`] | `Admin::purge_done_before` (`payhook inbox purge`) deletes every old done row, batch after batch, and counts them all | the admin purge returning after its first batch |
+//! | [`admin_purge_continues_while_old_rows_remain`] | `Admin::purge_done_before` (`payhook inbox purge`) deletes every old done row, batch after batch, counts them all and their batches, and rests at least 2 ms after each full batch | the admin purge returning after its first batch; no rest between batches |
 //! | [`batched_done_mark_clears_the_last_error`] | an event that failed once and then succeeded without opening its transaction (its done mark written in a batch) is done with no `last_error`; its attempts record keeps the failure | the batched done mark without `last_error = NULL` |
 //! | [`claimed_ahead_events_are_handed_back_uncounted`] | the workers claim ahead of their handlers without counting an attempt (it counts when the event starts), and when they stop they hand what they claimed but never started back to the queue at once, before their running handlers finish, still uncounted | the claim counting the attempt; no hand-back on shutdown |
 //! | [`handled_event_is_logged_at_info`] | each handled event is logged at `INFO` with its id, type, attempt and time, whether its done mark was batched or in the handler's transaction | the line at `DEBUG` or missing for one path |
@@ -1027,11 +1027,11 @@ async fn old_done_rows(setup: &Setup) -> i64 {
         .get(0)
 }
 
-/// Five purge batches of old done rows: once the workers' purge has deleted
-/// the first batch, the rest goes in the same round. A purge that stopped
-/// after one batch per round would leave rows for at least a second per
-/// remaining batch (the next round comes a tenth of the purge period later,
-/// or the whole period).
+/// Five purge batches of old done rows on PostgreSQL, fifty on SQLite: once
+/// the workers' purge has deleted the first batch, the rest goes in the same
+/// round, each batch after a rest of four times its own time. A purge that
+/// stopped after one batch per round would leave rows for the purge period
+/// (10 s) per remaining batch.
 async fn purge_round_continues_while_old_rows_remain(backend: Backend) {
     let setup = Setup::new(backend).await;
     let inbox = setup.inbox(|b| b.retention(Duration::from_secs(3600))).await;
@@ -1054,8 +1054,8 @@ async fn purge_round_continues_while_old_rows_remain(backend: Backend) {
             break;
         }
         assert!(
-            first_batch.elapsed() < Duration::from_secs(2),
-            "{left} old done rows still there 2 s after the first purge batch: the round stopped while old rows remained"
+            first_batch.elapsed() < Duration::from_secs(8),
+            "{left} old done rows still there 8 s after the first purge batch: the round stopped while old rows remained"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -1064,18 +1064,34 @@ async fn purge_round_continues_while_old_rows_remain(backend: Backend) {
 }
 
 /// `payhook inbox purge` deletes every old done row, however many batches
-/// that takes, and reports them all.
+/// that takes, reports them all, and rests between its batches.
 async fn admin_purge_continues_while_old_rows_remain(backend: Backend) {
     let setup = Setup::new(backend).await;
     let inbox = setup.inbox(|b| b).await;
     insert_old_done_rows(&setup, 2500).await;
     ingest_ok(&inbox, &event("evt_pending", "pi_pending", 1)).await;
+    let started = Instant::now();
     let purged = setup
         .admin
         .purge_done_before(now_ms() - 3600 * 1000)
         .await
         .unwrap();
-    assert_eq!(purged, 2500);
+    let took = started.elapsed();
+    assert_eq!(purged.events, 2500);
+    // 1 000 rows a batch on PostgreSQL (the third finds 500), 100 on SQLite
+    // (the 26th finds none).
+    let batches: u32 = match backend {
+        Backend::Sqlite => 26,
+        Backend::Postgres => 3,
+    };
+    assert_eq!(purged.batches, u64::from(batches));
+    // A rest of 2 ms at least after each batch that found a full one.
+    let rests = Duration::from_millis(2) * (batches - 1);
+    assert!(
+        took >= purged.busy + rests,
+        "took {took:?} with {:?} in statements: no rest between the batches",
+        purged.busy
+    );
     assert_eq!(old_done_rows(&setup).await, 0);
     assert_eq!(
         setup.rows().await,
