@@ -13,7 +13,9 @@ use std::future::Future;
 use std::sync::LazyLock;
 
 use crate::clock::now_ms;
-use crate::database::dialect::{parked, paused_table, phase_in, states_in, table, waiting_phase};
+use crate::database::dialect::{
+    activity_table, parked, paused_table, phase_in, states_in, table, waiting_phase,
+};
 use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
 use crate::model::State;
@@ -28,6 +30,13 @@ pub trait Operations: Driver {
     /// write lock ([`Dialect::wal_checkpoint`](crate::database::dialect::Dialect::wal_checkpoint));
     /// nothing on PostgreSQL.
     fn checkpoint(db: &Database<Self>) -> impl Future<Output = Result<(), sqlx::Error>> + Send + '_;
+    /// Forgets the activity chart's buckets before bucket `before` (the
+    /// retention purge's, with the events it deletes).
+    fn forget_activity<'a>(
+        db: &'a Database<Self>,
+        namespace: &'a str,
+        before: i64,
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
     /// `dead` or `pending` → `pending`, due now; whether there was one.
     fn retry<'a>(
         db: &'a Database<Self>,
@@ -255,6 +264,12 @@ sql_bounds! {
             }
             let changed = db.write(query.execute(&db.pool)).await?;
             Ok(DB::rows_affected(&changed))
+        }
+
+        async fn forget_activity<'a>(db: &'a Database<Self>, namespace: &'a str, before: i64) -> Result<u64, sqlx::Error> {
+            const FORGET: &str = concat!("DELETE FROM ", activity_table!(), " WHERE namespace = $1 AND bucket < $2");
+            let forgotten = sqlx::query(FORGET).bind(namespace).bind(before).execute(&db.pool).await?;
+            Ok(DB::rows_affected(&forgotten))
         }
 
         async fn purge<'a>(db: &'a Database<Self>, namespace: &'a str, before: i64, limit: i64) -> Result<u64, sqlx::Error> {

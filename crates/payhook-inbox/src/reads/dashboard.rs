@@ -9,8 +9,8 @@ use sqlx::Row as _;
 
 use crate::clock::millis;
 use crate::database::dialect::{
-    attempts_table, duplicates_table, is_missing_column, is_missing_table, table, tally_table, waiting_phase,
-    Dialect,
+    activity_table, attempts_table, duplicates_table, is_missing_column, is_missing_table, table,
+    tally_table, waiting_phase, Dialect, ACTIVITY_BUCKET_MS,
 };
 use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
@@ -85,7 +85,17 @@ pub(crate) const RECOVERED_BEFORE_17: &str = concat!(
     " WHERE namespace = $1 AND source IS NOT NULL"
 );
 
-/// Deliveries received per interval since `$2` (`$3` milliseconds each).
+/// The activity chart's buckets from bucket `$2` on, each one's counts
+/// summed over its shards.
+pub(crate) const ACTIVITY_PER_BUCKET: &str = concat!(
+    "SELECT bucket, CAST(SUM(received) AS BIGINT) AS received, CAST(SUM(duplicates) AS BIGINT) AS duplicates, \
+     CAST(SUM(handled) AS BIGINT) AS handled, CAST(SUM(failed) AS BIGINT) AS failed FROM ",
+    activity_table!(),
+    " WHERE namespace = $1 AND bucket >= $2 GROUP BY bucket"
+);
+
+/// Deliveries received per interval since `$2` (`$3` milliseconds each),
+/// on a database before version 18.
 pub(crate) const RECEIVED_PER_INTERVAL: &str = concat!(
     "SELECT (received_at - $2) / $3 AS slot, COUNT(*) AS n FROM ",
     table!(),
@@ -291,43 +301,72 @@ sql_bounds! {
                     ..Default::default()
                 })
                 .collect();
-            let index = |slot: i64| usize::try_from(slot).ok().filter(|&slot| slot < slots);
-            let received = sqlx::query(RECEIVED_PER_INTERVAL)
+            let buckets = sqlx::query(ACTIVITY_PER_BUCKET)
                 .bind(namespace)
-                .bind(since)
-                .bind(interval)
+                .bind(since.div_euclid(ACTIVITY_BUCKET_MS))
                 .fetch_all(&db.pool)
-                .await?;
-            for row in received {
-                if let Some(slot) = index(row.try_get("slot")?) {
-                    out[slot].received = row.try_get("n")?;
+                .await;
+            match buckets {
+                // A database not yet upgraded to version 18 (an admin never
+                // migrates): counted from the rows of the span.
+                Err(sqlx::Error::Database(err)) if is_missing_table(err.as_ref()) => {
+                let index = |slot: i64| usize::try_from(slot).ok().filter(|&slot| slot < slots);
+                let received = sqlx::query(RECEIVED_PER_INTERVAL)
+                    .bind(namespace)
+                    .bind(since)
+                    .bind(interval)
+                    .fetch_all(&db.pool)
+                    .await?;
+                for row in received {
+                    if let Some(slot) = index(row.try_get("slot")?) {
+                        out[slot].received = row.try_get("n")?;
+                    }
                 }
-            }
-            let duplicates = sqlx::query(DUPLICATES_PER_INTERVAL)
-                .bind(namespace)
-                .bind(since)
-                .bind(interval)
-                .fetch_all(&db.pool)
-                .await?;
-            for row in duplicates {
-                if let Some(slot) = index(row.try_get("slot")?) {
-                    out[slot].duplicates = row.try_get("n")?;
+                let duplicates = sqlx::query(DUPLICATES_PER_INTERVAL)
+                    .bind(namespace)
+                    .bind(since)
+                    .bind(interval)
+                    .fetch_all(&db.pool)
+                    .await?;
+                for row in duplicates {
+                    if let Some(slot) = index(row.try_get("slot")?) {
+                        out[slot].duplicates = row.try_get("n")?;
+                    }
                 }
-            }
-            let attempts = sqlx::query(ATTEMPTS_PER_INTERVAL)
-                .bind(namespace)
-                .bind(since)
-                .bind(interval)
-                .fetch_all(&db.pool)
-                .await?;
-            for row in attempts {
-                if let Some(slot) = index(row.try_get("slot")?) {
-                    let outcome: String = row.try_get("outcome")?;
-                    let count: i64 = row.try_get("n")?;
-                    if outcome == AttemptOutcome::Done.as_str() {
-                        out[slot].handled += count;
-                    } else {
-                        out[slot].failed += count;
+                let attempts = sqlx::query(ATTEMPTS_PER_INTERVAL)
+                    .bind(namespace)
+                    .bind(since)
+                    .bind(interval)
+                    .fetch_all(&db.pool)
+                    .await?;
+                for row in attempts {
+                    if let Some(slot) = index(row.try_get("slot")?) {
+                        let outcome: String = row.try_get("outcome")?;
+                        let count: i64 = row.try_get("n")?;
+                        if outcome == AttemptOutcome::Done.as_str() {
+                            out[slot].handled += count;
+                        } else {
+                            out[slot].failed += count;
+                        }
+                    }
+                }
+                }
+                buckets => {
+                    for row in buckets? {
+                        let bucket: i64 = row.try_get("bucket")?;
+                        // A bucket is drawn in the slot where it starts; the
+                        // one that starts before `since`, in the first.
+                        let start = bucket.saturating_mul(ACTIVITY_BUCKET_MS).max(since);
+                        let Some(slot) = usize::try_from((start - since) / interval)
+                            .ok()
+                            .filter(|&slot| slot < slots)
+                        else {
+                            continue;
+                        };
+                        out[slot].received += row.try_get::<i64, _>("received")?;
+                        out[slot].duplicates += row.try_get::<i64, _>("duplicates")?;
+                        out[slot].handled += row.try_get::<i64, _>("handled")?;
+                        out[slot].failed += row.try_get::<i64, _>("failed")?;
                     }
                 }
             }

@@ -7,12 +7,12 @@ use std::future::Future;
 use sqlx::Row as _;
 
 use crate::clock::now_ms;
+use crate::database::dialect::ACTIVITY_BUCKET_MS;
 use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
 use crate::model::{Cursor, Filter, PageQuery, State};
 use crate::reads::dashboard::{
-    page_statement, ATTEMPTS_PER_INTERVAL, DUPLICATES_PER_INTERVAL, OLDEST_PENDING, RECEIVED_PER_INTERVAL,
-    RECOVERED, TALLY_BY_PHASE,
+    page_statement, ACTIVITY_PER_BUCKET, OLDEST_PENDING, RECOVERED, TALLY_BY_PHASE,
 };
 
 /// One statement with example parameters: (what, SQL, text parameters,
@@ -56,22 +56,10 @@ fn dashboard_statements() -> Vec<Example> {
         ),
         ("recovered events", RECOVERED.to_owned(), vec![], vec![]),
         (
-            "received per interval",
-            RECEIVED_PER_INTERVAL.to_owned(),
+            "activity chart buckets",
+            ACTIVITY_PER_BUCKET.to_owned(),
             vec![],
-            vec![hour_ago, 300_000],
-        ),
-        (
-            "duplicates per interval",
-            DUPLICATES_PER_INTERVAL.to_owned(),
-            vec![],
-            vec![hour_ago, 300_000],
-        ),
-        (
-            "attempts per interval",
-            ATTEMPTS_PER_INTERVAL.to_owned(),
-            vec![],
-            vec![hour_ago, 300_000],
+            vec![hour_ago / ACTIVITY_BUCKET_MS],
         ),
         (
             "events page",

@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use crate::actions::purge::purge_paced;
 use crate::backend::Backend;
 use crate::clock::{millis, now_ms};
+use crate::database::dialect::ACTIVITY_BUCKET_MS;
 use crate::database::Database;
 use crate::error::describe;
 use crate::inner::Config;
@@ -39,7 +40,8 @@ pub(crate) const PURGE_EVERY: Duration = Duration::from_secs(10);
 /// stop: it deletes the done events past their retention in paced batches
 /// ([`purge_paced`]: a catch-up on a day of history takes a share of the
 /// database, never the claims' turn), forgets the differing copies of the
-/// events no longer stored, and looks again [`PURGE_EVERY`]. A failed batch
+/// events no longer stored and the activity chart's buckets past the
+/// retention, and looks again [`PURGE_EVERY`]. A failed batch
 /// is logged and the next round tries again.
 pub(crate) async fn purge_expired<DB: Backend>(
     db: Database<DB>,
@@ -54,6 +56,14 @@ pub(crate) async fn purge_expired<DB: Backend>(
             tracing::warn!(target: "payhook", %reason, "could not purge expired inbox events");
         }
         forget_orphaned_differing(&db, &config).await;
+        let before = before.div_euclid(ACTIVITY_BUCKET_MS);
+        if let Err(err) = db
+            .write(DB::forget_activity(&db, &config.namespace, before))
+            .await
+        {
+            let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
+            tracing::warn!(target: "payhook", %reason, "could not forget the activity chart's old buckets");
+        }
         tokio::select! {
             () = tokio::time::sleep(PURGE_EVERY) => {}
             () = super::stop_requested(&mut stopped) => return,

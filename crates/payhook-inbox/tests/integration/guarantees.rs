@@ -15,7 +15,7 @@
 //! | [`handler_longer_than_its_lease_is_never_taken_over`] | the lease is renewed while the handler runs: a handler 3× longer than the shortest lease finishes as attempt 1, never run twice | lease renewal switched off |
 //! | [`failed_attempt_waits_its_backoff`] | after a failure the event is due no sooner than the documented minimum backoff (half the nominal delay, which doubles per failure), and the next attempt does not start before it | no backoff; no doubling |
 //! | [`one_intent_never_runs_twice_at_once_across_replicas`] | two events of one payment intent never run at once, also when an earlier event of the intent arrives while another replica's claim is under way (on PostgreSQL: the per-intent guard taken by the claim) | the PostgreSQL claim ignoring whether it got the intent's guard |
-//! | [`retention_purges_only_old_done_rows`] | done rows older than the retention are purged; younger done rows, rows in any other state and other namespaces' rows are kept; a redelivery of a purged event is stored and handled again | the purge ignoring `done_at`, the state or the namespace |
+//! | [`retention_purges_only_old_done_rows`] | done rows older than the retention are purged, and so are the activity chart's buckets; younger done rows and buckets, rows in any other state and other namespaces' rows and buckets are kept; a redelivery of a purged event is stored and handled again | the purge ignoring `done_at`, the state or the namespace; the buckets not forgotten, or forgotten in every namespace |
 //! | [`purge_round_continues_while_old_rows_remain`] | the workers' purge keeps deleting batch after batch in one round while old done rows remain, so a backlog of several batches is gone at once, not one batch per round | the workers' purge returning after its first batch |
 //! | [`admin_purge_continues_while_old_rows_remain`] | `Admin::purge_done_before` (`payhook inbox purge`) deletes every old done row, batch after batch, counts them all and their batches, and rests at least 2 ms after each full batch | the admin purge returning after its first batch; no rest between batches |
 //! | [`batched_done_mark_clears_the_last_error`] | an event that failed once and then succeeded without opening its transaction (its done mark written in a batch) is done with no `last_error`; its attempts record keeps the failure | the batched done mark without `last_error = NULL` |
@@ -960,12 +960,46 @@ async fn retention_purges_only_old_done_rows(backend: Backend) {
         )
         .await;
 
+    // The activity chart's buckets: one past the retention, one within it,
+    // and another namespace's old one.
+    let bucket = |namespace: &str, at: i64| {
+        format!(
+            "INSERT INTO payhook_inbox_activity (namespace, bucket, shard, received) VALUES ('{namespace}', {}, 99, 1)",
+            at / 10_000
+        )
+    };
+    for sql in [
+        bucket(&setup.namespace, old),
+        bucket(&setup.namespace, young),
+        bucket(&other.namespace, old),
+    ] {
+        sqlx::query(&sql).execute(&setup.raw).await.unwrap();
+    }
+    let buckets = |namespace: String| {
+        let raw = setup.raw.clone();
+        async move {
+            let rows = sqlx::query(
+                "SELECT bucket FROM payhook_inbox_activity WHERE namespace = $1 AND shard = 99 ORDER BY bucket",
+            )
+            .bind(namespace)
+            .fetch_all(&raw)
+            .await
+            .unwrap();
+            rows.iter().map(|row| row.get::<i64, _>(0)).collect::<Vec<i64>>()
+        }
+    };
+
     // Workers purge when they start (then every minute).
     let workers = start(&inbox, setup.ledger.clone());
     eventually("the old done row purged", || async {
         setup.rows().await.len() < ids.len()
     })
     .await;
+    eventually("the old activity bucket forgotten", || async {
+        buckets(setup.namespace.clone()).await == [young / 10_000]
+    })
+    .await;
+    assert_eq!(buckets(other.namespace.clone()).await, [old / 10_000]);
     assert_eq!(
         setup.rows().await,
         [

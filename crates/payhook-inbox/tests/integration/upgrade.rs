@@ -270,8 +270,9 @@ async fn inbox_of_the_first_schema_upgrades_in_place(url: String) {
 }
 
 /// An admin never migrates: on a database whose schema predates the tally
-/// (migration 15; here dropped after the fact) the overview counts the
-/// events themselves, and says the same.
+/// (migration 15) or the activity chart's buckets (migration 18; here
+/// dropped after the fact) the overview counts the events themselves, and
+/// says the same.
 async fn an_admin_counts_the_events_where_there_is_no_tally(url: String) {
     let receiver = Receiver::builder().secret("whsec_upgrade").build().unwrap();
     let inbox = Inbox::builder(receiver)
@@ -292,6 +293,17 @@ async fn an_admin_counts_the_events_where_there_is_no_tally(url: String) {
         .unwrap();
     let counted: Vec<(State, i64)> = admin.stats().await.unwrap().counts().collect();
     assert_eq!(tallied, counted);
+    // The activity chart too (migration 18): from the events themselves
+    // where its buckets are not there.
+    let received =
+        |slots: Vec<payhook_inbox::admin::ActivitySlot>| slots.iter().map(|slot| slot.received).sum::<i64>();
+    let bucketed = received(admin.activity(Duration::from_secs(300), 12).await.unwrap());
+    sqlx::query("DROP TABLE payhook_inbox_activity")
+        .execute(inbox.pool())
+        .await
+        .unwrap();
+    let counted_activity = received(admin.activity(Duration::from_secs(300), 12).await.unwrap());
+    assert_eq!((bucketed, counted_activity), (3, 3));
     assert_eq!(
         counted,
         [
@@ -436,6 +448,28 @@ async fn an_inbox_with_history_upgrades_while_an_old_replica_stores_deliveries(u
     assert!(
         counts.contains(&(State::Done, HISTORY)) && counts.contains(&(State::Pending, stored)),
         "{counts:?}, {stored} stored during the upgrade ({upgraded_in:?}, slowest insert {slowest:?})"
+    );
+    // The activity chart's last hour (the history was received in it too):
+    // what was stored before migration 18 counted by its base (19 on
+    // PostgreSQL), what came after by its triggers, none twice.
+    let last_hour: i64 = Admin::of_inbox(&inbox)
+        .activity(Duration::from_secs(300), 12)
+        .await
+        .unwrap()
+        .iter()
+        .map(|slot| slot.received)
+        .sum();
+    let stored_in_the_last_hour: i64 = sqlx::query(
+        "SELECT COUNT(*) AS n FROM payhook_inbox WHERE namespace = 'payhook' AND received_at > $1",
+    )
+    .bind(now_ms() - 3_600_000)
+    .fetch_one(&old)
+    .await
+    .unwrap()
+    .get("n");
+    assert_eq!(
+        (last_hour, stored_in_the_last_hour),
+        (HISTORY + stored, HISTORY + stored)
     );
 }
 

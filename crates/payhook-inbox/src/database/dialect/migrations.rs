@@ -5,7 +5,7 @@
 //! has shipped: add the next.
 
 use crate::database::dialect::{table, Dialect};
-use crate::model::State;
+use crate::model::{AttemptOutcome, State};
 
 /// One version: its statements on each database.
 pub(crate) struct Migration {
@@ -29,7 +29,7 @@ const CLEAR_DONE_ERRORS: &str = concat!("UPDATE ", table!(), " SET last_error = 
 const HELD_ARE_SUSPECTS: &str = concat!("UPDATE ", table!(), " SET suspect = 2 WHERE state = $1");
 
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 17] = [
+pub(crate) const MIGRATIONS: [Migration; 19] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../../migrations/sqlite/0001_inbox_table.sql"),
@@ -136,14 +136,29 @@ pub(crate) const MIGRATIONS: [Migration; 17] = [
         postgres: include_str!("../../../migrations/postgres/0017_refused_and_delivered.sql"),
         then: None,
     },
+    // The activity chart's buckets, kept by triggers.
+    Migration {
+        version: 18,
+        sqlite: include_str!("../../../migrations/sqlite/0018_activity.sql"),
+        postgres: include_str!("../../../migrations/postgres/0018_activity.sql"),
+        then: None,
+    },
+    // Their base on PostgreSQL, counted outside the triggers' lock.
+    Migration {
+        version: 19,
+        sqlite: include_str!("../../../migrations/sqlite/0019_activity_base.sql"),
+        postgres: include_str!("../../../migrations/postgres/0019_activity_base.sql"),
+        then: None,
+    },
 ];
 
 impl Migration {
     /// Its statements on `dialect`, one at a time: the file split after each
     /// `;` that ends a line (a trigger's inner `;` does not), comment lines
     /// left out, and each `{pending}` or `{running}` replaced by that state's
-    /// name as an SQL literal, so that a state is written from [`State`],
-    /// never typed into a `.sql` file.
+    /// name as an SQL literal (`{attempt_done}` by the done attempts'
+    /// outcome), so that a state is written from [`State`] (an outcome from
+    /// [`AttemptOutcome`]), never typed into a `.sql` file.
     pub(crate) fn statements(&self, dialect: Dialect) -> impl Iterator<Item = String> + '_ {
         let file = match dialect {
             Dialect::Sqlite => self.sqlite,
@@ -160,6 +175,7 @@ impl Migration {
                 statement
                     .replace("{pending}", &format!("'{}'", State::Pending.as_str()))
                     .replace("{running}", &format!("'{}'", State::Running.as_str()))
+                    .replace("{attempt_done}", &format!("'{}'", AttemptOutcome::Done.as_str()))
             })
         })
     }
@@ -263,6 +279,7 @@ mod tests {
             crate::database::dialect::DIFFERING_TABLE,
             crate::database::dialect::RECONCILER_TABLE,
             crate::database::dialect::REFUSED_TABLE,
+            crate::database::dialect::ACTIVITY_TABLE,
             crate::database::dialect::tally_table!(),
         ];
         let mut created = std::collections::BTreeSet::<String>::new();

@@ -39,6 +39,19 @@ macro_rules! tally_table {
 }
 pub(crate) use tally_table;
 
+/// The table of the activity chart's 10-second buckets, kept by the
+/// database's triggers (migration 18), for `concat!`.
+macro_rules! activity_table {
+    () => {
+        "payhook_inbox_activity"
+    };
+}
+pub(crate) use activity_table;
+
+/// The length of one of the activity chart's buckets (migration 18), in
+/// milliseconds: a chart slot's edges are exact to this.
+pub(crate) const ACTIVITY_BUCKET_MS: i64 = 10_000;
+
 /// The paused event types' table name, for `concat!`.
 macro_rules! paused_table {
     () => {
@@ -109,6 +122,13 @@ pub const SCHEMA_TABLE: &str = concat!(table!(), "_schema");
 /// [`MAX_ATTEMPT_RECORDS`](crate::admin::MAX_ATTEMPT_RECORDS) per event,
 /// deleted with its event.
 pub const ATTEMPTS_TABLE: &str = attempts_table!();
+
+/// The table of the overview's activity chart: per namespace and 10-second
+/// bucket (`received_at / 10000`), the events stored, the duplicate
+/// deliveries, and the attempts ended done or failed, added by triggers as
+/// the rows are written (sharded by connection on PostgreSQL) and forgotten
+/// after the retention ([`Admin::activity`](crate::admin::Admin::activity)).
+pub const ACTIVITY_TABLE: &str = activity_table!();
 
 /// The table of paused event types (namespace, type, when): their events
 /// are stored and acknowledged but not claimed until the type is resumed

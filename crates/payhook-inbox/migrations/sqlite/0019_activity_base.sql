@@ -1,0 +1,4 @@
+-- PostgreSQL only: there the activity chart's base is counted apart from
+-- its triggers (see 0019 under postgres/); SQLite counted it with them in
+-- 0018, under its one writer. Nothing to change here; the version is
+-- recorded.
