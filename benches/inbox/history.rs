@@ -274,6 +274,12 @@ pub(crate) async fn with_history(url: &str, postgres: bool) {
                     .execute(&pool)
                     .await
                     .expect("vacuum");
+                // The fill wrote a month of the activity chart's buckets at
+                // once; autovacuum would analyze them as it does the events.
+                sqlx::query("VACUUM ANALYZE payhook_inbox_activity")
+                    .execute(&pool)
+                    .await
+                    .expect("vacuum");
             }
             stored = level;
             println!(
