@@ -17,6 +17,7 @@
 //! | [`one_intent_never_runs_twice_at_once_across_replicas`] | two events of one payment intent never run at once, also when an earlier event of the intent arrives while another replica's claim is under way (on PostgreSQL: the per-intent guard taken by the claim) | the PostgreSQL claim ignoring whether it got the intent's guard |
 //! | [`retention_purges_only_old_done_rows`] | done rows older than the retention are purged, and so are the activity chart's buckets; younger done rows and buckets, rows in any other state and other namespaces' rows and buckets are kept; a redelivery of a purged event is stored and handled again | the purge ignoring `done_at`, the state or the namespace; the buckets not forgotten, or forgotten in every namespace |
 //! | [`purge_round_continues_while_old_rows_remain`] | the workers' purge keeps deleting batch after batch in one round while old done rows remain, so a backlog of several batches is gone at once, not one batch per round | the workers' purge returning after its first batch |
+//! | [`a_purge_backlog_does_not_hold_claims_back`] | the retention purge runs beside the claims: a new event is handled while a backlog of old rows is still being purged | the purge run inside the claim loop until it catches up |
 //! | [`admin_purge_continues_while_old_rows_remain`] | `Admin::purge_done_before` (`payhook inbox purge`) deletes every old done row, batch after batch, counts them all and their batches, and rests at least 2 ms after each full batch | the admin purge returning after its first batch; no rest between batches |
 //! | [`batched_done_mark_clears_the_last_error`] | an event that failed once and then succeeded without opening its transaction (its done mark written in a batch) is done with no `last_error`; its attempts record keeps the failure | the batched done mark without `last_error = NULL` |
 //! | [`claimed_ahead_events_are_handed_back_uncounted`] | the workers claim ahead of their handlers without counting an attempt (it counts when the event starts), and when they stop they hand what they claimed but never started back to the queue at once, before their running handlers finish, still uncounted | the claim counting the attempt; no hand-back on shutdown |
@@ -1061,6 +1062,37 @@ async fn old_done_rows(setup: &Setup) -> i64 {
         .get(0)
 }
 
+/// The retention purge runs beside the claims: while it catches up on a
+/// backlog (seconds of paced batches), a new event is claimed and handled
+/// at once, not after the backlog is gone.
+async fn a_purge_backlog_does_not_hold_claims_back(backend: Backend) {
+    let setup = Setup::new(backend).await;
+    let inbox = setup.inbox(|b| b.retention(Duration::from_secs(3600))).await;
+    // About 2.5 s of purging on PostgreSQL (1 000 rows a batch), 4 s on
+    // SQLite (100 a batch), each batch followed by its rest.
+    let backlog: i64 = match backend {
+        Backend::Sqlite => 40_000,
+        Backend::Postgres => 100_000,
+    };
+    insert_old_done_rows(&setup, usize::try_from(backlog).unwrap()).await;
+    let workers = inbox.start(|_job: TestJob| async { Ok(()) });
+    eventually("the first purge batch", || async {
+        old_done_rows(&setup).await < backlog
+    })
+    .await;
+    ingest_ok(&inbox, &event("evt_new", "pi_new", 1)).await;
+    eventually("the new event done", || async {
+        setup.state("evt_new").await.0 == "done"
+    })
+    .await;
+    let left = old_done_rows(&setup).await;
+    workers.shutdown().await;
+    assert!(
+        left > 0,
+        "the backlog was gone before the new event was handled: the claims waited for the purge"
+    );
+}
+
 /// Five purge batches of old done rows on PostgreSQL, fifty on SQLite: once
 /// the workers' purge has deleted the first batch, the rest goes in the same
 /// round, each batch after a rest of four times its own time. A purge that
@@ -1397,6 +1429,7 @@ on_every_backend!(
     retention_purges_only_old_done_rows,
     failed_write_answers_503_and_stores_nothing,
     purge_round_continues_while_old_rows_remain,
+    a_purge_backlog_does_not_hold_claims_back,
     admin_purge_continues_while_old_rows_remain,
     batched_done_mark_clears_the_last_error,
     claimed_ahead_events_are_handed_back_uncounted,
