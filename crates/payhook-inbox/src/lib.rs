@@ -115,10 +115,12 @@
 //!   batched writes (start and done marks, lease renewals, hand-backs), the
 //!   attempts record, and the writer tasks that batch them.
 //! - `actions/` — the operator's actions: one event's retry and replay, the
-//!   retention purge, pause and resume, and the bulk actions (what they
-//!   select, the count first, the run in resting batches).
+//!   purge in paced batches (the retention's and the admin's), pause and
+//!   resume, and the bulk actions (what they select, the count first, the
+//!   run in resting batches).
 //! - `reads/` — what the operator's tools read: depth, lists, one event, the
-//!   dashboard's counts (from the tally), activity, pages and query plans.
+//!   dashboard's counts (from the tally), activity (from its buckets), pages
+//!   and query plans.
 //! - `intake/` — a verified delivery to a row and its reply, the batching
 //!   intake writer, the insert statement (shared with the reconciler), the
 //!   duplicates records, a later copy compared with its stored event (shared
