@@ -20,7 +20,9 @@
 //!   is purged: rows, batches, seconds in the purge's statements (per
 //!   100 000 rows) and over all, its rests included;
 //! - on PostgreSQL, the bytes on disk per stored event (table, indexes,
-//!   TOAST and attempts) and the largest index.
+//!   TOAST and attempts) and the largest index;
+//! - a reconcile pass that finds nothing missed (section 15's, by an inbox
+//!   of its own namespace beside the history).
 //!
 //! Each figure is printed beside the empty table's of the same run.
 
@@ -235,6 +237,7 @@ pub(crate) async fn with_history(url: &str, postgres: bool) {
     let month_start = i64::try_from(now()).expect("clock") * 1000 - MONTH_MS;
     let mut stored = 0_i64;
     let mut empty: Option<(f64, Vec<(&'static str, f64)>)> = None;
+    let mut empty_quiet: Option<f64> = None;
     for level in levels {
         if level > stored {
             let started = Instant::now();
@@ -370,6 +373,16 @@ pub(crate) async fn with_history(url: &str, postgres: bool) {
             );
         }
         workers.shutdown().await;
+        // A reconcile pass that finds nothing missed, by an inbox of its own
+        // namespace beside this history (the indexes it reads are shared).
+        let quiet = super::reconcile::quiet_passes(url, postgres, &format!("16. {level} stored:")).await;
+        match empty_quiet {
+            Some(before) => println!(
+                "16. {level} stored: quiet reconcile pass {quiet:.1} ms ({:.2}x empty)",
+                quiet / before
+            ),
+            None => empty_quiet = Some(quiet),
+        }
         if empty.is_none() {
             empty = Some((rate, read));
         }

@@ -106,7 +106,7 @@ pub(super) async fn reconciling(url: &str, postgres: bool) {
         r_stored / d_stored,
         r_handled / d_handled,
     );
-    quiet_passes(url, postgres).await;
+    quiet_passes(url, postgres, "15.").await;
     endless_list().await;
 }
 
@@ -345,8 +345,9 @@ async fn reconciler_updates(url: &str) -> i64 {
     updated
 }
 
-/// Passes when every event was delivered.
-async fn quiet_passes(url: &str, postgres: bool) {
+/// Passes when every event was delivered, printed after `label` (`15.`,
+/// or section 16's level); returns their mean wall time in milliseconds.
+pub(super) async fn quiet_passes(url: &str, postgres: bool, label: &str) -> f64 {
     let passes = if quick() { 20 } else { 50 };
     let (emulator, bodies) = backlog(QUIET_EVENTS).await;
     let settings = Reconcile::new(&emulator.base_url(), emulator.api_key())
@@ -447,7 +448,7 @@ async fn quiet_passes(url: &str, postgres: bool) {
     let p50 = percentile(&mut walls, 0.5);
     let p99 = percentile(&mut walls, 0.99);
     println!(
-        "15. a pass when nothing was missed ({QUIET_EVENTS} events delivered, every {} ms), {passes} passes: wall {:.1} ms mean \
+        "{label} a pass when nothing was missed ({QUIET_EVENTS} events delivered, every {} ms), {passes} passes: wall {:.1} ms mean \
          (p50 {} ms, p99 {} ms), {per_pass:.2} requests per pass, {stored} events stored, {} handler runs beyond the deliveries, \
          {:.2} ms CPU per pass (this process, the emulator's reply included){rows}",
         QUIET_INTERVAL.as_millis(),
@@ -458,4 +459,5 @@ async fn quiet_passes(url: &str, postgres: bool) {
         cpu * 1e3 / unwatched,
     );
     emulator.shutdown().await;
+    mean.as_secs_f64() * 1e3
 }
