@@ -85,13 +85,11 @@ const ROUTER: &str = "crates/payhook-emulator/src/api/mod.rs";
 /// The HTTP methods a route's method router may name (`get(…)`, `.post(…)`).
 const METHODS: [&str; 7] = ["get", "post", "put", "delete", "patch", "head", "options"];
 
-/// The text of a `(` … `)` group: `text` starts just after the `(`; returns
-/// what comes before the matching `)`. String literals are skipped whole.
-fn group(text: &str) -> &str {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for (at, c) in text.char_indices() {
+/// Each character of `text` outside string literals, with its byte offset
+/// and the bracket depth before it (string literals are skipped whole).
+fn outside_strings(text: &str) -> impl Iterator<Item = (usize, char, usize)> + '_ {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    text.char_indices().filter_map(move |(at, c)| {
         if in_string {
             match c {
                 _ if escaped => escaped = false,
@@ -99,45 +97,39 @@ fn group(text: &str) -> &str {
                 '"' => in_string = false,
                 _ => {}
             }
-            continue;
+            return None;
         }
-        match c {
-            '"' => in_string = true,
-            '(' | '[' | '{' => depth += 1,
-            ')' | ']' | '}' if depth > 0 => depth -= 1,
-            ')' => return &text[..at],
-            _ => {}
-        }
-    }
-    panic!(
-        "{ROUTER}: no closing `)` after `{}`",
-        text.chars().take(80).collect::<String>()
-    )
-}
-
-/// `text` split at its commas outside any bracket or string literal.
-fn top_level(text: &str, split_at: char) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut depth, mut in_string, mut escaped, mut start) = (0usize, false, false, 0);
-    for (at, c) in text.char_indices() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+        let before = depth;
         match c {
             '"' => in_string = true,
             '(' | '[' | '{' => depth += 1,
             ')' | ']' | '}' => depth = depth.saturating_sub(1),
-            _ if c == split_at && depth == 0 => {
-                parts.push(&text[start..at]);
-                start = at + c.len_utf8();
-            }
             _ => {}
+        }
+        (c != '"').then_some((at, c, before))
+    })
+}
+
+/// The text of a `(` … `)` group: `text` starts just after the `(`; returns
+/// what comes before the matching `)`.
+fn group(text: &str) -> &str {
+    match outside_strings(text).find(|&(_, c, depth)| c == ')' && depth == 0) {
+        Some((at, _, _)) => &text[..at],
+        None => panic!(
+            "{ROUTER}: no closing `)` after `{}`",
+            text.chars().take(80).collect::<String>()
+        ),
+    }
+}
+
+/// `text` split at each `split_at` outside any bracket or string literal.
+fn top_level(text: &str, split_at: char) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for (at, c, depth) in outside_strings(text) {
+        if c == split_at && depth == 0 {
+            parts.push(&text[start..at]);
+            start = at + c.len_utf8();
         }
     }
     parts.push(&text[start..]);
@@ -176,22 +168,10 @@ fn as_written(path: &str) -> String {
 
 /// `line` without its `//` comment (one outside a string literal).
 fn without_comment(line: &str) -> &str {
-    let (mut in_string, mut escaped) = (false, false);
-    for (at, c) in line.char_indices() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-        } else if c == '"' {
-            in_string = true;
-        } else if line[at..].starts_with("//") {
-            return &line[..at];
-        }
+    match outside_strings(line).find(|&(at, _, _)| line[at..].starts_with("//")) {
+        Some((at, _, _)) => &line[..at],
+        None => line,
     }
-    line
 }
 
 /// Every `METHOD /path` the router source serves: each
