@@ -270,33 +270,25 @@ sql_bounds! {
             let Scope { namespace, action, selection, as_of } = scope;
             let states = selected_states(action, selection);
             let clause = Clause::selecting(namespace, &states, selection, as_of, Lookup::Indexed);
-            // Bounded reads: a count costs the same however much history
-            // the table keeps (one over the limit says "more").
-            let count = format!(
-                concat!("SELECT COUNT(*) AS n FROM (SELECT 1 FROM ", table!(), " WHERE {} LIMIT {}) counted"),
+            // One bounded read: a count costs the same however much history
+            // the table keeps (one over the limit says "more"), and the types
+            // are tallied from the same rows rather than read again (each
+            // row's state and type are in its heap page, not in the index
+            // that finds it).
+            let read = format!(
+                concat!("SELECT event_type FROM ", table!(), " WHERE {} LIMIT {}"),
                 clause.sql,
                 BULK_COUNT_LIMIT + 1
             );
-            let total: i64 = bound::<DB>(&count, &clause.binds).fetch_one(&db.pool).await?.try_get("n")?;
-            let by_type = format!(
-                concat!(
-                    "SELECT event_type, COUNT(*) AS n FROM (SELECT event_type FROM ",
-                    table!(),
-                    " WHERE {} LIMIT {}) counted GROUP BY event_type ORDER BY COUNT(*) DESC, event_type LIMIT 20"
-                ),
-                clause.sql,
-                BULK_COUNT_LIMIT
-            );
-            let types = bound::<DB>(&by_type, &clause.binds)
-                .fetch_all(&db.pool)
-                .await?
-                .iter()
-                .map(|row| {
-                    let n: i64 = row.try_get("n")?;
-                    Ok((row.try_get("event_type")?, u64::try_from(n).unwrap_or(0)))
-                })
-                .collect::<Result<_, sqlx::Error>>()?;
-            Ok((u64::try_from(total).unwrap_or(0), types))
+            let rows = bound::<DB>(&read, &clause.binds).fetch_all(&db.pool).await?;
+            let mut tally: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+            for row in rows.iter().take(usize::try_from(BULK_COUNT_LIMIT).unwrap_or(usize::MAX)) {
+                *tally.entry(row.try_get("event_type")?).or_default() += 1;
+            }
+            let mut types: Vec<(String, u64)> = tally.into_iter().collect();
+            types.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            types.truncate(20);
+            Ok((u64::try_from(rows.len()).unwrap_or(u64::MAX), types))
         }
 
         async fn batch<'a>(
