@@ -10,8 +10,13 @@
 -- Statement-level triggers add what each statement inserted, sharded by the
 -- writing connection (`pg_backend_pid() % 8`) so that concurrent writers
 -- rarely wait for each other's row lock; each adds to its rows in key
--- order, so two that share a shard cannot deadlock. The last hour before
--- the upgrade is counted by version 19, outside these triggers' lock.
+-- order, so two that share a shard cannot deadlock. Each kind has shards of
+-- its own (events 0-7, duplicates 8-15, attempts 16-23), so no row is
+-- written by two kinds of statement: a delivery's insert takes its bucket
+-- and then the tally's row, a done mark takes the tally's row and then its
+-- attempt's bucket, and with shared rows the two could wait for each other
+-- in a cycle. The last hour before the upgrade is counted by version 19,
+-- outside these triggers' lock.
 CREATE TABLE IF NOT EXISTS payhook_inbox_activity (
     namespace TEXT NOT NULL,
     bucket BIGINT NOT NULL,
@@ -23,8 +28,8 @@ CREATE TABLE IF NOT EXISTS payhook_inbox_activity (
     PRIMARY KEY (namespace, bucket, shard)
 );
 CREATE OR REPLACE FUNCTION payhook_inbox_activity_received() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO payhook_inbox_activity AS a (namespace, bucket, shard, received) SELECT namespace, received_at / 10000, pg_backend_pid() % 8, COUNT(*) FROM inserted_events GROUP BY namespace, received_at / 10000 ORDER BY 1, 2 ON CONFLICT (namespace, bucket, shard) DO UPDATE SET received = a.received + excluded.received; RETURN NULL; END $$;
-CREATE OR REPLACE FUNCTION payhook_inbox_activity_duplicates() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO payhook_inbox_activity AS a (namespace, bucket, shard, duplicates) SELECT namespace, received_at / 10000, pg_backend_pid() % 8, COUNT(*) FROM inserted_duplicates GROUP BY namespace, received_at / 10000 ORDER BY 1, 2 ON CONFLICT (namespace, bucket, shard) DO UPDATE SET duplicates = a.duplicates + excluded.duplicates; RETURN NULL; END $$;
-CREATE OR REPLACE FUNCTION payhook_inbox_activity_attempts() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO payhook_inbox_activity AS a (namespace, bucket, shard, handled, failed) SELECT namespace, finished_at / 10000, pg_backend_pid() % 8, COUNT(*) FILTER (WHERE outcome = {attempt_done}), COUNT(*) FILTER (WHERE outcome <> {attempt_done}) FROM inserted_attempts GROUP BY namespace, finished_at / 10000 ORDER BY 1, 2 ON CONFLICT (namespace, bucket, shard) DO UPDATE SET handled = a.handled + excluded.handled, failed = a.failed + excluded.failed; RETURN NULL; END $$;
+CREATE OR REPLACE FUNCTION payhook_inbox_activity_duplicates() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO payhook_inbox_activity AS a (namespace, bucket, shard, duplicates) SELECT namespace, received_at / 10000, 8 + pg_backend_pid() % 8, COUNT(*) FROM inserted_duplicates GROUP BY namespace, received_at / 10000 ORDER BY 1, 2 ON CONFLICT (namespace, bucket, shard) DO UPDATE SET duplicates = a.duplicates + excluded.duplicates; RETURN NULL; END $$;
+CREATE OR REPLACE FUNCTION payhook_inbox_activity_attempts() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO payhook_inbox_activity AS a (namespace, bucket, shard, handled, failed) SELECT namespace, finished_at / 10000, 16 + pg_backend_pid() % 8, COUNT(*) FILTER (WHERE outcome = {attempt_done}), COUNT(*) FILTER (WHERE outcome <> {attempt_done}) FROM inserted_attempts GROUP BY namespace, finished_at / 10000 ORDER BY 1, 2 ON CONFLICT (namespace, bucket, shard) DO UPDATE SET handled = a.handled + excluded.handled, failed = a.failed + excluded.failed; RETURN NULL; END $$;
 DROP TRIGGER IF EXISTS payhook_inbox_activity_received ON payhook_inbox;
 CREATE TRIGGER payhook_inbox_activity_received AFTER INSERT ON payhook_inbox REFERENCING NEW TABLE AS inserted_events FOR EACH STATEMENT EXECUTE FUNCTION payhook_inbox_activity_received();
 DROP TRIGGER IF EXISTS payhook_inbox_activity_duplicates ON payhook_inbox_duplicates;

@@ -142,6 +142,22 @@ async fn attempts_are_recorded_bounded_and_deleted_with_their_event(url: String)
     assert!(activity
         .windows(2)
         .all(|pair| pair[1].start - pair[0].start == 300_000));
+    // On PostgreSQL no bucket row is written by two kinds of statement (a
+    // delivery's insert and a done mark would otherwise take its row and the
+    // tally's in opposite orders, and could deadlock).
+    if url.starts_with("postgres") {
+        let shared: i64 = sqlx::query(
+            "SELECT COUNT(*) AS n FROM payhook_inbox_activity WHERE namespace = $1 AND shard >= 0 AND \
+             (CASE WHEN received > 0 THEN 1 ELSE 0 END) + (CASE WHEN duplicates > 0 THEN 1 ELSE 0 END) \
+             + (CASE WHEN handled + failed > 0 THEN 1 ELSE 0 END) > 1",
+        )
+        .bind(admin.namespace())
+        .fetch_one(inbox.pool())
+        .await
+        .unwrap()
+        .get("n");
+        assert_eq!(shared, 0, "a bucket row written by two kinds of statement");
+    }
     let intent = admin.intent_events("pi_a", 10).await.unwrap();
     assert_eq!(
         intent
