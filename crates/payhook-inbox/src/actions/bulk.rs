@@ -274,21 +274,33 @@ sql_bounds! {
             // the table keeps (one over the limit says "more"), and the types
             // are tallied from the same rows rather than read again (each
             // row's state and type are in its heap page, not in the index
-            // that finds it).
+            // that finds it); the types among the first BULK_COUNT_LIMIT of
+            // them, the total over all (in every row, by a window over the
+            // groups).
             let read = format!(
-                concat!("SELECT event_type FROM ", table!(), " WHERE {} LIMIT {}"),
-                clause.sql,
-                BULK_COUNT_LIMIT + 1
+                concat!(
+                    "SELECT event_type, CAST(SUM(CASE WHEN seen <= {limit} THEN 1 ELSE 0 END) AS BIGINT) AS n, \
+                     CAST(SUM(COUNT(*)) OVER () AS BIGINT) AS total \
+                     FROM (SELECT event_type, ROW_NUMBER() OVER () AS seen FROM (SELECT event_type FROM ",
+                    table!(),
+                    " WHERE {clause} LIMIT {read}) selected) numbered \
+                     GROUP BY event_type ORDER BY n DESC, event_type LIMIT 20"
+                ),
+                limit = BULK_COUNT_LIMIT,
+                clause = clause.sql,
+                read = BULK_COUNT_LIMIT + 1,
             );
             let rows = bound::<DB>(&read, &clause.binds).fetch_all(&db.pool).await?;
-            let mut tally: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
-            for row in rows.iter().take(usize::try_from(BULK_COUNT_LIMIT).unwrap_or(usize::MAX)) {
-                *tally.entry(row.try_get("event_type")?).or_default() += 1;
+            let mut total = 0_i64;
+            let mut types = Vec::new();
+            for row in &rows {
+                total = row.try_get("total")?;
+                let n: i64 = row.try_get("n")?;
+                if n > 0 {
+                    types.push((row.try_get("event_type")?, u64::try_from(n).unwrap_or(0)));
+                }
             }
-            let mut types: Vec<(String, u64)> = tally.into_iter().collect();
-            types.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-            types.truncate(20);
-            Ok((u64::try_from(rows.len()).unwrap_or(u64::MAX), types))
+            Ok((u64::try_from(total).unwrap_or(0), types))
         }
 
         async fn batch<'a>(
