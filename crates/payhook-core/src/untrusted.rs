@@ -150,24 +150,27 @@ pub struct LaidOutJson {
 }
 
 /// `text` cut to at most `limit` bytes on a character boundary, ending in
-/// `…` when it was cut (the `…` counted in the limit), so that a value from
-/// a request or a reply is stored or logged bounded by one rule.
+/// `…` when it was cut (the `…` counted in the limit; a limit too small to
+/// hold it cuts without one), so that a value from a request or a reply is
+/// stored or logged bounded by one rule.
 ///
 /// ```
 /// use payhook::untrusted::cut;
 ///
 /// assert_eq!(cut("evt_short", 16), "evt_short");
 /// assert_eq!(cut("évènement", 7), "év…"); // never inside a character
+/// assert_eq!(cut("evt_short", 2), "ev"); // no room for the `…`
 /// ```
 pub fn cut(text: &str, limit: usize) -> String {
     if text.len() <= limit {
         return text.to_owned();
     }
-    let mut end = limit.saturating_sub('…'.len_utf8());
+    let mark = if limit >= '…'.len_utf8() { "…" } else { "" };
+    let mut end = limit - mark.len();
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}…", &text[..end])
+    format!("{}{mark}", &text[..end])
 }
 
 /// A JSON body laid out for a person to read — in a terminal or a web page —
@@ -299,6 +302,24 @@ fn needs_escape(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cut_value_is_never_longer_than_its_limit() {
+        for text in ["", "a", "évènement", "evt_0123456789", "€€€€"] {
+            for limit in 0..20 {
+                let cut = cut(text, limit);
+                if text.len() <= limit {
+                    assert_eq!(cut, text);
+                } else {
+                    assert!(cut.len() <= limit, "{text:?} at {limit}: {cut:?}");
+                    assert!(
+                        text.starts_with(cut.trim_end_matches('…')),
+                        "{text:?} at {limit}: {cut:?}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn values_are_escaped_and_capped() {
