@@ -37,6 +37,22 @@ async fn reconcile(args: &[&str]) -> Run {
     reconcile_with_env(args, &[]).await
 }
 
+/// `payhook reconcile` from the list at `base` into the inbox at `database`,
+/// with the key in `key_file`, and `extra` arguments.
+async fn reconcile_into(base: &str, key_file: &std::path::Path, database: &str, extra: &[&str]) -> Run {
+    let key_file = key_file.to_str().unwrap();
+    let mut args = vec![
+        "--api-base",
+        base,
+        "--api-key-file",
+        key_file,
+        "--database-url",
+        database,
+    ];
+    args.extend_from_slice(extra);
+    reconcile(&args).await
+}
+
 async fn reconcile_with_env(args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut full = vec!["reconcile".to_owned()];
     full.extend(args.iter().map(|arg| (*arg).to_owned()));
@@ -790,15 +806,7 @@ async fn reconcile_ends_on_a_list_whose_cursor_repeats() {
     let (key_file, database, inbox) = empty_inbox("reconcile-cursor").await;
     drop(inbox);
     let started = std::time::Instant::now();
-    let run = reconcile(&[
-        "--api-base",
-        &base,
-        "--api-key-file",
-        key_file.to_str().unwrap(),
-        "--database-url",
-        &database,
-    ])
-    .await;
+    let run = reconcile_into(&base, &key_file, &database, &[]).await;
     assert!(
         started.elapsed() < std::time::Duration::from_secs(30),
         "{:?}",
@@ -839,17 +847,7 @@ async fn reconcile_stops_at_max_pages_on_a_list_that_never_ends() {
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
     let (key_file, database, inbox) = empty_inbox("reconcile-max-pages").await;
-    let run = reconcile(&[
-        "--api-base",
-        &base,
-        "--api-key-file",
-        key_file.to_str().unwrap(),
-        "--database-url",
-        &database,
-        "--max-pages",
-        "5",
-    ])
-    .await;
+    let run = reconcile_into(&base, &key_file, &database, &["--max-pages", "5"]).await;
     assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stderr.contains("more than 5 page(s)"), "{run:?}");
     assert!(run.stderr.contains("--max-pages"), "{run:?}");
@@ -906,16 +904,7 @@ async fn reconcile_yes_stopping_midway_says_how_many_were_stored() {
     let (key_file, database, inbox) =
         inbox_with_one_delivery("reconcile-midway", event("evt_delivered", 30)).await;
     drop(inbox);
-    let run = reconcile(&[
-        "--api-base",
-        &base,
-        "--api-key-file",
-        key_file.to_str().unwrap(),
-        "--database-url",
-        &database,
-        "--yes",
-    ])
-    .await;
+    let run = reconcile_into(&base, &key_file, &database, &["--yes"]).await;
     assert_ne!(run.code, 0, "{run:?}");
     assert!(
         run.stdout
@@ -942,16 +931,7 @@ async fn reconcile_records_a_listed_event_that_does_not_parse_and_stores_the_res
     let base = hostile_list(http::StatusCode::OK, page).await;
     let (key_file, database, inbox) =
         inbox_with_one_delivery("reconcile-refused", event("evt_delivered")).await;
-    let run = reconcile(&[
-        "--api-base",
-        &base,
-        "--api-key-file",
-        key_file.to_str().unwrap(),
-        "--database-url",
-        &database,
-        "--yes",
-    ])
-    .await;
+    let run = reconcile_into(&base, &key_file, &database, &["--yes"]).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
         run.stderr.contains("1 listed event(s) could not be taken"),
