@@ -357,7 +357,7 @@ sql_bounds! {
                         // A bucket is drawn in the slot where it starts; the
                         // one that starts before `since`, in the first.
                         let start = bucket.saturating_mul(ACTIVITY_BUCKET_MS).max(since);
-                        let Some(slot) = usize::try_from((start - since) / interval)
+                        let Some(slot) = usize::try_from(start.saturating_sub(since) / interval)
                             .ok()
                             .filter(|&slot| slot < slots)
                         else {

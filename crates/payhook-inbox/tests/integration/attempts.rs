@@ -142,6 +142,11 @@ async fn attempts_are_recorded_bounded_and_deleted_with_their_event(url: String)
     assert!(activity
         .windows(2)
         .all(|pair| pair[1].start - pair[0].start == 300_000));
+    // Any interval and number of slots is taken: the slots are capped at
+    // 1 000, and a span past the start of time counts everything since it.
+    let widest = admin.activity(Duration::MAX, usize::MAX).await.unwrap();
+    assert_eq!(widest.len(), 1000);
+    assert_eq!(widest.iter().map(|slot| slot.received).sum::<i64>(), 2);
     // On PostgreSQL no bucket row is written by two kinds of statement (a
     // delivery's insert and a done mark would otherwise take its row and the
     // tally's in opposite orders, and could deadlock).
