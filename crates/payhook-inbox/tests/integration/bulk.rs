@@ -533,9 +533,50 @@ async fn a_count_stops_at_its_limit_and_the_run_acts_on_all_selected(backend: Ba
     assert_eq!(count_in(&inbox, "evt_", "dead").await, 0);
 }
 
+/// A count lists its 20 most common types (most events first, then by
+/// name) and counts every selected event, of the types it lists and of
+/// those it does not.
+async fn a_count_lists_its_most_common_types_and_counts_all(backend: Backend) {
+    let inbox = inbox(backend).await;
+    let admin = Admin::of_inbox(&inbox);
+    let died = now_ms() - 3_600_000;
+    // 25 types: `type_NN` has 1 to 3 dead events (NN % 3 + 1).
+    let mut expected: Vec<(String, u64)> = Vec::new();
+    for n in 0..25_u64 {
+        let event_type = format!("type_{n:02}");
+        let events = n % 3 + 1;
+        for e in 0..events {
+            sqlx::query(
+                "INSERT INTO payhook_inbox (namespace, event_id, event_type, intent_id, created, body, \
+                 received_at, state, attempts, due_at, last_error, last_attempt_at) \
+                 VALUES ($1, $2, $3, NULL, 1, '{}', $4, 'dead', 1, $4, 'failed', $4)",
+            )
+            .bind(inbox.namespace())
+            .bind(format!("evt_{event_type}_{e}"))
+            .bind(&event_type)
+            .bind(died)
+            .execute(inbox.pool())
+            .await
+            .unwrap();
+        }
+        expected.push((event_type, events));
+    }
+    let total: u64 = expected.iter().map(|(_, events)| events).sum();
+    expected.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    expected.truncate(20);
+    let dead = Selection {
+        state: Some(State::Dead),
+        ..Selection::default()
+    };
+    let count = admin.bulk_count(BulkAction::Retry, &dead, None).await.unwrap();
+    assert_eq!((count.events, count.more), (total, false));
+    assert_eq!(count.types, expected);
+}
+
 on_every_backend!(
     sqlite: Backend::Sqlite, postgres: Backend::Postgres, worker_threads: 2;
     a_count_stops_at_its_limit_and_the_run_acts_on_all_selected,
+    a_count_lists_its_most_common_types_and_counts_all,
     retry_counts_first_then_runs_in_batches_and_reruns_touch_the_rest,
     replay_and_purge_act_on_their_states_only_once,
     bulk_pause_pauses_the_selected_types,
