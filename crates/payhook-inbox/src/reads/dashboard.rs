@@ -310,46 +310,46 @@ sql_bounds! {
                 // A database not yet upgraded to version 18 (an admin never
                 // migrates): counted from the rows of the span.
                 Err(sqlx::Error::Database(err)) if is_missing_table(err.as_ref()) => {
-                let index = |slot: i64| usize::try_from(slot).ok().filter(|&slot| slot < slots);
-                let received = sqlx::query(RECEIVED_PER_INTERVAL)
-                    .bind(namespace)
-                    .bind(since)
-                    .bind(interval)
-                    .fetch_all(&db.pool)
-                    .await?;
-                for row in received {
-                    if let Some(slot) = index(row.try_get("slot")?) {
-                        out[slot].received = row.try_get("n")?;
-                    }
-                }
-                let duplicates = sqlx::query(DUPLICATES_PER_INTERVAL)
-                    .bind(namespace)
-                    .bind(since)
-                    .bind(interval)
-                    .fetch_all(&db.pool)
-                    .await?;
-                for row in duplicates {
-                    if let Some(slot) = index(row.try_get("slot")?) {
-                        out[slot].duplicates = row.try_get("n")?;
-                    }
-                }
-                let attempts = sqlx::query(ATTEMPTS_PER_INTERVAL)
-                    .bind(namespace)
-                    .bind(since)
-                    .bind(interval)
-                    .fetch_all(&db.pool)
-                    .await?;
-                for row in attempts {
-                    if let Some(slot) = index(row.try_get("slot")?) {
-                        let outcome: String = row.try_get("outcome")?;
-                        let count: i64 = row.try_get("n")?;
-                        if outcome == AttemptOutcome::Done.as_str() {
-                            out[slot].handled += count;
-                        } else {
-                            out[slot].failed += count;
+                    let index = |slot: i64| usize::try_from(slot).ok().filter(|&slot| slot < slots);
+                    let received = sqlx::query(RECEIVED_PER_INTERVAL)
+                        .bind(namespace)
+                        .bind(since)
+                        .bind(interval)
+                        .fetch_all(&db.pool)
+                        .await?;
+                    for row in received {
+                        if let Some(slot) = index(row.try_get("slot")?) {
+                            out[slot].received = row.try_get("n")?;
                         }
                     }
-                }
+                    let duplicates = sqlx::query(DUPLICATES_PER_INTERVAL)
+                        .bind(namespace)
+                        .bind(since)
+                        .bind(interval)
+                        .fetch_all(&db.pool)
+                        .await?;
+                    for row in duplicates {
+                        if let Some(slot) = index(row.try_get("slot")?) {
+                            out[slot].duplicates = row.try_get("n")?;
+                        }
+                    }
+                    let attempts = sqlx::query(ATTEMPTS_PER_INTERVAL)
+                        .bind(namespace)
+                        .bind(since)
+                        .bind(interval)
+                        .fetch_all(&db.pool)
+                        .await?;
+                    for row in attempts {
+                        if let Some(slot) = index(row.try_get("slot")?) {
+                            let outcome: String = row.try_get("outcome")?;
+                            let count: i64 = row.try_get("n")?;
+                            if outcome == AttemptOutcome::Done.as_str() {
+                                out[slot].handled += count;
+                            } else {
+                                out[slot].failed += count;
+                            }
+                        }
+                    }
                 }
                 buckets => {
                     for row in buckets? {
