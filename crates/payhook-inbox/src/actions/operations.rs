@@ -327,13 +327,21 @@ fn park_statement(dialect: crate::database::dialect::Dialect, park: bool, keys: 
 /// SQLite `(namespace, state, done_at)`), so each statement is short. (That index is also the narrowest one the
 /// overview's counts by phase read on PostgreSQL: without it the planner
 /// scans the table.)
+///
+/// The outer conditions repeat the inner ones on purpose. On PostgreSQL a
+/// row picked while done may be changed before the delete reaches it (a
+/// replay or a retry making it pending); the delete then waits for that
+/// change to commit and rechecks only its own conditions on the row's new
+/// version, never the subquery's: without them here it would delete the
+/// event the replay had just queued.
 const PURGE: &str = concat!(
     "DELETE FROM ",
     table!(),
     " WHERE arrival IN ( \
        SELECT arrival FROM ",
     table!(),
-    " WHERE namespace = $1 AND phase = $4 AND state = $5 AND done_at < $2 LIMIT $3)"
+    " WHERE namespace = $1 AND phase = $4 AND state = $5 AND done_at < $2 LIMIT $3) \
+     AND namespace = $1 AND state = $5 AND done_at < $2"
 );
 
 /// Parks (`park`) or unparks every waiting event of `event_type`, in

@@ -1,7 +1,8 @@
 //! Operating an inbox: the admin operations never create or change a database,
 //! a SQLite file deleted or replaced under a running inbox is noticed, and on
 //! PostgreSQL a replica's new event wakes the others' workers at once, unless
-//! its own workers take it at their next claim.
+//! its own workers take it at their next claim, and a purge never deletes an
+//! event replayed while it waits for the event's row.
 //!
 //! PostgreSQL comes from `PAYHOOK_TEST_DATABASE_URL` (`.ci/start-postgres`);
 //! the PostgreSQL test fails when it is unset or unreachable.
@@ -348,4 +349,101 @@ async fn admin_works_on_the_apps_own_pool() {
     assert_eq!((shown.state.as_str(), shown.attempts), ("pending", 0));
     assert_eq!(admin.list(&Default::default()).await.unwrap().len(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A done event replayed while a purge waits for its row is kept: the purge
+/// picked it while it was done, then waited for the replay's row lock, and
+/// must recheck that the row it then meets is still done and old enough
+/// rather than delete the event the replay has just made pending (its
+/// handler would never run again and its id would be forgotten).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_purge_keeps_an_event_replayed_while_it_waits_for_the_row() {
+    let url = payhook_test_support::postgres_url();
+    let namespace = unique("purge_race");
+    let inbox = Inbox::builder(receiver())
+        .namespace(&namespace)
+        .connect(&url)
+        .await
+        .unwrap();
+    drop(inbox);
+    let admin = Admin::connect(&url, &namespace).await.unwrap();
+    let raw = sqlx::PgPool::connect(&url).await.unwrap();
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    let old = now - 2 * 3600 * 1000;
+    for id in ["evt_replayed", "evt_old"] {
+        sqlx::query(
+            "INSERT INTO payhook_inbox (namespace, event_id, event_type, created, body, received_at, \
+             state, attempts, due_at, done_at) \
+             VALUES ($1, $2, 'payment_intent.succeeded', 1, '{}', $3, 'done', 1, $3, $3)",
+        )
+        .bind(&namespace)
+        .bind(id)
+        .bind(old)
+        .execute(&raw)
+        .await
+        .unwrap();
+    }
+
+    // The replay's change, held uncommitted.
+    let mut replay = raw.begin().await.unwrap();
+    sqlx::query(
+        "UPDATE payhook_inbox SET state = 'pending', due_at = $3, done_at = NULL \
+         WHERE namespace = $1 AND event_id = $2 AND state = 'done'",
+    )
+    .bind(&namespace)
+    .bind("evt_replayed")
+    .bind(now)
+    .execute(&mut *replay)
+    .await
+    .unwrap();
+
+    let purge = tokio::spawn(async move { admin.purge_done_before(now - 3600 * 1000).await });
+    // Wait until the purge's delete waits for the replayed row's lock.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query(
+            "SELECT COUNT(*) FROM pg_locks l JOIN pg_locks held ON held.transactionid = l.transactionid \
+             AND held.granted AND NOT l.granted WHERE held.pid = $1",
+        )
+        .bind(
+            sqlx::query("SELECT pg_backend_pid()")
+                .fetch_one(&mut *replay)
+                .await
+                .unwrap()
+                .get::<i32, _>(0),
+        )
+        .fetch_one(&raw)
+        .await
+        .unwrap()
+        .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the purge never waited for the replayed row"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    replay.commit().await.unwrap();
+
+    let purged = purge.await.unwrap().unwrap();
+    let left: Vec<(String, String)> =
+        sqlx::query_as("SELECT event_id, state FROM payhook_inbox WHERE namespace = $1 ORDER BY event_id")
+            .bind(&namespace)
+            .fetch_all(&raw)
+            .await
+            .unwrap();
+    assert_eq!(
+        left,
+        [("evt_replayed".to_owned(), "pending".to_owned())],
+        "the purge deleted the event replayed while it waited"
+    );
+    assert_eq!(purged.events, 1);
 }
