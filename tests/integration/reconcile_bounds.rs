@@ -380,12 +380,17 @@ async fn throttling_waits_its_retry_after_then_goes_on() {
     assert_eq!(failures, 0, "a pass that reached its end clears the failures");
 }
 
+/// One bad event holds back none: of a page with a good event, one that
+/// does not parse and one that parses but cannot be stored (its id holds a
+/// NUL, written `\u0000`), the good one is stored and handled, the other two
+/// recorded as refused, and the pass reaches its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_page_with_an_event_that_does_not_parse_stores_the_rest_and_goes_on() {
+async fn a_page_with_events_that_do_not_parse_or_cannot_be_stored_stores_the_rest_and_goes_on() {
     let (api, base) = fake_api().await;
     let good = event("evt_page_good", 20);
     let bad = unparsable(20);
-    *api.events.lock().unwrap() = vec![good, bad];
+    let unstorable = event(r"evt_page_nul\u0000", 20);
+    *api.events.lock().unwrap() = vec![good, bad, unstorable];
     let inbox = inbox(&sqlite_url("payhook-reconcile-bad-page"), &base, 200, |b| b).await;
     let handled = Handled::default();
     let workers = start(&inbox, &handled);
@@ -393,8 +398,6 @@ async fn a_page_with_an_event_that_does_not_parse_stores_the_rest_and_goes_on() 
         !handled.lock().unwrap().is_empty()
     })
     .await;
-    // One bad event holds back none: the rest of the page is stored, the
-    // bad one recorded, and the pass reaches its end.
     let admin = payhook::inbox::Admin::of_inbox(&inbox);
     eventually_async(Duration::from_secs(10), "a pass reached its end", || async {
         mark(&inbox).await.is_some()
@@ -406,9 +409,17 @@ async fn a_page_with_an_event_that_does_not_parse_stores_the_rest_and_goes_on() 
         [("evt_page_good".to_owned(), Some("reconciled".to_owned()))]
     );
     let refused = admin.refused(10).await.unwrap();
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert_eq!(refused[0].event_id, None);
-    assert!(refused[0].reason.contains("does not parse"), "{refused:?}");
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    let unparsed = refused.iter().find(|row| row.event_id.is_none());
+    assert!(
+        unparsed.is_some_and(|row| row.reason.contains("does not parse")),
+        "{refused:?}"
+    );
+    let unstored = refused.iter().find(|row| row.event_id.is_some());
+    assert!(
+        unstored.is_some_and(|row| row.reason.contains("cannot be stored") && row.reason.contains("NUL")),
+        "{refused:?}"
+    );
     let (failures, _, _) = reconciler_row(&inbox).await;
     assert_eq!(failures, 0);
 }

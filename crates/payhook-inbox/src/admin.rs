@@ -517,7 +517,9 @@ impl<DB: Backend> Admin<DB> {
     /// in one statement: they are handled when a worker of the app runs. How
     /// many were new (a delivery may have stored one meanwhile; it then
     /// stands). Every event is checked first: when one cannot be stored (an
-    /// id over [`MAX_ID_BYTES`](crate::model::MAX_ID_BYTES), a NUL), none is.
+    /// id over [`MAX_ID_BYTES`](crate::model::MAX_ID_BYTES), a NUL), none is;
+    /// [`split_storable`](crate::reconcile::split_storable) sets those apart
+    /// beforehand, so that one holds back none.
     ///
     /// Store only events younger than the inbox's retention: an older one may
     /// have been handled and purged already, and would run again.

@@ -108,6 +108,12 @@ impl<'a> Pager<'a> {
         Ok(Some(events))
     }
 
+    /// Adds listed events found unfit later (the inbox cannot store them)
+    /// to the ones that could not be taken.
+    pub(crate) fn refuse(&mut self, events: Vec<RefusedEvent>) {
+        self.refused.extend(events);
+    }
+
     /// The listed events that could not be taken, each once.
     pub(crate) fn refused(&self) -> &[RefusedEvent] {
         &self.refused

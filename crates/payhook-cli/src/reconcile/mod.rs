@@ -51,6 +51,7 @@ use payhook_core::defaults::DEFAULT_RETENTION;
 use payhook_core::time::{format_utc, now_secs};
 use payhook_core::untrusted::Untrusted;
 use payhook_inbox::admin::Admin;
+use payhook_inbox::reconcile::split_storable;
 use url::Url;
 
 use crate::failure::Failure;
@@ -314,7 +315,11 @@ async fn into_inbox(
             continue;
         }
         let absent = admin.missing(&page).await.map_err(crate::inbox::failure)?;
-        missing.extend(absent.into_iter().cloned());
+        // One the inbox cannot store (too long an id, a NUL) is refused
+        // like a listed event that does not parse, so it holds back none.
+        let (storable, unstorable) = split_storable(&absent);
+        pages.refuse(unstorable);
+        missing.extend(storable.into_iter().cloned());
     }
     let namespace = shell_word(&args.namespace);
     say!(

@@ -946,3 +946,42 @@ async fn reconcile_records_a_listed_event_that_does_not_parse_and_stores_the_res
     assert_eq!(refused[0].event_id.as_deref(), Some("evt_broken"), "{refused:?}");
     assert_no_key(&run);
 }
+
+/// A listed event that parses but that the inbox cannot store (its id holds
+/// a NUL, written `\u0000` in the JSON) is refused and recorded like one
+/// that does not parse; the events listed beside it, in the same batch, are
+/// stored, and the run succeeds.
+#[tokio::test(flavor = "multi_thread")]
+async fn reconcile_refuses_a_listed_event_the_inbox_cannot_store_and_stores_the_rest() {
+    let created = now_secs() - 60;
+    let event = |id: &str| listed(id, created);
+    let page = format!(
+        r#"{{"has_more":false,"data":[{},{},{}]}}"#,
+        event("evt_before_nul"),
+        event(r"evt_nul\u0000here"),
+        event("evt_after_nul")
+    );
+    let base = hostile_list(http::StatusCode::OK, page).await;
+    let (key_file, database, inbox) =
+        inbox_with_one_delivery("reconcile-unstorable", event("evt_delivered")).await;
+    let run = reconcile_into(&base, &key_file, &database, &["--yes"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr.contains("1 listed event(s) could not be taken"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("cannot be stored: invalid payload: id contains a NUL character"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("2 event(s) stored in the inbox"), "{run:?}");
+    assert!(run.stdout.contains("1 refused event(s) recorded"), "{run:?}");
+    let admin = payhook_inbox::Admin::of_inbox(&inbox);
+    assert!(admin.show("evt_before_nul").await.is_ok(), "{run:?}");
+    assert!(admin.show("evt_after_nul").await.is_ok(), "{run:?}");
+    let refused = admin.refused(10).await.unwrap();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].reason.contains("cannot be stored"), "{refused:?}");
+    assert_no_key(&run);
+}

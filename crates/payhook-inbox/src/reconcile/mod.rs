@@ -154,6 +154,39 @@ pub use settings::{
 
 use crate::clock::now_ms;
 use crate::inner::Inner;
+
+/// Of `events` (say the ones [`Admin::missing`](crate::admin::Admin::missing)
+/// found), the ones the inbox can store, and apart, as refused events, the
+/// ones it cannot: an id, type or payment intent id longer than
+/// [`MAX_ID_BYTES`](crate::model::MAX_ID_BYTES) or holding a NUL (the JSON
+/// escape `\u0000`). A refused one's `reason` starts `cannot be stored:`,
+/// its `position` is its place in `events` (from 1) and its id is cut to
+/// [`MAX_REFUSED_ID_BYTES`](payhook_api::MAX_REFUSED_ID_BYTES).
+///
+/// [`Admin::store_reconciled`](crate::admin::Admin::store_reconciled) stores
+/// nothing of a batch holding one such event; split first, so that one holds
+/// back none: store the storable ones, record the others with
+/// [`Admin::record_refused`](crate::admin::Admin::record_refused), as the
+/// reconciler and `payhook reconcile` do.
+///
+/// ```
+/// use payhook::inbox::reconcile::{split_storable, ListedEvent};
+/// use payhook::Event;
+///
+/// let listed = |id: &str| {
+///     let body = format!(r#"{{"id":"{id}","type":"customer.created","created":1,"data":{{"object":{{}}}}}}"#);
+///     ListedEvent { event: Event::from_slice(body.as_bytes()).unwrap(), body }
+/// };
+/// let events = [listed("evt_ok"), listed(&format!("evt_{}", "x".repeat(300)))];
+/// let events: Vec<&ListedEvent> = events.iter().collect();
+/// let (storable, refused) = split_storable(&events);
+/// assert_eq!(storable.len(), 1);
+/// assert_eq!(refused[0].position, 2);
+/// assert!(refused[0].reason.contains("id is longer than 255 bytes"), "{}", refused[0].reason);
+/// ```
+pub fn split_storable<'e>(events: &[&'e ListedEvent]) -> (Vec<&'e ListedEvent>, Vec<RefusedEvent>) {
+    store::split_storable(events)
+}
 use pass::{pass, PassError, PassStores};
 
 /// Runs passes every interval until `stopped`, or until the service refuses

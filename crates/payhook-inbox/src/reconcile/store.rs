@@ -9,7 +9,9 @@ use crate::intake::insert::Intake;
 use crate::model::{NewRow, RefusedRow, Source};
 use crate::reconcile::record::ReconcilerRecord;
 
-use super::ListedEvent;
+use payhook_api::MAX_REFUSED_ID_BYTES;
+
+use super::{ListedEvent, RefusedEvent};
 
 /// The listed events the namespace does not hold, in list order.
 pub(crate) async fn missing<'e, DB: ReconcilerRecord + Intake + Notify>(
@@ -72,17 +74,47 @@ pub(crate) fn rows_of(events: &[ListedEvent]) -> (Vec<NewRow>, Vec<RefusedRow>) 
     let mut rows = Vec::with_capacity(events.len());
     let mut refused = Vec::new();
     for listed in events {
-        match row_of(&listed.event, listed.body.as_bytes()) {
+        match row_or_reason(listed) {
             Ok(row) => rows.push(row),
-            Err(err) => refused.push(RefusedRow::new(
+            Err(reason) => refused.push(RefusedRow::new(
                 Some(listed.event.id()),
-                &format!(
-                    "cannot be stored: {}",
-                    payhook_core::untrusted::Untrusted::message(&err.to_string())
-                ),
+                &reason,
                 listed.body.len(),
             )),
         }
     }
     (rows, refused)
+}
+
+/// Of `events`, the ones the inbox can store, and apart the ones it cannot
+/// as refused events (`position`: the place in `events`, from 1).
+pub(crate) fn split_storable<'e>(events: &[&'e ListedEvent]) -> (Vec<&'e ListedEvent>, Vec<RefusedEvent>) {
+    let mut storable = Vec::with_capacity(events.len());
+    let mut refused = Vec::new();
+    for (index, listed) in events.iter().enumerate() {
+        match row_or_reason(listed) {
+            Ok(_) => storable.push(*listed),
+            Err(reason) => refused.push(RefusedEvent {
+                id: Some(payhook_core::untrusted::cut(
+                    listed.event.id(),
+                    MAX_REFUSED_ID_BYTES,
+                )),
+                reason,
+                position: index + 1,
+                bytes: listed.body.len(),
+            }),
+        }
+    }
+    (storable, refused)
+}
+
+/// The row of `listed`, or why it cannot be stored (`cannot be stored: …`,
+/// escaped).
+fn row_or_reason(listed: &ListedEvent) -> Result<NewRow, String> {
+    row_of(&listed.event, listed.body.as_bytes()).map_err(|err| {
+        format!(
+            "cannot be stored: {}",
+            payhook_core::untrusted::Untrusted::message(&err.to_string())
+        )
+    })
 }
