@@ -20,7 +20,7 @@
 //!   is purged: rows, batches, seconds in the purge's statements (per
 //!   100 000 rows) and over all, its rests included;
 //! - on PostgreSQL, the bytes on disk per stored event (table, indexes,
-//!   TOAST and attempts) and the largest index;
+//!   TOAST, bodies and attempts) and the largest index;
 //! - a reconcile pass that finds nothing missed (section 15's, by an inbox
 //!   of its own namespace beside the history).
 //!
@@ -38,17 +38,21 @@ use super::{body, env_number, now, quick, serve, SECRET};
 /// The history fill on PostgreSQL: `$1` namespace, `$2` the month's start
 /// (Unix ms), `$3` ms between two events, rows `$4 + 1` to `$5` of a level
 /// whose first row is `$6 + 1`, received at the month's start (each
-/// level's fill spreads over the whole month).
-const FILL_POSTGRES: &str = "INSERT INTO payhook_inbox \
+/// level's fill spreads over the whole month). Stored as the intake stores
+/// them: the row with an empty body, the body in `payhook_inbox_bodies`
+/// under the row's `arrival`.
+const FILL_POSTGRES: &str = "WITH stored AS (INSERT INTO payhook_inbox \
     (namespace, event_id, event_type, intent_id, created, body, received_at, state, attempts, due_at, \
      last_error, last_attempt_at, done_at) \
-    SELECT $1, 'evt_history_' || g, 'payment_intent.succeeded', 'pi_history_' || (g / 3), 1700000000 + g / 5, \
-      '{\"id\":\"evt_history_' || g || '\",\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{\"id\":\"pi_history_' \
-        || (g / 3) || '\",\"amount\":2500,\"currency\":\"btc\",\"metadata\":{\"note\":\"' || md5(g::text) || repeat('x', 1300) || '\"}}}}', \
+    SELECT $1, 'evt_history_' || g, 'payment_intent.succeeded', 'pi_history_' || (g / 3), 1700000000 + g / 5, '', \
       $2 + (g - $6) * $3, CASE WHEN g % 33 = 0 THEN 'dead' ELSE 'done' END, 1, $2 + (g - $6) * $3, \
       CASE WHEN g % 33 = 0 THEN 'the handler failed' END, $2 + (g - $6) * $3 + 5, \
       CASE WHEN g % 33 = 0 THEN NULL ELSE $2 + (g - $6) * $3 + 10 END \
-    FROM generate_series($4 + 1, $5) AS g";
+    FROM generate_series($4 + 1, $5) AS g RETURNING arrival, event_id) \
+    INSERT INTO payhook_inbox_bodies (arrival, body) \
+    SELECT arrival, '{\"id\":\"evt_history_' || g || '\",\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{\"id\":\"pi_history_' \
+        || (g / 3) || '\",\"amount\":2500,\"currency\":\"btc\",\"metadata\":{\"note\":\"' || md5(g::text) || repeat('x', 1300) || '\"}}}}' \
+    FROM stored, LATERAL (SELECT CAST(substring(event_id FROM 13) AS BIGINT) AS g) AS n";
 
 /// The same on SQLite (no `generate_series` nor `md5`).
 const FILL_SQLITE: &str = "WITH RECURSIVE g(n) AS (SELECT $4 + 1 UNION ALL SELECT n + 1 FROM g WHERE n < $5) \
@@ -277,6 +281,10 @@ pub(crate) async fn with_history(url: &str, postgres: bool) {
                     .execute(&pool)
                     .await
                     .expect("vacuum");
+                sqlx::query("VACUUM ANALYZE payhook_inbox_bodies")
+                    .execute(&pool)
+                    .await
+                    .expect("vacuum");
                 // The fill wrote a month of the activity chart's buckets at
                 // once; autovacuum would analyze them as it does the events.
                 sqlx::query("VACUUM ANALYZE payhook_inbox_activity")
@@ -330,7 +338,8 @@ pub(crate) async fn with_history(url: &str, postgres: bool) {
         }
         if postgres && stored > 0 {
             let row: (i64, i64, String) = sqlx::query_as(
-                "SELECT pg_total_relation_size('payhook_inbox') + pg_total_relation_size('payhook_inbox_attempts'), \
+                "SELECT pg_total_relation_size('payhook_inbox') + pg_total_relation_size('payhook_inbox_attempts') \
+                   + pg_total_relation_size('payhook_inbox_bodies'), \
                    (SELECT COUNT(*) FROM payhook_inbox), \
                    (SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'payhook_inbox'::regclass \
                     ORDER BY pg_relation_size(indexrelid) DESC LIMIT 1)",

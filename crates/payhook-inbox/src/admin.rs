@@ -33,8 +33,8 @@ pub use crate::actions::selection::{
     BulkAction, BulkCount, BulkReport, Selection, BULK_COUNT_LIMIT, MAX_BULK_IDS,
 };
 pub use crate::database::dialect::{
-    ACTIVITY_TABLE, ATTEMPTS_TABLE, DIFFERING_TABLE, DUPLICATES_TABLE, PAUSED_TABLE, RECONCILER_TABLE,
-    REFUSED_TABLE,
+    ACTIVITY_TABLE, ATTEMPTS_TABLE, BODIES_TABLE, DIFFERING_TABLE, DUPLICATES_TABLE, PAUSED_TABLE,
+    RECONCILER_TABLE, REFUSED_TABLE,
 };
 pub use crate::intake::refused::MAX_REFUSED_KEPT;
 pub use crate::model::{

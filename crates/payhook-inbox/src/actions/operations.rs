@@ -274,7 +274,7 @@ sql_bounds! {
 
         async fn purge<'a>(db: &'a Database<Self>, namespace: &'a str, before: i64, limit: i64) -> Result<u64, sqlx::Error> {
 
-            let purged = sqlx::query(PURGE)
+            let purged = sqlx::query(&purge_statement(db.dialect))
                 .bind(namespace)
                 .bind(before)
                 .bind(limit)
@@ -326,7 +326,8 @@ fn park_statement(dialect: crate::database::dialect::Dialect, park: bool, keys: 
 /// `(namespace, phase, done_at)` index (`$4` done's phase, `$5` done; on
 /// SQLite `(namespace, state, done_at)`), so each statement is short. (That index is also the narrowest one the
 /// overview's counts by phase read on PostgreSQL: without it the planner
-/// scans the table.)
+/// scans the table.) The rows found are deleted by their address
+/// ([`Dialect::rows_among`](crate::database::dialect::Dialect::rows_among)).
 ///
 /// The outer conditions repeat the inner ones on purpose. On PostgreSQL a
 /// row picked while done may be changed before the delete reaches it (a
@@ -334,15 +335,20 @@ fn park_statement(dialect: crate::database::dialect::Dialect, park: bool, keys: 
 /// change to commit and rechecks only its own conditions on the row's new
 /// version, never the subquery's: without them here it would delete the
 /// event the replay had just queued.
-const PURGE: &str = concat!(
-    "DELETE FROM ",
-    table!(),
-    " WHERE arrival IN ( \
-       SELECT arrival FROM ",
-    table!(),
-    " WHERE namespace = $1 AND phase = $4 AND state = $5 AND done_at < $2 LIMIT $3) \
-     AND namespace = $1 AND state = $5 AND done_at < $2"
-);
+fn purge_statement(dialect: crate::database::dialect::Dialect) -> String {
+    format!(
+        concat!(
+            "DELETE FROM ",
+            table!(),
+            " WHERE {} AND namespace = $1 AND state = $5 AND done_at < $2"
+        ),
+        dialect.rows_among(concat!(
+            "FROM ",
+            table!(),
+            " WHERE namespace = $1 AND phase = $4 AND state = $5 AND done_at < $2 LIMIT $3"
+        ))
+    )
+}
 
 /// Parks (`park`) or unparks every waiting event of `event_type`, in
 /// batches of [`PARK_BATCH`] in due order: a paused type's events are kept
@@ -390,7 +396,10 @@ mod tests {
     /// oldest, never every done row of the namespace.
     #[tokio::test]
     async fn sqlite_purge_reads_old_done_rows_through_its_index() {
-        let plan = crate::database::migrate::sqlite_plan(PURGE).await;
+        let plan = crate::database::migrate::sqlite_plan(&purge_statement(
+            crate::database::dialect::Dialect::Sqlite,
+        ))
+        .await;
         assert!(
             plan.contains("payhook_inbox_done (namespace=? AND state=? AND done_at<?)"),
             "{plan}"

@@ -116,11 +116,10 @@ sql_bounds! {
             use sqlx::Row as _;
             let mut copies = HashMap::with_capacity(ids.len());
             for chunk in ids.chunks(100) {
-                let mut sql = String::from(concat!(
-                    "SELECT event_id, body, source, delivered_at FROM ",
-                    table!(),
-                    " WHERE namespace = $1 AND event_id IN ("
-                ));
+                let mut sql = format!(
+                    concat!("SELECT event_id, {} AS body, source, delivered_at FROM ", table!(), " e WHERE namespace = $1 AND event_id IN ("),
+                    db.dialect.body_of("e")
+                );
                 for index in 0..chunk.len() {
                     if index > 0 {
                         sql.push_str(", ");

@@ -8,7 +8,7 @@ use std::future::Future;
 
 use sqlx::Row as _;
 
-use crate::database::dialect::{parked, paused_table, table, Dialect};
+use crate::database::dialect::{bodies_table, parked, paused_table, table, Dialect};
 use crate::database::driver::{sql_bounds, Driver};
 use crate::database::Database;
 use crate::model::{NewRow, Source, State};
@@ -96,8 +96,22 @@ sql_bounds! {
 /// paused; the last is the trace context). Padding rows are all NULL and
 /// filtered out; repeats are skipped by `ON CONFLICT`, and the new rows' ids
 /// come back.
+///
+/// On PostgreSQL the batch is a `WITH` part read twice: the events are
+/// inserted with an empty `body`, and each new one's body goes to
+/// [`bodies_table!`] under the `arrival` the insert returned, in the same
+/// statement (a repeat skipped by `ON CONFLICT` returns nothing, so writes
+/// no body).
 fn insert_statement(dialect: Dialect, rows: usize, source: Source) -> String {
-    let mut sql = String::with_capacity(rows * 40 + 400);
+    let mut sql = String::with_capacity(rows * 40 + 600);
+    let apart = dialect.bodies_apart();
+    if apart {
+        sql.push_str("WITH batch AS (SELECT * FROM (VALUES ");
+        push_values(&mut sql, rows);
+        sql.push_str(") AS batch WHERE column1 IS NOT NULL");
+        sql.push_str(dialect.durable_commit());
+        sql.push_str("), stored AS (");
+    }
     sql.push_str(concat!(
         "INSERT INTO ",
         table!(),
@@ -110,8 +124,10 @@ fn insert_statement(dialect: Dialect, rows: usize, source: Source) -> String {
     if source.is_some() {
         sql.push_str(", source");
     }
+    sql.push_str(") SELECT $1, column1, column2, column3, column4, ");
+    sql.push_str(if apart { "''" } else { "column5" });
     sql.push_str(concat!(
-        ") SELECT $1, column1, column2, column3, column4, column5, column6, $2, 0, \
+        ", column6, $2, 0, \
            CASE WHEN EXISTS (SELECT 1 FROM ",
         paused_table!(),
         " p WHERE p.namespace = $1 AND p.event_type = column2"
@@ -125,7 +141,32 @@ fn insert_statement(dialect: Dialect, rows: usize, source: Source) -> String {
     if let Some(source) = source {
         sql.push_str(&format!(", '{source}'"));
     }
-    sql.push_str(" FROM (VALUES ");
+    if apart {
+        sql.push_str(" FROM batch");
+    } else {
+        sql.push_str(" FROM (VALUES ");
+        push_values(&mut sql, rows);
+        // The WHERE also tells SQLite's parser that ON CONFLICT is the upsert clause.
+        sql.push_str(") AS batch WHERE column1 IS NOT NULL");
+        sql.push_str(dialect.durable_commit());
+    }
+    if apart {
+        sql.push_str(concat!(
+            " ON CONFLICT (namespace, event_id) DO NOTHING RETURNING arrival, event_id), \
+             bodies AS (INSERT INTO ",
+            bodies_table!(),
+            " (arrival, body) SELECT stored.arrival, batch.column5 FROM stored \
+             JOIN batch ON batch.column1 = stored.event_id) \
+             SELECT event_id FROM stored"
+        ));
+    } else {
+        sql.push_str(" ON CONFLICT (namespace, event_id) DO NOTHING RETURNING event_id");
+    }
+    sql
+}
+
+/// `($3, …, $9), ($10, …)`: seven parameters for each of `rows` rows.
+fn push_values(sql: &mut String, rows: usize) {
     for row in 0..rows {
         let first = 3 + row * 7;
         if row > 0 {
@@ -142,11 +183,6 @@ fn insert_statement(dialect: Dialect, rows: usize, source: Source) -> String {
             first + 6
         ));
     }
-    // The WHERE also tells SQLite's parser that ON CONFLICT is the upsert clause.
-    sql.push_str(") AS batch WHERE column1 IS NOT NULL");
-    sql.push_str(dialect.durable_commit());
-    sql.push_str(" ON CONFLICT (namespace, event_id) DO NOTHING RETURNING event_id");
-    sql
 }
 
 /// Rows of one batched statement: its batch, padded with empty rows to the

@@ -652,7 +652,8 @@ fn claim_window(limit: i64) -> i64 {
 /// committed after `PICK`'s snapshot may have started one, and `PICK`
 /// leaves a later running event of the intent to this check). `$5` is the
 /// claim's limit (`PICK` applied it). `{namespace}` and `{state}` are the
-/// columns kept from driving the statement ([`Dialect::unindexed`]).
+/// columns kept from driving the statement ([`Dialect::unindexed`]);
+/// `{body}` reads the body where it is kept ([`Dialect::body_of`]).
 const CLAIM_PICKED: &str = concat!(
     "UPDATE ",
     table!(),
@@ -661,7 +662,7 @@ const CLAIM_PICKED: &str = concat!(
      WHERE c.arrival = picked.arrival AND {namespace} = $1 AND {state} = $7 AND c.due_at <= $2 \
        AND $5 > 0",
     due_in_order_indexed!("$6"),
-    " RETURNING c.arrival, c.event_id, c.body, c.attempts, c.trace_context, c.source, c.suspect"
+    " RETURNING c.arrival, c.event_id, {body} AS body, c.attempts, c.trace_context, c.source, c.suspect"
 );
 
 /// The claim statement of a dialect: on PostgreSQL [`CLAIM_PICKED`], on
@@ -672,6 +673,7 @@ fn claim_statement(dialect: Dialect) -> String {
             .replace("{picked}", &dialect.json_rows(8, &["arrival"]))
             .replace("{namespace}", &dialect.unindexed("c.namespace"))
             .replace("{state}", &dialect.unindexed("c.state"))
+            .replace("{body}", &dialect.body_of("c"))
     } else {
         CLAIM.to_owned()
     }

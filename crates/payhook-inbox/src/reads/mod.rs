@@ -255,11 +255,28 @@ sql_bounds! {
             const SHOW: &str = concat!(
                 "SELECT ",
                 columns!(),
-                ", body FROM ",
+                ", {body} AS body FROM ",
                 table!(),
-                " WHERE namespace = $1 AND event_id = $2"
+                " e WHERE namespace = $1 AND event_id = $2"
             );
-            let row = sqlx::query(SHOW).bind(namespace).bind(event_id).fetch_optional(&db.pool).await?;
+            let show = |body: &str| SHOW.replace("{body}", body);
+            let row = match sqlx::query(&show(&db.dialect.body_of("e")))
+                .bind(namespace)
+                .bind(event_id)
+                .fetch_optional(&db.pool)
+                .await
+            {
+                // A database not yet upgraded to version 20 (the admin
+                // tools never migrate): every body is in its row.
+                Err(sqlx::Error::Database(err)) if is_missing_table(err.as_ref()) => {
+                    sqlx::query(&show("e.body"))
+                        .bind(namespace)
+                        .bind(event_id)
+                        .fetch_optional(&db.pool)
+                        .await?
+                }
+                other => other?,
+            };
             row.map(|row| {
                 let body = row.try_get("body")?;
                 stored_event(&row, Some(body))

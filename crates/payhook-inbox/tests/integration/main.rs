@@ -11,6 +11,7 @@
 mod telemetry;
 
 mod attempts;
+mod bodies;
 mod bulk;
 mod conformance;
 mod guarantees;

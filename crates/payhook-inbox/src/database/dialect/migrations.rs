@@ -29,7 +29,7 @@ const CLEAR_DONE_ERRORS: &str = concat!("UPDATE ", table!(), " SET last_error = 
 const HELD_ARE_SUSPECTS: &str = concat!("UPDATE ", table!(), " SET suspect = 2 WHERE state = $1");
 
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 19] = [
+pub(crate) const MIGRATIONS: [Migration; 20] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../../migrations/sqlite/0001_inbox_table.sql"),
@@ -148,6 +148,13 @@ pub(crate) const MIGRATIONS: [Migration; 19] = [
         version: 19,
         sqlite: include_str!("../../../migrations/sqlite/0019_activity_base.sql"),
         postgres: include_str!("../../../migrations/postgres/0019_activity_base.sql"),
+        then: None,
+    },
+    // PostgreSQL's bodies in a table of their own (SQLite: nothing).
+    Migration {
+        version: 20,
+        sqlite: include_str!("../../../migrations/sqlite/0020_bodies_apart.sql"),
+        postgres: include_str!("../../../migrations/postgres/0020_bodies_apart.sql"),
         then: None,
     },
 ];
@@ -280,6 +287,7 @@ mod tests {
             crate::database::dialect::RECONCILER_TABLE,
             crate::database::dialect::REFUSED_TABLE,
             crate::database::dialect::ACTIVITY_TABLE,
+            crate::database::dialect::BODIES_TABLE,
             crate::database::dialect::tally_table!(),
         ];
         let mut created = std::collections::BTreeSet::<String>::new();

@@ -52,6 +52,14 @@ pub(crate) use activity_table;
 /// milliseconds: a chart slot's edges are exact to this.
 pub(crate) const ACTIVITY_BUCKET_MS: i64 = 10_000;
 
+/// The bodies' table name (PostgreSQL, migration 20), for `concat!`.
+macro_rules! bodies_table {
+    () => {
+        "payhook_inbox_bodies"
+    };
+}
+pub(crate) use bodies_table;
+
 /// The paused event types' table name, for `concat!`.
 macro_rules! paused_table {
     () => {
@@ -129,6 +137,13 @@ pub const ATTEMPTS_TABLE: &str = attempts_table!();
 /// the rows are written (sharded by connection on PostgreSQL) and forgotten
 /// after the retention ([`Admin::activity`](crate::admin::Admin::activity)).
 pub const ACTIVITY_TABLE: &str = activity_table!();
+
+/// The table of the events' bodies on PostgreSQL (`arrival`, `body`):
+/// written once when an event is stored, deleted with it (migration 20).
+/// The events table's own `body` column is then empty; events stored before
+/// version 20 keep their body there. SQLite keeps every body in the events
+/// table and has no such table.
+pub const BODIES_TABLE: &str = bodies_table!();
 
 /// The table of paused event types (namespace, type, when): their events
 /// are stored and acknowledged but not claimed until the type is resumed
@@ -288,6 +303,41 @@ impl Dialect {
     /// done mark and its attempt record are one statement; SQLite runs them
     /// as two in one transaction.
     pub(crate) fn modifies_in_with(self) -> bool {
+        match self {
+            Self::Sqlite => false,
+            Self::Postgres => true,
+        }
+    }
+
+    /// The body of the event row `alias` names, as a select expression: on
+    /// PostgreSQL from [`BODIES_TABLE`] (version 20 on), or from the row's
+    /// own column for an event stored before; on SQLite the row's column.
+    pub(crate) fn body_of(self, alias: &str) -> String {
+        match self {
+            Self::Sqlite => format!("{alias}.body"),
+            Self::Postgres => format!(
+                "COALESCE((SELECT b.body FROM {} b WHERE b.arrival = {alias}.arrival), {alias}.body)",
+                bodies_table!()
+            ),
+        }
+    }
+
+    /// A condition on the events table that holds for the rows `from` (a
+    /// `FROM … WHERE … LIMIT …` of that table) finds, matched by their
+    /// physical address on PostgreSQL (`ctid = ANY(ARRAY(…))`: a TID scan,
+    /// with no index probe per row), by key on SQLite (`arrival`, its
+    /// rowid). The statement must repeat `from`'s conditions outside it: a
+    /// row changed after `from` read it is rechecked by those alone.
+    pub(crate) fn rows_among(self, from: &str) -> String {
+        match self {
+            Self::Sqlite => format!("arrival IN (SELECT arrival {from})"),
+            Self::Postgres => format!("ctid = ANY(ARRAY(SELECT ctid {from}))"),
+        }
+    }
+
+    /// Whether the intake writes each body to [`BODIES_TABLE`] rather than
+    /// the events table's row (PostgreSQL).
+    pub(crate) fn bodies_apart(self) -> bool {
         match self {
             Self::Sqlite => false,
             Self::Postgres => true,

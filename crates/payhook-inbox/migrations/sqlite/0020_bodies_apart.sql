@@ -1,0 +1,4 @@
+-- Version 20 keeps PostgreSQL's bodies in a table of their own, so that
+-- the events table's rows, kept half a page apart for in-place updates,
+-- are small. SQLite fills its pages whole and has no such room to save:
+-- its bodies stay in the events table, and this version changes nothing.
