@@ -889,20 +889,28 @@ async fn reconcile_redacts_the_trimmed_key_echoed_by_the_service() {
     );
 }
 
-/// `--yes` that stops midway (the newest of 101 missed events cannot be
-/// stored: its id is too long for the inbox) says how many were stored
-/// before the error and exits non-zero; the 100 stored stay.
+/// `--yes` that stops midway (the database refuses the batch holding the
+/// newest of 101 missed events: a trigger of the test's raises on it) says
+/// how many were stored before the error and exits non-zero; the 100 stored
+/// stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_yes_stopping_midway_says_how_many_were_stored() {
     let now = now_secs();
     let event = |id: &str, age: u64| listed(id, now - age);
-    // Newest first: the unstorable one, then 100 good ones.
-    let mut data = vec![event(&format!("evt_{}", "x".repeat(1000)), 10)];
+    // Newest first: the one the database refuses, then 100 good ones.
+    let mut data = vec![event("evt_midway_refused", 10)];
     data.extend((0..100).map(|n| event(&format!("evt_midway_{n:03}"), 20 + n)));
     let page = format!(r#"{{"has_more":false,"data":[{}]}}"#, data.join(","));
     let base = hostile_list(http::StatusCode::OK, page).await;
     let (key_file, database, inbox) =
         inbox_with_one_delivery("reconcile-midway", event("evt_delivered", 30)).await;
+    payhook_inbox::sqlx::query(
+        "CREATE TRIGGER refuse_one BEFORE INSERT ON payhook_inbox \
+         WHEN NEW.event_id = 'evt_midway_refused' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+    )
+    .execute(inbox.pool())
+    .await
+    .unwrap();
     drop(inbox);
     let run = reconcile_into(&base, &key_file, &database, &["--yes"]).await;
     assert_ne!(run.code, 0, "{run:?}");
@@ -912,6 +920,7 @@ async fn reconcile_yes_stopping_midway_says_how_many_were_stored() {
         "{run:?}"
     );
     assert!(run.stdout.contains("1 not stored"), "{run:?}");
+    assert!(run.stderr.contains("refused by the test"), "{run:?}");
     assert_no_key(&run);
 }
 
