@@ -16,9 +16,10 @@
 //!   bulk counts (retry dead, purge older than 7 days, replay older than
 //!   1 day), the paused types;
 //! - the ack p99 of a paced load (`PAYHOOK_BENCH_BULK_RATE`, default 300/s)
-//!   with no-op workers running, idle and while the oldest day of history
-//!   is purged: rows, batches, seconds in the purge's statements (per
-//!   100 000 rows) and over all, its rests included;
+//!   with no-op workers running, idle, while the oldest day of history is
+//!   purged at the retention purge's pace, and while the next day is purged
+//!   at the operator's: rows, batches, seconds in the purge's statements
+//!   (per 100 000 rows) and over all, its rests included;
 //! - on PostgreSQL, the bytes on disk per stored event (table, indexes,
 //!   TOAST, bodies and attempts) and the largest index;
 //! - a reconcile pass that finds nothing missed (section 15's, by an inbox
@@ -28,7 +29,7 @@
 
 use std::time::{Duration, Instant};
 
-use payhook::inbox::admin::{Admin, BulkAction, Filter, PageQuery, Selection};
+use payhook::inbox::admin::{Admin, BulkAction, Filter, Pace, PageQuery, Selection};
 use payhook::inbox::{sqlx, Inbox, State};
 use payhook_test_support::unique;
 
@@ -355,31 +356,37 @@ pub(crate) async fn with_history(url: &str, postgres: bool) {
         }
         // Acknowledgements of a paced load (`PAYHOOK_BENCH_BULK_RATE`, 300/s
         // by default) with no-op workers running: idle, then while the
-        // oldest day of history is purged as the retention purge takes it.
+        // oldest day of history is purged at the retention purge's pace,
+        // then the next day at the operator's (`payhook inbox purge`).
         let workers = inbox.start(|_job: payhook::inbox::Job| async { Ok(()) });
         let (idle, _) = p99_while::<()>(&endpoint, None, Duration::from_secs(5)).await;
         println!("16. {level} stored: ack p99 {:.1} ms", ms(idle));
         if stored > 0 {
-            let purge = async {
-                let started = Instant::now();
-                let purged = admin
-                    .purge_done_before(month_start + MONTH_MS / 30)
-                    .await
-                    .expect("purge");
-                (purged, started.elapsed().as_secs_f64())
-            };
-            let (during, purged) = p99_while(&endpoint, Some(Box::pin(purge)), Duration::ZERO).await;
-            let (purged, seconds) = purged.expect("purged");
-            let busy = purged.busy.as_secs_f64();
-            println!(
-                "16. {level} stored: purge of the oldest day: {} events in {} batches, {busy:.2} s in statements \
-                 ({:.2} s per 100 000) over {seconds:.2} s, ack p99 meanwhile {:.1} ms ({:.2}x idle)",
-                purged.events,
-                purged.batches,
-                busy * 100_000.0 / purged.events.max(1) as f64,
-                ms(during),
-                during.as_secs_f64() / idle.as_secs_f64()
-            );
+            for (day, pace, name) in [
+                (1, Pace::Background, "retention"),
+                (2, Pace::Operator, "operator"),
+            ] {
+                let purge = async {
+                    let started = Instant::now();
+                    let purged = admin
+                        .purge_done_before_paced(month_start + day * MONTH_MS / 30, pace)
+                        .await
+                        .expect("purge");
+                    (purged, started.elapsed().as_secs_f64())
+                };
+                let (during, purged) = p99_while(&endpoint, Some(Box::pin(purge)), Duration::ZERO).await;
+                let (purged, seconds) = purged.expect("purged");
+                let busy = purged.busy.as_secs_f64();
+                println!(
+                    "16. {level} stored: purge of a day at the {name} pace: {} events in {} batches, {busy:.2} s in \
+                     statements ({:.2} s per 100 000) over {seconds:.2} s, ack p99 meanwhile {:.1} ms ({:.2}x idle)",
+                    purged.events,
+                    purged.batches,
+                    busy * 100_000.0 / purged.events.max(1) as f64,
+                    ms(during),
+                    during.as_secs_f64() / idle.as_secs_f64()
+                );
+            }
         }
         workers.shutdown().await;
         // A reconcile pass that finds nothing missed, by an inbox of its own

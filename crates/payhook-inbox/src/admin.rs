@@ -28,7 +28,7 @@ use crate::error::{payhook_escape, InboxError};
 use crate::inbox::DEFAULT_SQLITE_CACHE_KIB;
 
 pub use crate::actions::bulk_run::BULK_BATCH;
-pub use crate::actions::purge::PurgeReport;
+pub use crate::actions::purge::{Pace, PurgeReport};
 pub use crate::actions::selection::{
     BulkAction, BulkCount, BulkReport, Selection, BULK_COUNT_LIMIT, MAX_BULK_IDS,
 };
@@ -197,17 +197,33 @@ impl<DB: Backend> Admin<DB> {
     /// and how long its statements took ([`PurgeReport`]). Their ids are then
     /// no longer recognised as repeats.
     ///
-    /// Paced as the retention purge is: after each batch it rests four times
-    /// as long as the batch took (2 to 300 milliseconds), so deliveries and
-    /// workers keep most of the database while it runs. Each batch takes its
-    /// turn among this process's writes on SQLite, so the deliveries stored
-    /// meanwhile wait for one batch at most, never for the database's busy
-    /// handler.
+    /// At the operator's pace ([`Pace::Operator`]): after each batch it
+    /// rests four times as long as the batch took (2 to 300 milliseconds),
+    /// so deliveries and workers keep most of the database while it runs,
+    /// though an acknowledgement that meets a batch is slowed. Each batch
+    /// takes its turn among this process's writes on SQLite, so the
+    /// deliveries stored meanwhile wait for one batch at most, never for the
+    /// database's busy handler. [`purge_done_before_paced`](Self::purge_done_before_paced)
+    /// purges at the retention purge's gentler pace.
     ///
     /// # Errors
     /// A database error.
     pub async fn purge_done_before(&self, before_ms: i64) -> Result<PurgeReport, InboxError> {
-        Ok(purge_paced(&self.db, &self.namespace, before_ms, || false).await?)
+        self.purge_done_before_paced(before_ms, Pace::Operator).await
+    }
+
+    /// [`purge_done_before`](Self::purge_done_before) at `pace`:
+    /// [`Pace::Background`] is the retention purge's, which leaves the
+    /// acknowledgements' latency as it was, and takes 25 times as long.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn purge_done_before_paced(
+        &self,
+        before_ms: i64,
+        pace: Pace,
+    ) -> Result<PurgeReport, InboxError> {
+        Ok(purge_paced(&self.db, &self.namespace, before_ms, pace, || false).await?)
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 use crate::actions::bulk::Bulk;
 use crate::actions::bulk::{selected_states, Position, Scope};
 use crate::actions::operations::{park_all, Operations};
-use crate::actions::purge::rest_after;
+use crate::actions::purge::Pace;
 use crate::actions::selection::{
     BulkAction, BulkCount, BulkReport, Selection, BULK_COUNT_LIMIT, MAX_BULK_IDS,
 };
@@ -106,7 +106,7 @@ impl<DB: Bulk + Operations> BulkRun<'_, DB> {
                 // Not a transaction and holding no write lock, so not a
                 // batch; a failed one is made up by the next.
                 let _ = DB::checkpoint(self.db).await;
-                tokio::time::sleep(rest_after(took)).await;
+                tokio::time::sleep(Pace::Operator.rest_after(took)).await;
             }
         }
         report.no_longer_qualified = report.selected.saturating_sub(report.events);

@@ -5,8 +5,9 @@
 //!   `retry_dead`, `replay`), one bounded `purge` batch, `pause`/`resume`
 //!   of an event type and the parking of its waiting events (`park_all`).
 //! - [`purge`] — the purge of done events in batches (`purge_batch` rows)
-//!   with a rest after each (`rest_after`, which the bulk actions take too):
-//!   `purge_paced`, run by the retention purge and by the admin.
+//!   with a rest after each as a `Pace` says (the bulk actions rest at the
+//!   operator's pace too): `purge_paced`, run by the retention purge and by
+//!   the admin.
 //! - [`selection`] — what a bulk action is and selects (`BulkAction`,
 //!   `Selection`), its count and its report: the types the tools see.
 //! - [`bulk`] — `Bulk`: a bulk action's `count` and one keyset `batch`, each

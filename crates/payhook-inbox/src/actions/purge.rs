@@ -1,9 +1,10 @@
 //! The purge of done events, paced: the retention purge the workers run
 //! beside their claims and [`Admin::purge_done_before`](crate::admin::Admin::purge_done_before)
 //! both delete in bounded batches ([`purge_batch`] rows each, through
-//! [`Operations::purge`]) and rest after each batch ([`rest_after`]), so a
-//! purge that catches up on a day of history takes a share of the database
-//! and leaves the rest to deliveries and claims.
+//! [`Operations::purge`]) and rest after each batch as their [`Pace`] says,
+//! so a purge that catches up on a day of history takes a share of the
+//! database and leaves the rest to deliveries and claims: the retention
+//! purge a hundredth, an operator's purge a fifth.
 
 use std::time::{Duration, Instant};
 
@@ -24,27 +25,50 @@ pub(crate) fn purge_batch(dialect: Dialect) -> i64 {
     }
 }
 
-/// How long a long action rests after a batch, as a multiple of that
-/// batch's time: the database (SQLite's one writer, PostgreSQL's share of
-/// the CPU) is the action's a fifth of the time at most, and deliveries and
-/// workers have it the rest.
-const REST_FACTOR: u32 = 4;
+/// How much of the database a paced action takes: after each batch it
+/// rests a multiple of the time that batch took, so deliveries and workers
+/// have the database the rest of the time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Pace {
+    /// About a hundredth of the time: a rest of 99 times each batch's time,
+    /// between 2 milliseconds and 2 seconds. The retention purge's pace:
+    /// acknowledgements arriving while it catches up on a day of history are
+    /// not measurably slowed (their p99 within a few per cent of idle,
+    /// BENCHMARKS.md "Inbox section 16"), and a day at 5 events a second
+    /// (430 000 events) still goes in a few minutes.
+    Background,
+    /// About a fifth of the time: a rest of four times each batch's time,
+    /// between 2 and 300 milliseconds. The pace of
+    /// [`Admin::purge_done_before`](crate::admin::Admin::purge_done_before)
+    /// and of the bulk actions, which an operator waits for: 25 times
+    /// faster than [`Background`](Self::Background), but the
+    /// acknowledgements that meet a batch are slowed (their p99 two to three
+    /// times idle while a day is purged).
+    Operator,
+}
+
+impl Pace {
+    /// The rest after a batch that took `took`.
+    pub(crate) fn rest_after(self, took: Duration) -> Duration {
+        let (factor, longest) = match self {
+            Self::Background => (99, Duration::from_secs(2)),
+            Self::Operator => (4, Duration::from_millis(300)),
+        };
+        took.saturating_mul(factor).clamp(MIN_REST, longest)
+    }
+}
 
 /// The shortest rest between two batches: a batch of a few hundred
-/// microseconds still leaves the writer free for a delivery's commit or two.
+/// microseconds still leaves the writer free for a delivery's commit or
+/// two. (The longest, a pace's bound, keeps a batch held up by a slow or
+/// frozen database, its time including the wait for SQLite's write turn,
+/// from idling the action long once the database is back.)
 const MIN_REST: Duration = Duration::from_millis(2);
 
-/// The longest rest between two batches: a batch held up by a slow or
-/// frozen database (its time includes the wait for SQLite's write turn)
-/// does not idle the action for long once the database is back.
-const MAX_REST: Duration = Duration::from_millis(300);
-
-/// The rest after a batch that took `took`: [`REST_FACTOR`] times as long,
-/// between [`MIN_REST`] and [`MAX_REST`]. Used by the purge and by the bulk
-/// actions ([`bulk_run`](crate::actions::bulk_run)).
-pub(crate) fn rest_after(took: Duration) -> Duration {
-    took.saturating_mul(REST_FACTOR).clamp(MIN_REST, MAX_REST)
-}
+/// How often a rest checks whether its action was asked to stop, so that
+/// the workers stop within this of being asked even in a 2-second rest.
+const STOP_CHECK: Duration = Duration::from_millis(50);
 
 /// What a purge did ([`Admin::purge_done_before`](crate::admin::Admin::purge_done_before)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,15 +80,15 @@ pub struct PurgeReport {
     /// PostgreSQL, 100 on SQLite), its own short transaction.
     pub batches: u64,
     /// The time spent in those statements, including each one's wait for
-    /// SQLite's write turn; the purge rested four times as long between
-    /// them.
+    /// SQLite's write turn; the purge rested between them as its [`Pace`]
+    /// says.
     pub busy: Duration,
 }
 
 /// Deletes `namespace`'s done events marked done before `before` (Unix ms)
-/// in batches of [`purge_batch`] rows, resting [`rest_after`] each batch,
-/// until a batch finds fewer rows than it may take or `stop` says so
-/// (checked before each batch).
+/// in batches of [`purge_batch`] rows, resting after each batch as `pace`
+/// says, until a batch finds fewer rows than it may take or `stop` says so
+/// (checked before each batch and through each rest).
 ///
 /// # Errors
 /// The first batch's database error; the batches before it stay deleted.
@@ -72,6 +96,7 @@ pub(crate) async fn purge_paced<DB: Operations>(
     db: &Database<DB>,
     namespace: &str,
     before: i64,
+    pace: Pace,
     stop: impl Fn() -> bool,
 ) -> Result<PurgeReport, sqlx::Error> {
     let batch = purge_batch(db.dialect);
@@ -93,7 +118,10 @@ pub(crate) async fn purge_paced<DB: Operations>(
         // commit that crosses it copies them: an acknowledgement's commit
         // would wait tens of milliseconds for it.
         let _ = db.bounded(DB::checkpoint(db)).await;
-        tokio::time::sleep(rest_after(took)).await;
+        let rest_until = tokio::time::Instant::now() + pace.rest_after(took);
+        while !stop() && tokio::time::Instant::now() < rest_until {
+            tokio::time::sleep_until(rest_until.min(tokio::time::Instant::now() + STOP_CHECK)).await;
+        }
     }
     Ok(purged)
 }
@@ -103,11 +131,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_batch_is_followed_by_four_times_its_time_within_the_bounds() {
-        assert_eq!(rest_after(Duration::from_millis(10)), Duration::from_millis(40));
-        assert_eq!(rest_after(Duration::ZERO), MIN_REST);
-        assert_eq!(rest_after(Duration::from_micros(100)), MIN_REST);
-        assert_eq!(rest_after(Duration::from_secs(5)), MAX_REST);
-        assert_eq!(rest_after(Duration::MAX), MAX_REST);
+    fn each_pace_rests_its_multiple_of_the_batch_within_its_bounds() {
+        let operator = Pace::Operator;
+        assert_eq!(
+            operator.rest_after(Duration::from_millis(10)),
+            Duration::from_millis(40)
+        );
+        assert_eq!(operator.rest_after(Duration::ZERO), MIN_REST);
+        assert_eq!(operator.rest_after(Duration::from_micros(100)), MIN_REST);
+        assert_eq!(
+            operator.rest_after(Duration::from_secs(5)),
+            Duration::from_millis(300)
+        );
+        assert_eq!(operator.rest_after(Duration::MAX), Duration::from_millis(300));
+        let background = Pace::Background;
+        assert_eq!(
+            background.rest_after(Duration::from_millis(10)),
+            Duration::from_millis(990)
+        );
+        assert_eq!(background.rest_after(Duration::ZERO), MIN_REST);
+        assert_eq!(
+            background.rest_after(Duration::from_millis(30)),
+            Duration::from_secs(2)
+        );
+        assert_eq!(background.rest_after(Duration::MAX), Duration::from_secs(2));
     }
 }

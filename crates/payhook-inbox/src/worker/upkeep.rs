@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::actions::purge::purge_paced;
+use crate::actions::purge::{purge_paced, Pace};
 use crate::backend::Backend;
 use crate::clock::{millis, now_ms};
 use crate::database::dialect::ACTIVITY_BUCKET_MS;
@@ -38,8 +38,9 @@ pub(crate) const PURGE_EVERY: Duration = Duration::from_secs(10);
 
 /// The retention purge, in its own task beside the claims until the workers
 /// stop: it deletes the done events past their retention in paced batches
-/// ([`purge_paced`]: a catch-up on a day of history takes a share of the
-/// database, never the claims' turn), forgets the differing copies of the
+/// ([`purge_paced`] at [`Pace::Background`]: a catch-up on a day of
+/// history takes about a hundredth of the database, never the claims'
+/// turn), forgets the differing copies of the
 /// events no longer stored and the activity chart's buckets past the
 /// retention, and looks again [`PURGE_EVERY`]. A failed batch
 /// is logged and the next round tries again.
@@ -50,7 +51,10 @@ pub(crate) async fn purge_expired<DB: Backend>(
 ) {
     loop {
         let before = now_ms().saturating_sub(millis(config.retention));
-        let purged = purge_paced(&db, &config.namespace, before, || *stopped.borrow()).await;
+        let purged = purge_paced(&db, &config.namespace, before, Pace::Background, || {
+            *stopped.borrow()
+        })
+        .await;
         if let Err(err) = purged {
             let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
             tracing::warn!(target: "payhook", %reason, "could not purge expired inbox events");

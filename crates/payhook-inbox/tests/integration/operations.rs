@@ -1,8 +1,9 @@
 //! Operating an inbox: the admin operations never create or change a database,
 //! a SQLite file deleted or replaced under a running inbox is noticed, and on
 //! PostgreSQL a replica's new event wakes the others' workers at once, unless
-//! its own workers take it at their next claim, and a purge never deletes an
-//! event replayed while it waits for the event's row.
+//! its own workers take it at their next claim, a purge never deletes an
+//! event replayed while it waits for the event's row, and the retention
+//! purge rests a hundredth of the time between its batches.
 //!
 //! PostgreSQL comes from `PAYHOOK_TEST_DATABASE_URL` (`.ci/start-postgres`);
 //! the PostgreSQL test fails when it is unset or unreachable.
@@ -446,4 +447,75 @@ async fn postgres_a_purge_keeps_an_event_replayed_while_it_waits_for_the_row() {
         "the purge deleted the event replayed while it waited"
     );
     assert_eq!(purged.events, 1);
+}
+
+/// The retention purge works about a hundredth of the time: after a batch of
+/// 1 000 old done rows (milliseconds of statement) it rests 99 times as long,
+/// so the next batch does not come for at least 300 ms; at the operator's
+/// pace (four times the batch) it would come within tens of milliseconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_the_retention_purge_rests_a_hundredth_of_the_time() {
+    let url = payhook_test_support::postgres_url();
+    let namespace = unique("purge_pace");
+    let inbox = Inbox::builder(receiver())
+        .namespace(&namespace)
+        .retention(Duration::from_secs(3600))
+        .connect(&url)
+        .await
+        .unwrap();
+    let raw = sqlx::PgPool::connect(&url).await.unwrap();
+    let old = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+        - 2 * 3600 * 1000;
+    sqlx::query(
+        "INSERT INTO payhook_inbox (namespace, event_id, event_type, created, body, received_at, \
+         state, attempts, due_at, done_at) \
+         SELECT $1, 'evt_old' || g, 'payment_intent.succeeded', 1, '{}', $2, 'done', 1, $2, $2 \
+         FROM generate_series(1, 3000) AS g",
+    )
+    .bind(&namespace)
+    .bind(old)
+    .execute(&raw)
+    .await
+    .unwrap();
+    let left = || async {
+        sqlx::query("SELECT COUNT(*) FROM payhook_inbox WHERE namespace = $1")
+            .bind(&namespace)
+            .fetch_one(&raw)
+            .await
+            .unwrap()
+            .get::<i64, _>(0)
+    };
+    let workers = inbox.start(|_job: Job| async { Ok(()) });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while left().await == 3000 {
+        assert!(Instant::now() < deadline, "the retention purge never ran");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let first_batch = Instant::now();
+    assert_eq!(left().await, 2000, "more than one batch went at once");
+    while first_batch.elapsed() < Duration::from_millis(300) {
+        assert_eq!(
+            left().await,
+            2000,
+            "the next batch came {:?} after the first: the purge did not rest",
+            first_batch.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // It goes on after its rest (2 s at the most).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while left().await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the purge stopped after its first batch"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    workers.shutdown().await;
 }
