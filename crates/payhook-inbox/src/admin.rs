@@ -19,7 +19,7 @@ use sqlx::{Any, Pool};
 
 use crate::actions::bulk_run::BulkRun;
 use crate::actions::operations::park_all;
-use crate::actions::purge::purge_paced;
+use crate::actions::purge::{purge_paced, PurgeCursor};
 use crate::backend::{database_of, Backend};
 use crate::clock::{millis, now_ms};
 use crate::database::sqlite_file::FileIdentity;
@@ -223,7 +223,8 @@ impl<DB: Backend> Admin<DB> {
         before_ms: i64,
         pace: Pace,
     ) -> Result<PurgeReport, InboxError> {
-        Ok(purge_paced(&self.db, &self.namespace, before_ms, pace, || false).await?)
+        let mut cursor = PurgeCursor::START;
+        Ok(purge_paced(&self.db, &self.namespace, before_ms, pace, &mut cursor, || false).await?)
     }
 }
 

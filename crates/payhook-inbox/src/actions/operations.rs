@@ -78,13 +78,16 @@ pub trait Operations: Driver {
         park: bool,
         limit: i64,
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
-    /// Deletes at most `limit` done events marked done before `before`.
+    /// Deletes at most `limit` done events marked done at or after `from`
+    /// and before `before`, the oldest first; how many, and the latest
+    /// `done_at` among them (where the next batch may start).
     fn purge<'a>(
         db: &'a Database<Self>,
         namespace: &'a str,
+        from: i64,
         before: i64,
         limit: i64,
-    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
+    ) -> impl Future<Output = Result<(u64, Option<i64>), sqlx::Error>> + Send + 'a;
 }
 
 sql_bounds! {
@@ -272,17 +275,29 @@ sql_bounds! {
             Ok(DB::rows_affected(&forgotten))
         }
 
-        async fn purge<'a>(db: &'a Database<Self>, namespace: &'a str, before: i64, limit: i64) -> Result<u64, sqlx::Error> {
-
+        async fn purge<'a>(
+            db: &'a Database<Self>,
+            namespace: &'a str,
+            from: i64,
+            before: i64,
+            limit: i64,
+        ) -> Result<(u64, Option<i64>), sqlx::Error> {
+            use sqlx::Row as _;
             let purged = sqlx::query(&purge_statement(db.dialect))
                 .bind(namespace)
                 .bind(before)
                 .bind(limit)
                 .bind(State::Done.phase().as_str())
                 .bind(State::Done.as_str())
-                .execute(&db.pool)
+                .bind(from)
+                .fetch_all(&db.pool)
                 .await?;
-            Ok(DB::rows_affected(&purged))
+            let mut latest = None;
+            for row in &purged {
+                let done_at: i64 = row.try_get("done_at")?;
+                latest = latest.max(Some(done_at));
+            }
+            Ok((purged.len() as u64, latest))
         }
     }
 }
@@ -322,30 +337,37 @@ fn park_statement(dialect: crate::database::dialect::Dialect, park: bool, keys: 
         .replace("{keys}", &marks.join(", "))
 }
 
-/// One bounded batch: at most `$3` done rows, found through the
+/// One bounded batch: at most `$3` done rows, done at or after `$6` and
+/// before `$2`, the oldest first, found through the
 /// `(namespace, phase, done_at)` index (`$4` done's phase, `$5` done; on
 /// SQLite `(namespace, state, done_at)`), so each statement is short. (That index is also the narrowest one the
 /// overview's counts by phase read on PostgreSQL: without it the planner
 /// scans the table.) The rows found are deleted by their address
-/// ([`Dialect::rows_among`](crate::database::dialect::Dialect::rows_among)).
+/// ([`Dialect::rows_among`](crate::database::dialect::Dialect::rows_among)),
+/// and each one's `done_at` comes back.
 ///
-/// The outer conditions repeat the inner ones on purpose. On PostgreSQL a
-/// row picked while done may be changed before the delete reaches it (a
-/// replay or a retry making it pending); the delete then waits for that
-/// change to commit and rechecks only its own conditions on the row's new
-/// version, never the subquery's: without them here it would delete the
-/// event the replay had just queued.
+/// `$6` is where the batch before ended: the index entries of the rows
+/// purged before stay in the index, dead, until vacuum, and a batch that
+/// started from the namespace's oldest done event would step over all of
+/// them (at a tenth of a large table, before autovacuum runs, millions).
+///
+/// A row picked while done may be changed before the delete reaches it (a
+/// replay or a retry making it pending): the delete waits for that change to
+/// commit, then checks its own conditions on the row's new version, never
+/// the subquery's. Its new address is not in the list, and the outer
+/// conditions repeat the inner ones besides, so the replayed event stays.
 fn purge_statement(dialect: crate::database::dialect::Dialect) -> String {
     format!(
         concat!(
             "DELETE FROM ",
             table!(),
-            " WHERE {} AND namespace = $1 AND state = $5 AND done_at < $2"
+            " WHERE {} AND namespace = $1 AND state = $5 AND done_at < $2 RETURNING done_at"
         ),
         dialect.rows_among(concat!(
             "FROM ",
             table!(),
-            " WHERE namespace = $1 AND phase = $4 AND state = $5 AND done_at < $2 LIMIT $3"
+            " WHERE namespace = $1 AND phase = $4 AND state = $5 AND done_at >= $6 AND done_at < $2 \
+             ORDER BY done_at LIMIT $3"
         ))
     )
 }
@@ -392,8 +414,9 @@ mod tests {
         }
     }
 
-    /// The retention purge reads old done rows through its index, from the
-    /// oldest, never every done row of the namespace.
+    /// The retention purge reads old done rows through its index, from where
+    /// the last batch ended, the oldest first, never every done row of the
+    /// namespace.
     #[tokio::test]
     async fn sqlite_purge_reads_old_done_rows_through_its_index() {
         let plan = crate::database::migrate::sqlite_plan(&purge_statement(
@@ -401,8 +424,12 @@ mod tests {
         ))
         .await;
         assert!(
-            plan.contains("payhook_inbox_done (namespace=? AND state=? AND done_at<?)"),
+            plan.contains("payhook_inbox_done (namespace=? AND state=? AND done_at>? AND done_at<?)"),
             "{plan}"
+        );
+        assert!(
+            !plan.contains("TEMP B-TREE"),
+            "the oldest first, not sorted: {plan}"
         );
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::actions::purge::{purge_paced, Pace};
+use crate::actions::purge::{purge_paced, Pace, PurgeCursor};
 use crate::backend::Backend;
 use crate::clock::{millis, now_ms};
 use crate::database::dialect::ACTIVITY_BUCKET_MS;
@@ -40,7 +40,7 @@ pub(crate) const PURGE_EVERY: Duration = Duration::from_secs(10);
 /// stop: it deletes the done events past their retention in paced batches
 /// ([`purge_paced`] at [`Pace::Background`]: a catch-up on a day of
 /// history takes about a hundredth of the database, never the claims'
-/// turn), forgets the differing copies of the
+/// turn; each round goes on from where the last one ended, [`PurgeCursor`]), forgets the differing copies of the
 /// events no longer stored and the activity chart's buckets past the
 /// retention, and looks again [`PURGE_EVERY`]. A failed batch
 /// is logged and the next round tries again.
@@ -49,11 +49,17 @@ pub(crate) async fn purge_expired<DB: Backend>(
     config: Config,
     mut stopped: watch::Receiver<bool>,
 ) {
+    let mut cursor = PurgeCursor::START;
     loop {
         let before = now_ms().saturating_sub(millis(config.retention));
-        let purged = purge_paced(&db, &config.namespace, before, Pace::Background, || {
-            *stopped.borrow()
-        })
+        let purged = purge_paced(
+            &db,
+            &config.namespace,
+            before,
+            Pace::Background,
+            &mut cursor,
+            || *stopped.borrow(),
+        )
         .await;
         if let Err(err) = purged {
             let reason = payhook_core::untrusted::Untrusted::message(&describe(&err)).to_string();
