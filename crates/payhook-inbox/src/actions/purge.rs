@@ -33,10 +33,10 @@ pub(crate) fn purge_batch(dialect: Dialect) -> i64 {
 pub enum Pace {
     /// About a hundredth of the time: a rest of 99 times each batch's time,
     /// between 2 milliseconds and 2 seconds. The retention purge's pace:
-    /// acknowledgements arriving while it catches up on a day of history are
-    /// not measurably slowed (their p99 within a few per cent of idle,
-    /// BENCHMARKS.md "Inbox section 16"), and a day at 5 events a second
-    /// (430 000 events) still goes in a few minutes.
+    /// few acknowledgements arriving while it catches up on a day of
+    /// history meet one of its batches (their p99 1.0 to 1.4 times idle on
+    /// PostgreSQL, BENCHMARKS.md "Inbox section 16"), and a day at 5 events
+    /// a second (430 000 events) still goes in about ten minutes.
     Background,
     /// About a fifth of the time: a rest of four times each batch's time,
     /// between 2 and 300 milliseconds. The pace of
