@@ -62,7 +62,7 @@ impl Pace {
 /// The shortest rest between two batches: a batch of a few hundred
 /// microseconds still leaves the writer free for a delivery's commit or
 /// two. (The longest, a pace's bound, keeps a batch held up by a slow or
-/// frozen database, its time including the wait for SQLite's write turn,
+/// frozen database, its time including a wait for another process's lock,
 /// from idling the action long once the database is back.)
 const MIN_REST: Duration = Duration::from_millis(2);
 
@@ -79,9 +79,10 @@ pub struct PurgeReport {
     /// Statements run: each deletes at most a batch (1 000 rows on
     /// PostgreSQL, 100 on SQLite), its own short transaction.
     pub batches: u64,
-    /// The time spent in those statements, including each one's wait for
-    /// SQLite's write turn; the purge rested between them as its [`Pace`]
-    /// says.
+    /// The time spent in those statements, each from when it had this
+    /// process's turn to write on SQLite (the wait for that turn, behind the
+    /// deliveries, is not counted; a wait for another process's lock is);
+    /// the purge rested between them as its [`Pace`] says.
     pub busy: Duration,
 }
 
@@ -132,9 +133,15 @@ pub(crate) async fn purge_paced<DB: Operations>(
     // take the oldest first); the first from a margin before the cursor.
     let mut from = cursor.from.saturating_sub(MARGIN_MS);
     while !stop() {
-        let started = Instant::now();
-        let (deleted, reached) = db.write(DB::purge(db, namespace, from, before, batch)).await?;
-        let took = started.elapsed();
+        // Timed from when the statement has this process's write turn
+        // (SQLite): the wait for it, behind deliveries, is no database work.
+        let (deleted, reached, took) = db
+            .write(async {
+                let started = Instant::now();
+                let (deleted, reached) = DB::purge(db, namespace, from, before, batch).await?;
+                Ok((deleted, reached, started.elapsed()))
+            })
+            .await?;
         if let Some(reached) = reached {
             from = reached;
             cursor.from = cursor.from.max(reached);
