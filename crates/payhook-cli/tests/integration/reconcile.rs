@@ -150,6 +150,21 @@ mod emulator {
                 .await;
         }
 
+        /// How many delivery attempts the emulator has made of event `id`.
+        pub async fn attempts(&self, id: &str) -> usize {
+            let response = reqwest::Client::new()
+                .get(format!("{}/v1/events/{id}/delivery_attempts", self.base))
+                .bearer_auth(super::KEY)
+                .send()
+                .await
+                .expect("the emulator answers");
+            assert_eq!(response.status().as_u16(), 200, "GET the attempts of {id}");
+            let text = response.text().await.expect("a body");
+            let list: serde_json::Value =
+                serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
+            list["data"].as_array().map_or(0, Vec::len)
+        }
+
         /// Every event of the emulator, newest first, exactly as listed.
         pub async fn events(&self, delivery_success: Option<bool>) -> Vec<ListedEvent> {
             let api = EventsApi::new(&self.base, ApiKey::new(super::KEY).unwrap()).unwrap();
@@ -387,13 +402,19 @@ async fn forward_undelivered(receiver: &support::TestReceiver) {
         emulate.pay(helper).await;
     }
     let total = 6;
-    // Settled: every event either acknowledged by the receiver or undeliverable.
+    // Settled: every event either acknowledged by the receiver or
+    // undeliverable, which its failed attempt shows (an event not attempted
+    // yet is listed unacknowledged too, though its delivery may still come).
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let undelivered = loop {
         let undelivered = emulate.events(Some(false)).await;
         let acknowledged = emulate.events(Some(true)).await.len();
         let handled = receiver.handled().len();
-        if handled + undelivered.len() == total && acknowledged == handled {
+        let mut attempted = true;
+        for listed in &undelivered {
+            attempted &= emulate.attempts(listed.event.id()).await > 0;
+        }
+        if attempted && handled + undelivered.len() == total && acknowledged == handled {
             break undelivered;
         }
         assert!(
