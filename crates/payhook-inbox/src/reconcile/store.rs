@@ -48,12 +48,8 @@ pub(crate) async fn store<DB: ReconcilerRecord + Intake + Notify>(
     let rows: Vec<NewRow> = events
         .iter()
         .map(|listed| {
-            row_of(&listed.event, listed.body.as_bytes()).map_err(|err| {
-                StoreError::Unstorable(format!(
-                    "event {}: {}",
-                    payhook_escape(listed.event.id()),
-                    payhook_core::untrusted::Untrusted::message(&err.to_string())
-                ))
+            row_or_reason(listed).map_err(|reason| {
+                StoreError::Unstorable(format!("event {}: {reason}", payhook_escape(listed.event.id())))
             })
         })
         .collect::<Result<_, _>>()?;
