@@ -311,26 +311,19 @@ sql_bounds! {
                 // migrates): counted from the rows of the span.
                 Err(sqlx::Error::Database(err)) if is_missing_table(err.as_ref()) => {
                     let index = |slot: i64| usize::try_from(slot).ok().filter(|&slot| slot < slots);
-                    let received = sqlx::query(RECEIVED_PER_INTERVAL)
-                        .bind(namespace)
-                        .bind(since)
-                        .bind(interval)
-                        .fetch_all(&db.pool)
-                        .await?;
-                    for row in received {
-                        if let Some(slot) = index(row.try_get("slot")?) {
-                            out[slot].received = row.try_get("n")?;
-                        }
-                    }
-                    let duplicates = sqlx::query(DUPLICATES_PER_INTERVAL)
-                        .bind(namespace)
-                        .bind(since)
-                        .bind(interval)
-                        .fetch_all(&db.pool)
-                        .await?;
-                    for row in duplicates {
-                        if let Some(slot) = index(row.try_get("slot")?) {
-                            out[slot].duplicates = row.try_get("n")?;
+                    let received: fn(&mut ActivitySlot) -> &mut i64 = |slot| &mut slot.received;
+                    let duplicates: fn(&mut ActivitySlot) -> &mut i64 = |slot| &mut slot.duplicates;
+                    for (statement, field) in [(RECEIVED_PER_INTERVAL, received), (DUPLICATES_PER_INTERVAL, duplicates)] {
+                        let rows = sqlx::query(statement)
+                            .bind(namespace)
+                            .bind(since)
+                            .bind(interval)
+                            .fetch_all(&db.pool)
+                            .await?;
+                        for row in rows {
+                            if let Some(slot) = index(row.try_get("slot")?) {
+                                *field(&mut out[slot]) = row.try_get("n")?;
+                            }
                         }
                     }
                     let attempts = sqlx::query(ATTEMPTS_PER_INTERVAL)
