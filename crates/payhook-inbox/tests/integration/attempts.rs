@@ -4,7 +4,7 @@
 //! `MAX_ATTEMPT_RECORDS` per event, deleted with its event; stats, activity,
 //! keyset pages and the events of an intent read what the workers wrote.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use payhook_core::sender::SignedDelivery;
@@ -14,13 +14,11 @@ use payhook_inbox::sqlx::{self, Row};
 use payhook_inbox::{HandlerError, Inbox, Job};
 use payhook_test_support::{on_every_backend, postgres_url, sqlite_url, unique};
 
+use crate::now_ms;
+
 const SECRET: &str = "whsec_attempts";
 /// How long the handler of a successful event sleeps.
 const FINE_HANDLER: Duration = Duration::from_millis(150);
-
-fn now_ms() -> i64 {
-    i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
-}
 
 async fn ingest(inbox: &Inbox, id: &str, intent: &str) {
     let body = Bytes::from(format!(

@@ -22,19 +22,9 @@ use payhook_inbox::sqlx::{self, PgPool, Row};
 use payhook_inbox::{Inbox, InboxBuilder, Job};
 use payhook_test_support::{drop_postgres_database, fresh_postgres_database, unique};
 
-use super::eventually;
+use super::{eventually, now_ms};
 
 const SECRET: &str = "whsec_bodies";
-
-fn now_ms() -> i64 {
-    i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
-}
 
 /// A body with spacing, key order and escapes a re-serialisation would
 /// change, of a type outside the catalogue, so that its handler sees `data`

@@ -44,7 +44,7 @@ use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use payhook_core::sender::SignedDelivery;
@@ -56,8 +56,8 @@ use payhook_inbox::{HandlerError, Inbox, InboxBuilder, InboxError, Job};
 use payhook_test_support::{on_every_backend, unique};
 use tokio::sync::watch;
 
-use crate::eventually;
 use crate::telemetry::{namespace_sample, telemetry};
+use crate::{eventually, now_ms};
 
 /// The inbox type under test.
 type TestInbox = Inbox;
@@ -73,10 +73,6 @@ enum Backend {
 }
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-fn now_ms() -> i64 {
-    i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
-}
 
 fn url_of(backend: Backend) -> String {
     match backend {

@@ -29,6 +29,17 @@ use std::time::Duration;
 
 use payhook_inbox::admin::Admin;
 
+/// Unix time now, in milliseconds, as the inbox writes its times.
+fn now_ms() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
 /// Waits until `check` holds, for 20 s at the most: the wait of the tests
 /// here (see [`payhook_test_support::eventually_async`]).
 async fn eventually<F, Fut>(what: &str, check: F)

@@ -369,13 +369,7 @@ async fn postgres_a_purge_keeps_an_event_replayed_while_it_waits_for_the_row() {
     drop(inbox);
     let admin = Admin::connect(&url, &namespace).await.unwrap();
     let raw = sqlx::PgPool::connect(&url).await.unwrap();
-    let now = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap();
+    let now = crate::now_ms();
     let old = now - 2 * 3600 * 1000;
     for id in ["evt_replayed", "evt_old"] {
         sqlx::query(
@@ -464,14 +458,7 @@ async fn postgres_the_retention_purge_rests_a_hundredth_of_the_time() {
         .await
         .unwrap();
     let raw = sqlx::PgPool::connect(&url).await.unwrap();
-    let old = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
-        - 2 * 3600 * 1000;
+    let old = crate::now_ms() - 2 * 3600 * 1000;
     sqlx::query(
         "INSERT INTO payhook_inbox (namespace, event_id, event_type, created, body, received_at, \
          state, attempts, due_at, done_at) \
