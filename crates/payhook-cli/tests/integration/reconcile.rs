@@ -952,29 +952,15 @@ async fn reconcile_yes_stopping_midway_says_how_many_were_stored() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_records_a_listed_event_that_does_not_parse_and_stores_the_rest() {
     let created = now_secs() - 60;
-    let event = |id: &str| listed(id, created);
     let broken = format!(r#"{{"id":"evt_broken","type":7,"created":{created}}}"#);
-    let page = format!(
-        r#"{{"has_more":false,"data":[{broken},{}]}}"#,
-        event("evt_listed_good")
-    );
-    let base = hostile_list(http::StatusCode::OK, page).await;
-    let (key_file, database, inbox) =
-        inbox_with_one_delivery("reconcile-refused", event("evt_delivered")).await;
-    let run = reconcile_into(&base, &key_file, &database, &["--yes"]).await;
-    assert_eq!(run.code, 0, "{run:?}");
-    assert!(
-        run.stderr.contains("1 listed event(s) could not be taken"),
-        "{run:?}"
-    );
-    assert!(run.stderr.contains("evt_broken"), "{run:?}");
-    assert!(run.stdout.contains("1 refused event(s) recorded"), "{run:?}");
-    let admin = payhook_inbox::Admin::of_inbox(&inbox);
-    assert!(admin.show("evt_listed_good").await.is_ok(), "{run:?}");
-    let refused = admin.refused(10).await.unwrap();
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert_eq!(refused[0].event_id.as_deref(), Some("evt_broken"), "{refused:?}");
-    assert_no_key(&run);
+    let refused = reconcile_refusing_one(
+        "reconcile-refused",
+        vec![broken, listed("evt_listed_good", created)],
+        &["evt_listed_good"],
+        "evt_broken",
+    )
+    .await;
+    assert_eq!(refused.event_id.as_deref(), Some("evt_broken"), "{refused:?}");
 }
 
 /// A listed event that parses but that the inbox cannot store (its id holds
@@ -984,34 +970,53 @@ async fn reconcile_records_a_listed_event_that_does_not_parse_and_stores_the_res
 #[tokio::test(flavor = "multi_thread")]
 async fn reconcile_refuses_a_listed_event_the_inbox_cannot_store_and_stores_the_rest() {
     let created = now_secs() - 60;
-    let event = |id: &str| listed(id, created);
-    let page = format!(
-        r#"{{"has_more":false,"data":[{},{},{}]}}"#,
-        event("evt_before_nul"),
-        event(r"evt_nul\u0000here"),
-        event("evt_after_nul")
-    );
+    let refused = reconcile_refusing_one(
+        "reconcile-unstorable",
+        vec![
+            listed("evt_before_nul", created),
+            listed(r"evt_nul\u0000here", created),
+            listed("evt_after_nul", created),
+        ],
+        &["evt_before_nul", "evt_after_nul"],
+        "cannot be stored: invalid payload: id contains a NUL character",
+    )
+    .await;
+    assert!(refused.reason.contains("cannot be stored"), "{refused:?}");
+}
+
+/// Reconciles a one-page list of `data` with `--yes` into an inbox holding
+/// one delivery: the run succeeds, says on stderr that one listed event
+/// could not be taken (with `named` in its line), stores each of `stored`,
+/// records the refused one and never prints the key. The refused record.
+async fn reconcile_refusing_one(
+    name: &str,
+    data: Vec<String>,
+    stored: &[&str],
+    named: &str,
+) -> payhook_inbox::admin::Refused {
+    let page = format!(r#"{{"has_more":false,"data":[{}]}}"#, data.join(","));
     let base = hostile_list(http::StatusCode::OK, page).await;
     let (key_file, database, inbox) =
-        inbox_with_one_delivery("reconcile-unstorable", event("evt_delivered")).await;
+        inbox_with_one_delivery(name, listed("evt_delivered", now_secs() - 60)).await;
     let run = reconcile_into(&base, &key_file, &database, &["--yes"]).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
         run.stderr.contains("1 listed event(s) could not be taken"),
         "{run:?}"
     );
+    assert!(run.stderr.contains(named), "{run:?}");
     assert!(
-        run.stderr
-            .contains("cannot be stored: invalid payload: id contains a NUL character"),
+        run.stdout
+            .contains(&format!("{} event(s) stored in the inbox", stored.len())),
         "{run:?}"
     );
-    assert!(run.stdout.contains("2 event(s) stored in the inbox"), "{run:?}");
     assert!(run.stdout.contains("1 refused event(s) recorded"), "{run:?}");
-    let admin = payhook_inbox::Admin::of_inbox(&inbox);
-    assert!(admin.show("evt_before_nul").await.is_ok(), "{run:?}");
-    assert!(admin.show("evt_after_nul").await.is_ok(), "{run:?}");
-    let refused = admin.refused(10).await.unwrap();
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert!(refused[0].reason.contains("cannot be stored"), "{refused:?}");
     assert_no_key(&run);
+    let admin = payhook_inbox::Admin::of_inbox(&inbox);
+    for id in stored {
+        assert!(admin.show(id).await.is_ok(), "{id} not stored: {run:?}");
+    }
+    let mut refused = admin.refused(10).await.unwrap();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    refused.remove(0)
 }
