@@ -356,19 +356,27 @@ fn park_statement(dialect: crate::database::dialect::Dialect, park: bool, keys: 
 /// commit, then checks its own conditions on the row's new version, never
 /// the subquery's. Its new address is not in the list, and the outer
 /// conditions repeat the inner ones besides, so the replayed event stays.
+/// Those outer conditions name `namespace` and `state` through
+/// [`Dialect::unindexed`](crate::database::dialect::Dialect::unindexed): written
+/// plainly, SQLite drives the delete by the same done index and, for each
+/// batch, walks every done entry before `$2` to test it against the list
+/// (the whole day being purged; 8 ms a batch instead of 3 at a million
+/// stored).
 fn purge_statement(dialect: crate::database::dialect::Dialect) -> String {
     format!(
         concat!(
             "DELETE FROM ",
             table!(),
-            " WHERE {} AND namespace = $1 AND state = $5 AND done_at < $2 RETURNING done_at"
+            " WHERE {among} AND {namespace} = $1 AND {state} = $5 AND done_at < $2 RETURNING done_at"
         ),
-        dialect.rows_among(concat!(
+        among = dialect.rows_among(concat!(
             "FROM ",
             table!(),
             " WHERE namespace = $1 AND phase = $4 AND state = $5 AND done_at >= $6 AND done_at < $2 \
              ORDER BY done_at LIMIT $3"
-        ))
+        )),
+        namespace = dialect.unindexed("namespace"),
+        state = dialect.unindexed("state"),
     )
 }
 
@@ -416,13 +424,19 @@ mod tests {
 
     /// The retention purge reads old done rows through its index, from where
     /// the last batch ended, the oldest first, never every done row of the
-    /// namespace.
+    /// namespace, and deletes the rows it found by their key, not by walking
+    /// the done index again.
     #[tokio::test]
     async fn sqlite_purge_reads_old_done_rows_through_its_index() {
         let plan = crate::database::migrate::sqlite_plan(&purge_statement(
             crate::database::dialect::Dialect::Sqlite,
         ))
         .await;
+        let delete = plan.lines().next().unwrap_or_default();
+        assert!(
+            delete.contains("USING INTEGER PRIMARY KEY (rowid=?)"),
+            "the delete by key: {plan}"
+        );
         assert!(
             plan.contains("payhook_inbox_done (namespace=? AND state=? AND done_at>? AND done_at<?)"),
             "{plan}"
