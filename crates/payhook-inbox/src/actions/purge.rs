@@ -15,12 +15,15 @@ use crate::database::Database;
 /// Rows deleted per purge statement on `dialect`: each statement is short
 /// whatever the backlog. On SQLite a statement holds the file's one write
 /// lock, which the intake waits for, and deleting a row also deletes its
-/// index entries, its attempts and its count in the tally (about 50 µs a
-/// row with a million stored), so a batch is 100 rows: a few milliseconds
-/// of lock. PostgreSQL's deletes hold no lock the intake waits for.
+/// index entries (a page written for each index keyed by a random value:
+/// the event id's, the payment intent's), its attempts and its count in
+/// the tally: about 30 µs a row with a million stored, whatever the batch's
+/// size. So a batch is 25 rows, under a millisecond of lock, which an
+/// acknowledgement that meets it hardly notices. PostgreSQL's deletes hold
+/// no lock the intake waits for.
 pub(crate) fn purge_batch(dialect: Dialect) -> i64 {
     match dialect {
-        Dialect::Sqlite => 100,
+        Dialect::Sqlite => 25,
         Dialect::Postgres => 1000,
     }
 }
@@ -35,8 +38,9 @@ pub enum Pace {
     /// between 2 milliseconds and 2 seconds. The retention purge's pace:
     /// few acknowledgements arriving while it catches up on a day of
     /// history meet one of its batches (their p99 1.0 to 1.4 times idle on
-    /// PostgreSQL, BENCHMARKS.md "Inbox section 16"), and a day at 5 events
-    /// a second (430 000 events) still goes in about ten minutes.
+    /// PostgreSQL, 1.2 on SQLite, BENCHMARKS.md "Inbox section 16"), and a day at 5 events
+    /// a second (430 000 events) still goes in about ten minutes (half an
+    /// hour on SQLite, whose rows cost more each to delete).
     Background,
     /// About a fifth of the time: a rest of four times each batch's time,
     /// between 2 and 300 milliseconds. The pace of
@@ -77,7 +81,7 @@ pub struct PurgeReport {
     /// Events deleted.
     pub events: u64,
     /// Statements run: each deletes at most a batch (1 000 rows on
-    /// PostgreSQL, 100 on SQLite), its own short transaction.
+    /// PostgreSQL, 25 on SQLite), its own short transaction.
     pub batches: u64,
     /// The time spent in those statements, each from when it had this
     /// process's turn to write on SQLite (the wait for that turn, behind the

@@ -1145,10 +1145,10 @@ async fn admin_purge_continues_while_old_rows_remain(backend: Backend) {
         .unwrap();
     let took = started.elapsed();
     assert_eq!(purged.events, 2500);
-    // 1 000 rows a batch on PostgreSQL (the third finds 500), 100 on SQLite
-    // (the 26th finds none).
+    // 1 000 rows a batch on PostgreSQL (the third finds 500), 25 on SQLite
+    // (the 101st finds none).
     let batches: u32 = match backend {
-        Backend::Sqlite => 26,
+        Backend::Sqlite => 101,
         Backend::Postgres => 3,
     };
     assert_eq!(purged.batches, u64::from(batches));
