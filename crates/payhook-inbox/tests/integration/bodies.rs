@@ -1,5 +1,7 @@
 //! Where PostgreSQL keeps an event's body (migration 20): in
-//! `payhook_inbox_bodies`, written with the event and deleted with it, the
+//! `payhook_inbox_bodies`, written with the event and deleted with it (by
+//! one range of keys when the deleted events lie close together, migration
+//! 21, as their attempts are), the
 //! events table's row left with an empty `body`; an event stored before
 //! version 20 keeps its body in its row and is read from there. SQLite keeps
 //! every body in its row (its tests throughout read bodies back), so these
@@ -9,6 +11,7 @@
 //! |---|---|---|
 //! | [`postgres_a_body_is_stored_apart_and_read_back_exactly`] | a delivered event's body is in the bodies table, its row's `body` empty; the handler, `show` and a differing copy's check read it byte for byte | the intake writing the body into the row; a reader reading the row's column only |
 //! | [`postgres_a_body_goes_with_its_event`] | the retention purge and a bulk purge delete the purged events' bodies, and only theirs | the trigger left out, or deleting other events' bodies |
+//! | [`postgres_a_delete_takes_exactly_its_events_attempts_and_bodies`] | the attempts and bodies of the events a statement deletes go with them and no others, whether their arrivals lie close together (read as one range of each key: one index scan) or far apart (version 21) | the range's join dropped (neighbours deleted); the range never taken (one lookup per event) |
 //! | [`postgres_an_event_stored_before_version_20_is_read_from_its_row`] | an event whose body is in its row (stored by an older version) is handled with that body and shown with it; `show` works on a database not yet upgraded | the fallback to the row's column dropped; `show` failing on the missing table |
 
 use std::sync::{Arc, Mutex};
@@ -212,17 +215,153 @@ async fn postgres_a_body_goes_with_its_event() {
     );
 }
 
+/// 20 000 done events stored by SQL, each with its body apart and one
+/// attempt; then two deletes by plain SQL, as any statement deleting events
+/// (a purge batch, a bulk purge, an operator's own) fires the triggers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_delete_takes_exactly_its_events_attempts_and_bodies() {
+    const STORED: i64 = 20_000;
+    let url = fresh_postgres_database("bodies_range").await;
+    let namespace = unique("bodies_range");
+    drop(inbox(&url, &namespace, |b| b).await);
+    let raw = PgPool::connect(&url).await.unwrap();
+    let now = now_ms();
+    sqlx::query(
+        "WITH stored AS (INSERT INTO payhook_inbox (namespace, event_id, event_type, intent_id, created, body, \
+           received_at, state, attempts, due_at, last_attempt_at, done_at) \
+           SELECT $1, 'evt_many_' || g, 'payment_intent.succeeded', 'pi_many_' || g, 1, '', $2, $3, 1, $2, $2, $2 \
+           FROM generate_series(1, $4) AS g RETURNING arrival, namespace), \
+         bodies AS (INSERT INTO payhook_inbox_bodies (arrival, body) SELECT arrival, repeat('x', 1500) FROM stored) \
+         INSERT INTO payhook_inbox_attempts (arrival, namespace, attempt, started_at, finished_at, duration_ms, outcome) \
+         SELECT arrival, namespace, 1, $2, $2, 0, $3 FROM stored",
+    )
+    .bind(&namespace)
+    .bind(now)
+    .bind(State::Done.as_str())
+    .bind(STORED)
+    .execute(&raw)
+    .await
+    .unwrap();
+    for table in ["payhook_inbox", "payhook_inbox_bodies", "payhook_inbox_attempts"] {
+        sqlx::query(&format!("ANALYZE {table}"))
+            .execute(&raw)
+            .await
+            .unwrap();
+    }
+    let first: i64 = sqlx::query_scalar("SELECT MIN(arrival) FROM payhook_inbox WHERE namespace = $1")
+        .bind(&namespace)
+        .fetch_one(&raw)
+        .await
+        .unwrap();
+    // The arrivals in [from, to] that still have a body apart, an attempt.
+    let left = |from: i64, to: i64| {
+        let raw = raw.clone();
+        async move {
+            let mut left = Vec::new();
+            for table in ["payhook_inbox_bodies", "payhook_inbox_attempts"] {
+                let arrivals: Vec<i64> = sqlx::query_scalar(&format!(
+                    "SELECT arrival FROM {table} WHERE arrival BETWEEN $1 AND $2 ORDER BY arrival"
+                ))
+                .bind(from)
+                .bind(to)
+                .fetch_all(&raw)
+                .await
+                .unwrap();
+                left.push(arrivals);
+            }
+            left
+        }
+    };
+    // Index scans of each table's key so far, as the server counts them
+    // (a backend reports its counts when it ends at the latest).
+    let key_scans = || {
+        let raw = raw.clone();
+        async move {
+            sqlx::query_as::<_, (i64, i64)>(
+                "SELECT (SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'payhook_inbox_bodies_pkey'), \
+                        (SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'payhook_inbox_attempts_pkey')",
+            )
+            .fetch_one(&raw)
+            .await
+            .unwrap()
+        }
+    };
+    let delete_alone = |sql: String| {
+        let url = url.clone();
+        let namespace = namespace.clone();
+        async move {
+            use sqlx::Connection as _;
+            let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+            let deleted = sqlx::query(&sql)
+                .bind(&namespace)
+                .execute(&mut conn)
+                .await
+                .unwrap()
+                .rows_affected();
+            conn.close().await.unwrap();
+            deleted
+        }
+    };
+
+    // Close together: every other event of 200 consecutive arrivals. Their
+    // attempts and bodies go, their neighbours' stay, and each table's key
+    // is read once, as one range, not once per event.
+    let (from, to) = (first + 1000, first + 1199);
+    let before = key_scans().await;
+    let deleted = delete_alone(format!(
+        "DELETE FROM payhook_inbox WHERE namespace = $1 AND arrival BETWEEN {from} AND {to} AND arrival % 2 = 0"
+    ))
+    .await;
+    assert_eq!(deleted, 100);
+    let odd: Vec<i64> = (from..=to).filter(|arrival| arrival % 2 != 0).collect();
+    assert_eq!(left(from, to).await, [odd.clone(), odd]);
+    eventually("the delete's index scans counted", || async {
+        key_scans().await != before
+    })
+    .await;
+    assert_eq!(
+        key_scans().await,
+        (before.0 + 1, before.1 + 1),
+        "the deleted events' bodies and attempts not read as one range of each key"
+    );
+
+    // Far apart: three events 5 000 arrivals from each other, each looked
+    // up by its key; the events between them keep theirs.
+    let spread = [first + 3000, first + 8000, first + 13_000];
+    let deleted = delete_alone(format!(
+        "DELETE FROM payhook_inbox WHERE namespace = $1 AND arrival IN ({}, {}, {})",
+        spread[0], spread[1], spread[2]
+    ))
+    .await;
+    assert_eq!(deleted, 3);
+    let kept: Vec<i64> = (spread[0] - 1..=spread[2] + 1)
+        .filter(|arrival| !spread.contains(arrival))
+        .collect();
+    assert_eq!(left(spread[0] - 1, spread[2] + 1).await, [kept.clone(), kept]);
+    let remaining: (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM payhook_inbox_bodies), (SELECT COUNT(*) FROM payhook_inbox_attempts)",
+    )
+    .fetch_one(&raw)
+    .await
+    .unwrap();
+    assert_eq!(remaining, (STORED - 103, STORED - 103));
+    raw.close().await;
+    drop_postgres_database(&url).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_an_event_stored_before_version_20_is_read_from_its_row() {
     let url = fresh_postgres_database("bodies_upgrade").await;
     let namespace = unique("bodies_old");
-    // A database at version 19: the inbox made, then version 20 undone.
+    // A database at version 19: the inbox made, then versions 20 and 21
+    // (which only changes version 20's trigger function) undone.
     drop(inbox(&url, &namespace, |b| b).await);
     let raw = PgPool::connect(&url).await.unwrap();
     for statement in [
         "DROP TRIGGER payhook_inbox_forget_bodies ON payhook_inbox",
+        "DROP FUNCTION payhook_inbox_forget_bodies()",
         "DROP TABLE payhook_inbox_bodies",
-        "DELETE FROM payhook_inbox_schema WHERE version = 20",
+        "DELETE FROM payhook_inbox_schema WHERE version >= 20",
     ] {
         sqlx::query(statement).execute(&raw).await.unwrap();
     }

@@ -29,7 +29,7 @@ const CLEAR_DONE_ERRORS: &str = concat!("UPDATE ", table!(), " SET last_error = 
 const HELD_ARE_SUSPECTS: &str = concat!("UPDATE ", table!(), " SET suspect = 2 WHERE state = $1");
 
 /// Every migration, oldest first.
-pub(crate) const MIGRATIONS: [Migration; 20] = [
+pub(crate) const MIGRATIONS: [Migration; 21] = [
     Migration {
         version: 1,
         sqlite: include_str!("../../../migrations/sqlite/0001_inbox_table.sql"),
@@ -155,6 +155,14 @@ pub(crate) const MIGRATIONS: [Migration; 20] = [
         version: 20,
         sqlite: include_str!("../../../migrations/sqlite/0020_bodies_apart.sql"),
         postgres: include_str!("../../../migrations/postgres/0020_bodies_apart.sql"),
+        then: None,
+    },
+    // PostgreSQL deletes a purge batch's attempts and bodies by one range
+    // of their key (SQLite: nothing).
+    Migration {
+        version: 21,
+        sqlite: include_str!("../../../migrations/sqlite/0021_forget_by_range.sql"),
+        postgres: include_str!("../../../migrations/postgres/0021_forget_by_range.sql"),
         then: None,
     },
 ];

@@ -1,0 +1,3 @@
+-- Version 21 changes how PostgreSQL's statement triggers delete the
+-- attempts and bodies of deleted events. SQLite's triggers run once per
+-- deleted row, each a lookup by key: this version changes nothing here.
