@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | [`postgres_a_body_is_stored_apart_and_read_back_exactly`] | a delivered event's body is in the bodies table, its row's `body` empty; the handler, `show` and a differing copy's check read it byte for byte | the intake writing the body into the row; a reader reading the row's column only |
 //! | [`postgres_a_body_goes_with_its_event`] | the retention purge and a bulk purge delete the purged events' bodies, and only theirs | the trigger left out, or deleting other events' bodies |
-//! | [`postgres_a_delete_takes_exactly_its_events_attempts_and_bodies`] | the attempts and bodies of the events a statement deletes go with them and no others, whether their arrivals lie close together (read as one range of each key: one index scan) or far apart (version 21) | the range's join dropped (neighbours deleted); the range never taken (one lookup per event) |
+//! | [`postgres_a_delete_takes_exactly_its_events_attempts_and_bodies`] | the attempts and bodies of the events a statement deletes go with them and no others, whether their arrivals lie close together (read as one range of each key: one index scan) or far apart (version 21) | the range's join dropped (neighbours deleted); the range never taken (one lookup per event); a far-apart delete reading the keys between (at this size the planner looks the three up even inside a range, so the four-keys-per-event bound is not what holds it here) |
 //! | [`postgres_an_event_stored_before_version_20_is_read_from_its_row`] | an event whose body is in its row (stored by an older version) is handled with that body and shown with it; `show` works on a database not yet upgraded | the fallback to the row's column dropped; `show` failing on the missing table |
 
 use std::sync::{Arc, Mutex};
@@ -272,18 +272,38 @@ async fn postgres_a_delete_takes_exactly_its_events_attempts_and_bodies() {
             left
         }
     };
-    // Index scans of each table's key so far, as the server counts them
-    // (a backend reports its counts when it ends at the latest).
-    let key_scans = || {
+    // How each table's key has been read so far, as the server counts it
+    // (a backend reports its counts when it ends at the latest): bodies
+    // deleted (which tells the counts have arrived), then the scans of the
+    // bodies' and the attempts' keys, then the entries each returned.
+    let key_reads = || {
         let raw = raw.clone();
         async move {
-            sqlx::query_as::<_, (i64, i64)>(
-                "SELECT (SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'payhook_inbox_bodies_pkey'), \
-                        (SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'payhook_inbox_attempts_pkey')",
+            sqlx::query_as::<_, (i64, i64, i64, i64, i64)>(
+                "SELECT (SELECT n_tup_del FROM pg_stat_user_tables WHERE relname = 'payhook_inbox_bodies'), \
+                        b.idx_scan, a.idx_scan, b.idx_tup_read, a.idx_tup_read \
+                 FROM pg_stat_user_indexes b, pg_stat_user_indexes a \
+                 WHERE b.indexrelname = 'payhook_inbox_bodies_pkey' AND a.indexrelname = 'payhook_inbox_attempts_pkey'",
             )
             .fetch_one(&raw)
             .await
             .unwrap()
+        }
+    };
+    let counted_after = |before: (i64, i64, i64, i64, i64)| {
+        let key_reads = &key_reads;
+        async move {
+            eventually("the delete's reads counted", || async {
+                key_reads().await.0 != before.0
+            })
+            .await;
+            let after = key_reads().await;
+            (
+                after.1 - before.1,
+                after.2 - before.2,
+                after.3 - before.3,
+                after.4 - before.4,
+            )
         }
     };
     let delete_alone = |sql: String| {
@@ -307,7 +327,7 @@ async fn postgres_a_delete_takes_exactly_its_events_attempts_and_bodies() {
     // attempts and bodies go, their neighbours' stay, and each table's key
     // is read once, as one range, not once per event.
     let (from, to) = (first + 1000, first + 1199);
-    let before = key_scans().await;
+    let before = key_reads().await;
     let deleted = delete_alone(format!(
         "DELETE FROM payhook_inbox WHERE namespace = $1 AND arrival BETWEEN {from} AND {to} AND arrival % 2 = 0"
     ))
@@ -315,19 +335,22 @@ async fn postgres_a_delete_takes_exactly_its_events_attempts_and_bodies() {
     assert_eq!(deleted, 100);
     let odd: Vec<i64> = (from..=to).filter(|arrival| arrival % 2 != 0).collect();
     assert_eq!(left(from, to).await, [odd.clone(), odd]);
-    eventually("the delete's index scans counted", || async {
-        key_scans().await != before
-    })
-    .await;
+    let (bodies_scans, attempts_scans, bodies_read, attempts_read) = counted_after(before).await;
     assert_eq!(
-        key_scans().await,
-        (before.0 + 1, before.1 + 1),
+        (bodies_scans, attempts_scans),
+        (1, 1),
         "the deleted events' bodies and attempts not read as one range of each key"
+    );
+    assert!(
+        bodies_read <= 200 && attempts_read <= 200,
+        "the range read {bodies_read} and {attempts_read} entries for 200 arrivals"
     );
 
     // Far apart: three events 5 000 arrivals from each other, each looked
-    // up by its key; the events between them keep theirs.
+    // up by its key, never the 10 000 keys between them, whose events keep
+    // theirs.
     let spread = [first + 3000, first + 8000, first + 13_000];
+    let before = key_reads().await;
     let deleted = delete_alone(format!(
         "DELETE FROM payhook_inbox WHERE namespace = $1 AND arrival IN ({}, {}, {})",
         spread[0], spread[1], spread[2]
@@ -338,6 +361,11 @@ async fn postgres_a_delete_takes_exactly_its_events_attempts_and_bodies() {
         .filter(|arrival| !spread.contains(arrival))
         .collect();
     assert_eq!(left(spread[0] - 1, spread[2] + 1).await, [kept.clone(), kept]);
+    let (_, _, bodies_read, attempts_read) = counted_after(before).await;
+    assert!(
+        bodies_read < 100 && attempts_read < 100,
+        "three far-apart events read {bodies_read} and {attempts_read} key entries: the range between them"
+    );
     let remaining: (i64, i64) = sqlx::query_as(
         "SELECT (SELECT COUNT(*) FROM payhook_inbox_bodies), (SELECT COUNT(*) FROM payhook_inbox_attempts)",
     )
