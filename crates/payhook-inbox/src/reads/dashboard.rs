@@ -311,28 +311,24 @@ sql_bounds! {
                 // migrates): counted from the rows of the span.
                 Err(sqlx::Error::Database(err)) if is_missing_table(err.as_ref()) => {
                     let index = |slot: i64| usize::try_from(slot).ok().filter(|&slot| slot < slots);
-                    let received: fn(&mut ActivitySlot) -> &mut i64 = |slot| &mut slot.received;
-                    let duplicates: fn(&mut ActivitySlot) -> &mut i64 = |slot| &mut slot.duplicates;
-                    for (statement, field) in [(RECEIVED_PER_INTERVAL, received), (DUPLICATES_PER_INTERVAL, duplicates)] {
-                        let rows = sqlx::query(statement)
+                    // Each statement's rows for the span: `slot`, `n` (and the attempts' `outcome`).
+                    let per_interval = |statement: &'static str| {
+                        sqlx::query(statement)
                             .bind(namespace)
                             .bind(since)
                             .bind(interval)
                             .fetch_all(&db.pool)
-                            .await?;
-                        for row in rows {
+                    };
+                    let received: fn(&mut ActivitySlot) -> &mut i64 = |slot| &mut slot.received;
+                    let duplicates: fn(&mut ActivitySlot) -> &mut i64 = |slot| &mut slot.duplicates;
+                    for (statement, field) in [(RECEIVED_PER_INTERVAL, received), (DUPLICATES_PER_INTERVAL, duplicates)] {
+                        for row in per_interval(statement).await? {
                             if let Some(slot) = index(row.try_get("slot")?) {
                                 *field(&mut out[slot]) = row.try_get("n")?;
                             }
                         }
                     }
-                    let attempts = sqlx::query(ATTEMPTS_PER_INTERVAL)
-                        .bind(namespace)
-                        .bind(since)
-                        .bind(interval)
-                        .fetch_all(&db.pool)
-                        .await?;
-                    for row in attempts {
+                    for row in per_interval(ATTEMPTS_PER_INTERVAL).await? {
                         if let Some(slot) = index(row.try_get("slot")?) {
                             let outcome: String = row.try_get("outcome")?;
                             let count: i64 = row.try_get("n")?;
