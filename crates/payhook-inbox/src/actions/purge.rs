@@ -38,9 +38,9 @@ pub enum Pace {
     /// between 2 milliseconds and 2 seconds. The retention purge's pace:
     /// few acknowledgements arriving while it catches up on a day of
     /// history meet one of its batches (their p99 1.0 to 1.3 times idle on
-    /// PostgreSQL, 1.2 on SQLite, BENCHMARKS.md "Inbox section 16"), and a day at 5 events
-    /// a second (430 000 events) still goes in about ten minutes (half an
-    /// hour on SQLite, whose rows cost more each to delete).
+    /// PostgreSQL, 1.2 on SQLite, BENCHMARKS.md "Inbox section 16"), and a
+    /// day at 5 events a second (430 000 events) still goes in about ten
+    /// minutes (half an hour on SQLite, whose rows cost more each to delete).
     Background,
     /// About a fifth of the time: a rest of four times each batch's time,
     /// between 2 and 300 milliseconds. The pace of
